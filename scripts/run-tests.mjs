@@ -1,0 +1,249 @@
+// Test entry point (`npm test`, after tsc has compiled test/ into dist/test/).
+//
+// Runs, in order and each as one `node --test` child process:
+//   1. unit                    dist/test/unit/**/*.test.js
+//   2. integration (sqlite)    dist/test/integration/**/*.test.js, SLIPWAY_TEST_DB=sqlite
+//   3. integration (postgres)  the same files, SLIPWAY_TEST_DB=postgres against a
+//                              throwaway cluster (SLIPWAY_TEST_PG_ADMIN_URL), or
+//                              against the developer's own database when
+//                              SLIPWAY_TEST_DATABASE_URL / SLIPWAY_TEST_PG_ADMIN_URL is set.
+//
+// Usage: node scripts/run-tests.mjs [substring ...]
+//   Only files whose path (e.g. dist/test/integration/secrets.test.js)
+//   contains one of the substrings are run.
+//
+// Without PostgreSQL binaries the postgres suite is skipped loudly, except in
+// CI (CI=true), where that is an error: CI must exercise both databases.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findPostgresBin, startThrowawayPostgres } from './postgres.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// Where tsc put the compiled tests (SLIPWAY_DIST lets several checkouts' builds coexist).
+const DIST = process.env.SLIPWAY_DIST ?? 'dist';
+const NODE_TEST_ARGS = [
+  '--test',
+  '--test-concurrency=2',
+  '--test-reporter=spec',
+  '--test-timeout=120000',
+];
+const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 };
+
+// ---------------------------------------------------------------------------
+// Finding test files
+// ---------------------------------------------------------------------------
+
+// Walked by hand rather than handing directories or globs to `node --test`:
+// what those mean differs between Node 20, 22 and 24, explicit paths do not.
+function listTestFiles(relDir) {
+  const found = [];
+  const walk = (dir) => {
+    let entries;
+    try {
+      entries = fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true });
+    } catch (err) {
+      if (err.code === 'ENOENT') return;
+      throw err;
+    }
+    for (const entry of entries) {
+      const rel = path.posix.join(dir, entry.name);
+      if (entry.isDirectory()) walk(rel);
+      else if (entry.isFile() && entry.name.endsWith('.test.js')) found.push(rel);
+    }
+  };
+  walk(relDir);
+  return found.sort();
+}
+
+function applyFilters(files, filters) {
+  if (filters.length === 0) return files;
+  return files.filter((file) => filters.some((filter) => file.includes(filter)));
+}
+
+// ---------------------------------------------------------------------------
+// Running one suite
+// ---------------------------------------------------------------------------
+
+let currentChild = null;
+let interruptedBy = null;
+
+function runNodeTest(files, extraEnv) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...NODE_TEST_ARGS, ...files], {
+      cwd: ROOT,
+      stdio: 'inherit',
+      env: { ...process.env, ...extraEnv },
+    });
+    currentChild = child;
+    child.on('error', (err) => {
+      console.error(`run-tests: could not start node: ${err.message}`);
+      currentChild = null;
+      resolve(1);
+    });
+    child.on('exit', (code, signal) => {
+      currentChild = null;
+      resolve(code ?? (signal ? 1 : 0));
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Signals
+// ---------------------------------------------------------------------------
+
+// The first SIGINT/SIGTERM lets the current suite wind down (Ctrl-C already
+// reached it through the process group; a SIGTERM aimed at us alone is
+// forwarded), skips the remaining suites and stops PostgreSQL in `finally`.
+// A second signal means "now": exit at once; postgres.mjs's exit hook still
+// stops the cluster synchronously.
+function onSignal(signal) {
+  if (interruptedBy) {
+    console.error(`\nrun-tests: ${signal} again, exiting immediately`);
+    currentChild?.kill('SIGKILL');
+    process.exit(SIGNAL_EXIT_CODES[signal] ?? 1);
+  }
+  interruptedBy = signal;
+  console.error(`\nrun-tests: ${signal} received, stopping (send again to force)`);
+  if (signal !== 'SIGINT') currentChild?.kill(signal);
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL
+// ---------------------------------------------------------------------------
+
+function isCI() {
+  const value = (process.env.CI ?? '').trim().toLowerCase();
+  return value !== '' && value !== '0' && value !== 'false';
+}
+
+// Decides where the postgres suite's database comes from, without waiting
+// for it: the cluster boots (about a second) while the earlier suites run.
+function preparePostgres() {
+  if (process.env.SLIPWAY_TEST_DATABASE_URL || process.env.SLIPWAY_TEST_PG_ADMIN_URL) {
+    return { kind: 'external' };
+  }
+  const missing = ['initdb', 'pg_ctl', 'postgres'].filter((name) => !findPostgresBin(name));
+  if (missing.length > 0) {
+    return {
+      kind: 'unavailable',
+      reason: `PostgreSQL server binaries not found (${missing.join(', ')}) on PATH or under /usr/lib/postgresql/*/bin`,
+    };
+  }
+  const starting = startThrowawayPostgres().then(
+    (cluster) => ({ cluster }),
+    (error) => ({ error }),
+  );
+  return { kind: 'throwaway', starting };
+}
+
+// ---------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------
+
+function formatDuration(ms) {
+  return `${(ms / 1000).toFixed(1)}s`;
+}
+
+function banner(text) {
+  const line = '='.repeat(Math.max(20, text.length + 8));
+  console.log(`\n${line}\n=== ${text}\n${line}`);
+}
+
+async function main() {
+  const filters = process.argv.slice(2);
+  const unitFiles = applyFilters(listTestFiles(`${DIST}/test/unit`), filters);
+  const integrationFiles = applyFilters(listTestFiles(`${DIST}/test/integration`), filters);
+
+  if (unitFiles.length + integrationFiles.length === 0) {
+    console.error(
+      filters.length > 0
+        ? `run-tests: no test files under ${DIST}/test/{unit,integration} match: ${filters.join(', ')}`
+        : `run-tests: no compiled tests found under ${DIST}/test/{unit,integration} (run \`tsc -p tsconfig.json\` first)`,
+    );
+    return 1;
+  }
+
+  const postgres = integrationFiles.length > 0 ? preparePostgres() : { kind: 'none' };
+  if (postgres.kind === 'unavailable' && isCI()) {
+    console.error(
+      `run-tests: FAILED: ${postgres.reason}.\n` +
+        'run-tests: CI must run the PostgreSQL integration suite; install the PostgreSQL server ' +
+        '(initdb, pg_ctl, postgres) or set SLIPWAY_TEST_PG_ADMIN_URL.',
+    );
+    return 1;
+  }
+
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const results = [];
+  const record = (name, status, detail = '') => results.push({ name, status, detail });
+
+  const runSuite = async (name, files, env) => {
+    if (interruptedBy) return record(name, 'not run', `interrupted by ${interruptedBy}`);
+    if (files.length === 0) return record(name, 'skipped', 'no test files');
+    banner(`${name}: ${files.length} file(s)`);
+    const started = Date.now();
+    const code = await runNodeTest(files, env);
+    const detail = `${files.length} file(s), ${formatDuration(Date.now() - started)}`;
+    if (interruptedBy) return record(name, 'interrupted', detail);
+    return record(name, code === 0 ? 'passed' : 'failed', code === 0 ? detail : `exit code ${code}, ${detail}`);
+  };
+
+  let cluster = null;
+  try {
+    await runSuite('unit', unitFiles, {});
+    await runSuite('integration (sqlite)', integrationFiles, { SLIPWAY_TEST_DB: 'sqlite' });
+
+    const pgName = 'integration (postgres)';
+    if (interruptedBy) {
+      record(pgName, 'not run', `interrupted by ${interruptedBy}`);
+    } else if (postgres.kind === 'none') {
+      record(pgName, 'skipped', 'no test files');
+    } else if (postgres.kind === 'unavailable') {
+      const line = `PostgreSQL suite SKIPPED: ${postgres.reason}`;
+      console.error(`\n${'!'.repeat(line.length)}\n${line}\n${'!'.repeat(line.length)}`);
+      record(pgName, 'skipped', postgres.reason);
+    } else if (postgres.kind === 'external') {
+      console.log('\nrun-tests: using the PostgreSQL given by SLIPWAY_TEST_DATABASE_URL / SLIPWAY_TEST_PG_ADMIN_URL');
+      await runSuite(pgName, integrationFiles, { SLIPWAY_TEST_DB: 'postgres' });
+    } else {
+      const started = await postgres.starting;
+      cluster = started.cluster ?? null;
+      if (started.error) {
+        // The binaries exist, so a failure to start is a broken setup, not a
+        // reason to quietly skip.
+        console.error(`\nrun-tests: ${started.error.message}`);
+        record(pgName, 'failed', 'could not start PostgreSQL');
+      } else {
+        console.log(`\nrun-tests: throwaway PostgreSQL at ${cluster.adminUrl}`);
+        await runSuite(pgName, integrationFiles, {
+          SLIPWAY_TEST_DB: 'postgres',
+          SLIPWAY_TEST_PG_ADMIN_URL: cluster.adminUrl,
+          // Lets the tests read the cluster's raw files (no secret value may be stored in plain text).
+          SLIPWAY_TEST_PG_DATA_DIR: path.join(cluster.dir, 'data'),
+        });
+      }
+    }
+  } finally {
+    // Covers interrupts during the earlier suites too: a cluster still
+    // booting is awaited and then stopped.
+    if (postgres.kind === 'throwaway') {
+      const started = await postgres.starting;
+      await started.cluster?.stop();
+    }
+  }
+
+  console.log('\nSummary:');
+  for (const { name, status, detail } of results) {
+    console.log(`  ${name}: ${status}${detail ? ` (${detail})` : ''}`);
+  }
+
+  if (interruptedBy) return SIGNAL_EXIT_CODES[interruptedBy] ?? 1;
+  return results.some((r) => r.status === 'failed') ? 1 : 0;
+}
+
+process.exitCode = await main();

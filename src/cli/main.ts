@@ -1,0 +1,64 @@
+// The `slipway` command.
+import { ConfigError } from '../platform/config.js';
+import { AppError } from '../platform/errors.js';
+import { parse, UsageError } from './args.js';
+import { orgCommand, serviceUserCommand, withCore } from './commands.js';
+import { printJson } from './output.js';
+import { serve } from './serve.js';
+
+const HELP = `slipway — deployment management
+
+usage:
+  slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
+  slipway migrate
+  slipway org create --slug S --name N [--json]
+  slipway org list [--json]
+  slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]
+  slipway service-user list --org ORG [--json]
+  slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]
+  slipway service-user disable|enable --org ORG --user ID|NAME [--json]
+
+Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
+matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list.
+`;
+
+export async function main(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'serve': {
+        const p = parse(rest, {}, env);
+        return await serve(p.config());
+      }
+      case 'migrate': {
+        const p = parse(rest, {}, env);
+        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }));
+        if (p.values.json) printJson({ ok: true, ...result });
+        else process.stdout.write(`database is up to date (${result.database})\n`);
+        return 0;
+      }
+      case 'org':
+        return await orgCommand(rest, env);
+      case 'service-user':
+        return await serviceUserCommand(rest, env);
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        process.stdout.write(HELP);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"; see slipway --help`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      process.stderr.write(`slipway: ${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof AppError) {
+      process.stderr.write(`slipway: ${error.detail}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,22 @@
+// Human output as aligned columns; --json prints the same data for scripts.
+
+export function printJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+}
+
+export function printTable(rows: Array<Record<string, string | number | boolean | null>>, columns: string[]): void {
+  if (rows.length === 0) {
+    process.stdout.write('(none)\n');
+    return;
+  }
+  const cells = rows.map((r) => columns.map((c) => String(r[c] ?? '')));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]!.length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
+  process.stdout.write(line(columns.map((c) => c.toUpperCase())));
+  for (const row of cells) process.stdout.write(line(row));
+}
+
+export function printFields(fields: Record<string, unknown>): void {
+  const width = Math.max(...Object.keys(fields).map((k) => k.length));
+  for (const [key, value] of Object.entries(fields)) process.stdout.write(`${key.padEnd(width)}  ${String(value)}\n`);
+}

@@ -1,0 +1,144 @@
+// The one place errors become responses: our AppErrors, Fastify's own (validation, body parsing,
+// size, media type) and anything unexpected (an opaque 500 that only names the request id).
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, errors, isAppError, type FieldError } from '../platform/errors.js';
+
+interface AjvError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+  parentSchema?: Record<string, unknown>;
+}
+
+const PROBLEM_BASE = 'https://slipway.dev/problems/';
+
+/** Where in the request an ajv error points, as a JSON Pointer (RFC 6901). */
+function pointerOf(error: AjvError, context: string | undefined): string {
+  const prefix = context === 'body' || context === undefined ? '' : `/${context === 'querystring' ? 'query' : context}`;
+  const escape = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
+  let pointer = prefix + error.instancePath;
+  if (error.keyword === 'required') pointer += `/${escape(String(error.params.missingProperty))}`;
+  if (error.keyword === 'additionalProperties') pointer += `/${escape(String(error.params.additionalProperty))}`;
+  // A failure inside propertyNames names the offending key on the error itself.
+  const key = (error as { propertyName?: string }).propertyName;
+  if (key !== undefined) pointer += `/${escape(key)}`;
+  return pointer || '/';
+}
+
+function messageOf(error: AjvError): string {
+  const schema = error.parentSchema ?? {};
+  const limit = schema['x-limit'] as string | undefined;
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return 'is not a known field';
+    case 'required':
+      return 'is required';
+    case 'pattern': {
+      if ((error as { propertyName?: string }).propertyName !== undefined) return `is not a valid key name: must match ${String(error.params.pattern)}`;
+      const hint = schema.description ? ` (${String(schema.description)})` : '';
+      return `must match ${String(error.params.pattern)}${hint}`;
+    }
+    case 'maxItems':
+    case 'maxProperties':
+    case 'maxLength':
+      return `${error.message ?? 'is too large'}${limit ? ` (limit ${limit})` : ''}`;
+    default:
+      return error.message ?? 'is invalid';
+  }
+}
+
+// Keywords whose failure means a documented limit was hit rather than a malformed request.
+const LIMIT_KEYWORDS = new Set(['maxItems', 'maxProperties', 'maxLength']);
+
+function fromValidation(error: FastifyError): AppError {
+  const ajvErrors = (error.validation ?? []) as unknown as AjvError[];
+  const context = (error as { validationContext?: string }).validationContext;
+  // propertyNames reports the key's own failure and then once more for the object; keep the first.
+  const relevant = ajvErrors.filter((e) => e.keyword !== 'propertyNames' && e.keyword !== 'if');
+  const seen = new Set<string>();
+  const fieldErrors: FieldError[] = [];
+  for (const e of relevant.length ? relevant : ajvErrors) {
+    const item = { pointer: pointerOf(e, context), message: messageOf(e) };
+    const key = `${item.pointer}\0${item.message}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      fieldErrors.push(item);
+    }
+  }
+  const limitHit = (relevant.length ? relevant : ajvErrors).find((e) => LIMIT_KEYWORDS.has(e.keyword) && e.parentSchema?.['x-limit']);
+  if (limitHit) {
+    const name = String(limitHit.parentSchema!['x-limit']);
+    const value = Number(limitHit.params.limit);
+    return errors.limitExceeded(`${pointerOf(limitHit, context)} ${messageOf(limitHit)}.`, { name, value }, fieldErrors);
+  }
+  const first = fieldErrors[0];
+  const summary = first ? `${first.pointer} ${first.message}` : error.message;
+  const more = fieldErrors.length > 1 ? ` (and ${fieldErrors.length - 1} more; see errors)` : '';
+  return errors.invalidRequest(`The request is not valid: ${summary}${more}.`, fieldErrors);
+}
+
+/** Fastify's own errors, by their stable codes. */
+function fromFastify(error: FastifyError, req: FastifyRequest, bodyLimit: number): AppError | null {
+  if (error.validation) return fromValidation(error);
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return errors.unsupportedMediaType(req.headers['content-type'], 'application/json');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return errors.payloadTooLarge(bodyLimit);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return errors.malformedJson('The body is empty; send a JSON object.');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return errors.invalidRequest('The Content-Length header does not match the body.');
+    default:
+      break;
+  }
+  // JSON.parse failures carry status 400 and a SyntaxError message.
+  if (error.statusCode === 400 && (error.name === 'SyntaxError' || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || /JSON/.test(error.message))) {
+    return errors.malformedJson(`The body is not valid JSON: ${error.message}`);
+  }
+  if (error.statusCode === 413) return errors.payloadTooLarge(bodyLimit);
+  if (error.statusCode === 415) return errors.unsupportedMediaType(req.headers['content-type'], 'application/json');
+  return null;
+}
+
+export function problemBody(error: AppError, req: FastifyRequest): Record<string, unknown> {
+  return {
+    type: PROBLEM_BASE + error.code.replace(/_/g, '-'),
+    title: error.title,
+    status: error.status,
+    detail: error.detail,
+    instance: req.url.split('?')[0]!,
+    code: error.code,
+    requestId: req.id,
+    ...error.extras,
+  };
+}
+
+/** OAuth endpoints answer in RFC 6749 §5.2 form; any non-OAuth code becomes the closest one. */
+function oauthBody(error: AppError): Record<string, unknown> {
+  const oauthCode = error.status >= 500 ? 'server_error' : error.status === 429 ? 'slow_down' : error.code.match(/^(invalid_|unsupported_|unauthorized_|access_denied|server_error|temporarily_unavailable)/) ? error.code : 'invalid_request';
+  return { error: oauthCode, error_description: error.detail };
+}
+
+export function sendError(error: AppError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.code(error.status);
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  if (req.routeOptions.config?.errorFormat === 'oauth') {
+    return reply.header('cache-control', 'no-store').type('application/json').send(oauthBody(error));
+  }
+  return reply.type('application/problem+json').send(problemBody(error, req));
+}
+
+export function createErrorHandler(bodyLimit: number) {
+  return function errorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+    const known = isAppError(error) ? error : fromFastify(error, req, bodyLimit);
+    if (known) {
+      if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');
+      return sendError(known, req, reply);
+    }
+    // Unexpected: log the error (never the body) and answer opaquely.
+    req.log.error({ err: error }, 'unexpected error');
+    return sendError(errors.internal(), req, reply);
+  };
+}

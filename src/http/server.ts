@@ -1,0 +1,145 @@
+// Builds the Fastify server: the HTTP contract shared by every route (request ids, access log,
+// problems, 404/405, authentication and the organization check, rate limits, OpenAPI), then the
+// feature modules' routes.
+import { randomUUID } from 'node:crypto';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { LogController, type FastifyRequest } from 'fastify';
+import FindMyWay from 'find-my-way';
+import type { Logger } from '../platform/logging.js';
+import { errors } from '../platform/errors.js';
+import { allows } from '../modules/auth/roles.js';
+import type { TokenVerifier } from '../modules/auth/token-verifier.js';
+import type { OrgsService } from '../modules/orgs/orgs.service.js';
+import type { App } from './app-types.js';
+import { createErrorHandler, sendError } from './error-handler.js';
+import { registerOpenApi, type OpenApiOptions } from './openapi.js';
+import type { RateLimiter } from './rate-limit.js';
+
+export interface ServerDeps {
+  logger: Logger;
+  bodyLimit: number;
+  verifier: TokenVerifier;
+  orgs: OrgsService;
+  apiLimiter: RateLimiter;
+  openapi: OpenApiOptions;
+  /** Ready when the database answers. */
+  ready: () => Promise<boolean>;
+  /** Tests pass this to fail on a status a route did not declare. */
+  onUndeclaredStatus?: (route: string, status: number) => void;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i;
+
+export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    // One access-log line per request, written by our onResponse hook.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    bodyLimit: deps.bodyLimit,
+    requestIdHeader: false,
+    // A caller's X-Request-Id is kept when it is a sane token, so it can follow a call across services.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    ajv: {
+      customOptions: { removeAdditional: false, allErrors: true, verbose: true, coerceTypes: 'array', useDefaults: true },
+      // `x-limit` names the setting behind a maxItems/maxLength, so the problem can name it too.
+      plugins: [((ajv: { addKeyword(def: unknown): unknown }) => ajv.addKeyword({ keyword: 'x-limit', schemaType: 'string' })) as never],
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+
+  app.decorateRequest('principal', null);
+  app.decorateRequest('org', null);
+  app.decorateRequest('ctx', null as never);
+  app.removeContentTypeParser('text/plain');
+
+  app.setErrorHandler(createErrorHandler(deps.bodyLimit));
+
+  // 404 for paths we do not have, 405 (with Allow) for paths we have under other methods.
+  const shadow = FindMyWay();
+  const noop = () => {};
+  app.addHook('onRoute', (route) => {
+    if (route.url === '*' || route.url.startsWith('/docs')) return;
+    for (const method of [route.method].flat()) if (method !== 'HEAD') {
+      try { shadow.on(method as 'GET', route.url, noop); } catch { /* already known */ }
+    }
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]!;
+    const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => m !== req.method && shadow.find(m as 'GET', path) !== null);
+    return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path), req, reply);
+  });
+
+  app.addHook('onRequest', async (req, reply) => {
+    req.ctx = { requestId: req.id, actor: ANONYMOUS };
+    const access = req.routeOptions.config?.auth;
+    if (access === undefined) return;
+    const header = req.headers.authorization;
+    if (header === undefined) throw errors.missingToken();
+    const match = BEARER.exec(header);
+    if (!match) throw errors.invalidToken('The Authorization header must be "Bearer <access token>".');
+    const principal = await deps.verifier.verify(match[1]!);
+    req.principal = principal;
+    req.ctx = {
+      requestId: req.id,
+      actor: { id: principal.subject, kind: 'service_user', orgId: principal.orgId, role: principal.role, instanceAdmin: principal.instanceAdmin },
+    };
+    const decision = deps.apiLimiter.hit(principal.subject);
+    reply.headers(decision.headers);
+    if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
+    // The organization comes from the path and must be the caller's: anything else is a 404, never a 403.
+    const orgParam = (req.params as { orgId?: string }).orgId;
+    if (orgParam !== undefined) {
+      const org = await deps.orgs.find(orgParam);
+      if (org === null || (org.id !== principal.orgId && !principal.instanceAdmin)) throw errors.notFound('organization', orgParam);
+      req.org = org;
+    }
+    if (!allows(access, principal.role, principal.instanceAdmin)) throw errors.roleTooLow(access, principal.role);
+  });
+
+  app.addHook('onSend', async (req, reply, payload) => {
+    reply.header('x-request-id', req.id);
+    if (deps.onUndeclaredStatus) checkDeclared(req, reply.statusCode, deps.onUndeclaredStatus);
+    return payload;
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info({
+      method: req.method,
+      route: req.routeOptions.url ?? null,
+      path: req.url.split('?')[0],
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 10) / 10,
+      sub: req.principal?.subject,
+    }, 'request');
+  });
+
+  await registerOpenApi(app, deps.openapi);
+
+  app.get('/healthz', { config: { operation: 'health.live' }, schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
+    async () => ({ status: 'ok' }));
+  app.get('/readyz', { config: { operation: 'health.ready' }, schema: { tags: ['health'], summary: 'Readiness: the database answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
+    async () => {
+      if (!(await deps.ready().catch(() => false))) throw errors.unavailable('The database does not answer.', 5);
+      return { status: 'ready' };
+    });
+
+  await registerRoutes(app);
+  return app;
+}
+
+function checkDeclared(req: FastifyRequest, status: number, report: (route: string, status: number) => void): void {
+  const url = req.routeOptions.url;
+  if (url === undefined || url.startsWith('/docs') || (req.routeOptions.schema as { hide?: boolean } | undefined)?.hide) return;
+  const declared = (req.routeOptions.schema as { response?: Record<string, unknown> } | undefined)?.response;
+  if (!declared) {
+    report(`${req.method} ${url}`, status);
+    return;
+  }
+  if (!(String(status) in declared) && !(`${String(status)[0]}xx` in declared) && !('default' in declared)) report(`${req.method} ${url}`, status);
+}

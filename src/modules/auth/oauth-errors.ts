@@ -1,0 +1,18 @@
+// RFC 6749 §5.2 errors of the token, introspection and revocation endpoints. They are AppErrors
+// whose code is the OAuth error code; routes marked `errorFormat: 'oauth'` render them as
+// `{ error, error_description }`.
+import { AppError } from '../../platform/errors.js';
+
+const oauth = (status: number, code: string, description: string, headers: Record<string, string> = {}) =>
+  new AppError(status, code, 'OAuth error', description, {}, headers);
+
+export const oauthErrors = {
+  invalidRequest: (description: string) => oauth(400, 'invalid_request', description),
+  /** 401 with a Basic challenge (RFC 6749 §5.2): unknown client, wrong secret, disabled client. */
+  invalidClient: (description: string) => oauth(401, 'invalid_client', description, { 'www-authenticate': 'Basic realm="slipway", charset="UTF-8"' }),
+  unsupportedGrantType: (grant: string) =>
+    oauth(400, 'unsupported_grant_type', `The grant type "${grant}" is not supported; use client_credentials.`),
+  invalidScope: (unknown: string[], supported: string) =>
+    oauth(400, 'invalid_scope', `Unknown scope ${unknown.map((s) => `"${s}"`).join(', ')}; supported scopes are: ${supported}.`),
+  unsupportedTokenType: (hint: string) => oauth(400, 'unsupported_token_type', `Token type "${hint}" cannot be revoked here; only access tokens can.`),
+};

@@ -1,0 +1,221 @@
+// The authorization server's endpoints, under the path of SLIPWAY_AUTH_URL: token, discovery,
+// JWKS, introspection and revocation. Form-encoded in, RFC 6749 errors out.
+import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { App } from '../../http/app-types.js';
+import type { RateLimiter } from '../../http/rate-limit.js';
+import { errors } from '../../platform/errors.js';
+import { oauthErrors } from './oauth-errors.js';
+import { audienceScope, STANDARD_SCOPES } from './scopes.js';
+import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
+import type { ClientCredentials, TokenService } from './token.service.js';
+
+const FORM = 'application/x-www-form-urlencoded';
+
+interface FormBody {
+  kind: 'form' | 'other';
+  fields: Map<string, string>;
+  duplicate: string | null;
+}
+
+/** RFC 6749 §2.3.1: each part of Basic credentials is form-url-encoded before base64. */
+function formDecode(value: string): string {
+  return decodeURIComponent(value.replace(/\+/g, ' '));
+}
+
+function parseBasic(header: string | undefined): ClientCredentials | null {
+  if (header === undefined) return null;
+  const match = /^Basic\s+([A-Za-z0-9+/=._~-]+)\s*$/i.exec(header);
+  if (!match) throw oauthErrors.invalidClient('The Authorization header is not valid HTTP Basic credentials.');
+  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) throw oauthErrors.invalidClient('HTTP Basic credentials must be client_id:client_secret.');
+  try {
+    return { clientId: formDecode(decoded.slice(0, colon)), clientSecret: formDecode(decoded.slice(colon + 1)) };
+  } catch {
+    throw oauthErrors.invalidClient('HTTP Basic credentials are not correctly form-url-encoded.');
+  }
+}
+
+function formOf(req: FastifyRequest): FormBody {
+  const body = req.body as FormBody | undefined;
+  if (body === undefined || body === null) return { kind: 'form', fields: new Map(), duplicate: null };
+  if (body.kind !== 'form') {
+    throw oauthErrors.invalidRequest(`The body must be ${FORM}${req.headers['content-type'] ? `, not ${req.headers['content-type']}` : ''}.`);
+  }
+  if (body.duplicate !== null) throw oauthErrors.invalidRequest(`The parameter "${body.duplicate}" appears more than once.`);
+  return body;
+}
+
+/** client_secret_basic or client_secret_post, never both (RFC 6749 §2.3). */
+function clientCredentials(req: FastifyRequest, form: FormBody): ClientCredentials {
+  const basic = parseBasic(req.headers.authorization);
+  const postId = form.fields.get('client_id');
+  const postSecret = form.fields.get('client_secret');
+  if (basic !== null && (postId !== undefined || postSecret !== undefined)) {
+    throw oauthErrors.invalidRequest('Send client credentials either as HTTP Basic or in the body, not both.');
+  }
+  if (basic !== null) return basic;
+  if (postId === undefined || postSecret === undefined) {
+    throw oauthErrors.invalidClient('Client authentication is required: HTTP Basic client_id:client_secret, or client_id and client_secret in the body.');
+  }
+  return { clientId: postId, clientSecret: postSecret };
+}
+
+const TokenResponseSchema = Type.Object({
+  access_token: Type.String(),
+  token_type: Type.Literal('Bearer'),
+  expires_in: Type.Integer({ description: 'Lifetime in seconds (SLIPWAY_TOKEN_TTL, 43200 by default).' }),
+  scope: Type.String({ description: 'The granted scopes.' }),
+});
+const OAuthErrorSchema = Type.Object({ error: Type.String(), error_description: Type.String() }, { description: 'RFC 6749 §5.2 error' });
+const FormSchema = (fields: Record<string, string>) => ({
+  description: `${FORM}, fields: ${Object.entries(fields).map(([k, v]) => `${k} (${v})`).join(', ')}`,
+});
+
+export interface OAuthRoutesDeps {
+  tokens: TokenService;
+  keys: SigningKeys;
+  issuer: string;
+  baseUrl: string;
+  idpName: string;
+  projectId: string;
+  limits: { perClient: RateLimiter; perAddress: RateLimiter };
+}
+
+export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): void {
+  // Every body reaches the handler, so a wrong content type is an RFC 6749 error, not a 415.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== FORM) return done(null, { kind: 'other', fields: new Map(), duplicate: null } satisfies FormBody);
+    const fields = new Map<string, string>();
+    let duplicate: string | null = null;
+    for (const [key, value] of new URLSearchParams(body as string)) {
+      if (fields.has(key)) duplicate ??= key;
+      fields.set(key, value);
+    }
+    done(null, { kind: 'form', fields, duplicate } satisfies FormBody);
+  });
+
+  const tags = ['oauth'];
+  const oauthConfig = { errorFormat: 'oauth' as const };
+
+  const limit = (key: string, limiter: RateLimiter, reply: { header(n: string, v: string): unknown }) => {
+    const decision = limiter.hit(key);
+    for (const [n, v] of Object.entries(decision.headers)) reply.header(n, v);
+    if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
+  };
+
+  app.post(`${prefix}/oauth/v2/token`, {
+    config: { ...oauthConfig, operation: 'oauth.token' },
+    schema: {
+      tags,
+      summary: 'Token exchange: client credentials grant (HTTP Basic or client_secret_post)',
+      security: [{ clientBasic: [] }],
+      consumes: [FORM],
+      body: FormSchema({ grant_type: 'client_credentials', scope: 'space-separated scopes' }),
+      response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
+    },
+  }, async (req, reply) => {
+    limit(req.ip, deps.limits.perAddress, reply);
+    const form = formOf(req);
+    const grant = form.fields.get('grant_type');
+    if (grant === undefined) throw oauthErrors.invalidRequest('The grant_type parameter is required (client_credentials).');
+    const creds = clientCredentials(req, form);
+    limit(creds.clientId, deps.limits.perClient, reply);
+    if (grant !== 'client_credentials') throw oauthErrors.unsupportedGrantType(grant);
+    const token = await deps.tokens.clientCredentialsGrant(creds, form.fields.get('scope'));
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    return token;
+  });
+
+  app.post(`${prefix}/oauth/v2/introspect`, {
+    config: { ...oauthConfig, operation: 'oauth.introspect' },
+    schema: {
+      tags,
+      summary: 'Token introspection (RFC 7662); the caller authenticates as a client',
+      security: [{ clientBasic: [] }],
+      consumes: [FORM],
+      body: FormSchema({ token: 'the access token', token_type_hint: 'optional' }),
+      response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
+    },
+  }, async (req, reply) => {
+    limit(req.ip, deps.limits.perAddress, reply);
+    const form = formOf(req);
+    const caller = await deps.tokens.authenticate(clientCredentials(req, form));
+    const token = form.fields.get('token');
+    if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
+    reply.header('cache-control', 'no-store');
+    return (await deps.tokens.introspect(caller, token)) as { active: boolean };
+  });
+
+  app.post(`${prefix}/oauth/v2/revoke`, {
+    config: { ...oauthConfig, operation: 'oauth.revoke' },
+    schema: {
+      tags,
+      summary: 'Token revocation (RFC 7009): a client revokes its own access tokens',
+      security: [{ clientBasic: [] }],
+      consumes: [FORM],
+      body: FormSchema({ token: 'the access token', token_type_hint: 'optional: access_token' }),
+      response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
+    },
+  }, async (req, reply) => {
+    limit(req.ip, deps.limits.perAddress, reply);
+    const form = formOf(req);
+    const caller = await deps.tokens.authenticate(clientCredentials(req, form));
+    const token = form.fields.get('token');
+    if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
+    const hint = form.fields.get('token_type_hint');
+    if (hint !== undefined && hint !== 'access_token') throw oauthErrors.unsupportedTokenType(hint);
+    await deps.tokens.revoke(caller, token);
+    return {};
+  });
+
+  app.get(`${prefix}/oauth/v2/keys`, {
+    config: { operation: 'oauth.jwks' },
+    schema: {
+      tags,
+      summary: 'JSON Web Key Set: the public keys that verify access tokens',
+      response: { 200: Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) }) },
+    },
+  }, async (_req, reply) => {
+    const set = await deps.keys.current();
+    reply.header('cache-control', 'public, max-age=60');
+    return { keys: set.publicJwks };
+  });
+
+  app.get(`${prefix}/.well-known/openid-configuration`, {
+    config: { operation: 'oauth.discovery' },
+    schema: {
+      tags,
+      summary: 'OpenID Provider / OAuth authorization server metadata',
+      response: { 200: Type.Record(Type.String(), Type.Unknown()) },
+    },
+  }, async (_req, reply) => {
+    reply.header('cache-control', 'public, max-age=300');
+    return discoveryDocument(deps);
+  });
+}
+
+export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpName' | 'projectId' | 'baseUrl'>): Record<string, unknown> {
+  const authMethods = ['client_secret_basic', 'client_secret_post'];
+  return {
+    issuer: deps.issuer,
+    token_endpoint: `${deps.issuer}/oauth/v2/token`,
+    jwks_uri: `${deps.issuer}/oauth/v2/keys`,
+    introspection_endpoint: `${deps.issuer}/oauth/v2/introspect`,
+    revocation_endpoint: `${deps.issuer}/oauth/v2/revoke`,
+    grant_types_supported: ['client_credentials'],
+    response_types_supported: ['token'],
+    subject_types_supported: ['public'],
+    id_token_signing_alg_values_supported: [SIGNING_ALG],
+    token_endpoint_auth_methods_supported: authMethods,
+    introspection_endpoint_auth_methods_supported: authMethods,
+    revocation_endpoint_auth_methods_supported: authMethods,
+    scopes_supported: [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', `urn:${deps.idpName}:iam:user:resourceowner:id`],
+    access_token_signing_alg_values_supported: [SIGNING_ALG],
+    service_documentation: `${deps.baseUrl}/docs`,
+  };
+}

@@ -1,0 +1,34 @@
+// What the API needs to know about a token's subject on every request (does it still exist, is it
+// disabled, what is its role now) without a database read per request: cached a few seconds, and
+// forgotten at once on this node when the service user changes here.
+import { LRUCache } from 'lru-cache';
+import type { Db } from '../../platform/db/database.js';
+import type { Role } from './roles.js';
+
+export interface SubjectState {
+  orgId: string;
+  role: Role;
+  instanceAdmin: boolean;
+  disabled: boolean;
+}
+
+export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
+  const cache = new LRUCache<string, SubjectState | 'missing'>({ max: 50_000, ttl: deps.ttlMs ?? 5_000 });
+  return {
+    async get(subject: string): Promise<SubjectState | null> {
+      const hit = cache.get(subject);
+      if (hit !== undefined) return hit === 'missing' ? null : hit;
+      const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at']).where('id', '=', subject).executeTakeFirst();
+      const state: SubjectState | 'missing' = row
+        ? { orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null }
+        : 'missing';
+      cache.set(subject, state);
+      return state === 'missing' ? null : state;
+    },
+    forget(subject: string): void {
+      cache.delete(subject);
+    },
+  };
+}
+
+export type PrincipalDirectory = ReturnType<typeof createPrincipalDirectory>;

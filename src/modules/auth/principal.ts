@@ -1,0 +1,13 @@
+import type { Role } from './roles.js';
+
+/** The caller behind a verified access token, with its current role and state. */
+export interface Principal {
+  subject: string;
+  clientId: string;
+  orgId: string;
+  role: Role;
+  instanceAdmin: boolean;
+  tokenId: string;
+  scopes: string[];
+  expiresAt: number;
+}

@@ -1,0 +1,45 @@
+// Revoked token ids. The table is shared by every node; each node keeps the live ones in memory
+// and picks up revocations made elsewhere within a few seconds.
+import type { Db } from '../../platform/db/database.js';
+
+export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
+  const refreshMs = deps.refreshMs ?? 5_000;
+  const revoked = new Map<string, number>(); // jti → expiry (ms)
+  let syncedUpTo: string | null = null;
+  let lastSync = 0;
+  let inflight: Promise<void> | null = null;
+
+  async function sync(): Promise<void> {
+    const startedAt = new Date(Date.now() - 2_000).toISOString(); // overlap covers clock skew between nodes
+    let q = deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', new Date().toISOString());
+    if (syncedUpTo !== null) q = q.where('revoked_at', '>=', syncedUpTo);
+    for (const row of await q.execute()) revoked.set(row.jti, Date.parse(row.expires_at));
+    syncedUpTo = startedAt;
+    lastSync = Date.now();
+    const now = Date.now();
+    for (const [jti, exp] of revoked) if (exp < now) revoked.delete(jti);
+  }
+
+  return {
+    async isRevoked(jti: string): Promise<boolean> {
+      if (Date.now() - lastSync > refreshMs) {
+        inflight ??= sync().finally(() => { inflight = null; });
+        await inflight;
+      }
+      return revoked.has(jti);
+    },
+    async revoke(entry: { jti: string; serviceUserId: string; expiresAt: number }): Promise<void> {
+      const now = new Date().toISOString();
+      await deps.db.insertInto('revoked_tokens')
+        .values({ jti: entry.jti, service_user_id: entry.serviceUserId, expires_at: new Date(entry.expiresAt).toISOString(), revoked_at: now })
+        .onConflict((oc) => oc.column('jti').doNothing())
+        .execute();
+      revoked.set(entry.jti, entry.expiresAt);
+    },
+    async prune(): Promise<void> {
+      await deps.db.deleteFrom('revoked_tokens').where('expires_at', '<', new Date().toISOString()).execute();
+    },
+  };
+}
+
+export type RevocationList = ReturnType<typeof createRevocationList>;

@@ -1,0 +1,33 @@
+import type { Executor } from '../../platform/db/database.js';
+import type { SigningKeysTable } from '../../platform/db/schema.js';
+
+export type SigningKeyRow = SigningKeysTable;
+
+export const signingKeysRepo = {
+  /** Keys that sign now or whose tokens may still be live (retired less than a token lifetime ago). */
+  async listUsable(db: Executor, retiredAfter: string): Promise<SigningKeyRow[]> {
+    return db.selectFrom('signing_keys').selectAll()
+      .where('activated_at', 'is not', null)
+      .where((eb) => eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', retiredAfter)]))
+      .orderBy('activated_at', 'desc')
+      .execute();
+  },
+
+  async listAll(db: Executor): Promise<SigningKeyRow[]> {
+    return db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'asc').execute();
+  },
+
+  async insert(db: Executor, row: SigningKeyRow): Promise<void> {
+    await db.insertInto('signing_keys').values(row).execute();
+  },
+
+  async retireActive(db: Executor, exceptKid: string, at: string): Promise<void> {
+    await db.updateTable('signing_keys').set({ retired_at: at })
+      .where('retired_at', 'is', null).where('activated_at', 'is not', null).where('kid', '!=', exceptKid)
+      .execute();
+  },
+
+  async updateSealed(db: Executor, kid: string, sealed: Buffer, masterKeyId: string): Promise<void> {
+    await db.updateTable('signing_keys').set({ private_sealed: sealed, master_key_id: masterKeyId }).where('kid', '=', kid).execute();
+  },
+};

@@ -1,0 +1,91 @@
+// Token signing keys: ES256, kept in the database (private part wrapped by the master key) so every
+// node signs with the same key and publishes the same JWKS. Rotation starts a new key and keeps the
+// old one in the JWKS until every token it signed has expired.
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { Db } from '../../platform/db/database.js';
+import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
+
+export const SIGNING_ALG = 'ES256';
+
+export interface ActiveSigner {
+  kid: string;
+  privateKey: CryptoKey;
+}
+
+export interface KeySet {
+  signer: ActiveSigner;
+  /** Public JWKs of every key whose tokens may still be live, newest first. */
+  publicJwks: JWK[];
+}
+
+const binding = (kid: string) => `signing-key/${kid}`;
+
+export async function generateSigningKeyRow(ring: MasterKeyring, now: string): Promise<SigningKeyRow> {
+  const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
+  const publicJwk = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(publicJwk);
+  const privateJwk = await exportJWK(privateKey);
+  const wrapped = wrapKey(ring, Buffer.from(JSON.stringify(privateJwk)), binding(kid));
+  return {
+    kid,
+    alg: SIGNING_ALG,
+    public_jwk: JSON.stringify({ ...publicJwk, kid, alg: SIGNING_ALG, use: 'sig' }),
+    private_sealed: wrapped.sealed,
+    master_key_id: wrapped.masterKeyId,
+    created_at: now,
+    activated_at: now,
+    retired_at: null,
+  };
+}
+
+export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlSeconds: number }) {
+  let cached: { set: KeySet; loadedAt: number } | null = null;
+
+  async function load(): Promise<KeySet> {
+    const retiredAfter = new Date(Date.now() - deps.tokenTtlSeconds * 1000 - 60_000).toISOString();
+    let rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
+    if (!rows.some((r) => r.retired_at === null)) {
+      await ensureActiveKey();
+      rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
+    }
+    const active = rows.find((r) => r.retired_at === null)!;
+    const privateJwk = JSON.parse(unwrapKey(deps.ring, active.private_sealed, active.master_key_id, binding(active.kid)).toString('utf8')) as JWK;
+    const privateKey = (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey;
+    const set = { signer: { kid: active.kid, privateKey }, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
+    cached = { set, loadedAt: Date.now() };
+    return set;
+  }
+
+  /** Creates the first key when there is none (first start, or every key retired). */
+  async function ensureActiveKey(): Promise<void> {
+    const rows = await signingKeysRepo.listAll(deps.db);
+    if (rows.some((r) => r.activated_at !== null && r.retired_at === null)) return;
+    await signingKeysRepo.insert(deps.db, await generateSigningKeyRow(deps.ring, new Date().toISOString()));
+  }
+
+  return {
+    ensureActiveKey,
+    /** The current key set; re-read every minute so a rotation on another node reaches this one. */
+    async current(): Promise<KeySet> {
+      if (cached && Date.now() - cached.loadedAt < 60_000) return cached.set;
+      return load();
+    },
+    /** Re-reads now: a token names a kid this node has not seen yet. */
+    reload: load,
+    /** Starts signing with a new key; the old one stays published until its tokens expire. */
+    async rotate(): Promise<{ kid: string; retired: string[] }> {
+      const now = new Date().toISOString();
+      const row = await generateSigningKeyRow(deps.ring, now);
+      const before = (await signingKeysRepo.listAll(deps.db)).filter((r) => r.retired_at === null && r.activated_at !== null).map((r) => r.kid);
+      await deps.db.transaction().execute(async (trx) => {
+        await signingKeysRepo.insert(trx, row);
+        await signingKeysRepo.retireActive(trx, row.kid, now);
+      });
+      cached = null;
+      return { kid: row.kid, retired: before };
+    },
+  };
+}
+
+export type SigningKeys = ReturnType<typeof createSigningKeys>;

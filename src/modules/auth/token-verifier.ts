@@ -1,0 +1,129 @@
+// The API's side of tokens. Verifying an ES256 signature costs several times a whole small
+// request, so a token's signature and claims are checked once and the result is kept (bounded, and
+// never past the token's expiry). What can change while a token lives - revocation, a disabled or
+// deleted service user, its role - is checked on every request against short-lived caches.
+import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { LRUCache } from 'lru-cache';
+import { errors } from '../../platform/errors.js';
+import type { Principal } from './principal.js';
+import type { PrincipalDirectory } from './principal-directory.js';
+import type { RevocationList } from './revocations.js';
+import { audienceScope } from './scopes.js';
+import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
+
+interface VerifiedClaims {
+  subject: string;
+  clientId: string;
+  orgId: string;
+  tokenId: string;
+  scopes: string[];
+  expiresAt: number;
+}
+
+export interface TokenVerifierDeps {
+  keys: SigningKeys;
+  principals: PrincipalDirectory;
+  revocations: RevocationList;
+  issuer: string;
+  idpName: string;
+  projectId: string;
+  /** Allowed clock difference for exp and nbf, seconds. */
+  clockToleranceSeconds?: number;
+}
+
+const CLOCK_TOLERANCE = 5;
+
+function describe(error: unknown): string {
+  if (error instanceof joseErrors.JWTExpired) return 'The access token has expired; request a new one.';
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    switch (error.claim) {
+      case 'nbf': return 'The access token is not valid yet (nbf is in the future).';
+      case 'iss': return 'The access token was issued by another issuer.';
+      case 'typ': return 'The access token has the wrong type; expected an at+jwt access token.';
+      default: return `The access token's ${error.claim} claim is invalid.`;
+    }
+  }
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return `The access token must be signed with ${SIGNING_ALG}.`;
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return 'The access token was signed with an unknown key.';
+  return 'The access token is malformed.';
+}
+
+export function createTokenVerifier(deps: TokenVerifierDeps) {
+  const audience = audienceScope(deps.idpName, deps.projectId);
+  const orgClaimName = `urn:${deps.idpName}:iam:user:resourceowner:id`;
+  const verified = new LRUCache<string, VerifiedClaims>({ max: 20_000, ttlAutopurge: false });
+  let jwks: ReturnType<typeof createLocalJWKSet> | null = null;
+  let jwksKids = new Set<string>();
+  let lastReload = 0;
+
+  async function keySet(kid: string | undefined) {
+    const set = await deps.keys.current();
+    if (jwks === null || set.publicJwks.some((k) => !jwksKids.has(k.kid!))) {
+      jwks = createLocalJWKSet({ keys: set.publicJwks });
+      jwksKids = new Set(set.publicJwks.map((k) => k.kid!));
+    }
+    // A kid we have not seen may come from a rotation on another node; re-read at most once a second.
+    if (kid !== undefined && !jwksKids.has(kid) && Date.now() - lastReload > 1_000) {
+      lastReload = Date.now();
+      const fresh = await deps.keys.reload();
+      jwks = createLocalJWKSet({ keys: fresh.publicJwks });
+      jwksKids = new Set(fresh.publicJwks.map((k) => k.kid!));
+    }
+    return jwks;
+  }
+
+  async function verifySignature(token: string): Promise<VerifiedClaims> {
+    let payload: JWTPayload;
+    try {
+      const result = await jwtVerify(token, async (header, input) => (await keySet(header.kid))(header, input), {
+        algorithms: [SIGNING_ALG],
+        issuer: deps.issuer,
+        typ: 'at+jwt',
+        clockTolerance: deps.clockToleranceSeconds ?? CLOCK_TOLERANCE,
+        requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+      });
+      payload = result.payload;
+    } catch (error) {
+      throw errors.invalidToken(describe(error));
+    }
+    const aud = Array.isArray(payload.aud) ? payload.aud : payload.aud === undefined ? [] : [payload.aud];
+    if (!aud.includes(deps.projectId)) throw errors.wrongAudience(audience);
+    const orgId = payload[orgClaimName];
+    if (typeof orgId !== 'string' || typeof payload.client_id !== 'string') throw errors.invalidToken('The access token lacks the organization or client claim.');
+    return {
+      subject: payload.sub!,
+      clientId: payload.client_id,
+      orgId,
+      tokenId: payload.jti!,
+      scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
+      expiresAt: payload.exp! * 1000,
+    };
+  }
+
+  return {
+    async verify(token: string, options: { allowRevoked?: boolean } = {}): Promise<Principal> {
+      let claims = verified.get(token);
+      const now = Date.now();
+      if (claims === undefined) {
+        claims = await verifySignature(token);
+        verified.set(token, claims, { ttl: Math.max(1, claims.expiresAt - now) });
+      } else if (claims.expiresAt + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE) * 1000 <= now) {
+        verified.delete(token);
+        throw errors.invalidToken('The access token has expired; request a new one.');
+      }
+      if (!options.allowRevoked && (await deps.revocations.isRevoked(claims.tokenId))) {
+        throw errors.invalidToken('The access token has been revoked.');
+      }
+      const state = await deps.principals.get(claims.subject);
+      if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
+      if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
+      return { ...claims, role: state.role, instanceAdmin: state.instanceAdmin };
+    },
+    forget(token: string): void {
+      verified.delete(token);
+    },
+  };
+}
+
+export type TokenVerifier = ReturnType<typeof createTokenVerifier>;

@@ -1,0 +1,138 @@
+// The authorization server's side: authenticate a client, issue an RFC 9068 JWT access token,
+// introspect (RFC 7662) and revoke (RFC 7009).
+import { decodeJwt, SignJWT } from 'jose';
+import { secretMatches } from '../../platform/crypto/client-secret.js';
+import type { Db } from '../../platform/db/database.js';
+import { newId } from '../../platform/ids.js';
+import { serviceUsersRepo, type ServiceUserRow } from '../service-users/service-users.repo.js';
+import { oauthErrors } from './oauth-errors.js';
+import type { RevocationList } from './revocations.js';
+import { audienceScope, parseScopes, STANDARD_SCOPES } from './scopes.js';
+import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
+import type { TokenVerifier } from './token-verifier.js';
+
+export interface ClientCredentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+}
+
+export interface TokenServiceDeps {
+  db: Db;
+  pepper: Buffer;
+  keys: SigningKeys;
+  revocations: RevocationList;
+  verifier: TokenVerifier;
+  issuer: string;
+  idpName: string;
+  projectId: string;
+  ttlSeconds: number;
+}
+
+/** The claim that names the token's organization, in the form ZITADEL uses for its resource owner. */
+export function orgClaim(idpName: string): string {
+  return `urn:${idpName}:iam:user:resourceowner:id`;
+}
+
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export function createTokenService(deps: TokenServiceDeps) {
+  const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
+  const claimName = orgClaim(deps.idpName);
+  // last_used_at is written at most once a minute per secret, not on every token request.
+  const lastTouched = new Map<string, number>();
+
+  async function authenticate(creds: ClientCredentials): Promise<ServiceUserRow> {
+    // Every failure says the same to the caller: which one it was is for the log, not the client.
+    const fail = () => oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
+    if (!creds.clientId.startsWith('su_') || creds.clientId.length > 64) throw fail();
+    const user = await serviceUsersRepo.findById(deps.db, creds.clientId);
+    if (!user) throw fail();
+    const secrets = await serviceUsersRepo.secretsOf(deps.db, [user.id]);
+    const match = secrets.find((s) => secretMatches(deps.pepper, creds.clientSecret, s.hash));
+    if (!match || user.disabled_at !== null) throw fail();
+    const now = Date.now();
+    if (now - (lastTouched.get(match.id) ?? 0) > LAST_USED_RESOLUTION_MS) {
+      lastTouched.set(match.id, now);
+      if (lastTouched.size > 100_000) lastTouched.clear();
+      await serviceUsersRepo.touchSecret(deps.db, match.id, new Date(now).toISOString());
+    }
+    return user;
+  }
+
+  return {
+    authenticate,
+
+    async clientCredentialsGrant(creds: ClientCredentials, scope: string | undefined): Promise<TokenResponse> {
+      const parsed = parseScopes(scope, deps.idpName, deps.projectId);
+      if (!parsed.ok) throw oauthErrors.invalidScope(parsed.unknown, supported);
+      const user = await authenticate(creds);
+      const { signer } = await deps.keys.current();
+      const now = Math.floor(Date.now() / 1000);
+      const audience = parsed.audience ? [deps.projectId, user.id] : [user.id];
+      const accessToken = await new SignJWT({
+        client_id: user.id,
+        scope: parsed.granted.join(' '),
+        [claimName]: user.org_id,
+      })
+        .setProtectedHeader({ alg: SIGNING_ALG, typ: 'at+jwt', kid: signer.kid })
+        .setIssuer(deps.issuer)
+        .setSubject(user.id)
+        .setAudience(audience)
+        .setIssuedAt(now)
+        .setNotBefore(now)
+        .setExpirationTime(now + deps.ttlSeconds)
+        .setJti(newId('token'))
+        .sign(signer.privateKey);
+      // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
+      return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.granted.join(' ') };
+    },
+
+    /** RFC 7662. Only tokens of the caller's own organization are described; others are inactive. */
+    async introspect(caller: ServiceUserRow, token: string): Promise<Record<string, unknown>> {
+      try {
+        const principal = await deps.verifier.verify(token);
+        if (principal.orgId !== caller.org_id) return { active: false };
+        const claims = decodeJwt(token);
+        return {
+          active: true,
+          scope: principal.scopes.join(' '),
+          client_id: principal.clientId,
+          sub: principal.subject,
+          token_type: 'Bearer',
+          exp: claims.exp,
+          iat: claims.iat,
+          nbf: claims.nbf,
+          iss: claims.iss,
+          aud: claims.aud,
+          jti: claims.jti,
+          [claimName]: principal.orgId,
+        };
+      } catch {
+        return { active: false };
+      }
+    },
+
+    /** RFC 7009: a client revokes its own tokens; an unknown or invalid token is not an error. */
+    async revoke(caller: ServiceUserRow, token: string): Promise<void> {
+      let claims: ReturnType<typeof decodeJwt>;
+      try {
+        await deps.verifier.verify(token, { allowRevoked: true });
+        claims = decodeJwt(token);
+      } catch {
+        return;
+      }
+      if (claims.client_id !== caller.id) return;
+      await deps.revocations.revoke({ jti: String(claims.jti), serviceUserId: caller.id, expiresAt: Number(claims.exp) * 1000 });
+      deps.verifier.forget(token);
+    },
+  };
+}
+
+export type TokenService = ReturnType<typeof createTokenService>;

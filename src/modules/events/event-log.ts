@@ -1,0 +1,32 @@
+// Appends events inside the caller's transaction: the change and its event commit together or not
+// at all. Event data never carries a secret value (callers pass names, keys and versions only).
+import type { RequestContext } from '../../platform/context.js';
+import type { Executor } from '../../platform/db/database.js';
+import { newId } from '../../platform/ids.js';
+import { eventsRepo, type EventRow } from './events.repo.js';
+
+export interface NewEvent {
+  orgId: string;
+  type: string;
+  subject: { type: string; id: string };
+  data?: Record<string, unknown>;
+}
+
+export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): EventRow {
+  return {
+    id: newId('event'),
+    org_id: event.orgId,
+    type: event.type,
+    actor_id: ctx.actor.id,
+    request_id: ctx.requestId,
+    subject_type: event.subject.type,
+    subject_id: event.subject.id,
+    data: JSON.stringify(event.data ?? {}),
+    created_at: at,
+  };
+}
+
+export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = new Date().toISOString()): Promise<void> {
+  if (events.length === 0) return;
+  await eventsRepo.insert(trx, events.map((e) => toEventRow(ctx, e, at)));
+}

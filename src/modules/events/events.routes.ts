@@ -1,0 +1,20 @@
+import type { App } from '../../http/app-types.js';
+import { OrgParams } from '../../http/schemas.js';
+import { EventList, EventListQuery } from './events.schemas.js';
+import type { EventsService } from './events.service.js';
+
+export function eventsRoutes(app: App, deps: { events: EventsService }): void {
+  app.get('/v1/orgs/:orgId/events', {
+    config: { auth: 'admin', operation: 'events.list' },
+    schema: {
+      tags: ['events'],
+      summary: 'Page through the audit log of an organization, oldest first',
+      params: OrgParams,
+      querystring: EventListQuery,
+      response: { 200: EventList },
+    },
+  }, async (req) => {
+    const page = await deps.events.list(req.org!.id, req.query);
+    return { events: page.items, nextCursor: page.nextCursor };
+  });
+}

@@ -1,0 +1,26 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { PageQuery } from '../../http/schemas.js';
+
+export const EventSchema = Type.Object({
+  id: Type.String({ description: 'evt_…, time-ordered' }),
+  type: Type.String({ examples: ['secret.created'] }),
+  actor: Type.Union([Type.String(), Type.Null()], { description: 'Service user id, or `cli` for the command line.' }),
+  requestId: Type.Union([Type.String(), Type.Null()]),
+  subject: Type.Object({ type: Type.String(), id: Type.String() }),
+  data: Type.Record(Type.String(), Type.Unknown()),
+  createdAt: Type.String({ format: 'date-time' }),
+});
+export type Event = Static<typeof EventSchema>;
+
+export const EventListQuery = Type.Intersect([
+  PageQuery,
+  Type.Object({
+    type: Type.Optional(Type.String({ maxLength: 100, description: 'An event type, or a family such as `secret.*`.' })),
+    subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only events about this subject id.' })),
+  }),
+]);
+
+export const EventList = Type.Object({
+  events: Type.Array(EventSchema),
+  nextCursor: Type.Union([Type.String(), Type.Null()]),
+});

@@ -1,0 +1,31 @@
+// Instance-wide facts fixed on first start and shared by every node through the database: the
+// numeric project id of the audience scope and the pepper that keys client-secret hashes.
+import { randomBytes, randomInt } from 'node:crypto';
+import type { Db } from '../../platform/db/database.js';
+import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import { instanceRepo } from './instance.repo.js';
+
+export const PEPPER_KEY = 'client-secret-pepper';
+
+export interface InstanceIdentity {
+  projectId: string;
+  pepper: Buffer;
+}
+
+/** 18 digits, like the numeric ids of the identity providers the spec's scope comes from. */
+function newProjectId(): string {
+  return String(randomInt(1, 10)) + Array.from({ length: 17 }, () => randomInt(0, 10)).join('');
+}
+
+export async function loadInstanceIdentity(db: Db, ring: MasterKeyring, configuredProjectId: string | null): Promise<InstanceIdentity> {
+  const stored = await instanceRepo.setSettingOnce(db, 'project_id', configuredProjectId ?? newProjectId());
+  const projectId = configuredProjectId ?? stored;
+  if (configuredProjectId !== null && stored !== configuredProjectId) {
+    // The configured id wins; tokens issued for the old audience stop working, which is what changing it means.
+    await db.updateTable('instance_settings').set({ value: configuredProjectId }).where('key', '=', 'project_id').execute();
+  }
+  const wrapped = wrapKey(ring, randomBytes(32), `instance/${PEPPER_KEY}`);
+  await instanceRepo.insertKeyOnce(db, { name: PEPPER_KEY, sealed: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() });
+  const row = (await instanceRepo.getKey(db, PEPPER_KEY))!;
+  return { projectId, pepper: unwrapKey(ring, row.sealed, row.master_key_id, `instance/${PEPPER_KEY}`) };
+}

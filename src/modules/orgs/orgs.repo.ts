@@ -1,0 +1,26 @@
+import type { Executor } from '../../platform/db/database.js';
+import type { OrganizationsTable } from '../../platform/db/schema.js';
+
+export type OrgRow = OrganizationsTable;
+
+export const orgsRepo = {
+  async insert(db: Executor, row: OrgRow): Promise<void> {
+    await db.insertInto('organizations').values(row).execute();
+  },
+
+  async findByIdOrSlug(db: Executor, idOrSlug: string): Promise<OrgRow | undefined> {
+    const column = idOrSlug.startsWith('org_') ? 'id' : 'slug';
+    return db.selectFrom('organizations').selectAll().where(column, '=', idOrSlug).executeTakeFirst();
+  },
+
+  async list(db: Executor, opts: { onlyId?: string | undefined; after: string | null; limit: number }): Promise<OrgRow[]> {
+    let q = db.selectFrom('organizations').selectAll();
+    if (opts.onlyId !== undefined) q = q.where('id', '=', opts.onlyId);
+    if (opts.after !== null) q = q.where('id', '>', opts.after);
+    return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
+  },
+
+  async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name'>>, at: string): Promise<OrgRow | undefined> {
+    return db.updateTable('organizations').set({ ...patch, updated_at: at }).where('id', '=', id).returningAll().executeTakeFirst();
+  },
+};

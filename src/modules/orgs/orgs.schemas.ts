@@ -1,0 +1,22 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { NullableCursor, OrgParams, PageQuery, Timestamp } from '../../http/schemas.js';
+
+export const SLUG_PATTERN = '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$';
+
+export const Slug = Type.String({ pattern: SLUG_PATTERN, description: 'lowercase letters, digits and inner dashes, 1-63 characters' });
+export const OrgName = Type.String({ minLength: 1, maxLength: 200 });
+
+export const OrganizationSchema = Type.Object({
+  id: Type.String({ examples: ['org_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
+  slug: Slug,
+  name: Type.String(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type Organization = Static<typeof OrganizationSchema>;
+
+export const CreateOrgBody = Type.Object({ slug: Slug, name: OrgName }, { additionalProperties: false });
+export const UpdateOrgBody = Type.Object({ slug: Type.Optional(Slug), name: Type.Optional(OrgName) }, { additionalProperties: false, minProperties: 1 });
+
+export const OrgList = Type.Object({ orgs: Type.Array(OrganizationSchema), nextCursor: NullableCursor });
+export { OrgParams, PageQuery };

@@ -1,0 +1,72 @@
+import type { RequestContext } from '../../platform/context.js';
+import { isUniqueViolation, type Db } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { appendEvents } from '../events/event-log.js';
+import { orgsRepo, type OrgRow } from './orgs.repo.js';
+import type { Organization } from './orgs.schemas.js';
+
+export function toOrganization(row: OrgRow): Organization {
+  return { id: row.id, slug: row.slug, name: row.name, createdAt: row.created_at, updatedAt: row.updated_at };
+}
+
+const slugTaken = (slug: string) =>
+  errors.conflict('org_slug_taken', `An organization with the slug "${slug}" already exists.`, { conflicts: [{ pointer: '/slug', slug }] });
+
+export function createOrgsService(deps: { db: Db }) {
+  const { db } = deps;
+  return {
+    async create(ctx: RequestContext, input: { slug: string; name: string }): Promise<Organization> {
+      const now = new Date().toISOString();
+      const row: OrgRow = { id: newId('org'), slug: input.slug, name: input.name, created_at: now, updated_at: now };
+      try {
+        await db.transaction().execute(async (trx) => {
+          await orgsRepo.insert(trx, row);
+          await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.created', subject: { type: 'organization', id: row.id }, data: { slug: row.slug, name: row.name } }], now);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw slugTaken(input.slug);
+        throw error;
+      }
+      return toOrganization(row);
+    },
+
+    /** By id or slug; a missing organization is a 404 like any other resource. */
+    async get(idOrSlug: string): Promise<Organization> {
+      const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
+      if (!row) throw errors.notFound('organization', idOrSlug);
+      return toOrganization(row);
+    },
+
+    async find(idOrSlug: string): Promise<Organization | null> {
+      const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
+      return row ? toOrganization(row) : null;
+    },
+
+    /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
+    async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
+      const page = pageRequest(query);
+      const rows = await orgsRepo.list(db, { onlyId: scope.all ? undefined : scope.orgId ?? '', ...page });
+      const result = toPage(rows, page.limit, (r) => r.id);
+      return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
+    },
+
+    async update(ctx: RequestContext, orgId: string, patch: { slug?: string; name?: string }): Promise<Organization> {
+      const now = new Date().toISOString();
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const row = await orgsRepo.update(trx, orgId, patch, now);
+          if (!row) throw errors.notFound('organization', orgId);
+          await appendEvents(trx, ctx, [{ orgId, type: 'organization.updated', subject: { type: 'organization', id: orgId }, data: { changed: Object.keys(patch) } }], now);
+          return toOrganization(row);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw slugTaken(patch.slug ?? '');
+        throw error;
+      }
+    },
+  };
+}
+
+export type OrgsService = ReturnType<typeof createOrgsService>;

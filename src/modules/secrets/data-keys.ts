@@ -1,0 +1,63 @@
+// Envelope encryption: each organization has a random data key, wrapped by the master key. A
+// secret version's values are sealed with the data key and bound (associated data) to the
+// organization, the secret and the version, so a ciphertext moved elsewhere will not open.
+import { randomBytes } from 'node:crypto';
+import { open, seal } from '../../platform/crypto/aead.js';
+import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import type { Executor } from '../../platform/db/database.js';
+import { newId } from '../../platform/ids.js';
+
+export interface DataKey {
+  id: string;
+  key: Buffer;
+}
+
+const binding = (orgId: string, dataKeyId: string) => `org-data-key/${orgId}/${dataKeyId}`;
+const valuesBinding = (orgId: string, secretId: string, version: number) => `slipway/secret/${orgId}/${secretId}/${version}`;
+
+export function createDataKeys(deps: { ring: MasterKeyring }) {
+  const unwrapped = new Map<string, Buffer>();
+  const currentByOrg = new Map<string, string>();
+
+  async function byId(db: Executor, id: string): Promise<Buffer> {
+    const hit = unwrapped.get(id);
+    if (hit) return hit;
+    const row = await db.selectFrom('org_data_keys').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    const key = unwrapKey(deps.ring, row.wrapped, row.master_key_id, binding(row.org_id, row.id));
+    unwrapped.set(id, key);
+    return key;
+  }
+
+  return {
+    /** The organization's current data key, made on first use inside the caller's transaction. */
+    async current(db: Executor, orgId: string): Promise<DataKey> {
+      const known = currentByOrg.get(orgId);
+      if (known) return { id: known, key: await byId(db, known) };
+      const row = await db.selectFrom('org_data_keys').select('id').where('org_id', '=', orgId).orderBy('id', 'desc').limit(1).executeTakeFirst();
+      if (row) {
+        currentByOrg.set(orgId, row.id);
+        return { id: row.id, key: await byId(db, row.id) };
+      }
+      const id = newId('dataKey');
+      const key = randomBytes(32);
+      const wrapped = wrapKey(deps.ring, key, binding(orgId, id));
+      await db.insertInto('org_data_keys').values({ id, org_id: orgId, wrapped: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() }).execute();
+      // Cached only after commit would be stricter; a rolled-back key is simply never found again.
+      unwrapped.set(id, key);
+      return { id, key };
+    },
+
+    byId,
+
+    sealValues(dataKey: DataKey, orgId: string, secretId: string, version: number, values: Record<string, string>): Buffer {
+      return seal(dataKey.key, Buffer.from(JSON.stringify(values), 'utf8'), valuesBinding(orgId, secretId, version));
+    },
+
+    async openValues(db: Executor, dataKeyId: string, orgId: string, secretId: string, version: number, sealed: Buffer): Promise<Record<string, string>> {
+      const key = await byId(db, dataKeyId);
+      return JSON.parse(open(key, sealed, valuesBinding(orgId, secretId, version)).toString('utf8')) as Record<string, string>;
+    },
+  };
+}
+
+export type DataKeys = ReturnType<typeof createDataKeys>;

@@ -1,0 +1,62 @@
+import type { Executor } from '../../platform/db/database.js';
+import type { ClientSecretsTable, ServiceUsersTable } from '../../platform/db/schema.js';
+
+export type ServiceUserRow = ServiceUsersTable;
+export type ClientSecretRow = ClientSecretsTable;
+
+export const serviceUsersRepo = {
+  async insert(db: Executor, row: ServiceUserRow): Promise<void> {
+    await db.insertInto('service_users').values(row).execute();
+  },
+
+  async findById(db: Executor, id: string): Promise<ServiceUserRow | undefined> {
+    return db.selectFrom('service_users').selectAll().where('id', '=', id).executeTakeFirst();
+  },
+
+  /** By id or by name, inside one organization. */
+  async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow | undefined> {
+    const column = idOrName.startsWith('su_') ? 'id' : 'name';
+    return db.selectFrom('service_users').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).executeTakeFirst();
+  },
+
+  async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<ServiceUserRow[]> {
+    let q = db.selectFrom('service_users').selectAll().where('org_id', '=', orgId);
+    if (opts.after !== null) q = q.where('id', '>', opts.after);
+    return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
+  },
+
+  async update(db: Executor, id: string, patch: Partial<ServiceUserRow>): Promise<ServiceUserRow | undefined> {
+    return db.updateTable('service_users').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
+  },
+
+  async delete(db: Executor, id: string): Promise<void> {
+    await db.deleteFrom('client_secrets').where('service_user_id', '=', id).execute();
+    await db.deleteFrom('service_users').where('id', '=', id).execute();
+  },
+
+  /** Enabled owners of an organization other than `exceptId`: an organization must keep one. */
+  async countOtherOwners(db: Executor, orgId: string, exceptId: string): Promise<number> {
+    const row = await db.selectFrom('service_users').select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('org_id', '=', orgId).where('role', '=', 'owner').where('disabled_at', 'is', null).where('id', '!=', exceptId)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  },
+
+  async insertSecret(db: Executor, row: ClientSecretRow): Promise<void> {
+    await db.insertInto('client_secrets').values(row).execute();
+  },
+
+  async secretsOf(db: Executor, serviceUserIds: string[]): Promise<ClientSecretRow[]> {
+    if (serviceUserIds.length === 0) return [];
+    return db.selectFrom('client_secrets').selectAll().where('service_user_id', 'in', serviceUserIds).orderBy('id', 'asc').execute();
+  },
+
+  async deleteSecret(db: Executor, serviceUserId: string, secretId: string): Promise<boolean> {
+    const result = await db.deleteFrom('client_secrets').where('id', '=', secretId).where('service_user_id', '=', serviceUserId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  },
+
+  async touchSecret(db: Executor, secretId: string, at: string): Promise<void> {
+    await db.updateTable('client_secrets').set({ last_used_at: at }).where('id', '=', secretId).execute();
+  },
+};

@@ -1,0 +1,81 @@
+import type { App } from '../../http/app-types.js';
+import { problems } from '../../http/openapi.js';
+import { OrgParams, PageQuery } from '../../http/schemas.js';
+import {
+  ClientSecretParams, CreatedServiceUser, CreateServiceUserBody, NewClientSecret, ServiceUserList, ServiceUserParams,
+  ServiceUserSchema, UpdateServiceUserBody,
+} from './service-users.schemas.js';
+import type { ServiceUsersService } from './service-users.service.js';
+
+const tags = ['service users'];
+
+export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersService }): void {
+  const { serviceUsers } = deps;
+
+  app.get('/v1/orgs/:orgId/service-users', {
+    config: { auth: 'admin', operation: 'serviceUsers.list' },
+    schema: { tags, summary: 'List service users', params: OrgParams, querystring: PageQuery, response: { 200: ServiceUserList } },
+  }, async (req) => {
+    const page = await serviceUsers.list(req.org!.id, req.query);
+    return { serviceUsers: page.items, nextCursor: page.nextCursor };
+  });
+
+  app.post('/v1/orgs/:orgId/service-users', {
+    config: { auth: 'admin', operation: 'serviceUsers.create' },
+    schema: {
+      tags,
+      summary: 'Create a service user (Settings → Service Users → Create); the client secret is returned once',
+      params: OrgParams,
+      body: CreateServiceUserBody,
+      response: { 201: CreatedServiceUser, ...problems(409) },
+    },
+  }, async (req, reply) => {
+    reply.code(201).header('cache-control', 'no-store');
+    return serviceUsers.create(req.ctx, req.org!.id, req.body);
+  });
+
+  app.get('/v1/orgs/:orgId/service-users/:id', {
+    config: { auth: 'admin', operation: 'serviceUsers.get' },
+    schema: { tags, summary: 'Get a service user by id or name', params: ServiceUserParams, response: { 200: ServiceUserSchema } },
+  }, async (req) => serviceUsers.get(req.org!.id, req.params.id));
+
+  app.patch('/v1/orgs/:orgId/service-users/:id', {
+    config: { auth: 'admin', operation: 'serviceUsers.update' },
+    schema: {
+      tags,
+      summary: 'Rename, change the role of, disable or enable a service user',
+      params: ServiceUserParams,
+      body: UpdateServiceUserBody,
+      response: { 200: ServiceUserSchema, ...problems(409) },
+    },
+  }, async (req) => serviceUsers.update(req.ctx, req.org!.id, req.params.id, req.body));
+
+  app.delete('/v1/orgs/:orgId/service-users/:id', {
+    config: { auth: 'admin', operation: 'serviceUsers.delete' },
+    schema: { tags, summary: 'Delete a service user; its tokens stop working', params: ServiceUserParams, response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) } },
+  }, async (req, reply) => {
+    await serviceUsers.remove(req.ctx, req.org!.id, req.params.id);
+    return reply.code(204).send();
+  });
+
+  app.post('/v1/orgs/:orgId/service-users/:id/secrets', {
+    config: { auth: 'admin', operation: 'serviceUsers.addSecret' },
+    schema: {
+      tags,
+      summary: 'Add a second client secret (rotation); the existing one stays valid until removed',
+      params: ServiceUserParams,
+      response: { 201: NewClientSecret, ...problems(409) },
+    },
+  }, async (req, reply) => {
+    reply.code(201).header('cache-control', 'no-store');
+    return serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
+  });
+
+  app.delete('/v1/orgs/:orgId/service-users/:id/secrets/:secretId', {
+    config: { auth: 'admin', operation: 'serviceUsers.removeSecret' },
+    schema: { tags, summary: 'Remove a client secret', params: ClientSecretParams, response: { 204: { type: 'null', description: 'Removed' }, ...problems(409) } },
+  }, async (req, reply) => {
+    await serviceUsers.removeSecret(req.ctx, req.org!.id, req.params.id, req.params.secretId);
+    return reply.code(204).send();
+  });
+}

@@ -1,0 +1,61 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
+import { RoleSchema } from '../auth/roles.js';
+
+export const SERVICE_USER_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$';
+const Name = Type.String({ pattern: SERVICE_USER_NAME_PATTERN, description: 'letters, digits, spaces, dots, dashes and underscores; 1-100 characters' });
+
+export const ClientSecretInfo = Type.Object({
+  id: Type.String({ examples: ['cs_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
+  hint: Type.String({ description: 'The first characters of the secret, to tell two live secrets apart.' }),
+  createdAt: Timestamp,
+  lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'Last successful token request with it (updated at most once a minute).' }),
+});
+
+export const ServiceUserSchema = Type.Object({
+  id: Type.String({ examples: ['su_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
+  clientId: Type.String({ description: 'The OAuth client id (the same as the id).' }),
+  orgId: Type.String(),
+  name: Type.String(),
+  description: Type.String(),
+  role: RoleSchema,
+  instanceAdmin: Type.Boolean({ description: 'May create organizations and acts as owner in every one.' }),
+  disabled: Type.Boolean(),
+  disabledAt: Type.Union([Timestamp, Type.Null()]),
+  secrets: Type.Array(ClientSecretInfo, { description: 'Live client secrets (at most two: rotation without downtime).' }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type ServiceUser = Static<typeof ServiceUserSchema>;
+
+/** What creating a service user (or bootstrap.json) hands out once: everything a client needs. */
+export const Credentials = Type.Object({
+  orgId: Type.String(),
+  clientId: Type.String(),
+  clientSecret: Type.String({ description: 'Shown once; only a keyed hash is stored.' }),
+  tokenUrl: Type.String({ format: 'uri' }),
+  scope: Type.String({ description: 'The exact scope string to request.' }),
+});
+export type CredentialsT = Static<typeof Credentials>;
+
+export const CreatedServiceUser = Type.Intersect([ServiceUserSchema, Credentials]);
+
+export const CreateServiceUserBody = Type.Object({
+  name: Name,
+  description: Type.Optional(Type.String({ maxLength: 500 })),
+  role: RoleSchema,
+}, { additionalProperties: false });
+
+export const UpdateServiceUserBody = Type.Object({
+  name: Type.Optional(Name),
+  description: Type.Optional(Type.String({ maxLength: 500 })),
+  role: Type.Optional(RoleSchema),
+  disabled: Type.Optional(Type.Boolean({ description: 'A disabled service user gets no tokens, and its live tokens stop working.' })),
+}, { additionalProperties: false, minProperties: 1 });
+
+export const ServiceUserParams = Type.Object({ orgId: OrgIdParam, id: Type.String({ maxLength: 100, description: 'Service user id or name.' }) });
+export const ClientSecretParams = Type.Object({ orgId: OrgIdParam, id: Type.String({ maxLength: 100 }), secretId: Type.String({ maxLength: 100 }) });
+
+export const NewClientSecret = Type.Intersect([ClientSecretInfo, Type.Object({ clientSecret: Type.String({ description: 'Shown once.' }) })]);
+
+export const ServiceUserList = Type.Object({ serviceUsers: Type.Array(ServiceUserSchema), nextCursor: NullableCursor });

@@ -1,0 +1,225 @@
+// Service users: machine identities of one organization with one role and up to two live client
+// secrets (rotate without downtime: add the second, roll it out, remove the first).
+import type { RequestContext } from '../../platform/context.js';
+import { generateClientSecret, hashClientSecret, secretHint } from '../../platform/crypto/client-secret.js';
+import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { canGrant, effectiveRole, type Role } from '../auth/roles.js';
+import { appendEvents } from '../events/event-log.js';
+import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from './service-users.repo.js';
+import type { CredentialsT, ServiceUser } from './service-users.schemas.js';
+
+export const MAX_LIVE_SECRETS = 2;
+
+function toServiceUser(row: ServiceUserRow, secrets: ClientSecretRow[]): ServiceUser {
+  return {
+    id: row.id,
+    clientId: row.id,
+    orgId: row.org_id,
+    name: row.name,
+    description: row.description,
+    role: row.role as Role,
+    instanceAdmin: row.instance_admin === 1,
+    disabled: row.disabled_at !== null,
+    disabledAt: row.disabled_at,
+    secrets: secrets.map((s) => ({ id: s.id, hint: s.hint, createdAt: s.created_at, lastUsedAt: s.last_used_at })),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export interface ServiceUsersDeps {
+  db: Db;
+  pepper: Buffer;
+  tokenUrl: string;
+  scope: string;
+  /** Told whenever a service user changes, so cached token checks see it at once on this node. */
+  onChanged: (serviceUserId: string) => void;
+}
+
+export interface NewServiceUser {
+  name: string;
+  description?: string | undefined;
+  role: Role;
+  instanceAdmin?: boolean;
+}
+
+export function createServiceUsersService(deps: ServiceUsersDeps) {
+  const { db } = deps;
+
+  /** The actor's role in this organization; the CLI acts as an instance administrator. */
+  function actorRole(ctx: RequestContext): Role {
+    return ctx.actor.kind === 'cli' ? 'owner' : effectiveRole(ctx.actor.role!, ctx.actor.instanceAdmin);
+  }
+
+  function assertMayGrant(ctx: RequestContext, role: Role): void {
+    const mine = actorRole(ctx);
+    if (!canGrant(mine, role)) throw errors.forbidden(`A ${mine} cannot hand out the role ${role}; ask an owner.`);
+  }
+
+  async function load(executor: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow> {
+    const row = await serviceUsersRepo.findInOrg(executor, orgId, idOrName);
+    if (!row) throw errors.notFound('service user', idOrName);
+    return row;
+  }
+
+  async function view(executor: Executor, row: ServiceUserRow): Promise<ServiceUser> {
+    return toServiceUser(row, await serviceUsersRepo.secretsOf(executor, [row.id]));
+  }
+
+  /** An organization always keeps one enabled owner, or nobody could administer it again. */
+  async function assertNotLastOwner(executor: Executor, row: ServiceUserRow, what: string): Promise<void> {
+    if (row.role !== 'owner' || row.disabled_at !== null) return;
+    if ((await serviceUsersRepo.countOtherOwners(executor, row.org_id, row.id)) === 0) {
+      throw errors.conflict('last_owner', `"${row.name}" is the organization's last enabled owner and cannot be ${what}; make another owner first.`);
+    }
+  }
+
+  function issueSecret(serviceUserId: string, now: string): { row: ClientSecretRow; secret: string } {
+    const secret = generateClientSecret();
+    return {
+      secret,
+      row: { id: newId('clientSecret'), service_user_id: serviceUserId, hash: hashClientSecret(deps.pepper, secret), hint: secretHint(secret), created_at: now, last_used_at: null },
+    };
+  }
+
+  return {
+    async create(ctx: RequestContext, orgId: string, input: NewServiceUser): Promise<ServiceUser & CredentialsT> {
+      assertMayGrant(ctx, input.role);
+      const now = new Date().toISOString();
+      const row: ServiceUserRow = {
+        id: newId('serviceUser'), org_id: orgId, name: input.name, description: input.description ?? '', role: input.role,
+        instance_admin: input.instanceAdmin ? 1 : 0, disabled_at: null, created_at: now, updated_at: now,
+      };
+      const { row: secretRow, secret } = issueSecret(row.id, now);
+      try {
+        await db.transaction().execute(async (trx) => {
+          await serviceUsersRepo.insert(trx, row);
+          await serviceUsersRepo.insertSecret(trx, secretRow);
+          await appendEvents(trx, ctx, [{
+            orgId, type: 'service_user.created', subject: { type: 'service_user', id: row.id },
+            data: { name: row.name, role: row.role, instanceAdmin: row.instance_admin === 1 },
+          }], now);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw errors.conflict('service_user_name_taken', `A service user named "${input.name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name: input.name }] });
+        throw error;
+      }
+      return { ...toServiceUser(row, [secretRow]), clientId: row.id, clientSecret: secret, tokenUrl: deps.tokenUrl, scope: deps.scope };
+    },
+
+    async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<ServiceUser>> {
+      const page = pageRequest(query);
+      const rows = await serviceUsersRepo.list(db, orgId, page);
+      const result = toPage(rows, page.limit, (r) => r.id);
+      const secrets = await serviceUsersRepo.secretsOf(db, result.items.map((r) => r.id));
+      return { items: result.items.map((r) => toServiceUser(r, secrets.filter((s) => s.service_user_id === r.id))), nextCursor: result.nextCursor };
+    },
+
+    async get(orgId: string, idOrName: string): Promise<ServiceUser> {
+      return view(db, await load(db, orgId, idOrName));
+    },
+
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: { name?: string; description?: string; role?: Role; disabled?: boolean }): Promise<ServiceUser> {
+      const now = new Date().toISOString();
+      try {
+        const updated = await db.transaction().execute(async (trx) => {
+          const row = await load(trx, orgId, idOrName);
+          // Changing an owner (or making one) takes an owner.
+          if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+          if (patch.role !== undefined && patch.role !== row.role) {
+            assertMayGrant(ctx, patch.role);
+            if (row.role === 'owner') await assertNotLastOwner(trx, row, 'demoted');
+          }
+          if (patch.disabled === true) await assertNotLastOwner(trx, row, 'disabled');
+          const set: Partial<ServiceUserRow> = { updated_at: now };
+          if (patch.name !== undefined) set.name = patch.name;
+          if (patch.description !== undefined) set.description = patch.description;
+          if (patch.role !== undefined) set.role = patch.role;
+          if (patch.disabled !== undefined) set.disabled_at = patch.disabled ? (row.disabled_at ?? now) : null;
+          const next = (await serviceUsersRepo.update(trx, row.id, set))!;
+          const changes: Array<{ type: string; data: Record<string, unknown> }> = [];
+          if (patch.role !== undefined && patch.role !== row.role) changes.push({ type: 'service_user.role_changed', data: { from: row.role, to: patch.role } });
+          if (patch.disabled === true && row.disabled_at === null) changes.push({ type: 'service_user.disabled', data: {} });
+          if (patch.disabled === false && row.disabled_at !== null) changes.push({ type: 'service_user.enabled', data: {} });
+          const renamed = (patch.name !== undefined && patch.name !== row.name) || (patch.description !== undefined && patch.description !== row.description);
+          if (renamed) changes.push({ type: 'service_user.updated', data: { name: next.name } });
+          await appendEvents(trx, ctx, changes.map((c) => ({ orgId, type: c.type, subject: { type: 'service_user', id: row.id }, data: c.data })), now);
+          return view(trx, next);
+        });
+        deps.onChanged(updated.id);
+        return updated;
+      } catch (error) {
+        if (isUniqueViolation(error)) throw errors.conflict('service_user_name_taken', `A service user named "${patch.name}" already exists in this organization.`);
+        throw error;
+      }
+    },
+
+    async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
+      const now = new Date().toISOString();
+      const id = await db.transaction().execute(async (trx) => {
+        const row = await load(trx, orgId, idOrName);
+        if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+        await assertNotLastOwner(trx, row, 'removed');
+        await serviceUsersRepo.delete(trx, row.id);
+        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.deleted', subject: { type: 'service_user', id: row.id }, data: { name: row.name } }], now);
+        return row.id;
+      });
+      deps.onChanged(id);
+    },
+
+    /** Adds a second live secret; the first keeps working until it is removed. */
+    async addSecret(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ id: string; hint: string; createdAt: string; lastUsedAt: null; clientSecret: string }> {
+      const now = new Date().toISOString();
+      return db.transaction().execute(async (trx) => {
+        const row = await load(trx, orgId, idOrName);
+        if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+        const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
+        if (live.length >= MAX_LIVE_SECRETS) {
+          throw errors.conflict('too_many_client_secrets', `A service user has at most ${MAX_LIVE_SECRETS} live client secrets; remove one first.`, {
+            conflicts: live.map((s) => ({ id: s.id, hint: s.hint, createdAt: s.created_at })),
+          });
+        }
+        const { row: secretRow, secret } = issueSecret(row.id, now);
+        await serviceUsersRepo.insertSecret(trx, secretRow);
+        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.secret_added', subject: { type: 'service_user', id: row.id }, data: { secretId: secretRow.id, hint: secretRow.hint } }], now);
+        return { id: secretRow.id, hint: secretRow.hint, createdAt: now, lastUsedAt: null, clientSecret: secret };
+      });
+    },
+
+    async removeSecret(ctx: RequestContext, orgId: string, idOrName: string, secretId: string): Promise<void> {
+      const now = new Date().toISOString();
+      await db.transaction().execute(async (trx) => {
+        const row = await load(trx, orgId, idOrName);
+        if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+        const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
+        if (!live.some((s) => s.id === secretId)) throw errors.notFound('client secret', secretId);
+        if (live.length === 1) {
+          throw errors.conflict('last_client_secret', 'This is the service user\'s only client secret; add a new one first, or disable the service user.');
+        }
+        await serviceUsersRepo.deleteSecret(trx, row.id, secretId);
+        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.secret_removed', subject: { type: 'service_user', id: row.id }, data: { secretId } }], now);
+      });
+    },
+
+    /** CLI rotation in one step: add a new secret and remove every older one. */
+    async replaceSecrets(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ clientId: string; clientSecret: string }> {
+      const now = new Date().toISOString();
+      const result = await db.transaction().execute(async (trx) => {
+        const row = await load(trx, orgId, idOrName);
+        const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
+        const { row: secretRow, secret } = issueSecret(row.id, now);
+        for (const s of live) await serviceUsersRepo.deleteSecret(trx, row.id, s.id);
+        await serviceUsersRepo.insertSecret(trx, secretRow);
+        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.secret_rotated', subject: { type: 'service_user', id: row.id }, data: { secretId: secretRow.id, removed: live.map((s) => s.id) } }], now);
+        return { clientId: row.id, clientSecret: secret };
+      });
+      deps.onChanged(result.clientId);
+      return result;
+    },
+  };
+}
+
+export type ServiceUsersService = ReturnType<typeof createServiceUsersService>;

@@ -1,0 +1,190 @@
+// Configuration is parsed once at start-up from the environment and `serve` flags, validated,
+// and passed down. Nothing reads process.env after this.
+import path from 'node:path';
+
+export interface Limits {
+  /** Largest accepted request body, bytes. */
+  bodyBytes: number;
+  /** Secrets in one bulk request. */
+  secretsPerRequest: number;
+  /** Keys in one secret. */
+  keysPerSecret: number;
+  /** Characters in one secret value. */
+  valueChars: number;
+}
+
+export interface RateLimits {
+  /** Token requests per minute, per client id and per remote address (each its own bucket). */
+  tokenPerMinute: number;
+  /** API requests per minute per authenticated subject. */
+  apiPerMinute: number;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  databaseUrl: string | null;
+  baseUrl: string;
+  authUrl: string;
+  masterKey: string | null;
+  idpName: string;
+  projectId: string | null;
+  tokenTtlSeconds: number;
+  logLevel: string;
+  workers: number;
+  limits: Limits;
+  rateLimits: RateLimits;
+  /** Days a deleted secret can still be restored before it is purged. */
+  secretRetentionDays: number;
+  /** Seconds a runner lease lasts without a heartbeat. */
+  runnerLeaseSeconds: number;
+  /** Claims of one deployment before a lost lease fails it. */
+  deploymentMaxAttempts: number;
+  /** External issuer trusted instead of (or beside) our own; its JWKS URL. */
+  trustedIssuer: { issuer: string; jwksUrl: string } | null;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+/** The variables and their `serve` flag names, so both are documented and parsed from one table. */
+export const CONFIG_VARIABLES = {
+  host: 'SLIPWAY_HOST',
+  port: 'SLIPWAY_PORT',
+  dataDir: 'SLIPWAY_DATA_DIR',
+  databaseUrl: 'SLIPWAY_DATABASE_URL',
+  baseUrl: 'SLIPWAY_BASE_URL',
+  authUrl: 'SLIPWAY_AUTH_URL',
+  masterKey: 'SLIPWAY_MASTER_KEY',
+  idpName: 'SLIPWAY_IDP_NAME',
+  projectId: 'SLIPWAY_PROJECT_ID',
+  tokenTtl: 'SLIPWAY_TOKEN_TTL',
+  logLevel: 'SLIPWAY_LOG_LEVEL',
+  workers: 'SLIPWAY_WORKERS',
+  bodyLimit: 'SLIPWAY_BODY_LIMIT_BYTES',
+  maxSecretsPerRequest: 'SLIPWAY_MAX_SECRETS_PER_REQUEST',
+  maxKeysPerSecret: 'SLIPWAY_MAX_KEYS_PER_SECRET',
+  maxValueChars: 'SLIPWAY_MAX_VALUE_CHARS',
+  rateLimitToken: 'SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE',
+  rateLimitApi: 'SLIPWAY_RATE_LIMIT_API_PER_MINUTE',
+  secretRetentionDays: 'SLIPWAY_SECRET_RETENTION_DAYS',
+  runnerLeaseSeconds: 'SLIPWAY_RUNNER_LEASE_SECONDS',
+  deploymentMaxAttempts: 'SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS',
+  trustedIssuer: 'SLIPWAY_TRUSTED_ISSUER',
+  trustedJwksUrl: 'SLIPWAY_TRUSTED_JWKS_URL',
+} as const;
+
+export type ConfigKey = keyof typeof CONFIG_VARIABLES;
+
+/** `--data-dir` for dataDir and so on: the flag spelling of each variable. */
+export function flagName(key: ConfigKey): string {
+  return CONFIG_VARIABLES[key].replace(/^SLIPWAY_/, '').toLowerCase().replace(/_/g, '-');
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/**
+ * Builds the configuration from environment variables, overridden by flags
+ * (`{ port: '9000' }` as parsed from `--port 9000`). Throws ConfigError with one clear line.
+ */
+export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> = {}, cwd = process.cwd()): Config {
+  const raw = (key: ConfigKey): string | undefined => {
+    const value = flags[key] ?? env[CONFIG_VARIABLES[key]];
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const int = (key: ConfigKey, fallback: number, min: number, max: number): number => {
+    const value = raw(key);
+    if (value === undefined) return fallback;
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      throw new ConfigError(`${CONFIG_VARIABLES[key]} must be a whole number from ${min} to ${max}, got "${value}"`);
+    }
+    return Number(value);
+  };
+  const url = (key: ConfigKey, fallback: string): string => {
+    const value = raw(key) ?? fallback;
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      throw new ConfigError(`${CONFIG_VARIABLES[key]} must be an absolute http(s) URL, got "${value}"`);
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      throw new ConfigError(`${CONFIG_VARIABLES[key]} must be an http(s) URL, got "${value}"`);
+    }
+    return value.replace(/\/+$/, '');
+  };
+
+  const host = raw('host') ?? '127.0.0.1';
+  const port = int('port', 8080, 0, 65535);
+  const dataDir = path.resolve(cwd, raw('dataDir') ?? '.slipway');
+  const hostForUrl = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  const defaultUrl = `http://${hostForUrl}:${port}`;
+
+  const databaseUrl = raw('databaseUrl') ?? null;
+  if (databaseUrl !== null && !/^(postgres|postgresql):\/\//.test(databaseUrl) && !databaseUrl.startsWith('sqlite:')) {
+    throw new ConfigError(`SLIPWAY_DATABASE_URL must start with postgres:// (or sqlite:PATH), got "${redactUrl(databaseUrl)}"`);
+  }
+
+  const masterKey = raw('masterKey') ?? null;
+  if (masterKey !== null && Buffer.from(masterKey, 'base64').length !== 32) {
+    throw new ConfigError('SLIPWAY_MASTER_KEY must be the base64 encoding of exactly 32 bytes');
+  }
+
+  const idpName = raw('idpName') ?? 'slipway';
+  if (!/^[a-z][a-z0-9-]{0,62}$/.test(idpName)) {
+    throw new ConfigError(`SLIPWAY_IDP_NAME must be lowercase letters, digits and dashes, got "${idpName}"`);
+  }
+  const projectId = raw('projectId') ?? null;
+  if (projectId !== null && !/^\d{1,30}$/.test(projectId)) {
+    throw new ConfigError(`SLIPWAY_PROJECT_ID must be numeric, got "${projectId}"`);
+  }
+
+  const logLevel = raw('logLevel') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`SLIPWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  }
+
+  const issuer = raw('trustedIssuer');
+  const jwksUrl = raw('trustedJwksUrl');
+  if ((issuer === undefined) !== (jwksUrl === undefined)) {
+    throw new ConfigError('SLIPWAY_TRUSTED_ISSUER and SLIPWAY_TRUSTED_JWKS_URL must be set together');
+  }
+
+  return {
+    host,
+    port,
+    dataDir,
+    databaseUrl,
+    baseUrl: url('baseUrl', defaultUrl),
+    authUrl: url('authUrl', defaultUrl),
+    masterKey,
+    idpName,
+    projectId,
+    tokenTtlSeconds: int('tokenTtl', 43200, 60, 31 * 86400),
+    logLevel,
+    workers: int('workers', 1, 1, 256),
+    limits: {
+      bodyBytes: int('bodyLimit', 4 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+      secretsPerRequest: int('maxSecretsPerRequest', 1000, 1, 10000),
+      keysPerSecret: int('maxKeysPerSecret', 100, 1, 10000),
+      valueChars: int('maxValueChars', 65536, 1, 16 * 1024 * 1024),
+    },
+    rateLimits: {
+      tokenPerMinute: int('rateLimitToken', 600, 1, 1_000_000_000),
+      apiPerMinute: int('rateLimitApi', 6000, 1, 1_000_000_000),
+    },
+    secretRetentionDays: int('secretRetentionDays', 30, 0, 3650),
+    runnerLeaseSeconds: int('runnerLeaseSeconds', 30, 2, 3600),
+    deploymentMaxAttempts: int('deploymentMaxAttempts', 3, 1, 100),
+    trustedIssuer: issuer !== undefined && jwksUrl !== undefined
+      ? { issuer: url('trustedIssuer', issuer), jwksUrl: url('trustedJwksUrl', jwksUrl) }
+      : null,
+  };
+}
+
+/** A database URL with its password replaced, fit for a log line or an error. */
+export function redactUrl(value: string): string {
+  return value.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}

@@ -1,0 +1,23 @@
+// Who is acting and on behalf of which request: passed from the HTTP layer (or the CLI) into
+// every domain service call, and recorded on every event.
+import type { Role } from '../modules/auth/roles.js';
+
+export interface Actor {
+  /** The service user's id, or `cli` for the operator at the command line. */
+  id: string;
+  kind: 'service_user' | 'cli';
+  orgId: string | null;
+  role: Role | null;
+  instanceAdmin: boolean;
+}
+
+export interface RequestContext {
+  requestId: string | null;
+  actor: Actor;
+}
+
+export const CLI_ACTOR: Actor = { id: 'cli', kind: 'cli', orgId: null, role: null, instanceAdmin: true };
+
+export function cliContext(): RequestContext {
+  return { requestId: null, actor: CLI_ACTOR };
+}

@@ -1,0 +1,122 @@
+// Opens the one database Slipway runs on: SQLite in the data directory by default, PostgreSQL
+// when SLIPWAY_DATABASE_URL says postgres://. Both are reached through the same Kysely API.
+import fs from 'node:fs';
+import path from 'node:path';
+import SQLite from 'better-sqlite3';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, type DatabaseConnection, type Transaction } from 'kysely';
+import pg from 'pg';
+import type { Schema } from './schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+export type Db = Kysely<Schema>;
+/** What repositories take: the database itself or a transaction on it. */
+export type Executor = Kysely<Schema> | Transaction<Schema>;
+
+export interface Database {
+  readonly db: Db;
+  readonly dialect: Dialect;
+  /** The SQLite file, for the tests that read its raw bytes; null on PostgreSQL. */
+  readonly file: string | null;
+  close(): Promise<void>;
+}
+
+// A write transaction must take SQLite's write lock when it begins: a deferred BEGIN that
+// upgrades later fails with SQLITE_BUSY at once when another process (a second worker, the CLI)
+// holds it, whereas BEGIN IMMEDIATE waits for busy_timeout like any other statement.
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly database: SQLite.Database) {
+    super({ database });
+  }
+  override createDriver() {
+    return new ImmediateSqliteDriver({ database: this.database });
+  }
+}
+
+/**
+ * Kysely prepares every statement anew; preparing costs more than running a small query in
+ * SQLite, so statements are kept per SQL text (the set is small: it is our own query shapes,
+ * bounded here in case a caller builds many shapes, e.g. IN lists of every length).
+ */
+function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database {
+  const cache = new Map<string, SQLite.Statement>();
+  const prepare = sqlite.prepare.bind(sqlite);
+  return new Proxy(sqlite, {
+    get(target, prop, receiver) {
+      if (prop === 'prepare') {
+        return (source: string) => {
+          let stmt = cache.get(source);
+          if (stmt === undefined) {
+            stmt = prepare(source);
+            if (cache.size >= max) cache.delete(cache.keys().next().value!);
+            cache.set(source, stmt);
+          }
+          return stmt;
+        };
+      }
+      const value = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+function openSqlite(file: string): Database {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  // Create the file owner-only before SQLite does; its -wal and -shm files inherit the mode.
+  fs.closeSync(fs.openSync(file, 'a', 0o600));
+  const sqlite = new SQLite(file);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('busy_timeout = 10000');
+  sqlite.pragma('foreign_keys = ON');
+  const db = new Kysely<Schema>({ dialect: new ImmediateSqliteDialect(withStatementCache(sqlite)) });
+  return {
+    db,
+    dialect: 'sqlite',
+    file,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}
+
+// Timestamps come back as the same ISO strings SQLite holds, and counts as numbers.
+pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, (value) => new Date(value).toISOString());
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+function openPostgres(url: string, poolSize: number): Database {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000 });
+  // An idle client losing its connection must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    dialect: 'postgres',
+    file: null,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}
+
+export function openDatabase(options: { databaseUrl: string | null; dataDir: string; poolSize?: number }): Database {
+  const url = options.databaseUrl;
+  if (url === null) return openSqlite(path.join(options.dataDir, 'slipway.db'));
+  if (url.startsWith('sqlite:')) return openSqlite(path.resolve(url.slice('sqlite:'.length)));
+  return openPostgres(url, options.poolSize ?? 20);
+}
+
+/** A unique or primary-key constraint refused the write (both databases). */
+export function isUniqueViolation(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+export function nowIso(): string {
+  return new Date().toISOString();
+}

@@ -1,0 +1,27 @@
+// The one ordered list of migrations, shared by SQLite and PostgreSQL.
+import { Migrator, type Migration } from 'kysely';
+import type { Database } from '../database.js';
+import { core } from './0001-core.js';
+import { columnTypes, type MigrationStep } from './types.js';
+
+export const MIGRATIONS: MigrationStep[] = [core];
+
+export interface MigrationOutcome {
+  applied: string[];
+}
+
+export async function migrateToLatest(database: Database): Promise<MigrationOutcome> {
+  const types = columnTypes(database.dialect);
+  const migrations: Record<string, Migration> = {};
+  for (const step of MIGRATIONS) migrations[step.name] = { up: (db) => step.up(db, types) };
+  const migrator = new Migrator({
+    db: database.db,
+    provider: { getMigrations: async () => migrations },
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error');
+    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) };
+}

@@ -1,0 +1,112 @@
+// One error type for the whole service, made by the named factories below and turned into an
+// RFC 9457 problem in exactly one place (http/error-handler.ts). Domain code throws these and
+// knows nothing of HTTP beyond the status each one stands for.
+
+export interface FieldError {
+  /** JSON Pointer into the request body (or `/query/limit`, `/path/orgId`). */
+  pointer: string;
+  message: string;
+}
+
+export interface ProblemExtras {
+  errors?: FieldError[];
+  conflicts?: unknown[];
+  [key: string]: unknown;
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly title: string,
+    readonly detail: string,
+    readonly extras: ProblemExtras = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail);
+    this.name = 'AppError';
+  }
+}
+
+export function isAppError(value: unknown): value is AppError {
+  return value instanceof AppError;
+}
+
+const bearer = (error: string, description: string, extra = ''): Record<string, string> => ({
+  'www-authenticate': `Bearer realm="slipway", error="${error}", error_description="${description.replace(/"/g, "'")}"${extra}`,
+});
+
+export const errors = {
+  // 400
+  invalidRequest: (detail: string, fieldErrors: FieldError[] = []) =>
+    new AppError(400, 'invalid_request', 'Invalid request', detail, fieldErrors.length ? { errors: fieldErrors } : {}),
+  malformedJson: (detail: string) => new AppError(400, 'malformed_json', 'Malformed JSON body', detail),
+  invalidCursor: () =>
+    new AppError(400, 'invalid_cursor', 'Invalid cursor', 'The cursor is not one this API returned; start again without it.', {
+      errors: [{ pointer: '/query/cursor', message: 'unknown cursor' }],
+    }),
+  limitExceeded: (detail: string, limit: { name: string; value: number }, fieldErrors: FieldError[] = []) =>
+    new AppError(400, 'limit_exceeded', 'Limit exceeded', detail, { limit, ...(fieldErrors.length ? { errors: fieldErrors } : {}) }),
+  emptyBatch: (what: string) =>
+    new AppError(400, 'empty_batch', 'Empty batch', `The request must contain at least one item in \`${what}\`.`, {
+      errors: [{ pointer: `/${what}`, message: 'must contain at least one item' }],
+    }),
+  duplicateNames: (pointers: FieldError[]) =>
+    new AppError(400, 'duplicate_names', 'Duplicate names in request', 'Each name may appear only once in one request.', { errors: pointers }),
+
+  // 401 (RFC 6750: the challenge says what is wrong)
+  missingToken: () =>
+    new AppError(401, 'unauthenticated', 'Authentication required', 'Send an access token as `Authorization: Bearer <token>`.', {}, {
+      'www-authenticate': 'Bearer realm="slipway"',
+    }),
+  invalidToken: (detail: string) =>
+    new AppError(401, 'invalid_token', 'Invalid access token', detail, {}, bearer('invalid_token', detail)),
+  wrongAudience: (scope: string) => {
+    const detail = `The access token is not meant for this API: request a token with the scope \`${scope}\`.`;
+    return new AppError(401, 'invalid_token', 'Invalid access token', detail, { requiredScope: scope }, bearer('invalid_token', detail, `, scope="${scope}"`));
+  },
+
+  // 403
+  forbidden: (detail: string) => new AppError(403, 'forbidden', 'Forbidden', detail),
+  roleTooLow: (required: string, actual: string) =>
+    new AppError(403, 'forbidden', 'Forbidden', `This operation needs the role ${required}; this service user is ${actual}.`, {
+      requiredRole: required,
+    }),
+
+  // 404
+  notFound: (resource: string, id: string) =>
+    new AppError(404, `${resource.replace(/ /g, '_')}_not_found`, 'Not found', `No ${resource} "${id}" here.`),
+  routeNotFound: (method: string, url: string) =>
+    new AppError(404, 'route_not_found', 'Not found', `There is no route ${method} ${url}. See /openapi.json for the API.`),
+
+  // 405
+  methodNotAllowed: (method: string, url: string, allowed: string[]) =>
+    new AppError(405, 'method_not_allowed', 'Method not allowed', `${url} does not answer ${method}; it answers ${allowed.join(', ')}.`, {
+      allowed,
+    }, { allow: allowed.join(', ') }),
+
+  // 409
+  conflict: (code: string, detail: string, extras: ProblemExtras = {}) => new AppError(409, code, 'Conflict', detail, extras),
+  // 412
+  preconditionFailed: (detail: string, extras: ProblemExtras = {}) =>
+    new AppError(412, 'precondition_failed', 'Precondition failed', detail, extras),
+  // 413
+  payloadTooLarge: (limit: number) =>
+    new AppError(413, 'payload_too_large', 'Payload too large', `The request body is larger than the limit of ${limit} bytes (SLIPWAY_BODY_LIMIT_BYTES).`, {
+      limit: { name: 'bodyBytes', value: limit },
+    }),
+  // 415
+  unsupportedMediaType: (got: string | undefined, expected: string) =>
+    new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Send the body as ${expected}${got ? `, not ${got}` : ''}.`),
+  // 422
+  unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
+  // 429
+  rateLimited: (retryAfterSeconds: number) =>
+    new AppError(429, 'rate_limited', 'Too many requests', `Rate limit reached; retry after ${retryAfterSeconds} s.`, {}, {
+      'retry-after': String(retryAfterSeconds),
+    }),
+  // 503
+  unavailable: (detail: string, retryAfterSeconds = 1) =>
+    new AppError(503, 'unavailable', 'Service unavailable', detail, {}, { 'retry-after': String(retryAfterSeconds) }),
+  internal: () => new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side. Quote the request id when reporting it.'),
+};

@@ -1,0 +1,38 @@
+// Structured JSON logs (pino). Request bodies are never logged; the redaction list is the second
+// line of defence for anything that carries a credential or a secret value by mistake.
+import { pino, type DestinationStream, type Logger } from 'pino';
+
+export const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'authorization',
+  'clientSecret',
+  'client_secret',
+  'access_token',
+  'token',
+  'values',
+  'password',
+  '*.authorization',
+  '*.clientSecret',
+  '*.client_secret',
+  '*.access_token',
+  '*.token',
+  '*.values',
+  '*.password',
+];
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'slipway', pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    destination ?? pino.destination({ dest: 1, sync: false }),
+  );
+}
+
+export type { Logger };

@@ -1,0 +1,42 @@
+// Cursor pagination: a cursor is the opaque, base64url-encoded sort key of the last item returned.
+import { errors } from './errors.js';
+
+export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 200;
+
+export interface PageRequest {
+  limit: number;
+  /** Sort key after which the page starts, decoded from the cursor. */
+  after: string | null;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+export function encodeCursor(key: string): string {
+  return Buffer.from(JSON.stringify({ k: key }), 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string | undefined): string | null {
+  if (cursor === undefined || cursor === '') return null;
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { k?: unknown };
+    if (typeof parsed.k === 'string') return parsed.k;
+  } catch {
+    // fall through to the problem below
+  }
+  throw errors.invalidCursor();
+}
+
+export function pageRequest(query: { limit?: number; cursor?: string }): PageRequest {
+  return { limit: query.limit ?? DEFAULT_LIMIT, after: decodeCursor(query.cursor) };
+}
+
+/** Repositories fetch limit + 1 rows; the extra row only says whether there is a next page. */
+export function toPage<T>(rows: T[], limit: number, keyOf: (row: T) => string): Page<T> {
+  if (rows.length <= limit) return { items: rows, nextCursor: null };
+  const items = rows.slice(0, limit);
+  return { items, nextCursor: encodeCursor(keyOf(items[items.length - 1]!)) };
+}

@@ -1,0 +1,493 @@
+// Local process management for the reference runner: start a service as a
+// child process, wait until it is healthy, stream its output line by line and
+// stop it (with everything it spawned) again. Knows nothing about the HTTP
+// protocol between runner and server; the runner wires it up.
+//
+// POSIX only: stopping relies on process groups (`detached: true` makes the
+// child a group leader, `process.kill(-pid, sig)` signals the whole group).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { stat } from 'node:fs/promises';
+import { get as httpGet } from 'node:http';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface LaunchSpec {
+  /** argv; command[0] is resolved via PATH like spawn does, no shell. */
+  command: string[];
+  /** Variables and secret values for the process, merged over a minimal inherited env. */
+  env: Record<string, string>;
+  /** Exported to the process as PORT. */
+  port: number;
+  /**
+   * HTTP GET http://127.0.0.1:PORT{path} must answer 2xx within the timeout.
+   * Without it the process only has to stay up for one second.
+   */
+  healthCheck?: { path: string; timeoutSeconds: number };
+  cwd?: string;
+}
+
+export type OutputSink = (stream: 'stdout' | 'stderr', line: string) => void;
+
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface RunningProcess {
+  readonly pid: number;
+  readonly port: number;
+  /** Settles once the process has exited and its output has been delivered; never rejects. */
+  readonly exited: Promise<ExitStatus>;
+  /** SIGTERM to the whole process group, SIGKILL after graceMs; resolves when it has exited. Idempotent. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** A launch that did not lead to a healthy process; `reason` is a one-line explanation for humans. */
+export class LaunchError extends Error {
+  override readonly name = 'LaunchError';
+  readonly reason: string;
+
+  constructor(reason: string, options?: ErrorOptions) {
+    super(reason, options);
+    this.reason = reason;
+  }
+}
+
+// Only what a process needs to find programs and behave sanely; everything
+// else (NODE_OPTIONS, the runner's own credentials, ...) must not leak into
+// deployed services.
+const INHERITED_ENV = ['PATH', 'HOME', 'LANG', 'TZ', 'TMPDIR', 'SYSTEMROOT'] as const;
+
+const DEFAULT_STOP_GRACE_MS = 5000;
+// A launch that failed is not serving anyone; don't wait long to clean it up.
+const FAILED_LAUNCH_GRACE_MS = 2000;
+const STAY_UP_WITHOUT_HEALTH_CHECK_MS = 1000;
+const HEALTH_POLL_INTERVAL_MS = 100;
+const HEALTH_PROBE_MAX_MS = 5000;
+const GROUP_POLL_INTERVAL_MS = 50;
+// A grandchild that escaped the group (setsid) can hold the pipes open forever;
+// don't let that keep `exited` pending once the process itself is gone.
+const OUTPUT_DRAIN_AFTER_EXIT_MS = 500;
+
+const MAX_LINE_BYTES = 16 * 1024;
+const TRUNCATION_MARKER = ' …[truncated]';
+
+export async function launch(spec: LaunchSpec, sink: OutputSink, signal?: AbortSignal): Promise<RunningProcess> {
+  validateSpec(spec);
+  if (signal?.aborted) throw abortedError(signal);
+  if (spec.cwd !== undefined) await assertDirectory(spec.cwd);
+
+  const child = spawnChild(spec);
+  pipeLines(child, sink);
+  await waitForSpawn(child, spec.command[0]!);
+
+  const proc = new LocalProcess(child, spec.port);
+  try {
+    await waitUntilReady(proc, spec, signal);
+  } catch (err) {
+    await proc.stop(FAILED_LAUNCH_GRACE_MS);
+    throw err;
+  }
+  return proc;
+}
+
+/** A port that was free a moment ago on 127.0.0.1 (the usual bind-to-0 trick; racy by nature). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('could not determine a free port');
+  return address.port;
+}
+
+/**
+ * The running process per key (e.g. service + environment). The runner puts a
+ * new process in only once it is healthy, so the previous one keeps serving
+ * until then.
+ */
+export class ProcessTable {
+  readonly #processes = new Map<string, RunningProcess>();
+
+  current(key: string): RunningProcess | undefined {
+    return this.#processes.get(key);
+  }
+
+  /** Puts `next` in place for `key`, then stops the previous process (awaited) and returns it. */
+  async replace(key: string, next: RunningProcess): Promise<RunningProcess | undefined> {
+    const previous = this.#processes.get(key);
+    this.#processes.set(key, next);
+    if (previous === undefined || previous === next) return undefined;
+    await previous.stop();
+    return previous;
+  }
+
+  /** What the runner calls on SIGTERM/SIGINT so no service outlives it. */
+  async stopAll(): Promise<void> {
+    const all = [...this.#processes.values()];
+    this.#processes.clear();
+    await Promise.allSettled(all.map((proc) => proc.stop()));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Spawning
+
+function validateSpec(spec: LaunchSpec): void {
+  if (spec.command.length === 0 || spec.command[0] === '') throw new LaunchError('empty command');
+  if (!Number.isInteger(spec.port) || spec.port < 1 || spec.port > 65535) {
+    throw new LaunchError(`invalid port: ${spec.port}`);
+  }
+  const timeout = spec.healthCheck?.timeoutSeconds;
+  if (timeout !== undefined && !(timeout > 0)) throw new LaunchError(`invalid health check timeout: ${timeout} s`);
+}
+
+// spawn reports a missing cwd as ENOENT of the command; check first so the
+// reason names the real problem.
+async function assertDirectory(cwd: string): Promise<void> {
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(cwd)).isDirectory();
+  } catch {
+    throw new LaunchError(`working directory does not exist: ${cwd}`);
+  }
+  if (!isDirectory) throw new LaunchError(`working directory is not a directory: ${cwd}`);
+}
+
+function buildEnv(spec: LaunchSpec): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of INHERITED_ENV) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  // PORT last: the runner chose the port and health-checks it, so the process must use it.
+  return { ...env, ...spec.env, PORT: String(spec.port) };
+}
+
+function spawnChild(spec: LaunchSpec): ChildProcess {
+  const [file, ...args] = spec.command;
+  try {
+    return spawn(file!, args, {
+      cwd: spec.cwd,
+      env: buildEnv(spec),
+      // Own process group, so stop() reaches everything the service starts.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    // Synchronous failures are argument problems (e.g. NUL bytes), not runtime ones.
+    throw new LaunchError(`could not start ${file}: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+async function waitForSpawn(child: ChildProcess, file: string): Promise<void> {
+  try {
+    await once(child, 'spawn');
+  } catch (err) {
+    throw new LaunchError(spawnFailureReason(err, file), { cause: err });
+  }
+  // From here on errors (e.g. a failed kill) must not crash the runner as unhandled 'error' events.
+  child.on('error', () => {});
+}
+
+function spawnFailureReason(err: unknown, file: string): string {
+  switch ((err as NodeJS.ErrnoException).code) {
+    case 'ENOENT':
+      return `command not found: ${file}`;
+    case 'EACCES':
+      return `command not executable: ${file}`;
+    default:
+      return `could not start ${file}: ${errorMessage(err)}`;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Readiness
+
+async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: AbortSignal | undefined): Promise<void> {
+  // Cancels the pending probe/sleep once the race below is decided.
+  const done = new AbortController();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abortedError(signal));
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    await Promise.race([
+      readinessCheck(spec, done.signal),
+      proc.leaderExit.then((status) => {
+        throw new LaunchError(`${describeExit(status)} before becoming healthy`);
+      }),
+      aborted,
+    ]);
+  } finally {
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+    done.abort();
+  }
+  // Exit and readiness may land in the same tick; a dead process is never healthy.
+  if (proc.hasExited) throw new LaunchError('process exited before becoming healthy');
+}
+
+async function readinessCheck(spec: LaunchSpec, signal: AbortSignal): Promise<void> {
+  if (spec.healthCheck === undefined) {
+    await sleep(STAY_UP_WITHOUT_HEALTH_CHECK_MS, undefined, { signal });
+    return;
+  }
+  await pollHealth(spec.port, spec.healthCheck.path, spec.healthCheck.timeoutSeconds, signal);
+}
+
+async function pollHealth(port: number, rawPath: string, timeoutSeconds: number, signal: AbortSignal): Promise<void> {
+  const path = rawPath.startsWith('/') ? rawPath : `/${rawPath}`;
+  const deadline = Date.now() + timeoutSeconds * 1000;
+  let last = 'no attempt';
+  for (;;) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) break;
+    const result = await probe(port, path, Math.min(remaining, HEALTH_PROBE_MAX_MS), signal);
+    if (result.ok) return;
+    last = result.detail;
+    const wait = Math.min(HEALTH_POLL_INTERVAL_MS, deadline - Date.now());
+    if (wait > 0) await sleep(wait, undefined, { signal });
+  }
+  throw new LaunchError(
+    `health check GET ${path} on port ${port} did not answer 2xx within ${timeoutSeconds} s (last: ${last})`,
+  );
+}
+
+type ProbeResult = { ok: true } | { ok: false; detail: string };
+
+function probe(port: number, path: string, timeoutMs: number, signal: AbortSignal): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    // agent: false → one connection per probe, closed afterwards; nothing pooled to a process we may kill.
+    const req = httpGet({ host: '127.0.0.1', port, path, agent: false, signal }, (res) => {
+      res.resume();
+      const status = res.statusCode ?? 0;
+      resolve(status >= 200 && status < 300 ? { ok: true } : { ok: false, detail: `HTTP ${status}` });
+    });
+    req.setTimeout(timeoutMs, () => {
+      resolve({ ok: false, detail: `no response within ${timeoutMs} ms` });
+      req.destroy();
+    });
+    req.on('error', (err) => resolve({ ok: false, detail: describeConnectError(err) }));
+  });
+}
+
+function describeConnectError(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+      return 'connection reset';
+    default:
+      return err.code ?? err.message;
+  }
+}
+
+function describeExit({ code, signal }: ExitStatus): string {
+  return signal !== null ? `process was killed by ${signal}` : `process exited with code ${code}`;
+}
+
+function abortedError(signal: AbortSignal | undefined): LaunchError {
+  return new LaunchError('launch was aborted', { cause: signal?.reason });
+}
+
+// ---------------------------------------------------------------------------
+// The running process
+
+class LocalProcess implements RunningProcess {
+  readonly pid: number;
+  readonly port: number;
+  readonly exited: Promise<ExitStatus>;
+  /** Settles as soon as the group leader exits, without waiting for its output to drain. */
+  readonly leaderExit: Promise<ExitStatus>;
+  #hasExited = false;
+  #stopping: Promise<void> | undefined;
+
+  constructor(child: ChildProcess, port: number) {
+    this.pid = child.pid!;
+    this.port = port;
+    this.leaderExit = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        this.#hasExited = true;
+        forgetGroup(this.pid);
+        resolve({ code, signal });
+      });
+    });
+    const closed = once(child, 'close').then(() => undefined);
+    this.exited = this.leaderExit.then(async (status) => {
+      await Promise.race([closed, sleep(OUTPUT_DRAIN_AFTER_EXIT_MS, undefined, { ref: false })]);
+      return status;
+    });
+    rememberGroup(this.pid);
+  }
+
+  get hasExited(): boolean {
+    return this.#hasExited;
+  }
+
+  stop(graceMs = DEFAULT_STOP_GRACE_MS): Promise<void> {
+    this.#stopping ??= this.#terminate(graceMs);
+    return this.#stopping;
+  }
+
+  async #terminate(graceMs: number): Promise<void> {
+    const deadline = Date.now() + graceMs;
+    // Also after the leader exited on its own: its group may still hold orphans (e.g. a worker holding the port).
+    signalGroup(this.pid, 'SIGTERM');
+    await Promise.race([this.leaderExit, sleep(graceMs, undefined, { ref: false })]);
+    // The leader may go quickly while children that also got SIGTERM are still shutting down: they get the rest of the grace.
+    while (this.#hasExited && groupAlive(this.pid) && Date.now() < deadline) {
+      await sleep(GROUP_POLL_INTERVAL_MS, undefined, { ref: false });
+    }
+    if (!this.#hasExited || groupAlive(this.pid)) signalGroup(this.pid, 'SIGKILL');
+    await this.exited;
+  }
+}
+
+function signalGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    // ESRCH: the whole group is gone already, which is what we want.
+  }
+}
+
+function groupAlive(pid: number): boolean {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM means something exists in the group that we may not signal.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+// Last line of defence for runner exits that skip stopAll() (process.exit(),
+// an uncaught exception): kill the groups of leaders still running.
+// SIGTERM/SIGINT don't run 'exit' handlers, hence ProcessTable.stopAll().
+const liveGroups = new Set<number>();
+let exitHookInstalled = false;
+
+function rememberGroup(pid: number): void {
+  liveGroups.add(pid);
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on('exit', () => {
+      for (const group of liveGroups) signalGroup(group, 'SIGKILL');
+    });
+  }
+}
+
+function forgetGroup(pid: number): void {
+  liveGroups.delete(pid);
+}
+
+// ---------------------------------------------------------------------------
+// Output
+
+function pipeLines(child: ChildProcess, sink: OutputSink): void {
+  for (const stream of ['stdout', 'stderr'] as const) {
+    const readable = child[stream]!;
+    const splitter = new LineSplitter((line) => deliver(sink, stream, line));
+    readable.on('data', (chunk: Buffer) => splitter.push(chunk));
+    // 'end' on a normal close; 'close' also covers a stream destroyed by an error.
+    readable.once('end', () => splitter.end());
+    readable.once('close', () => splitter.end());
+  }
+}
+
+let sinkWarningShown = false;
+
+// A throwing sink must neither crash the runner from inside a stream event
+// nor stop the rest of the output from being delivered.
+function deliver(sink: OutputSink, stream: 'stdout' | 'stderr', line: string): void {
+  try {
+    sink(stream, line);
+  } catch (err) {
+    if (!sinkWarningShown) {
+      sinkWarningShown = true;
+      process.emitWarning(`output sink threw: ${errorMessage(err)}`);
+    }
+  }
+}
+
+/**
+ * Splits a byte stream into lines. Works on bytes rather than strings so a
+ * multi-byte character split across chunks is never mangled (0x0A never occurs
+ * inside a UTF-8 sequence) and the cap is in bytes. Lines longer than
+ * MAX_LINE_BYTES are cut there and the rest up to the newline is dropped, so a
+ * process writing without newlines can't grow the runner's memory.
+ */
+class LineSplitter {
+  #parts: Buffer[] = [];
+  #length = 0;
+  #discarding = false;
+  #ended = false;
+
+  constructor(private readonly emit: (line: string) => void) {}
+
+  push(chunk: Buffer): void {
+    let start = 0;
+    while (start < chunk.length) {
+      const newline = chunk.indexOf(0x0a, start);
+      this.#append(chunk.subarray(start, newline === -1 ? chunk.length : newline));
+      if (newline === -1) return;
+      this.#finishLine();
+      start = newline + 1;
+    }
+  }
+
+  /** Delivers a trailing line that had no newline; later calls do nothing. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.#length > 0) this.#finishLine();
+  }
+
+  #append(piece: Buffer): void {
+    if (this.#discarding || piece.length === 0) return;
+    if (this.#length + piece.length <= MAX_LINE_BYTES) {
+      this.#parts.push(piece);
+      this.#length += piece.length;
+      return;
+    }
+    const room = MAX_LINE_BYTES - Buffer.byteLength(TRUNCATION_MARKER);
+    const head = Buffer.concat([...this.#parts, piece.subarray(0, Math.max(0, room - this.#length))]);
+    this.emit(head.subarray(0, utf8Boundary(head, room)).toString('utf8') + TRUNCATION_MARKER);
+    this.#reset();
+    this.#discarding = true;
+  }
+
+  #finishLine(): void {
+    if (this.#discarding) {
+      // The truncated head of this line was emitted already.
+      this.#discarding = false;
+      return;
+    }
+    let line = Buffer.concat(this.#parts, this.#length).toString('utf8');
+    if (line.endsWith('\r')) line = line.slice(0, -1);
+    this.#reset();
+    this.emit(line);
+  }
+
+  #reset(): void {
+    this.#parts = [];
+    this.#length = 0;
+  }
+}
+
+/** The largest cut ≤ limit that doesn't split a UTF-8 character. */
+function utf8Boundary(buf: Buffer, limit: number): number {
+  let cut = Math.min(limit, buf.length);
+  // Continuation bytes look like 10xxxxxx; back off to the start of their character.
+  while (cut > 0 && cut < buf.length && (buf[cut]! & 0xc0) === 0x80) cut--;
+  return cut;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

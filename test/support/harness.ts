@@ -1,0 +1,236 @@
+// Boots the real Slipway on a real database (a temporary SQLite file, or a fresh database in the
+// throwaway PostgreSQL cluster when SLIPWAY_TEST_DB=postgres) listening on a real port, and gives
+// tests an HTTP client and factories. Every log line the server writes is kept for assertions.
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { createSlipway, type Core, type Slipway } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/platform/config.js';
+import { cliContext } from '../../src/platform/context.js';
+import type { Role } from '../../src/modules/auth/roles.js';
+import type { Organization } from '../../src/modules/orgs/orgs.schemas.js';
+import type { CredentialsT, ServiceUser } from '../../src/modules/service-users/service-users.schemas.js';
+
+export const TEST_DB = (process.env.SLIPWAY_TEST_DB ?? 'sqlite') as 'sqlite' | 'postgres';
+
+interface PostgresScript {
+  createDatabase(adminUrl: string, name: string): Promise<string>;
+  dropDatabase(adminUrl: string, name: string): Promise<void>;
+}
+
+let dbCounter = 0;
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A database for one test server: its URL (null = SQLite in the data dir) and how to drop it. */
+export async function testDatabase(): Promise<{ url: string | null; drop: () => Promise<void> }> {
+  if (TEST_DB !== 'postgres') return { url: null, drop: async () => {} };
+  if (process.env.SLIPWAY_TEST_DATABASE_URL) return { url: process.env.SLIPWAY_TEST_DATABASE_URL, drop: async () => {} };
+  const admin = process.env.SLIPWAY_TEST_PG_ADMIN_URL;
+  if (!admin) throw new Error('SLIPWAY_TEST_DB=postgres needs SLIPWAY_TEST_PG_ADMIN_URL (scripts/run-tests.mjs sets it)');
+  const pg = (await import(new URL('../../../scripts/postgres.mjs', import.meta.url).href)) as PostgresScript;
+  const name = `slipway_t${process.pid}_${++dbCounter}_${Date.now().toString(36)}`;
+  const url = await pg.createDatabase(admin, name);
+  return { url, drop: () => pg.dropDatabase(admin, name) };
+}
+
+export function tempDir(prefix = 'slipway-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export interface HttpResult<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+  text: string;
+}
+
+export interface RequestOptions {
+  headers?: Record<string, string>;
+  /** Sent as JSON unless `raw` is given. */
+  body?: unknown;
+  raw?: string | Buffer;
+  contentType?: string;
+}
+
+export function httpClient(baseUrl: string, token?: string) {
+  async function request<T = any>(method: string, urlPath: string, options: RequestOptions = {}): Promise<HttpResult<T>> {
+    const headers: Record<string, string> = { ...(options.headers ?? {}) };
+    if (token !== undefined && headers.authorization === undefined) headers.authorization = `Bearer ${token}`;
+    let body: string | Buffer | undefined;
+    if (options.raw !== undefined) {
+      body = options.raw;
+      if (options.contentType) headers['content-type'] = options.contentType;
+    } else if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] = options.contentType ?? 'application/json';
+    }
+    const res = await fetch(baseUrl + urlPath, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      // not JSON: leave the text
+    }
+    return { status: res.status, headers: res.headers, body: parsed as T, text };
+  }
+  return {
+    request,
+    get: <T = any>(p: string, o?: RequestOptions) => request<T>('GET', p, o),
+    post: <T = any>(p: string, body?: unknown, o: RequestOptions = {}) => request<T>('POST', p, { ...o, ...(body !== undefined ? { body } : {}) }),
+    put: <T = any>(p: string, body?: unknown, o: RequestOptions = {}) => request<T>('PUT', p, { ...o, ...(body !== undefined ? { body } : {}) }),
+    patch: <T = any>(p: string, body?: unknown, o: RequestOptions = {}) => request<T>('PATCH', p, { ...o, ...(body !== undefined ? { body } : {}) }),
+    delete: <T = any>(p: string, o?: RequestOptions) => request<T>('DELETE', p, o),
+  };
+}
+export type HttpClient = ReturnType<typeof httpClient>;
+
+export type Credentials = CredentialsT;
+
+export interface Actor extends ServiceUser, CredentialsT {
+  token: string;
+  http: HttpClient;
+}
+
+export interface TestServer {
+  url: string;
+  config: Config;
+  slipway: Slipway;
+  core: Core;
+  /** Every log line written so far, raw. */
+  logs: string[];
+  /** Responses whose status the route did not declare (should stay empty). */
+  undeclared: string[];
+  bootstrap: Credentials;
+  /** The bootstrap owner (an instance administrator) with a token. */
+  owner: Actor;
+  dataDir: string;
+  http: (token?: string) => HttpClient;
+  /** Client credentials grant with HTTP Basic and the full scope string. */
+  token(creds: { clientId: string; clientSecret: string }, scope?: string): Promise<string>;
+  createOrg(slug?: string): Promise<Organization>;
+  /** A service user of `orgId` with a token, made through the domain service. */
+  actor(orgId: string, role: Role, name?: string): Promise<Actor>;
+  close(): Promise<void>;
+}
+
+let actorCounter = 0;
+
+export interface StartOptions {
+  /** Extra SLIPWAY_* variables. */
+  env?: Record<string, string>;
+}
+
+export async function startServer(options: StartOptions = {}): Promise<TestServer> {
+  const dataDir = tempDir();
+  const database = await testDatabase();
+  const port = await freePort();
+  const config = loadConfig({
+    SLIPWAY_DATA_DIR: dataDir,
+    SLIPWAY_PORT: String(port),
+    SLIPWAY_LOG_LEVEL: 'info',
+    SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE: '1000000',
+    SLIPWAY_RATE_LIMIT_API_PER_MINUTE: '1000000',
+    ...(database.url ? { SLIPWAY_DATABASE_URL: database.url } : {}),
+    ...options.env,
+  });
+  const logs: string[] = [];
+  let partial = '';
+  const logStream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      const text = partial + chunk.toString('utf8');
+      const lines = text.split('\n');
+      partial = lines.pop()!;
+      logs.push(...lines.filter(Boolean));
+      done();
+    },
+  });
+  const undeclared: string[] = [];
+  const slipway = await createSlipway(config, {
+    logStream,
+    onUndeclaredStatus: (route, status) => undeclared.push(`${route} → ${status}`),
+  });
+  await slipway.listen();
+  const url = `http://127.0.0.1:${port}`;
+  const bootstrap = JSON.parse(fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8')) as Credentials;
+
+  async function token(creds: { clientId: string; clientSecret: string }, scope = bootstrap.scope): Promise<string> {
+    const res = await fetch(`${url}/oauth/v2/token`, {
+      method: 'POST',
+      headers: {
+        authorization: 'Basic ' + Buffer.from(`${encodeURIComponent(creds.clientId)}:${encodeURIComponent(creds.clientSecret)}`).toString('base64'),
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams({ grant_type: 'client_credentials', scope }).toString(),
+    });
+    const body = (await res.json()) as { access_token?: string };
+    if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(body)}`);
+    return body.access_token;
+  }
+
+  const ownerToken = await token(bootstrap);
+  const ownerUser = await slipway.core.serviceUsers.get(bootstrap.orgId, bootstrap.clientId);
+  const owner: Actor = { ...ownerUser, ...bootstrap, token: ownerToken, http: httpClient(url, ownerToken) };
+
+  return {
+    url,
+    config,
+    slipway,
+    core: slipway.core,
+    logs,
+    undeclared,
+    bootstrap,
+    owner,
+    dataDir,
+    http: (t?: string) => httpClient(url, t),
+    token,
+    async createOrg(slug = `org-${process.pid}-${++actorCounter}`) {
+      return slipway.core.orgs.create(cliContext(), { slug, name: `Test ${slug}` });
+    },
+    async actor(orgId: string, role: Role, name = `${role}-${++actorCounter}`) {
+      const created = await slipway.core.serviceUsers.create(cliContext(), orgId, { name, role });
+      const t = await token(created);
+      return { ...created, token: t, http: httpClient(url, t) };
+    },
+    async close() {
+      await slipway.close();
+      await database.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The raw bytes of everything the database keeps on disk, for "no plain text" checks. */
+export async function rawDatabaseBytes(server: TestServer): Promise<Buffer[]> {
+  if (server.core.database.dialect === 'sqlite') {
+    const file = server.core.database.file!;
+    return [file, `${file}-wal`, `${file}-shm`].filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f));
+  }
+  const dir = process.env.SLIPWAY_TEST_PG_DATA_DIR;
+  if (!dir) throw new Error('SLIPWAY_TEST_PG_DATA_DIR is not set: cannot read PostgreSQL files');
+  // Make sure what was written is in the data files, not only in shared buffers.
+  await (await import('kysely')).sql`checkpoint`.execute(server.core.db);
+  const out: Buffer[] = [];
+  const walk = (d: string) => {
+    for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, entry.name);
+      if (entry.isDirectory()) walk(p);
+      else if (entry.isFile()) out.push(fs.readFileSync(p));
+    }
+  };
+  walk(dir);
+  return out;
+}

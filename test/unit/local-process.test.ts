@@ -1,0 +1,286 @@
+// Exercises local-process.ts with real child processes (node -e scripts).
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
+import { after, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import {
+  freePort,
+  launch,
+  LaunchError,
+  ProcessTable,
+  type OutputSink,
+  type RunningProcess,
+} from '../../src/runner-agent/local-process.js';
+
+// Serves /healthz with HEALTH_STATUS (default 200) and echoes its env on any other path.
+const SERVER = `
+const http = require('node:http');
+const status = Number(process.env.HEALTH_STATUS || 200);
+console.log('pid=' + process.pid);
+http.createServer((req, res) => {
+  if (req.url === '/healthz') { res.statusCode = status; res.end('health'); return; }
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({
+    greeting: process.env.GREETING ?? null,
+    port: process.env.PORT ?? null,
+    leaked: process.env.SLIPWAY_TEST_LEAK ?? null,
+    name: process.env.NAME ?? null,
+  }));
+}).listen(Number(process.env.PORT), '127.0.0.1');
+`;
+
+const node = (script: string): string[] => [process.execPath, '-e', script];
+
+// Anything a test forgets to stop is stopped here, so a failing assertion leaves no process behind.
+const launched: RunningProcess[] = [];
+after(async () => {
+  await Promise.all(launched.map((proc) => proc.stop(200)));
+});
+
+async function start(...args: Parameters<typeof launch>): Promise<RunningProcess> {
+  const proc = await launch(...args);
+  launched.push(proc);
+  return proc;
+}
+
+function collector(): { sink: OutputSink; lines: Record<'stdout' | 'stderr', string[]> } {
+  const lines = { stdout: [] as string[], stderr: [] as string[] };
+  return { sink: (stream, line) => lines[stream].push(line), lines };
+}
+
+function pidFrom(lines: string[], label = 'pid'): number {
+  const line = lines.find((l) => l.startsWith(`${label}=`));
+  assert.ok(line, `no ${label}= line in ${JSON.stringify(lines)}`);
+  return Number(line.slice(label.length + 1));
+}
+
+// A zombie still answers kill(pid, 0); count it as gone since it runs nothing and holds no port.
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return true;
+  }
+}
+
+async function waitUntilGone(pid: number, timeoutMs = 2000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid)) {
+    assert.ok(Date.now() < deadline, `process ${pid} is still alive`);
+    await sleep(20);
+  }
+}
+
+function assertGone(pid: number): void {
+  assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' });
+}
+
+function getText(port: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    httpGet({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    }).on('error', reject);
+  });
+}
+
+async function rejectsWithReason(promise: Promise<unknown>, reason: string | RegExp): Promise<void> {
+  await assert.rejects(promise, (err: unknown) => {
+    assert.ok(err instanceof LaunchError, `expected LaunchError, got ${String(err)}`);
+    if (typeof reason === 'string') assert.equal(err.reason, reason);
+    else assert.match(err.reason, reason);
+    return true;
+  });
+}
+
+describe('launch', { timeout: 10_000 }, () => {
+  test('starts a healthy server with its env and PORT, and stop() ends it', async () => {
+    const port = await freePort();
+    process.env.SLIPWAY_TEST_LEAK = 'must not reach the child';
+    const { sink, lines } = collector();
+    const proc = await start(
+      { command: node(SERVER), env: { GREETING: 'hello from env' }, port, healthCheck: { path: '/healthz', timeoutSeconds: 5 } },
+      sink,
+    );
+    delete process.env.SLIPWAY_TEST_LEAK;
+    assert.equal(proc.port, port);
+    assert.equal(pidFrom(lines.stdout), proc.pid);
+
+    const res = await getText(port, '/env');
+    assert.equal(res.status, 200);
+    assert.deepEqual(JSON.parse(res.body), { greeting: 'hello from env', port: String(port), leaked: null, name: null });
+
+    await proc.stop();
+    assert.deepEqual(await proc.exited, { code: null, signal: 'SIGTERM' });
+    assertGone(proc.pid);
+    await proc.stop(); // idempotent
+  });
+
+  test('a health check that never passes fails the launch and kills the process', async () => {
+    const port = await freePort();
+    const { sink, lines } = collector();
+    const started = Date.now();
+    await rejectsWithReason(
+      launch(
+        { command: node(SERVER), env: { HEALTH_STATUS: '500' }, port, healthCheck: { path: '/healthz', timeoutSeconds: 1 } },
+        sink,
+      ),
+      `health check GET /healthz on port ${port} did not answer 2xx within 1 s (last: HTTP 500)`,
+    );
+    assert.ok(Date.now() - started < 3000);
+    assertGone(pidFrom(lines.stdout));
+  });
+
+  test('a process that never listens is reported as connection refused', async () => {
+    const port = await freePort();
+    await rejectsWithReason(
+      launch(
+        { command: node('setInterval(() => {}, 1000)'), env: {}, port, healthCheck: { path: 'healthz', timeoutSeconds: 0.5 } },
+        () => {},
+      ),
+      `health check GET /healthz on port ${port} did not answer 2xx within 0.5 s (last: connection refused)`,
+    );
+  });
+
+  test('a process exiting with code 1 fails the launch, with or without health check', async () => {
+    const port = await freePort();
+    const started = Date.now();
+    await rejectsWithReason(
+      launch({ command: node('process.exit(1)'), env: {}, port, healthCheck: { path: '/healthz', timeoutSeconds: 5 } }, () => {}),
+      'process exited with code 1 before becoming healthy',
+    );
+    assert.ok(Date.now() - started < 2000, 'does not wait for the health check timeout');
+    await rejectsWithReason(
+      launch({ command: node('process.exit(1)'), env: {}, port }, () => {}),
+      'process exited with code 1 before becoming healthy',
+    );
+  });
+
+  test('a missing command or working directory is reported as such', async () => {
+    const port = await freePort();
+    await rejectsWithReason(
+      launch({ command: ['slipway-no-such-command-xyz', '--flag'], env: {}, port }, () => {}),
+      'command not found: slipway-no-such-command-xyz',
+    );
+    await rejectsWithReason(
+      launch({ command: node(''), env: {}, port, cwd: '/nonexistent/slipway-dir' }, () => {}),
+      'working directory does not exist: /nonexistent/slipway-dir',
+    );
+  });
+
+  test('aborting the signal stops the process and rejects', async () => {
+    const port = await freePort();
+    const { sink, lines } = collector();
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 300);
+    const started = Date.now();
+    await rejectsWithReason(
+      launch(
+        { command: node(SERVER), env: { HEALTH_STATUS: '503' }, port, healthCheck: { path: '/healthz', timeoutSeconds: 10 } },
+        sink,
+        controller.signal,
+      ),
+      'launch was aborted',
+    );
+    assert.ok(Date.now() - started < 2000);
+    assertGone(pidFrom(lines.stdout));
+  });
+
+  test('output reaches the sink line by line, in order, including a final partial line', async () => {
+    const script = `
+      process.stdout.write('one\\ntw');
+      setTimeout(() => {
+        process.stdout.write('o\\r\\nthree\\n\\n');
+        process.stderr.write('err1\\nerr2\\n');
+        process.stdout.write(Buffer.from([0x68, 0xc3]));
+      }, 50);
+      setTimeout(() => {
+        process.stdout.write(Buffer.concat([Buffer.from([0xa9]), Buffer.from('llo\\n')]));
+        process.stdout.write('x'.repeat(20000) + '\\nafter-long\\n');
+      }, 100);
+      setTimeout(() => { process.stdout.write('tail without newline'); process.exit(3); }, 1300);
+    `;
+    const { sink, lines } = collector();
+    const proc = await start({ command: node(script), env: {}, port: await freePort() }, sink);
+
+    // Exiting after becoming healthy is observable, and all output is in by then.
+    assert.deepEqual(await proc.exited, { code: 3, signal: null });
+    const [one, two, three, blank, hello, long, afterLong, tail, ...rest] = lines.stdout;
+    assert.deepEqual([one, two, three, blank, hello], ['one', 'two', 'three', '', 'héllo']);
+    assert.ok(long !== undefined && long.startsWith('xxxx') && long.endsWith('[truncated]'));
+    assert.ok(Buffer.byteLength(long) <= 16 * 1024, `long line is ${Buffer.byteLength(long)} bytes`);
+    assert.deepEqual([afterLong, tail, rest], ['after-long', 'tail without newline', []]);
+    assert.deepEqual(lines.stderr, ['err1', 'err2']);
+    await proc.stop();
+  });
+});
+
+describe('stop', { timeout: 10_000 }, () => {
+  test('SIGKILLs a child ignoring SIGTERM after the grace period, grandchildren included', async () => {
+    const script = `
+      const { spawn } = require('node:child_process');
+      process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
+      const grandchild = spawn(process.execPath, ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)"], { stdio: 'ignore' });
+      console.log('grandchild=' + grandchild.pid);
+      setInterval(() => {}, 1000);
+    `;
+    const { sink, lines } = collector();
+    const proc = await start({ command: node(script), env: {}, port: await freePort() }, sink);
+    const grandchild = pidFrom(lines.stdout, 'grandchild');
+    assert.ok(isAlive(grandchild));
+
+    const started = Date.now();
+    const stopping = proc.stop(300);
+    assert.equal(proc.stop(300), stopping, 'stop() is idempotent');
+    await stopping;
+    const elapsed = Date.now() - started;
+
+    assert.ok(elapsed >= 280, `stopped after ${elapsed} ms, before the grace period`);
+    assert.ok(elapsed < 2000, `stopped after ${elapsed} ms`);
+    assert.deepEqual(await proc.exited, { code: null, signal: 'SIGKILL' });
+    assert.ok(lines.stdout.includes('ignoring SIGTERM'), 'SIGTERM was sent first');
+    assertGone(proc.pid);
+    await waitUntilGone(grandchild);
+  });
+});
+
+describe('ProcessTable', { timeout: 10_000 }, () => {
+  test('replace stops the previous process only when called; the new one keeps answering', async () => {
+    const table = new ProcessTable();
+    const key = 'svc-1/production';
+    const healthCheck = { path: '/healthz', timeoutSeconds: 5 };
+    const portA = await freePort();
+    const a = await start({ command: node(SERVER), env: { NAME: 'a' }, port: portA, healthCheck }, () => {});
+    assert.equal(await table.replace(key, a), undefined);
+    assert.equal(table.current(key), a);
+
+    const portB = await freePort();
+    const b = await start({ command: node(SERVER), env: { NAME: 'b' }, port: portB, healthCheck }, () => {});
+    // Launching the successor alone does not touch the current process.
+    assert.equal(JSON.parse((await getText(portA, '/')).body).name, 'a');
+    assert.equal(table.current(key), a);
+
+    assert.equal(await table.replace(key, b), a);
+    assert.equal(table.current(key), b);
+    assert.deepEqual(await a.exited, { code: null, signal: 'SIGTERM' });
+    assertGone(a.pid);
+    await assert.rejects(getText(portA, '/'), { code: 'ECONNREFUSED' });
+    assert.equal(JSON.parse((await getText(portB, '/')).body).name, 'b');
+
+    await table.stopAll();
+    assert.equal(table.current(key), undefined);
+    assert.deepEqual(await b.exited, { code: null, signal: 'SIGTERM' });
+    assertGone(b.pid);
+  });
+});
