@@ -39,6 +39,8 @@ function enrich(route: RouteOptions): void {
     }
     if (config.auth) {
       schema.security = [{ bearerAuth: [] }];
+      // The role matrix, machine-readable: the least role (or `runner`, `member`, `instance-admin`) the route admits.
+      schema['x-required-role'] = config.auth;
       add('401', 'Missing, invalid, expired or revoked access token');
       add('403', 'The caller\'s role is too low');
       add('429', 'Rate limited: see Retry-After and RateLimit');
