@@ -1,0 +1,134 @@
+// The vocabulary of the benchmark. A Row compares a subject Probe (Slipway)
+// with a reference Probe measured in the same run, against a Target. Probes
+// name the server they need; the context starts each server once, lazily, and
+// runs load against it in a separate process.
+
+import type { LoadJob, LoadResult } from './load-protocol.js';
+import type { RunningServer, ServerId, ServerTypes } from './servers.js';
+
+export interface Measurement extends LoadResult {
+  /** CPU used by the server process during the measured phase, % of one core. */
+  serverCpuPct?: number;
+  /**
+   * CPU used by everything else on the machine (other tenants, steal, this
+   * orchestrator) during the measured phase, % of one core: a noise indicator.
+   */
+  otherCpuPct?: number;
+}
+
+/** One thing that gets measured: a server, a request, a load shape. */
+export interface Probe {
+  /** Unique; `BENCH_ONLY` may name it. */
+  id: string;
+  /** Shown in the table. */
+  label: string;
+  server: ServerId;
+  /** Start/obtain the server via ctx.server(), check one request by hand, then ctx.load(). */
+  run(ctx: BenchContext): Promise<Measurement>;
+}
+
+export interface Verdict {
+  /** e.g. "0.62× ceiling"; empty when the target is absolute. */
+  ratioText: string;
+  met: boolean;
+}
+
+export interface Target {
+  /** e.g. "≥ 0.50× ceiling req/s". */
+  description: string;
+  evaluate(subject: Measurement, reference: Measurement | undefined): Verdict;
+}
+
+export interface Row {
+  /** Unique; `BENCH_ONLY` may name it. */
+  id: string;
+  title: string;
+  subject: Probe;
+  /** Omitted for absolute targets. */
+  reference?: Probe;
+  target: Target;
+}
+
+export interface BenchConfig {
+  only: Set<string> | undefined;
+  durationSec: number;
+  warmupSec: number;
+  connections: number;
+  bulkRequests: number;
+  bulkWarmup: number;
+  bulkSize: number;
+  pin: boolean;
+  serverCpu: number | undefined;
+  loadCpu: number | undefined;
+  keepRunDir: boolean;
+}
+
+export interface BenchContext {
+  readonly config: BenchConfig;
+  /** Temporary directory of this run: logs, data directories. */
+  readonly runDir: string;
+  /** Start (once) and return a server; a failed start is remembered and rethrown. */
+  server<K extends ServerId>(id: K): Promise<ServerTypes[K]>;
+  /** Run a load job in a separate process, sampling the server's CPU over the measured phase. */
+  load(server: RunningServer, job: LoadJob): Promise<Measurement>;
+  /** Progress line on stderr. */
+  log(message: string): void;
+}
+
+/** A failure that should be reported as the row's reason, without a stack. */
+export class ProbeError extends Error {}
+
+/** Why a measurement cannot be trusted, or undefined when every response was 2xx. */
+export function invalidReason(m: Measurement): string | undefined {
+  const problems: string[] = [];
+  if (m.requests === 0) problems.push('no responses');
+  if (m.non2xx > 0) {
+    const codes = Object.entries(m.statusCounts)
+      .filter(([s]) => !(Number(s) >= 200 && Number(s) < 300))
+      .map(([s, n]) => `${n}×${s}`)
+      .join(', ');
+    problems.push(`${m.non2xx} non-2xx (${codes})`);
+  }
+  if (m.errors > 0) problems.push(`${m.errors} connection errors`);
+  if (m.timeouts > 0) problems.push(`${m.timeouts} timeouts`);
+  return problems.length ? problems.join('; ') : undefined;
+}
+
+// ---------------------------------------------------------------------------
+// Targets
+
+function times(x: number): string {
+  return `${x.toFixed(2)}×`;
+}
+
+/** Subject req/s ≥ factor × reference req/s. */
+export function throughputAtLeast(factor: number, referenceName: string): Target {
+  return {
+    description: `≥ ${times(factor)} ${referenceName} req/s`,
+    evaluate(subject, reference) {
+      const ratio = reference ? subject.rps / reference.rps : NaN;
+      return { ratioText: `${times(ratio)} ${referenceName}`, met: ratio >= factor };
+    },
+  };
+}
+
+/** Subject p50 ≤ factor × reference p50. */
+export function p50AtMost(factor: number, referenceName: string): Target {
+  return {
+    description: `p50 ≤ ${times(factor)} ${referenceName} p50`,
+    evaluate(subject, reference) {
+      const ratio = reference ? subject.p50Ms / reference.p50Ms : NaN;
+      return { ratioText: `${times(ratio)} ${referenceName}`, met: ratio <= factor };
+    },
+  };
+}
+
+/** Absolute: subject p99 ≤ ms (no reference). */
+export function p99AtMostMs(ms: number): Target {
+  return {
+    description: `p99 ≤ ${ms} ms`,
+    evaluate(subject) {
+      return { ratioText: '', met: subject.p99Ms <= ms };
+    },
+  };
+}

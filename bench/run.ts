@@ -1,0 +1,291 @@
+// `npm run bench`: start every server a selected row needs (each in its own
+// process), load each from a separate load-generator process, and print one
+// table comparing Slipway with references measured in this same run.
+//
+// Environment:
+//   BENCH_ONLY=orgs,token,ceiling  rows (by row id) and/or single probes (by probe id)
+//   BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_CONNECTIONS=10      throughput rows
+//   BENCH_BULK_REQUESTS=40 BENCH_BULK_WARMUP=5 BENCH_BULK_SIZE=1000   bulk rows
+//   BENCH_PIN=auto|0|1   pin servers to CPU 0 and the load generator to CPU 1 (taskset)
+//   BENCH_KEEP=1         keep the run directory (logs, databases) even on success
+//   BENCH_SLIPWAY_X=…    passed to Slipway as SLIPWAY_X (e.g. BENCH_SLIPWAY_DATABASE_URL)
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createContext } from './lib/context.js';
+import { type BenchConfig, invalidReason, type Measurement, type Probe, ProbeError, type Row } from './lib/harness.js';
+import { armCleanup, disarmReaper, REPO_ROOT, setPinning, stopAll, tasksetAvailable } from './lib/proc.js';
+import { type Column, formatMs, formatPct, formatRate, renderTable } from './lib/table.js';
+import { ceiling, floorBulkCreate, oidcToken } from './references.js';
+import { ROWS } from './rows.js';
+
+/** Probes that can be run alone with BENCH_ONLY even if no selected row uses them. */
+const STANDALONE: Probe[] = [ceiling, oidcToken, floorBulkCreate];
+
+type Outcome = { ok: true; m: Measurement } | { ok: false; reason: string };
+
+function numberEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) {
+    console.error(`${name} must be a non-negative number, got "${raw}"`);
+    process.exit(2);
+  }
+  return value;
+}
+
+function readConfig(): BenchConfig {
+  const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim()).filter(Boolean);
+  const cores = os.cpus().length;
+  const pinSetting = (process.env.BENCH_PIN ?? 'auto').toLowerCase();
+  const pin = pinSetting === 'auto' ? cores >= 2 && tasksetAvailable() : pinSetting === '1' || pinSetting === 'true';
+  if (pin && !tasksetAvailable()) {
+    console.error('BENCH_PIN=1 but taskset is not on PATH');
+    process.exit(2);
+  }
+  return {
+    only: only?.length ? new Set(only) : undefined,
+    durationSec: numberEnv('BENCH_DURATION', 8),
+    warmupSec: numberEnv('BENCH_WARMUP', 2),
+    connections: Math.max(1, Math.round(numberEnv('BENCH_CONNECTIONS', 10))),
+    bulkRequests: Math.max(1, Math.round(numberEnv('BENCH_BULK_REQUESTS', 40))),
+    bulkWarmup: Math.round(numberEnv('BENCH_BULK_WARMUP', 5)),
+    bulkSize: Math.max(1, Math.round(numberEnv('BENCH_BULK_SIZE', 1000))),
+    pin,
+    serverCpu: pin ? 0 : undefined,
+    loadCpu: pin ? 1 : undefined,
+    keepRunDir: ['1', 'true'].includes((process.env.BENCH_KEEP ?? '').toLowerCase()),
+  };
+}
+
+/** Which rows and which extra probes to run, in order. */
+function selectPlan(config: BenchConfig): { rows: Row[]; probes: Probe[] } {
+  if (!config.only) return { rows: ROWS, probes: [] };
+  const known = new Set([...ROWS.map((r) => r.id), ...ROWS.flatMap((r) => [r.subject.id, r.reference?.id ?? '']), ...STANDALONE.map((p) => p.id)]);
+  const unknown = [...config.only].filter((id) => !known.has(id));
+  if (unknown.length) {
+    console.error(`BENCH_ONLY: unknown ${unknown.join(', ')}; known: ${[...known].filter(Boolean).join(', ')}`);
+    process.exit(2);
+  }
+  const rows = ROWS.filter((r) => config.only!.has(r.id));
+  const allProbes = [...STANDALONE, ...ROWS.flatMap((r) => (r.reference ? [r.reference, r.subject] : [r.subject]))];
+  const probes = [...new Map(allProbes.filter((p) => config.only!.has(p.id)).map((p) => [p.id, p])).values()];
+  return { rows, probes };
+}
+
+function cpuModel(): string {
+  const fromOs = os.cpus()[0]?.model?.trim();
+  if (fromOs) return fromOs;
+  try {
+    const line = fs.readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('model name'));
+    return line?.split(':')[1]?.trim() ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Read-only: which commit is being measured. */
+function slipwayRevision(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  } catch {
+    return 'no commit';
+  }
+}
+
+function printHeader(config: BenchConfig, runDir: string): void {
+  const lines = [
+    'Slipway benchmark',
+    `  date      ${new Date().toISOString()}`,
+    `  machine   ${cpuModel()}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}`,
+    `  node      ${process.version}; load average at start ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+    `  slipway   ${slipwayRevision()} (working tree as built in dist/)`,
+    `  pinning   ${config.pin ? `servers on CPU ${config.serverCpu}, load generator on CPU ${config.loadCpu} (taskset)` : 'off'}`,
+    `  load      throughput rows: ${config.connections} connections, ${config.warmupSec} s warm-up + ${config.durationSec} s measured; ` +
+      `bulk rows: ${config.bulkSize} secrets/request, ${config.bulkWarmup} warm-up + ${config.bulkRequests} measured requests, one at a time`,
+    `  run dir   ${runDir}`,
+    '',
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+function reasonOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function main(): Promise<number> {
+  const config = readConfig();
+  const plan = selectPlan(config);
+  setPinning(config.pin);
+  const runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-bench-'));
+  armCleanup();
+
+  let interrupted = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      interrupted = true;
+      process.stderr.write(`\n${signal}: stopping child processes…\n`);
+      void stopAll(2000, true).finally(() => process.exit(130));
+    });
+  }
+
+  printHeader(config, runDir);
+  const ctx = createContext(config, runDir);
+  const outcomes = new Map<string, Outcome>();
+
+  async function measure(probe: Probe): Promise<Outcome> {
+    const done = outcomes.get(probe.id);
+    if (done) return done;
+    if (interrupted) return { ok: false, reason: 'interrupted' };
+    process.stderr.write(`measuring ${probe.label}\n`);
+    let outcome: Outcome;
+    try {
+      outcome = { ok: true, m: await probe.run(ctx) };
+      const exit = ctx.serverExit(probe.server);
+      if (exit) throw new ProbeError(`during the measurement, ${exit}`);
+      const m = outcome.m;
+      ctx.log(`${formatRate(m.rps)} req/s, p50 ${formatMs(m.p50Ms)} ms, p99 ${formatMs(m.p99Ms)} ms${m.non2xx ? `, ${m.non2xx} non-2xx` : ''}`);
+    } catch (err) {
+      outcome = { ok: false, reason: reasonOf(err) };
+      ctx.log(`FAILED: ${outcome.reason.split('\n')[0]}`);
+    }
+    outcomes.set(probe.id, outcome);
+    return outcome;
+  }
+
+  try {
+    for (const row of plan.rows) {
+      if (row.reference) await measure(row.reference);
+      await measure(row.subject);
+    }
+    for (const probe of plan.probes) await measure(probe);
+  } finally {
+    if (!interrupted) {
+      process.stderr.write('stopping servers\n');
+      await stopAll();
+    }
+  }
+
+  return report(plan, outcomes, config, runDir);
+}
+
+function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Outcome>, config: BenchConfig, runDir: string): number {
+  const columns: Column[] = [
+    { title: 'row', align: 'left' },
+    { title: 'measurement', align: 'left' },
+    { title: 'req/s', align: 'right' },
+    { title: 'p50 ms', align: 'right' },
+    { title: 'p99 ms', align: 'right' },
+    { title: 'items/s', align: 'right' },
+    { title: 'non-2xx', align: 'right' },
+    { title: 'cpu srv/load/other', align: 'right' },
+    { title: 'ratio', align: 'left' },
+    { title: 'target', align: 'left' },
+    { title: 'result', align: 'left' },
+  ];
+  const notes: string[] = [];
+  const note = (text: string): string => {
+    notes.push(text);
+    return `[${notes.length}]`;
+  };
+  let healthy = true;
+
+  const numbers = (o: Outcome | undefined): string[] => {
+    if (!o?.ok) return ['-', '-', '-', '-', '-', '-'];
+    const m = o.m;
+    return [
+      formatRate(m.rps),
+      formatMs(m.p50Ms),
+      formatMs(m.p99Ms),
+      m.itemsPerSec !== undefined ? `${formatRate(m.itemsPerSec)} ${m.itemsLabel?.replace(/\/s$/, '') ?? ''}`.trim() : '',
+      `${m.non2xx}${m.errors + m.timeouts ? ` +${m.errors + m.timeouts} err` : ''}`,
+      `${formatPct(m.serverCpuPct)}/${formatPct(m.loadCpuPct)}/${formatPct(m.otherCpuPct)}`,
+    ];
+  };
+
+  const probeStatus = (probe: Probe, o: Outcome | undefined): string => {
+    if (!o) return 'not run';
+    if (!o.ok) {
+      healthy = false;
+      return `FAILED ${note(`${probe.label}: ${o.reason}`)}`;
+    }
+    const invalid = invalidReason(o.m);
+    if (invalid) {
+      healthy = false;
+      return `INVALID ${note(`${probe.label}: ${invalid}${o.m.firstFailure ? `; first: ${o.m.firstFailure}` : ''}`)}`;
+    }
+    return 'ok';
+  };
+
+  // References first (each measured once), then the rows.
+  const isReference = (p: Probe): boolean => STANDALONE.includes(p) || ROWS.some((r) => r.reference?.id === p.id);
+  const references = [
+    ...new Map([...plan.rows.flatMap((r) => (r.reference ? [r.reference] : [])), ...plan.probes.filter(isReference)].map((p) => [p.id, p])).values(),
+  ];
+  const referenceIds = new Set(references.map((p) => p.id));
+  const lines: string[][] = [];
+  const referenceStatus = new Map<string, string>();
+  for (const probe of references) {
+    const status = probeStatus(probe, outcomes.get(probe.id));
+    referenceStatus.set(probe.id, status);
+    lines.push(['ref', probe.label, ...numbers(outcomes.get(probe.id)), 'reference', '', status]);
+  }
+
+  plan.rows.forEach((row) => {
+    const index = ROWS.indexOf(row) + 1;
+    const subject = outcomes.get(row.subject.id);
+    const reference = row.reference ? outcomes.get(row.reference.id) : undefined;
+    let ratio = '';
+    let result = probeStatus(row.subject, subject);
+    if (result === 'ok' && subject?.ok) {
+      if (row.reference && !reference?.ok) {
+        result = 'NO REFERENCE (reference failed)';
+      } else if (row.reference && reference?.ok && invalidReason(reference.m)) {
+        result = 'NO REFERENCE (reference invalid)';
+      } else {
+        const verdict = row.target.evaluate(subject.m, reference?.ok ? reference.m : undefined);
+        ratio = verdict.ratioText;
+        result = verdict.met ? 'MET' : 'NOT MET';
+      }
+    }
+    lines.push([`${index}`, row.subject.label, ...numbers(subject), ratio, row.target.description, result]);
+  });
+  // Standalone non-reference probes (BENCH_ONLY=slipway-orgs, say).
+  for (const probe of plan.probes.filter((p) => !referenceIds.has(p.id))) {
+    lines.push(['-', probe.label, ...numbers(outcomes.get(probe.id)), '', '', probeStatus(probe, outcomes.get(probe.id))]);
+  }
+
+  const separators = references.length > 0 && lines.length > references.length ? [references.length - 1] : [];
+  const out = [renderTable(columns, lines, separators), ''];
+  out.push(
+    'req/s: responses per second (throughput rows: 2xx and non-2xx over the measured window; bulk rows: requests / summed latency).',
+    'items/s: secrets written per second in bulk rows.',
+    'cpu srv/load/other: CPU of the server, of the load generator and of everything else on the machine (noise) during the measured phase, % of one core.',
+    'ratio: subject req/s ÷ reference req/s for throughput targets, subject p50 ÷ reference p50 for latency targets; both measured in this run.',
+  );
+  if (notes.length) {
+    out.push('', 'Notes:');
+    notes.forEach((n, i) => out.push(`  [${i + 1}] ${n.split('\n').join('\n      ')}`));
+  }
+  const keep = config.keepRunDir || !healthy;
+  out.push('', keep ? `Logs and data kept in ${runDir}` : `Run directory removed (BENCH_KEEP=1 keeps logs and data).`);
+  process.stdout.write(out.join('\n') + '\n');
+  if (!keep) fs.rmSync(runDir, { recursive: true, force: true });
+  return healthy ? 0 : 1;
+}
+
+main().then(
+  (code) => {
+    disarmReaper();
+    process.exitCode = code;
+  },
+  async (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    await stopAll(2000);
+    disarmReaper();
+    process.exitCode = 1;
+  },
+);
