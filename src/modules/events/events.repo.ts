@@ -15,8 +15,11 @@ export const eventsRepo = {
     let q = db.selectFrom('events').selectAll().where('org_id', '=', orgId);
     if (opts.after !== null) q = q.where('id', '>', opts.after);
     if (opts.type !== undefined) {
-      // `secret.*` selects a family of types.
-      q = opts.type.endsWith('.*') ? q.where('type', 'like', `${opts.type.slice(0, -1)}%`) : q.where('type', '=', opts.type);
+      // `secret.*` selects a family of types. The prefix is compared as it is: LIKE would read `_`
+      // (as in `service_user.*`) and `%` as wildcards, and ignores case in SQLite.
+      const prefix = opts.type.endsWith('.*') ? opts.type.slice(0, -1) : null;
+      q = prefix === null ? q.where('type', '=', opts.type)
+        : q.where((eb) => eb(eb.fn<string>('substr', [eb.ref('type'), eb.lit(1), eb.lit(prefix.length)]), '=', prefix));
     }
     if (opts.subjectId !== undefined) q = q.where('subject_id', '=', opts.subjectId);
     return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();

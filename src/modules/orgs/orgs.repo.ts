@@ -20,6 +20,15 @@ export const orgsRepo = {
     return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
   },
 
+  /**
+   * Holds the organization's row until the transaction ends (an UPDATE that changes nothing, which
+   * works alike on both databases): changes that must see each other's outcome, such as removing
+   * owners, take it first and so run one after another.
+   */
+  async hold(db: Executor, id: string): Promise<void> {
+    await db.updateTable('organizations').set((eb) => ({ updated_at: eb.ref('updated_at') })).where('id', '=', id).execute();
+  },
+
   async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name'>>, at: string): Promise<OrgRow | undefined> {
     return db.updateTable('organizations').set({ ...patch, updated_at: at }).where('id', '=', id).returningAll().executeTakeFirst();
   },

@@ -52,14 +52,22 @@ export function createOrgsService(deps: { db: Db }) {
       return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
     },
 
+    /** Renames or re-slugs; the event says what changed from what, and no change appends none. */
     async update(ctx: RequestContext, orgId: string, patch: { slug?: string; name?: string }): Promise<Organization> {
       const now = new Date().toISOString();
       try {
         return await db.transaction().execute(async (trx) => {
-          const row = await orgsRepo.update(trx, orgId, patch, now);
+          const row = await orgsRepo.findByIdOrSlug(trx, orgId);
           if (!row) throw errors.notFound('organization', orgId);
-          await appendEvents(trx, ctx, [{ orgId, type: 'organization.updated', subject: { type: 'organization', id: orgId }, data: { changed: Object.keys(patch) } }], now);
-          return toOrganization(row);
+          const changed = (['slug', 'name'] as const).filter((field) => patch[field] !== undefined && patch[field] !== row[field]);
+          if (changed.length === 0) return toOrganization(row);
+          const set = Object.fromEntries(changed.map((field) => [field, patch[field]]));
+          const next = (await orgsRepo.update(trx, row.id, set, now))!;
+          await appendEvents(trx, ctx, [{
+            orgId: row.id, type: 'organization.updated', subject: { type: 'organization', id: row.id },
+            data: { changed, from: Object.fromEntries(changed.map((f) => [f, row[f]])), to: set },
+          }], now);
+          return toOrganization(next);
         });
       } catch (error) {
         if (isUniqueViolation(error)) throw slugTaken(patch.slug ?? '');

@@ -13,10 +13,11 @@ export const serviceUsersRepo = {
     return db.selectFrom('service_users').selectAll().where('id', '=', id).executeTakeFirst();
   },
 
-  /** By id or by name, inside one organization. */
+  /** By id or by name, inside one organization; an id wins over a name that looks like one. */
   async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow | undefined> {
-    const column = idOrName.startsWith('su_') ? 'id' : 'name';
-    return db.selectFrom('service_users').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).executeTakeFirst();
+    const by = (column: 'id' | 'name') =>
+      db.selectFrom('service_users').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).executeTakeFirst();
+    return (idOrName.startsWith('su_') ? await by('id') : undefined) ?? by('name');
   },
 
   async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<ServiceUserRow[]> {

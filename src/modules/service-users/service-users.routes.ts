@@ -8,6 +8,10 @@ import {
 import type { ServiceUsersService } from './service-users.service.js';
 
 const tags = ['service users'];
+// Who may manage whom, stated once for every route that changes a service user.
+const WHO_MAY = 'Admins manage service users up to admin; only owners create, change or remove owners (and their secrets); '
+  + 'only instance administrators change instance administrators, who act as owners in every organization. '
+  + 'An organization keeps at least one enabled owner (409 `last_owner`).';
 
 export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersService }): void {
   const { serviceUsers } = deps;
@@ -25,6 +29,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     schema: {
       tags,
       summary: 'Create a service user (Settings → Service Users → Create); the client secret is returned once',
+      description: `The response carries \`clientId\`, \`clientSecret\`, \`tokenUrl\`, \`scope\` and \`orgId\`; the secret is never shown again (only a keyed hash is kept). ${WHO_MAY}`,
       params: OrgParams,
       body: CreateServiceUserBody,
       response: { 201: CreatedServiceUser, ...problems(409) },
@@ -44,6 +49,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     schema: {
       tags,
       summary: 'Rename, change the role of, disable or enable a service user',
+      description: `Disabling refuses new tokens and the service user's live tokens at once. ${WHO_MAY}`,
       params: ServiceUserParams,
       body: UpdateServiceUserBody,
       response: { 200: ServiceUserSchema, ...problems(409) },
@@ -52,7 +58,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
 
   app.delete('/v1/orgs/:orgId/service-users/:id', {
     config: { auth: 'admin', operation: 'serviceUsers.delete' },
-    schema: { tags, summary: 'Delete a service user; its tokens stop working', params: ServiceUserParams, response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) } },
+    schema: { tags, summary: 'Delete a service user; its tokens stop working', description: WHO_MAY, params: ServiceUserParams, response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) } },
   }, async (req, reply) => {
     await serviceUsers.remove(req.ctx, req.org!.id, req.params.id);
     return reply.code(204).send();
@@ -63,6 +69,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     schema: {
       tags,
       summary: 'Add a second client secret (rotation); the existing one stays valid until removed',
+      description: 'At most two live secrets (409 `too_many_client_secrets` lists them); the new secret is shown once.',
       params: ServiceUserParams,
       response: { 201: NewClientSecret, ...problems(409) },
     },

@@ -8,10 +8,13 @@ import { newId } from '../../platform/ids.js';
 import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { canGrant, effectiveRole, type Role } from '../auth/roles.js';
 import { appendEvents } from '../events/event-log.js';
+import { orgsRepo } from '../orgs/orgs.repo.js';
 import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from './service-users.repo.js';
 import type { CredentialsT, ServiceUser } from './service-users.schemas.js';
 
 export const MAX_LIVE_SECRETS = 2;
+
+const withArticle = (role: Role) => `${/^[aeiou]/.test(role) ? 'An' : 'A'} ${role}`;
 
 function toServiceUser(row: ServiceUserRow, secrets: ClientSecretRow[]): ServiceUser {
   return {
@@ -56,13 +59,39 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
 
   function assertMayGrant(ctx: RequestContext, role: Role): void {
     const mine = actorRole(ctx);
-    if (!canGrant(mine, role)) throw errors.forbidden(`A ${mine} cannot hand out the role ${role}; ask an owner.`);
+    if (!canGrant(mine, role)) throw errors.forbidden(`${withArticle(mine)} cannot hand out the role ${role}; ask an owner.`);
+  }
+
+  /**
+   * An admin manages service users up to admin; anything about an owner (its role, name, secrets,
+   * existence) takes an owner, and anything about an instance administrator, who acts as owner in
+   * every organization, takes an instance administrator.
+   */
+  function assertMayManage(ctx: RequestContext, row: ServiceUserRow): void {
+    if (row.instance_admin === 1 && !ctx.actor.instanceAdmin) {
+      throw errors.forbidden(`"${row.name}" is an instance administrator; only an instance administrator can change it.`);
+    }
+    if (row.role === 'owner') assertMayGrant(ctx, 'owner');
   }
 
   async function load(executor: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow> {
     const row = await serviceUsersRepo.findInOrg(executor, orgId, idOrName);
     if (!row) throw errors.notFound('service user', idOrName);
     return row;
+  }
+
+  /**
+   * Runs a change to one service user the caller may manage. The organization's row is held for the
+   * transaction, so changes to its service users run one after another and each check ("the last
+   * owner", "two live secrets") sees every change made before it, on PostgreSQL as on SQLite.
+   */
+  function change<T>(ctx: RequestContext, orgId: string, idOrName: string, run: (trx: Executor, row: ServiceUserRow) => Promise<T>): Promise<T> {
+    return db.transaction().execute(async (trx) => {
+      await orgsRepo.hold(trx, orgId);
+      const row = await load(trx, orgId, idOrName);
+      assertMayManage(ctx, row);
+      return run(trx, row);
+    });
   }
 
   async function view(executor: Executor, row: ServiceUserRow): Promise<ServiceUser> {
@@ -85,9 +114,19 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     };
   }
 
+  /** A unique-name violation becomes the problem that names the field; anything else passes. */
+  function nameTakenOr(error: unknown, name: string | undefined): unknown {
+    if (!isUniqueViolation(error) || name === undefined) return error;
+    return errors.conflict('service_user_name_taken', `A service user named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
+  }
+
+  const event = (orgId: string, row: ServiceUserRow, type: string, data: Record<string, unknown>) =>
+    ({ orgId, type: `service_user.${type}`, subject: { type: 'service_user', id: row.id }, data });
+
   return {
     async create(ctx: RequestContext, orgId: string, input: NewServiceUser): Promise<ServiceUser & CredentialsT> {
       assertMayGrant(ctx, input.role);
+      if (input.instanceAdmin && !ctx.actor.instanceAdmin) throw errors.forbidden('Only an instance administrator can make another.');
       const now = new Date().toISOString();
       const row: ServiceUserRow = {
         id: newId('serviceUser'), org_id: orgId, name: input.name, description: input.description ?? '', role: input.role,
@@ -98,14 +137,10 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
         await db.transaction().execute(async (trx) => {
           await serviceUsersRepo.insert(trx, row);
           await serviceUsersRepo.insertSecret(trx, secretRow);
-          await appendEvents(trx, ctx, [{
-            orgId, type: 'service_user.created', subject: { type: 'service_user', id: row.id },
-            data: { name: row.name, role: row.role, instanceAdmin: row.instance_admin === 1 },
-          }], now);
+          await appendEvents(trx, ctx, [event(orgId, row, 'created', { name: row.name, role: row.role, instanceAdmin: row.instance_admin === 1 })], now);
         });
       } catch (error) {
-        if (isUniqueViolation(error)) throw errors.conflict('service_user_name_taken', `A service user named "${input.name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name: input.name }] });
-        throw error;
+        throw nameTakenOr(error, input.name);
       }
       return { ...toServiceUser(row, [secretRow]), clientId: row.id, clientSecret: secret, tokenUrl: deps.tokenUrl, scope: deps.scope };
     },
@@ -122,49 +157,51 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       return view(db, await load(db, orgId, idOrName));
     },
 
+    /** Renames, re-describes, changes the role of, disables or enables; one event per kind of change, none for no change. */
     async update(ctx: RequestContext, orgId: string, idOrName: string, patch: { name?: string; description?: string; role?: Role; disabled?: boolean }): Promise<ServiceUser> {
       const now = new Date().toISOString();
+      let updated: ServiceUser;
       try {
-        const updated = await db.transaction().execute(async (trx) => {
-          const row = await load(trx, orgId, idOrName);
-          // Changing an owner (or making one) takes an owner.
-          if (row.role === 'owner') assertMayGrant(ctx, 'owner');
-          if (patch.role !== undefined && patch.role !== row.role) {
-            assertMayGrant(ctx, patch.role);
-            if (row.role === 'owner') await assertNotLastOwner(trx, row, 'demoted');
+        updated = await change(ctx, orgId, idOrName, async (trx, row) => {
+          const roleChanged = patch.role !== undefined && patch.role !== row.role;
+          const disabling = patch.disabled === true && row.disabled_at === null;
+          const enabling = patch.disabled === false && row.disabled_at !== null;
+          const renamed = patch.name !== undefined && patch.name !== row.name;
+          const described = patch.description !== undefined && patch.description !== row.description;
+          if (roleChanged) {
+            assertMayGrant(ctx, patch.role!);
+            await assertNotLastOwner(trx, row, 'demoted');
           }
-          if (patch.disabled === true) await assertNotLastOwner(trx, row, 'disabled');
+          if (disabling) await assertNotLastOwner(trx, row, 'disabled');
+          if (!roleChanged && !disabling && !enabling && !renamed && !described) return view(trx, row);
+
           const set: Partial<ServiceUserRow> = { updated_at: now };
-          if (patch.name !== undefined) set.name = patch.name;
-          if (patch.description !== undefined) set.description = patch.description;
-          if (patch.role !== undefined) set.role = patch.role;
-          if (patch.disabled !== undefined) set.disabled_at = patch.disabled ? (row.disabled_at ?? now) : null;
+          if (renamed) set.name = patch.name!;
+          if (described) set.description = patch.description!;
+          if (roleChanged) set.role = patch.role!;
+          if (disabling || enabling) set.disabled_at = disabling ? now : null;
           const next = (await serviceUsersRepo.update(trx, row.id, set))!;
-          const changes: Array<{ type: string; data: Record<string, unknown> }> = [];
-          if (patch.role !== undefined && patch.role !== row.role) changes.push({ type: 'service_user.role_changed', data: { from: row.role, to: patch.role } });
-          if (patch.disabled === true && row.disabled_at === null) changes.push({ type: 'service_user.disabled', data: {} });
-          if (patch.disabled === false && row.disabled_at !== null) changes.push({ type: 'service_user.enabled', data: {} });
-          const renamed = (patch.name !== undefined && patch.name !== row.name) || (patch.description !== undefined && patch.description !== row.description);
-          if (renamed) changes.push({ type: 'service_user.updated', data: { name: next.name } });
-          await appendEvents(trx, ctx, changes.map((c) => ({ orgId, type: c.type, subject: { type: 'service_user', id: row.id }, data: c.data })), now);
+          await appendEvents(trx, ctx, [
+            ...(roleChanged ? [event(orgId, row, 'role_changed', { from: row.role, to: patch.role })] : []),
+            ...(disabling ? [event(orgId, row, 'disabled', {})] : []),
+            ...(enabling ? [event(orgId, row, 'enabled', {})] : []),
+            ...(renamed || described ? [event(orgId, row, 'updated', { name: next.name })] : []),
+          ], now);
           return view(trx, next);
         });
-        deps.onChanged(updated.id);
-        return updated;
       } catch (error) {
-        if (isUniqueViolation(error)) throw errors.conflict('service_user_name_taken', `A service user named "${patch.name}" already exists in this organization.`);
-        throw error;
+        throw nameTakenOr(error, patch.name);
       }
+      deps.onChanged(updated.id);
+      return updated;
     },
 
     async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
       const now = new Date().toISOString();
-      const id = await db.transaction().execute(async (trx) => {
-        const row = await load(trx, orgId, idOrName);
-        if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+      const id = await change(ctx, orgId, idOrName, async (trx, row) => {
         await assertNotLastOwner(trx, row, 'removed');
         await serviceUsersRepo.delete(trx, row.id);
-        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.deleted', subject: { type: 'service_user', id: row.id }, data: { name: row.name } }], now);
+        await appendEvents(trx, ctx, [event(orgId, row, 'deleted', { name: row.name })], now);
         return row.id;
       });
       deps.onChanged(id);
@@ -173,9 +210,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     /** Adds a second live secret; the first keeps working until it is removed. */
     async addSecret(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ id: string; hint: string; createdAt: string; lastUsedAt: null; clientSecret: string }> {
       const now = new Date().toISOString();
-      return db.transaction().execute(async (trx) => {
-        const row = await load(trx, orgId, idOrName);
-        if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+      return change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
         if (live.length >= MAX_LIVE_SECRETS) {
           throw errors.conflict('too_many_client_secrets', `A service user has at most ${MAX_LIVE_SECRETS} live client secrets; remove one first.`, {
@@ -184,36 +219,33 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
         }
         const { row: secretRow, secret } = issueSecret(row.id, now);
         await serviceUsersRepo.insertSecret(trx, secretRow);
-        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.secret_added', subject: { type: 'service_user', id: row.id }, data: { secretId: secretRow.id, hint: secretRow.hint } }], now);
+        await appendEvents(trx, ctx, [event(orgId, row, 'secret_added', { secretId: secretRow.id, hint: secretRow.hint })], now);
         return { id: secretRow.id, hint: secretRow.hint, createdAt: now, lastUsedAt: null, clientSecret: secret };
       });
     },
 
     async removeSecret(ctx: RequestContext, orgId: string, idOrName: string, secretId: string): Promise<void> {
       const now = new Date().toISOString();
-      await db.transaction().execute(async (trx) => {
-        const row = await load(trx, orgId, idOrName);
-        if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+      await change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
         if (!live.some((s) => s.id === secretId)) throw errors.notFound('client secret', secretId);
         if (live.length === 1) {
           throw errors.conflict('last_client_secret', 'This is the service user\'s only client secret; add a new one first, or disable the service user.');
         }
         await serviceUsersRepo.deleteSecret(trx, row.id, secretId);
-        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.secret_removed', subject: { type: 'service_user', id: row.id }, data: { secretId } }], now);
+        await appendEvents(trx, ctx, [event(orgId, row, 'secret_removed', { secretId })], now);
       });
     },
 
     /** CLI rotation in one step: add a new secret and remove every older one. */
     async replaceSecrets(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ clientId: string; clientSecret: string }> {
       const now = new Date().toISOString();
-      const result = await db.transaction().execute(async (trx) => {
-        const row = await load(trx, orgId, idOrName);
+      const result = await change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
         const { row: secretRow, secret } = issueSecret(row.id, now);
         for (const s of live) await serviceUsersRepo.deleteSecret(trx, row.id, s.id);
         await serviceUsersRepo.insertSecret(trx, secretRow);
-        await appendEvents(trx, ctx, [{ orgId, type: 'service_user.secret_rotated', subject: { type: 'service_user', id: row.id }, data: { secretId: secretRow.id, removed: live.map((s) => s.id) } }], now);
+        await appendEvents(trx, ctx, [event(orgId, row, 'secret_rotated', { secretId: secretRow.id, removed: live.map((s) => s.id) })], now);
         return { clientId: row.id, clientSecret: secret };
       });
       deps.onChanged(result.clientId);

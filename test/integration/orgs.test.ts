@@ -1,0 +1,151 @@
+// Organizations through the API: a caller sees its own, an instance administrator sees and creates
+// any; owners rename and re-slug theirs.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Actor, HttpResult, TestServer } from '../support/harness.js';
+import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
+
+describe('organizations', () => {
+  let fixture: OrgFixture;
+  let server: TestServer;
+  let orgId: string;
+  let slug: string;
+  let owner: Actor;
+  let admin: Actor;
+
+  before(async () => {
+    fixture = await startWithOrg();
+    ({ server, orgId, slug, owner, admin } = fixture);
+  });
+  after(() => fixture.close());
+
+  it('lists only the caller\'s own organization for a member', async () => {
+    await server.createOrg();
+    for (const role of ['viewer', 'developer', 'runner'] as const) {
+      const member = await server.actor(orgId, role);
+      const res = await member.http.get('/v1/orgs');
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, {
+        orgs: [{ id: orgId, slug, name: `Test ${slug}`, createdAt: res.body.orgs[0].createdAt, updatedAt: res.body.orgs[0].updatedAt }],
+        nextCursor: null,
+      });
+    }
+  });
+
+  it('lists every organization for the instance administrator, page by page', async () => {
+    for (let i = 0; i < 4; i++) await server.createOrg();
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let lastPage: HttpResult | null = null;
+    do {
+      const res: HttpResult = await server.owner.http.get(`/v1/orgs?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      assert.equal(res.status, 200, res.text);
+      assert.ok(res.body.orgs.length >= 1 && res.body.orgs.length <= 2);
+      seen.push(...res.body.orgs.map((o: { id: string }) => o.id));
+      cursor = res.body.nextCursor;
+      lastPage = res;
+    } while (cursor !== null);
+    assert.equal(lastPage!.body.nextCursor, null);
+    const all = await server.core.orgs.list({ orgId: null, all: true }, { limit: 200 });
+    assert.ok(all.items.length >= 6);
+    assert.deepEqual(seen, all.items.map((o) => o.id));
+    assert.ok(seen.includes(server.bootstrap.orgId) && seen.includes(orgId));
+
+    const bad = await server.owner.http.get('/v1/orgs?cursor=not-a-cursor');
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.code, 'invalid_cursor');
+    const tooMany = await server.owner.http.get('/v1/orgs?limit=201');
+    assert.equal(tooMany.status, 400);
+    assert.equal(tooMany.body.errors[0].pointer, '/query/limit');
+  });
+
+  it('gets an organization by id and by slug, and hides other organizations', async () => {
+    const byId = await admin.http.get(`/v1/orgs/${orgId}`);
+    const bySlug = await admin.http.get(`/v1/orgs/${slug}`);
+    assert.equal(byId.status, 200);
+    assert.deepEqual(bySlug.body, byId.body);
+    assert.equal(byId.body.slug, slug);
+    assert.match(byId.body.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+    for (const other of [server.bootstrap.orgId, 'default', 'no-such-org', 'org_01jzzzzzzzzzzzzzzzzzzzzzzz']) {
+      const res = await admin.http.get(`/v1/orgs/${other}`);
+      assert.equal(res.status, 404, `${other}: ${res.text}`);
+      assert.equal(res.body.code, 'organization_not_found');
+    }
+    assert.equal((await server.owner.http.get(`/v1/orgs/${slug}`)).body.id, orgId);
+  });
+
+  it('creates organizations for the instance administrator only', async () => {
+    const res = await server.owner.http.post('/v1/orgs', { slug: 'acme', name: 'Acme Inc.' });
+    assert.equal(res.status, 201, res.text);
+    assert.match(res.body.id, /^org_/);
+    assert.deepEqual({ slug: res.body.slug, name: res.body.name }, { slug: 'acme', name: 'Acme Inc.' });
+    assert.equal(res.body.updatedAt, res.body.createdAt);
+    assert.equal((await server.owner.http.get('/v1/orgs/acme')).body.id, res.body.id);
+
+    const taken = await server.owner.http.post('/v1/orgs', { slug: 'acme', name: 'Another Acme' });
+    assert.equal(taken.status, 409);
+    assert.equal(taken.body.code, 'org_slug_taken');
+    assert.deepEqual(taken.body.conflicts, [{ pointer: '/slug', slug: 'acme' }]);
+
+    for (const bad of ['Acme', '-acme', 'acme-', 'ac_me', 'a'.repeat(64), '']) {
+      const invalid = await server.owner.http.post('/v1/orgs', { slug: bad, name: 'Bad' });
+      assert.equal(invalid.status, 400, `${bad}: ${invalid.text}`);
+      assert.deepEqual(invalid.body.errors.map((e: { pointer: string }) => e.pointer), ['/slug']);
+    }
+    const noName = await server.owner.http.post('/v1/orgs', { slug: 'nameless' });
+    assert.equal(noName.status, 400);
+    assert.deepEqual(noName.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
+
+    const refused = await owner.http.post('/v1/orgs', { slug: 'by-an-owner', name: 'Nope' });
+    assert.equal(refused.status, 403);
+    assert.equal(refused.body.code, 'forbidden');
+    assert.equal((await server.owner.http.get('/v1/orgs/by-an-owner')).status, 404);
+  });
+
+  it('lets an owner rename an organization and change its slug, and not an admin', async () => {
+    const org = await server.createOrg();
+    const orgOwner = await server.actor(org.id, 'owner');
+    const orgAdmin = await server.actor(org.id, 'admin');
+
+    const denied = await orgAdmin.http.patch(`/v1/orgs/${org.id}`, { name: 'By an admin' });
+    assert.equal(denied.status, 403);
+    assert.equal((await orgAdmin.http.get(`/v1/orgs/${org.id}`)).body.name, org.name);
+
+    const renamed = await orgOwner.http.patch(`/v1/orgs/${org.slug}`, { name: 'Renamed' });
+    assert.equal(renamed.status, 200, renamed.text);
+    assert.equal(renamed.body.name, 'Renamed');
+    assert.equal(renamed.body.slug, org.slug);
+    assert.ok(renamed.body.updatedAt >= org.updatedAt);
+
+    const moved = await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: 'moved-here' });
+    assert.equal(moved.status, 200, moved.text);
+    assert.equal(moved.body.slug, 'moved-here');
+    assert.equal((await orgOwner.http.get('/v1/orgs/moved-here')).body.id, org.id);
+    assert.equal((await orgOwner.http.get(`/v1/orgs/${org.slug}`)).status, 404);
+
+    const clash = await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: slug });
+    assert.equal(clash.status, 409);
+    assert.equal(clash.body.code, 'org_slug_taken');
+    assert.deepEqual(clash.body.conflicts, [{ pointer: '/slug', slug }]);
+
+    const empty = await orgOwner.http.patch(`/v1/orgs/${org.id}`, {});
+    assert.equal(empty.status, 400);
+    const badSlug = await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: 'Not A Slug' });
+    assert.equal(badSlug.status, 400);
+    assert.deepEqual(badSlug.body.errors.map((e: { pointer: string }) => e.pointer), ['/slug']);
+
+    // Another organization's owner does not even see it.
+    assert.equal((await owner.http.patch(`/v1/orgs/${org.id}`, { name: 'Hijacked' })).status, 404);
+    // The instance administrator acts as owner everywhere.
+    assert.equal((await server.owner.http.patch(`/v1/orgs/${org.id}`, { name: 'By the instance admin' })).status, 200);
+  });
+
+  it('asks for a token on every organization route', async () => {
+    for (const [method, path] of [['GET', '/v1/orgs'], ['POST', '/v1/orgs'], ['GET', `/v1/orgs/${slug}`], ['PATCH', `/v1/orgs/${slug}`]] as const) {
+      const res = await server.http().request(method, path, method === 'GET' ? {} : { body: { name: 'x' } });
+      assert.equal(res.status, 401, `${method} ${path}`);
+      assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer /);
+    }
+  });
+});
