@@ -2,24 +2,22 @@
 // line of defence for anything that carries a credential or a secret value by mistake.
 import { pino, type DestinationStream, type Logger } from 'pino';
 
+// Explicit paths only: wildcard paths make pino walk every logged object, on every line.
 export const REDACTED_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
+  'req.body',
   'headers.authorization',
   'authorization',
+  'body',
   'clientSecret',
   'client_secret',
   'access_token',
   'token',
   'values',
   'password',
-  '*.authorization',
-  '*.clientSecret',
-  '*.client_secret',
-  '*.access_token',
-  '*.token',
-  '*.values',
-  '*.password',
+  'err.body',
+  'err.values',
 ];
 
 export function createLogger(level: string, destination?: DestinationStream): Logger {

@@ -13,9 +13,8 @@ export const orgsRepo = {
     return db.selectFrom('organizations').selectAll().where(column, '=', idOrSlug).executeTakeFirst();
   },
 
-  async list(db: Executor, opts: { onlyId?: string | undefined; after: string | null; limit: number }): Promise<OrgRow[]> {
+  async list(db: Executor, opts: { after: string | null; limit: number }): Promise<OrgRow[]> {
     let q = db.selectFrom('organizations').selectAll();
-    if (opts.onlyId !== undefined) q = q.where('id', '=', opts.onlyId);
     if (opts.after !== null) q = q.where('id', '>', opts.after);
     return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
   },

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -14,8 +15,25 @@ export function toOrganization(row: OrgRow): Organization {
 const slugTaken = (slug: string) =>
   errors.conflict('org_slug_taken', `An organization with the slug "${slug}" already exists.`, { conflicts: [{ pointer: '/slug', slug }] });
 
+/** How long a node may answer from its memory of an organization (a rename elsewhere shows within this). */
+const CACHE_TTL_MS = 5_000;
+
 export function createOrgsService(deps: { db: Db }) {
   const { db } = deps;
+  // Every organization-scoped request resolves `:orgId`; organizations change rarely, so the
+  // answer is kept a few seconds (and forgotten at once when this node changes one).
+  const byKey = new LRUCache<string, Organization | 'missing'>({ max: 10_000, ttl: CACHE_TTL_MS });
+  const forget = () => byKey.clear();
+
+  async function find(idOrSlug: string): Promise<Organization | null> {
+    const hit = byKey.get(idOrSlug);
+    if (hit !== undefined) return hit === 'missing' ? null : hit;
+    const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
+    const org = row ? toOrganization(row) : null;
+    byKey.set(idOrSlug, org ?? 'missing');
+    return org;
+  }
+
   return {
     async create(ctx: RequestContext, input: { slug: string; name: string }): Promise<Organization> {
       const now = new Date().toISOString();
@@ -29,25 +47,28 @@ export function createOrgsService(deps: { db: Db }) {
         if (isUniqueViolation(error)) throw slugTaken(input.slug);
         throw error;
       }
+      forget();
       return toOrganization(row);
     },
 
     /** By id or slug; a missing organization is a 404 like any other resource. */
     async get(idOrSlug: string): Promise<Organization> {
-      const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
-      if (!row) throw errors.notFound('organization', idOrSlug);
-      return toOrganization(row);
+      const org = await find(idOrSlug);
+      if (!org) throw errors.notFound('organization', idOrSlug);
+      return org;
     },
 
-    async find(idOrSlug: string): Promise<Organization | null> {
-      const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
-      return row ? toOrganization(row) : null;
-    },
+    find,
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
       const page = pageRequest(query);
-      const rows = await orgsRepo.list(db, { onlyId: scope.all ? undefined : scope.orgId ?? '', ...page });
+      if (!scope.all) {
+        // A member belongs to exactly one organization.
+        const own = scope.orgId === null ? null : await find(scope.orgId);
+        return { items: own && (page.after === null || own.id > page.after) ? [own] : [], nextCursor: null };
+      }
+      const rows = await orgsRepo.list(db, { ...page });
       const result = toPage(rows, page.limit, (r) => r.id);
       return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
     },
@@ -56,7 +77,7 @@ export function createOrgsService(deps: { db: Db }) {
     async update(ctx: RequestContext, orgId: string, patch: { slug?: string; name?: string }): Promise<Organization> {
       const now = new Date().toISOString();
       try {
-        return await db.transaction().execute(async (trx) => {
+        const updated = await db.transaction().execute(async (trx) => {
           const row = await orgsRepo.findByIdOrSlug(trx, orgId);
           if (!row) throw errors.notFound('organization', orgId);
           const changed = (['slug', 'name'] as const).filter((field) => patch[field] !== undefined && patch[field] !== row[field]);
@@ -69,6 +90,8 @@ export function createOrgsService(deps: { db: Db }) {
           }], now);
           return toOrganization(next);
         });
+        forget();
+        return updated;
       } catch (error) {
         if (isUniqueViolation(error)) throw slugTaken(patch.slug ?? '');
         throw error;
