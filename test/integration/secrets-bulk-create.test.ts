@@ -36,3 +36,109 @@ describe('bulk create secrets', () => {
     assert.deepEqual(res.body.secrets.map((s: any) => s.name), secrets.map((s) => s.name));
   });
 });
+
+describe('bulk create secrets: refusals', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_MAX_SECRETS_PER_REQUEST: '5', SLIPWAY_MAX_KEYS_PER_SECRET: '3', SLIPWAY_MAX_VALUE_CHARS: '10' } }); });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  const post = (secrets: unknown) => server.owner.http.post('/v1/orgs/default/secrets', { secrets });
+  const count = async () => Number((await server.core.db.selectFrom('secrets').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+
+  it('409 lists every existing name, and a batch with one existing name creates nothing', async () => {
+    assert.equal((await post([{ name: 'one', values: { A: '1' } }, { name: 'two', values: { A: '1' } }])).status, 201);
+    const before = await count();
+    const res = await post([{ name: 'fresh', values: { A: '1' } }, { name: 'two', values: { A: '1' } }, { name: 'fresh2', values: { A: '1' } }, { name: 'one', values: { A: '1' } }]);
+    assert.equal(res.status, 409);
+    assert.equal(res.body.code, 'secret_exists');
+    assert.deepEqual(res.body.conflicts, [{ pointer: '/secrets/1/name', name: 'two' }, { pointer: '/secrets/3/name', name: 'one' }]);
+    assert.equal(await count(), before);
+    assert.equal((await server.owner.http.get('/v1/orgs/default/secrets/fresh')).status, 404);
+  });
+
+  it('400 for an empty array, for names given twice, and for invalid names and keys, each item pointed at', async () => {
+    const empty = await post([]);
+    assert.equal(empty.status, 400);
+    assert.equal(empty.body.errors[0].pointer, '/secrets');
+
+    const dup = await post([{ name: 'd', values: { A: '1' } }, { name: 'e', values: { A: '1' } }, { name: 'd', values: { A: '2' } }]);
+    assert.equal(dup.status, 400);
+    assert.equal(dup.body.code, 'duplicate_names');
+    assert.deepEqual(dup.body.errors.map((e: any) => e.pointer), ['/secrets/0/name', '/secrets/2/name']);
+
+    const invalid = await post([{ name: '-bad', values: { A: '1' } }, { name: 'ok', values: { '9KEY': '1' } }, { name: 'ok2', values: {} }, { name: 'ok3', values: { A: { nested: '1' } } }]);
+    assert.equal(invalid.status, 400);
+    assert.equal(invalid.body.code, 'invalid_request');
+    const pointers = invalid.body.errors.map((e: any) => e.pointer);
+    for (const p of ['/secrets/0/name', '/secrets/1/values/9KEY', '/secrets/2/values', '/secrets/3/values/A']) assert.ok(pointers.includes(p), `${p} in ${pointers}`);
+    assert.equal((await post([{ name: 'x'.repeat(129), values: { A: '1' } }])).status, 400);
+    assert.equal((await post([{ name: 'ok', values: { A: '1' }, extra: true }])).status, 400);
+  });
+
+  it('refuses each documented limit with a problem that names it', async () => {
+    const tooMany = await post(Array.from({ length: 6 }, (_, i) => ({ name: `n${i}`, values: { A: '1' } })));
+    assert.equal(tooMany.status, 400);
+    assert.equal(tooMany.body.code, 'limit_exceeded');
+    assert.deepEqual(tooMany.body.limit, { name: 'SLIPWAY_MAX_SECRETS_PER_REQUEST', value: 5 });
+
+    const keys = await post([{ name: 'k', values: { A: '1', B: '1', C: '1', D: '1' } }]);
+    assert.equal(keys.body.code, 'limit_exceeded');
+    assert.deepEqual(keys.body.limit, { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: 3 });
+
+    const value = await post([{ name: 'v', values: { A: '12345678901' } }]);
+    assert.equal(value.body.code, 'limit_exceeded');
+    assert.deepEqual(value.body.limit, { name: 'SLIPWAY_MAX_VALUE_CHARS', value: 10 });
+    assert.equal(value.body.errors[0].pointer, '/secrets/0/values/A');
+    assert.ok(!value.text.includes('12345678901'));
+  });
+
+  it('the same limits hold on replace, patch and upsert', async () => {
+    const http = server.owner.http;
+    assert.equal((await post([{ name: 'limited', values: { A: '1', B: '2' } }])).status, 201);
+    const replace = await http.put('/v1/orgs/default/secrets/limited', { values: { A: 'x'.repeat(11) } });
+    assert.deepEqual(replace.body.limit, { name: 'SLIPWAY_MAX_VALUE_CHARS', value: 10 });
+    const patchValue = await http.patch('/v1/orgs/default/secrets/limited', { set: { A: 'x'.repeat(11) } });
+    assert.deepEqual(patchValue.body.limit, { name: 'SLIPWAY_MAX_VALUE_CHARS', value: 10 });
+    // Two keys plus two more is over three, although the patch itself names only two.
+    const patchKeys = await http.patch('/v1/orgs/default/secrets/limited', { set: { C: '3', D: '4' } });
+    assert.equal(patchKeys.status, 400);
+    assert.deepEqual(patchKeys.body.limit, { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: 3 });
+    assert.equal((await http.patch('/v1/orgs/default/secrets/limited', { set: { C: '3', D: '4' }, unset: ['A'] })).status, 200);
+    const upsert = await http.put('/v1/orgs/default/secrets', { secrets: Array.from({ length: 6 }, (_, i) => ({ name: `u${i}`, values: { A: '1' } })) });
+    assert.deepEqual(upsert.body.limit, { name: 'SLIPWAY_MAX_SECRETS_PER_REQUEST', value: 5 });
+  });
+});
+
+describe('bulk create secrets: concurrency', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer(); });
+  after(async () => { await server.close(); });
+
+  it('50 concurrent batches with overlapping names leave one winner per name and no partial batch', async () => {
+    // Batch i takes names i..i+3 of a ring of 60, so each overlaps its neighbours; its values name it.
+    const batches = Array.from({ length: 50 }, (_, i) => Array.from({ length: 4 }, (_, k) => `ring-${(i * 3 + k * 7) % 60}`));
+    const results = await Promise.all(batches.map((names, i) =>
+      server.owner.http.post('/v1/orgs/default/secrets', { secrets: [...new Set(names)].map((name) => ({ name, values: { BATCH: String(i) } })) })));
+    for (const r of results) assert.ok(r.status === 201 || r.status === 409, `${r.status} ${r.text}`);
+    const winners = results.flatMap((r, i) => (r.status === 201 ? [i] : []));
+    assert.ok(winners.length > 0);
+
+    const owner = new Map<string, number>();
+    for (const i of winners) for (const name of batches[i]!) {
+      assert.ok(!owner.has(name), `${name} created by two batches`);
+      owner.set(name, i);
+    }
+    const rows = await server.core.db.selectFrom('secrets').select(['name', 'version']).where('name', 'like', 'ring-%').execute();
+    assert.deepEqual(rows.map((r) => r.name).sort(), [...owner.keys()].sort());
+    assert.ok(rows.every((r) => r.version === 1));
+    for (const [name, i] of owner) {
+      const res = await server.owner.http.post(`/v1/orgs/default/secrets/${name}/reveal`, {});
+      assert.equal(res.body.values.BATCH, String(i));
+    }
+    // Every losing batch was told which of its names were taken.
+    for (const r of results.filter((x) => x.status === 409)) assert.ok(r.body.conflicts.length > 0);
+  });
+});

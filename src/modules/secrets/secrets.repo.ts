@@ -1,28 +1,121 @@
+import { sql } from 'kysely';
 import type { Executor } from '../../platform/db/database.js';
 import type { SecretsTable, SecretVersionsTable } from '../../platform/db/schema.js';
 
 export type SecretRow = SecretsTable;
 export type SecretVersionRow = SecretVersionsTable;
 
-// Rows per INSERT statement: well under SQLite's and PostgreSQL's bound-parameter limits.
+// Rows (or names) per statement: well under SQLite's and PostgreSQL's bound-parameter limits.
 const CHUNK = 400;
 
+function chunks<T>(items: T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += CHUNK) out.push(items.slice(i, i + CHUNK));
+  return out;
+}
+
 async function insertChunked<T extends 'secrets' | 'secret_versions'>(db: Executor, table: T, rows: Array<T extends 'secrets' ? SecretRow : SecretVersionRow>): Promise<void> {
-  for (let i = 0; i < rows.length; i += CHUNK) {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    await db.insertInto(table).values(rows.slice(i, i + CHUNK) as any).execute();
-  }
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  for (const part of chunks(rows)) await db.insertInto(table).values(part as any).execute();
+}
+
+/** How rows are read before a change: `lock` takes PostgreSQL row locks (SQLite serializes writers anyway). */
+export interface ReadOptions {
+  lock: boolean;
+}
+
+/** A version bump of one existing secret, applied only if it is still at `expected` (compare-and-set). */
+export interface VersionBump {
+  id: string;
+  expected: number;
+  keys: string;
 }
 
 export const secretsRepo = {
-  /** Which of these names the organization already uses (deleted secrets keep their names). */
-  async existingNames(db: Executor, orgId: string, names: string[]): Promise<string[]> {
-    const found: string[] = [];
-    for (let i = 0; i < names.length; i += CHUNK) {
-      const rows = await db.selectFrom('secrets').select('name').where('org_id', '=', orgId).where('name', 'in', names.slice(i, i + CHUNK)).execute();
-      found.push(...rows.map((r) => r.name));
+  /** The organization's rows with these names, deleted ones included, ordered by name (the lock order). */
+  async findByNames(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<SecretRow[]> {
+    const found: SecretRow[] = [];
+    for (const part of chunks([...names].sort())) {
+      let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', 'in', part).orderBy('name');
+      if (opts.lock) q = q.forUpdate();
+      found.push(...await q.execute());
     }
     return found;
+  },
+
+  async findByName(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<SecretRow | undefined> {
+    let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', '=', name);
+    if (opts.lock) q = q.forUpdate();
+    return q.executeTakeFirst();
+  },
+
+  /**
+   * A secret with its current version's row, in one read. With `lock`, the secret's row is locked
+   * by a statement of its own first: a locking read through the join would, after waiting for a
+   * concurrent change, re-check the join against the version row it saw before and lose the secret.
+   */
+  async findWithCurrent(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<{ secret: SecretRow; current: SecretVersionRow } | undefined> {
+    if (opts.lock) await db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate().execute();
+    const row = await db.selectFrom('secrets')
+      .innerJoin('secret_versions as v', (j) => j.onRef('v.secret_id', '=', 'secrets.id').onRef('v.version', '=', 'secrets.version'))
+      .selectAll('secrets')
+      .select(['v.keys as v_keys', 'v.data_key_id as v_data_key_id', 'v.ciphertext as v_ciphertext', 'v.created_at as v_created_at', 'v.created_by as v_created_by'])
+      .where('secrets.org_id', '=', orgId).where('secrets.name', '=', name)
+      .executeTakeFirst();
+    if (row === undefined) return undefined;
+    const { v_keys, v_data_key_id, v_ciphertext, v_created_at, v_created_by, ...secret } = row;
+    return { secret, current: { secret_id: secret.id, version: secret.version, keys: v_keys, data_key_id: v_data_key_id, ciphertext: v_ciphertext, created_at: v_created_at, created_by: v_created_by } };
+  },
+
+  /** The current version rows of these secrets (callers hold them locked, so `version` cannot move). */
+  async currentVersions(db: Executor, secretIds: string[]): Promise<SecretVersionRow[]> {
+    const found: SecretVersionRow[] = [];
+    for (const part of chunks(secretIds)) {
+      found.push(...await db.selectFrom('secret_versions').innerJoin('secrets', (j) => j.onRef('secrets.id', '=', 'secret_versions.secret_id').onRef('secrets.version', '=', 'secret_versions.version'))
+        .selectAll('secret_versions').where('secrets.id', 'in', part).execute());
+    }
+    return found;
+  },
+
+  async findVersion(db: Executor, secretId: string, version: number): Promise<SecretVersionRow | undefined> {
+    return db.selectFrom('secret_versions').selectAll().where('secret_id', '=', secretId).where('version', '=', version).executeTakeFirst();
+  },
+
+  /** These (secret, version) pairs' rows, those that exist. */
+  async findVersions(db: Executor, pairs: Array<{ secretId: string; version: number }>): Promise<SecretVersionRow[]> {
+    const found: SecretVersionRow[] = [];
+    for (const part of chunks(pairs)) {
+      found.push(...await db.selectFrom('secret_versions').selectAll()
+        .where((eb) => eb.or(part.map((p) => eb.and([eb('secret_id', '=', p.secretId), eb('version', '=', p.version)])))).execute());
+    }
+    return found;
+  },
+
+  /** Versions of one secret, newest first, below `before` when paging. */
+  async listVersions(db: Executor, secretId: string, opts: { before: number | null; limit: number }): Promise<SecretVersionRow[]> {
+    let q = db.selectFrom('secret_versions').selectAll().where('secret_id', '=', secretId);
+    if (opts.before !== null) q = q.where('version', '<', opts.before);
+    return q.orderBy('version', 'desc').limit(opts.limit + 1).execute();
+  },
+
+  /**
+   * A page of secrets by name. Live ones, or deleted ones not yet past `restorableAfter` (older
+   * deletions are as good as purged). The prefix is compared with substr so that neither LIKE's
+   * case rules (SQLite) nor a locale collation (PostgreSQL) can widen it.
+   */
+  async list(db: Executor, orgId: string, opts: { after: string | null; limit: number; prefix?: string | undefined; deleted: boolean; restorableAfter: string }): Promise<SecretRow[]> {
+    let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId);
+    q = opts.deleted ? q.where('deleted_at', 'is not', null).where('deleted_at', '>=', opts.restorableAfter) : q.where('deleted_at', 'is', null);
+    if (opts.prefix) q = q.where(sql<string>`substr(name, 1, ${opts.prefix.length})`, '=', opts.prefix);
+    if (opts.after !== null) q = q.where('name', '>', opts.after);
+    return q.orderBy('name', 'asc').limit(opts.limit + 1).execute();
+  },
+
+  /** Deleted secrets whose retention ended before `cutoff`, oldest first, locked for purging. */
+  async findExpired(db: Executor, cutoff: string, limit: number, opts: ReadOptions): Promise<SecretRow[]> {
+    let q = db.selectFrom('secrets').selectAll().where('deleted_at', 'is not', null).where('deleted_at', '<', cutoff).orderBy('deleted_at').limit(limit);
+    if (opts.lock) q = q.forUpdate();
+    return q.execute();
   },
 
   async insertSecrets(db: Executor, rows: SecretRow[]): Promise<void> {
@@ -31,5 +124,40 @@ export const secretsRepo = {
 
   async insertVersions(db: Executor, rows: SecretVersionRow[]): Promise<void> {
     await insertChunked(db, 'secret_versions', rows);
+  },
+
+  /**
+   * Compare-and-set bumps, one statement per chunk; returns how many rows moved. CASE lists rather
+   * than a joined VALUES list: SQLite plans and runs them several times faster, PostgreSQL alike.
+   */
+  async bumpVersions(db: Executor, bumps: VersionBump[], at: string, by: string): Promise<number> {
+    let moved = 0;
+    for (const part of chunks(bumps)) {
+      const keys = sql.join(part.map((b) => sql`when ${b.id} then ${b.keys}`), sql` `);
+      const expected = sql.join(part.map((b) => sql`when ${b.id} then cast(${b.expected} as integer)`), sql` `);
+      const result = await sql`update secrets set version = version + 1, keys = case id ${keys} end, updated_at = ${at}, updated_by = ${by}
+        where id in (${sql.join(part.map((b) => b.id))}) and version = case id ${expected} end`.execute(db);
+      moved += Number(result.numAffectedRows ?? 0);
+    }
+    return moved;
+  },
+
+  /** Marks a live secret deleted (compare-and-set on its version); false when it moved meanwhile. */
+  async markDeleted(db: Executor, id: string, version: number, at: string): Promise<boolean> {
+    const result = await db.updateTable('secrets').set({ deleted_at: at }).where('id', '=', id).where('version', '=', version).where('deleted_at', 'is', null).executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  async markRestored(db: Executor, id: string, deletedAt: string): Promise<boolean> {
+    const result = await db.updateTable('secrets').set({ deleted_at: null }).where('id', '=', id).where('deleted_at', '=', deletedAt).executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  /** Removes secrets and every version's ciphertext; the name is free again afterwards. */
+  async destroy(db: Executor, ids: string[]): Promise<void> {
+    for (const part of chunks(ids)) {
+      await db.deleteFrom('secret_versions').where('secret_id', 'in', part).execute();
+      await db.deleteFrom('secrets').where('id', 'in', part).execute();
+    }
   },
 };

@@ -1,7 +1,7 @@
 // Secret request and response shapes. Limits come from configuration, so the schemas are built
 // at start-up and the OpenAPI document shows the limits in force.
 import { Type, type Static } from '@sinclair/typebox';
-import { Timestamp } from '../../http/schemas.js';
+import { NullableCursor, OrgIdParam, PageQuery, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 
 export const SECRET_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$';
@@ -12,11 +12,14 @@ export const SecretName = Type.String({
   description: 'letters, digits, `_`, `.` and `-`, starting with a letter or digit; 1-128 characters',
 });
 
-export function valuesSchema(limits: Limits) {
+const KeyName = Type.String({ pattern: KEY_NAME_PATTERN, description: 'an environment-variable name: letters, digits and `_`, not starting with a digit; 1-256 characters' });
+
+/** Key → value maps; `minKeys` 0 for a patch's `set`, which may be empty when `unset` says what to do. */
+export function valuesSchema(limits: Limits, minKeys = 1) {
   return Type.Unsafe<Record<string, string>>({
     type: 'object',
-    description: `Key → value. Key names are environment-variable names (${KEY_NAME_PATTERN}); at most ${limits.keysPerSecret} keys, values up to ${limits.valueChars} characters.`,
-    minProperties: 1,
+    description: `Key → value. Key names are environment-variable names (${KEY_NAME_PATTERN}); at most ${limits.keysPerSecret} keys (SLIPWAY_MAX_KEYS_PER_SECRET), values up to ${limits.valueChars} characters (SLIPWAY_MAX_VALUE_CHARS).`,
+    minProperties: minKeys,
     maxProperties: limits.keysPerSecret,
     'x-limit': 'SLIPWAY_MAX_KEYS_PER_SECRET',
     propertyNames: { pattern: KEY_NAME_PATTERN },
@@ -26,10 +29,12 @@ export function valuesSchema(limits: Limits) {
 
 export const SecretMetadata = Type.Object({
   name: Type.String(),
-  version: Type.Integer({ minimum: 1 }),
+  version: Type.Integer({ minimum: 1, description: 'The current version: 1 on creation, one more on every change.' }),
   keys: Type.Array(Type.String(), { description: 'Names of the keys, sorted; values are never returned here.' }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
+  deletedAt: Type.Optional(Timestamp),
+  restorableUntil: Type.Optional({ ...Timestamp, description: 'Deleted secrets only: until when `POST …/restore` can bring it back; it is purged after.' }),
 });
 export type SecretMetadataT = Static<typeof SecretMetadata>;
 
@@ -39,9 +44,71 @@ export function bulkBodySchema(limits: Limits) {
       minItems: 1,
       maxItems: limits.secretsPerRequest,
       'x-limit': 'SLIPWAY_MAX_SECRETS_PER_REQUEST',
+      description: `At most ${limits.secretsPerRequest} secrets (SLIPWAY_MAX_SECRETS_PER_REQUEST), each name once.`,
     }),
   }, { additionalProperties: false });
 }
-export type BulkBody = Static<ReturnType<typeof bulkBodySchema>>;
 
 export const SecretList = Type.Object({ secrets: Type.Array(SecretMetadata) });
+
+export const SecretPage = Type.Object({ secrets: Type.Array(SecretMetadata), nextCursor: NullableCursor });
+
+export const SecretListQuery = Type.Composite([PageQuery, Type.Object({
+  prefix: Type.Optional(Type.String({ maxLength: 128, description: 'Only secrets whose name starts with this (case-sensitive).' })),
+  deleted: Type.Optional(Type.Boolean({ default: false, description: 'true: list the deleted secrets that can still be restored, instead of the live ones.' })),
+})]);
+
+/** `unchanged`: the values were already these; no version was made and `version` is the current one. */
+const ChangeResult = Type.Union([Type.Literal('updated'), Type.Literal('unchanged')]);
+const UpsertResult = Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('unchanged')]);
+
+export const SecretChange = Type.Composite([SecretMetadata, Type.Object({
+  result: Type.Union([ChangeResult, Type.Literal('restored')], {
+    description: '`updated`: a new version was made. `unchanged`: the values were already these, so no version was made (the metadata is the current one). `restored`: a deleted secret was brought back as it was.',
+  }),
+})]);
+export type SecretChangeT = Static<typeof SecretChange>;
+
+export const UpsertList = Type.Object({
+  secrets: Type.Array(Type.Composite([SecretMetadata, Type.Object({ result: UpsertResult })]), { description: 'In request order.' }),
+});
+export type UpsertItemT = Static<typeof UpsertList>['secrets'][number];
+
+export const SecretParams = Type.Object({ orgId: OrgIdParam, name: SecretName });
+export const SecretVersionParams = Type.Object({ orgId: OrgIdParam, name: SecretName, version: Type.Integer({ minimum: 1 }) });
+
+export function replaceBodySchema(limits: Limits) {
+  return Type.Object({ values: valuesSchema(limits) }, { additionalProperties: false });
+}
+
+export function patchBodySchema(limits: Limits) {
+  return Type.Object({
+    set: Type.Optional(valuesSchema(limits, 0)),
+    unset: Type.Optional(Type.Array(KeyName, { maxItems: limits.keysPerSecret, 'x-limit': 'SLIPWAY_MAX_KEYS_PER_SECRET', uniqueItems: true })),
+  }, { additionalProperties: false });
+}
+
+export const DeleteQuery = Type.Object({
+  permanent: Type.Optional(Type.Boolean({ default: false, description: 'true (admin or owner): destroy every version now instead of a restorable delete.' })),
+});
+
+export const VersionBody = Type.Object({
+  version: Type.Optional(Type.Integer({ minimum: 1 })),
+}, { additionalProperties: false });
+
+export const SecretVersion = Type.Object({
+  version: Type.Integer({ minimum: 1 }),
+  keys: Type.Array(Type.String(), { description: 'Names of the keys this version holds.' }),
+  createdAt: Timestamp,
+  createdBy: Type.Union([Type.String(), Type.Null()], { description: 'Who made it: a service user id, or `cli`.' }),
+});
+export type SecretVersionT = Static<typeof SecretVersion>;
+
+export const SecretVersionPage = Type.Object({ versions: Type.Array(SecretVersion, { description: 'Newest first.' }), nextCursor: NullableCursor });
+
+export const RevealedSecret = Type.Object({
+  name: Type.String(),
+  version: Type.Integer({ minimum: 1 }),
+  values: Type.Record(Type.String(), Type.String()),
+});
+export type RevealedSecretT = Static<typeof RevealedSecret>;

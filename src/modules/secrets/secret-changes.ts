@@ -1,0 +1,127 @@
+// Changes to one secret: replace, patch and restore-a-version make a new version (or none, when
+// the values come out identical); delete, undelete and permanent delete change its life. Each is
+// one transaction that reads the secret locked, checks If-Match, and appends its event.
+import type { RequestContext } from '../../platform/context.js';
+import { nowIso, type Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { appendEvents } from '../events/event-log.js';
+import { applyPatch, keyDiff, keysOf, sameValues, toMetadata, type Values } from './secret-model.js';
+import type { SecretStore } from './secret-store.js';
+import { concurrentChange } from './secret-writes.js';
+import { secretsRepo, type SecretRow } from './secrets.repo.js';
+import type { SecretChangeT } from './secrets.schemas.js';
+
+/** What a write may require of the current version (from If-Match); undefined accepts any. */
+export type Expected = number[] | undefined;
+
+function checkExpected(row: SecretRow, expected: Expected): void {
+  if (expected === undefined || expected.includes(row.version)) return;
+  throw errors.preconditionFailed(
+    `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${expected.length ? ` (it names ${expected.join(', ')})` : ''}. Read it again and retry with its ETag.`,
+    { currentVersion: row.version },
+  );
+}
+
+const PURGE_BATCH = 200;
+
+export function createSecretChanges(store: SecretStore) {
+  const { db, dataKeys, limits } = store.deps;
+
+  /**
+   * The one path every versioned change takes: lock, check If-Match, compute the new values from
+   * the current ones, and make a version only if they differ.
+   */
+  async function change(
+    ctx: RequestContext, orgId: string, name: string, expected: Expected,
+    how: { kind: 'replace' | 'patch' | 'restore'; next: (current: Values, trx: Executor, row: SecretRow) => Values | Promise<Values>; data?: Record<string, unknown> },
+  ): Promise<SecretChangeT> {
+    const now = nowIso();
+    return db.transaction().execute(async (trx) => {
+      const { secret: row, current: currentVersion } = await store.liveWithCurrent(trx, orgId, name, now);
+      checkExpected(row, expected);
+      const current = await store.open(trx, orgId, currentVersion);
+      const next = await how.next(current, trx, row);
+      if (sameValues(current, next)) return { ...toMetadata(row), result: 'unchanged' as const };
+
+      const version = store.sealVersion(await dataKeys.current(trx, orgId), orgId, row.id, row.version + 1, next, now, ctx);
+      await secretsRepo.insertVersions(trx, [version]);
+      if (await secretsRepo.bumpVersions(trx, [{ id: row.id, expected: row.version, keys: version.keys }], now, ctx.actor.id) !== 1) throw concurrentChange();
+      await appendEvents(trx, ctx, [{
+        orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
+        data: { name, version: version.version, keys: keysOf(next), change: how.kind, ...keyDiff(current, next), ...how.data },
+      }], now);
+      return { ...toMetadata({ ...row, version: version.version, keys: version.keys, updated_at: now }), result: 'updated' as const };
+    });
+  }
+
+  return {
+    replace(ctx: RequestContext, orgId: string, name: string, values: Values, expected?: Expected) {
+      return change(ctx, orgId, name, expected, { kind: 'replace', next: () => values });
+    },
+
+    patch(ctx: RequestContext, orgId: string, name: string, patch: { set?: Values | undefined; unset?: string[] | undefined }, expected?: Expected) {
+      return change(ctx, orgId, name, expected, { kind: 'patch', next: (current) => applyPatch(current, patch, limits.keysPerSecret) });
+    },
+
+    /** A new version holding an earlier version's values (none if they are the current ones). */
+    restoreVersion(ctx: RequestContext, orgId: string, name: string, from: number, expected?: Expected) {
+      return change(ctx, orgId, name, expected, {
+        kind: 'restore', data: { restoredFrom: from },
+        next: async (_current, trx, row) => store.open(trx, orgId, await store.version(trx, row, from)),
+      });
+    },
+
+    /**
+     * Soft delete: the secret disappears from lists and reads but keeps its name and versions
+     * until the retention window ends. Permanent: its row and every version's ciphertext are
+     * removed now and the name is free; works on a deleted secret too.
+     */
+    async remove(ctx: RequestContext, orgId: string, name: string, opts: { permanent: boolean; expected?: Expected }): Promise<void> {
+      const now = nowIso();
+      await db.transaction().execute(async (trx) => {
+        const row = opts.permanent ? await secretsRepo.findByName(trx, orgId, name, store.lock) : await store.live(trx, orgId, name, now);
+        // A deletion past retention that the purge has not reached yet is still destroyed on request.
+        if (row === undefined) throw errors.notFound('secret', name);
+        checkExpected(row, opts.expected);
+        const subject = { type: 'secret', id: row.id };
+        if (opts.permanent) {
+          await secretsRepo.destroy(trx, [row.id]);
+          await appendEvents(trx, ctx, [{ orgId, type: 'secret.destroyed', subject, data: { name, version: row.version, wasDeleted: row.deleted_at !== null } }], now);
+          return;
+        }
+        if (!(await secretsRepo.markDeleted(trx, row.id, row.version, now))) throw concurrentChange();
+        await appendEvents(trx, ctx, [{ orgId, type: 'secret.deleted', subject, data: { name, version: row.version, restorableUntil: store.keep.until(now) } }], now);
+      });
+    },
+
+    /** Brings a deleted secret back exactly as it was, within the retention window. */
+    async undelete(ctx: RequestContext, orgId: string, name: string): Promise<SecretChangeT> {
+      const now = nowIso();
+      return db.transaction().execute(async (trx) => {
+        const row = await secretsRepo.findByName(trx, orgId, name, store.lock);
+        if (row === undefined || store.isExpired(row, now)) throw errors.notFound('secret', name);
+        if (row.deleted_at === null) {
+          throw errors.conflict('secret_not_deleted', `The secret "${name}" is not deleted. To bring back an earlier version's values, send { "version": n }.`);
+        }
+        if (!(await secretsRepo.markRestored(trx, row.id, row.deleted_at))) throw concurrentChange();
+        await appendEvents(trx, ctx, [{ orgId, type: 'secret.restored', subject: { type: 'secret', id: row.id }, data: { name, version: row.version, deletedAt: row.deleted_at } }], now);
+        return { ...toMetadata({ ...row, deleted_at: null }), result: 'restored' as const };
+      });
+    },
+
+    /** Purges every deletion whose retention has ended, a batch per transaction; returns how many. */
+    async purgeExpired(now = nowIso()): Promise<number> {
+      const cutoff = store.keep.cutoff(now);
+      let purged = 0;
+      for (;;) {
+        const n = await db.transaction().execute(async (trx) => {
+          const rows = await secretsRepo.findExpired(trx, cutoff, PURGE_BATCH, store.lock);
+          await store.purge(trx, rows, null, now);
+          return rows.length;
+        });
+        purged += n;
+        if (n < PURGE_BATCH) return purged;
+      }
+    },
+  };
+}

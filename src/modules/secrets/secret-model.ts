@@ -1,0 +1,102 @@
+// The rules of a secret's values that need no database: key lists, equality, patches, key
+// diffs for events, retention arithmetic and If-Match matching.
+import { errors, type FieldError } from '../../platform/errors.js';
+import type { SecretRow } from './secrets.repo.js';
+import type { SecretMetadataT } from './secrets.schemas.js';
+
+export type Values = Record<string, string>;
+
+export interface SecretInput {
+  name: string;
+  values: Values;
+}
+
+export function keysOf(values: Values): string[] {
+  return Object.keys(values).sort();
+}
+
+/** Same keys with the same values, whatever the order they were sent in. */
+export function sameValues(a: Values, b: Values): boolean {
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((k) => Object.hasOwn(b, k) && b[k] === a[k]);
+}
+
+/** Key names only, for events: which keys a change added, removed or gave another value. */
+export function keyDiff(before: Values, after: Values): { added: string[]; removed: string[]; changed: string[] } {
+  return {
+    added: keysOf(after).filter((k) => !Object.hasOwn(before, k)),
+    removed: keysOf(before).filter((k) => !Object.hasOwn(after, k)),
+    changed: keysOf(after).filter((k) => Object.hasOwn(before, k) && before[k] !== after[k]),
+  };
+}
+
+/**
+ * A patch's result: `set` keys take their new values, `unset` keys go (one not there is simply
+ * not there, so a retried patch does the same). The result must keep at least one key and stay
+ * within the keys-per-secret limit.
+ */
+export function applyPatch(current: Values, patch: { set?: Values | undefined; unset?: string[] | undefined }, keysPerSecret: number): Values {
+  const set = patch.set ?? {};
+  const unset = patch.unset ?? [];
+  if (Object.keys(set).length === 0 && unset.length === 0) {
+    throw errors.invalidRequest('Nothing to change: give `set` (keys to set) and/or `unset` (keys to remove).', [{ pointer: '/', message: 'needs a non-empty `set` or `unset`' }]);
+  }
+  const both = unset.flatMap((key, i) => (Object.hasOwn(set, key) ? [{ pointer: `/unset/${i}`, message: `"${key}" is also in \`set\`; a key can be set or unset, not both` }] : []));
+  if (both.length > 0) throw errors.invalidRequest(both[0]!.message, both);
+  const next: Values = { ...current, ...set };
+  for (const key of unset) delete next[key];
+  const count = Object.keys(next).length;
+  if (count === 0) {
+    throw errors.invalidRequest('The patch would leave the secret without keys; a secret keeps at least one. Delete the secret instead.', [{ pointer: '/unset', message: 'removes every key' }]);
+  }
+  if (count > keysPerSecret) {
+    throw errors.limitExceeded(`The patch would leave the secret with ${count} keys; the limit is ${keysPerSecret} (SLIPWAY_MAX_KEYS_PER_SECRET).`,
+      { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: keysPerSecret }, [{ pointer: '/set', message: `the result has ${count} keys, more than ${keysPerSecret}` }]);
+  }
+  return next;
+}
+
+/** Every item whose name occurs more than once in the request, each pointed at. */
+export function duplicateNamePointers(items: SecretInput[]): FieldError[] {
+  const counts = new Map<string, number>();
+  for (const item of items) counts.set(item.name, (counts.get(item.name) ?? 0) + 1);
+  return items.flatMap((item, i) => ((counts.get(item.name) ?? 0) > 1 ? [{ pointer: `/secrets/${i}/name`, message: `"${item.name}" appears more than once in this request` }] : []));
+}
+
+const DAY_MS = 86_400_000;
+
+/** Retention of deleted secrets: a deletion at or after the cutoff can still be restored. */
+export function retention(days: number) {
+  return {
+    cutoff: (now: string): string => new Date(Date.parse(now) - days * DAY_MS).toISOString(),
+    until: (deletedAt: string): string => new Date(Date.parse(deletedAt) + days * DAY_MS).toISOString(),
+  };
+}
+type Retention = ReturnType<typeof retention>;
+
+export function toMetadata(row: SecretRow, keep?: Retention): SecretMetadataT {
+  const meta: SecretMetadataT = { name: row.name, version: row.version, keys: JSON.parse(row.keys) as string[], createdAt: row.created_at, updatedAt: row.updated_at };
+  if (row.deleted_at !== null && keep) {
+    meta.deletedAt = row.deleted_at;
+    meta.restorableUntil = keep.until(row.deleted_at);
+  }
+  return meta;
+}
+
+/** The ETag of a secret's current version. */
+export function etagOf(version: number): string {
+  return `"${version}"`;
+}
+
+/**
+ * The versions an `If-Match` header accepts: undefined when any will do (no header, or `*`).
+ * Weak and strong forms compare alike; an entity tag that is not one of ours matches nothing.
+ */
+export function parseIfMatch(header: string | undefined): number[] | undefined {
+  if (header === undefined || header.trim() === '*') return undefined;
+  return header.split(',').flatMap((tag) => {
+    const m = /^\s*(?:W\/)?"(\d{1,15})"\s*$/.exec(tag);
+    return m ? [Number(m[1])] : [];
+  });
+}

@@ -1,0 +1,104 @@
+// Reading secrets: metadata (lists, one secret, its versions), the audited reveal of values, and
+// the two functions deployments use to pin versions and to resolve them for a runner.
+import type { RequestContext } from '../../platform/context.js';
+import { nowIso, type Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { appendEvents } from '../events/event-log.js';
+import { toMetadata, type Values } from './secret-model.js';
+import type { SecretStore } from './secret-store.js';
+import { secretsRepo, type SecretVersionRow } from './secrets.repo.js';
+import type { RevealedSecretT, SecretMetadataT, SecretVersionT } from './secrets.schemas.js';
+
+function toVersion(row: SecretVersionRow): SecretVersionT {
+  return { version: row.version, keys: JSON.parse(row.keys) as string[], createdAt: row.created_at, createdBy: row.created_by };
+}
+
+export interface SecretRef {
+  name: string;
+  version: number;
+}
+
+export function createSecretReads(store: SecretStore) {
+  const { db } = store.deps;
+  const unlocked = { lock: false };
+
+  return {
+    async list(orgId: string, query: { limit?: number; cursor?: string; prefix?: string; deleted?: boolean }): Promise<Page<SecretMetadataT>> {
+      const page = pageRequest(query);
+      const rows = await secretsRepo.list(db, orgId, { ...page, prefix: query.prefix, deleted: query.deleted === true, restorableAfter: store.keep.cutoff(nowIso()) });
+      const result = toPage(rows, page.limit, (r) => r.name);
+      return { items: result.items.map((r) => toMetadata(r, store.keep)), nextCursor: result.nextCursor };
+    },
+
+    async get(orgId: string, name: string): Promise<SecretMetadataT> {
+      return toMetadata(await store.live(db, orgId, name, nowIso(), unlocked));
+    },
+
+    /** Newest first; the cursor is the last version number returned. */
+    async listVersions(orgId: string, name: string, query: { limit?: number; cursor?: string }): Promise<Page<SecretVersionT>> {
+      const row = await store.live(db, orgId, name, nowIso(), unlocked);
+      const page = pageRequest(query);
+      const before = page.after === null ? null : Number(page.after);
+      if (before !== null && !Number.isInteger(before)) throw errors.invalidCursor();
+      const rows = await secretsRepo.listVersions(db, row.id, { before, limit: page.limit });
+      const result = toPage(rows, page.limit, (r) => String(r.version));
+      return { items: result.items.map(toVersion), nextCursor: result.nextCursor };
+    },
+
+    async getVersion(orgId: string, name: string, version: number): Promise<SecretVersionT> {
+      const row = await store.live(db, orgId, name, nowIso(), unlocked);
+      return toVersion(await store.version(db, row, version));
+    },
+
+    /** The values of the current or a given version; the `secret.revealed` event commits with the read. */
+    async reveal(ctx: RequestContext, orgId: string, name: string, version?: number): Promise<RevealedSecretT> {
+      const now = nowIso();
+      return db.transaction().execute(async (trx) => {
+        const row = await store.live(trx, orgId, name, now, unlocked);
+        const v = await store.version(trx, row, version ?? row.version);
+        const values = await store.open(trx, orgId, v);
+        await appendEvents(trx, ctx, [{
+          orgId, type: 'secret.revealed', subject: { type: 'secret', id: row.id },
+          data: { name, version: v.version, current: v.version === row.version, keys: JSON.parse(v.keys) as string[] },
+        }], now);
+        return { name, version: v.version, values };
+      });
+    },
+
+    /**
+     * The current version and keys of each named secret, for a deployment to pin. A name that
+     * does not exist or is deleted fails the whole call with a 422 that lists every such name.
+     */
+    async currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, { version: number; keys: string[] }>> {
+      const wanted = [...new Set(names)];
+      const rows = await secretsRepo.findByNames(executor, orgId, wanted, unlocked);
+      const live = new Map(rows.filter((r) => r.deleted_at === null).map((r) => [r.name, r]));
+      const missing = wanted.filter((n) => !live.has(n));
+      if (missing.length > 0) throw errors.unknownSecrets(missing);
+      return new Map(wanted.map((n) => [n, { version: live.get(n)!.version, keys: JSON.parse(live.get(n)!.keys) as string[] }]));
+    },
+
+    /**
+     * The values of pinned (name, version) pairs, for a runner's claim. A pinned version stays
+     * resolvable while its secret exists, deleted or not (a soft delete frees nothing by surprise,
+     * so a queued deployment or a rollback still gets what it pinned); after a permanent delete
+     * or a purge it is gone, and the call fails with a 422 naming every `name@version` missing.
+     */
+    async resolveValues(executor: Executor, orgId: string, refs: SecretRef[]): Promise<Map<string, Values>> {
+      const out = new Map<string, Values>();
+      if (refs.length === 0) return out;
+      const rows = new Map((await secretsRepo.findByNames(executor, orgId, [...new Set(refs.map((r) => r.name))], unlocked)).map((r) => [r.name, r]));
+      const pinned = refs.flatMap((ref) => { const row = rows.get(ref.name); return row ? [{ secretId: row.id, version: ref.version }] : []; });
+      const versions = new Map((await secretsRepo.findVersions(executor, pinned)).map((v) => [`${v.secret_id}@${v.version}`, v]));
+      const missing: string[] = [];
+      for (const ref of refs) {
+        const v = versions.get(`${rows.get(ref.name)?.id}@${ref.version}`);
+        if (v === undefined) missing.push(`${ref.name}@${ref.version}`);
+        else out.set(ref.name, await store.open(executor, orgId, v));
+      }
+      if (missing.length > 0) throw errors.unknownSecrets(missing);
+      return out;
+    },
+  };
+}

@@ -1,0 +1,76 @@
+// A secret's history and values: list and read versions, reveal values (admin, audited), and
+// restore (undelete, or bring back an earlier version's values as a new version).
+import type { App } from '../../http/app-types.js';
+import { problems } from '../../http/openapi.js';
+import { PageQuery } from '../../http/schemas.js';
+import { ifMatchOf, IfMatchHeaders, tagged, withEtag } from './secret-http.js';
+import { RevealedSecret, SecretChange, SecretParams, SecretVersion, SecretVersionPage, SecretVersionParams, VersionBody } from './secrets.schemas.js';
+import type { SecretsService } from './secrets.service.js';
+
+const tags = ['secrets'];
+
+/** `{ "version"?: n }` bodies are optional: a bare POST means "no version". */
+async function emptyBodyIsEmptyObject(req: { body: unknown }): Promise<void> {
+  if (req.body === undefined || req.body === null) req.body = {};
+}
+
+export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }): void {
+  const { secrets } = deps;
+
+  app.get('/v1/orgs/:orgId/secrets/:name/versions', {
+    config: { auth: 'viewer', operation: 'secrets.listVersions' },
+    schema: {
+      tags,
+      summary: 'List a secret\'s versions, newest first (metadata only)',
+      description: 'Each version\'s number, key names, when and by whom it was made. Numbers run from 1 without gaps.',
+      params: SecretParams,
+      querystring: PageQuery,
+      response: { 200: SecretVersionPage },
+    },
+  }, async (req) => {
+    const page = await secrets.listVersions(req.org!.id, req.params.name, req.query);
+    return { versions: page.items, nextCursor: page.nextCursor };
+  });
+
+  app.get('/v1/orgs/:orgId/secrets/:name/versions/:version', {
+    config: { auth: 'viewer', operation: 'secrets.getVersion' },
+    schema: { tags, summary: 'Get one version\'s metadata', params: SecretVersionParams, response: { 200: SecretVersion } },
+  }, async (req) => secrets.getVersion(req.org!.id, req.params.name, req.params.version));
+
+  app.post('/v1/orgs/:orgId/secrets/:name/reveal', {
+    config: { auth: 'admin', operation: 'secrets.reveal' },
+    preValidation: emptyBodyIsEmptyObject,
+    schema: {
+      tags,
+      summary: 'Reveal the values of the current or a given version (admin, owner; audited)',
+      description: 'The only response that carries secret values (besides a runner\'s claim). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version.',
+      params: SecretParams,
+      body: VersionBody,
+      response: { 200: { ...RevealedSecret, headers: { 'cache-control': { type: 'string', description: '`no-store`' } } } },
+    },
+  }, async (req, reply) => {
+    const revealed = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    return revealed;
+  });
+
+  app.post('/v1/orgs/:orgId/secrets/:name/restore', {
+    config: { auth: 'admin', operation: 'secrets.restore' },
+    preValidation: emptyBodyIsEmptyObject,
+    schema: {
+      tags,
+      summary: 'Undelete a secret, or restore an earlier version\'s values (admin, owner)',
+      description: 'Without `version`: brings back a deleted secret exactly as it was (`"result": "restored"`), within SLIPWAY_SECRET_RETENTION_DAYS of its deletion; 409 `secret_not_deleted` if it is not deleted. With `version`: makes a new version holding that version\'s values (`"result": "updated"`), or none if they are the current values (`"result": "unchanged"`); honours If-Match.',
+      params: SecretParams,
+      headers: IfMatchHeaders,
+      body: VersionBody,
+      response: { 200: withEtag(SecretChange), ...problems(409, 412) },
+    },
+  }, async (req, reply) => {
+    const { name } = req.params;
+    const result = req.body.version === undefined
+      ? await secrets.undelete(req.ctx, req.org!.id, name)
+      : await secrets.restoreVersion(req.ctx, req.org!.id, name, req.body.version, ifMatchOf(req));
+    return tagged(reply, result);
+  });
+}

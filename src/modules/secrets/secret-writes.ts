@@ -1,0 +1,170 @@
+// Bulk writes: create (all new, all or nothing) and upsert (create the missing, version the
+// changed, leave the identical alone), each one transaction of set-based statements.
+import type { RequestContext } from '../../platform/context.js';
+import { isUniqueViolation, nowIso, type Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { appendEvents, type NewEvent } from '../events/event-log.js';
+import { duplicateNamePointers, keyDiff, keysOf, sameValues, toMetadata, type SecretInput } from './secret-model.js';
+import type { SecretStore } from './secret-store.js';
+import { secretsRepo, type SecretRow, type SecretVersionRow, type VersionBump } from './secrets.repo.js';
+import type { SecretMetadataT, UpsertItemT } from './secrets.schemas.js';
+
+function conflictList(items: SecretInput[], names: Iterable<string>) {
+  const taken = new Set(names);
+  return items.flatMap((item, i) => (taken.has(item.name) ? [{ pointer: `/secrets/${i}/name`, name: item.name }] : []));
+}
+
+function listed(names: string[]): string {
+  return `${names.slice(0, 10).join(', ')}${names.length > 10 ? ', …' : ''}`;
+}
+
+function existingConflict(items: SecretInput[], existing: Iterable<string>) {
+  const conflicts = conflictList(items, existing);
+  const n = conflicts.length;
+  return errors.conflict(
+    'secret_exists',
+    `${n} secret name${n === 1 ? '' : 's'} already exist${n === 1 ? 's' : ''} in this organization: ${listed(conflicts.map((c) => c.name))}. Nothing was created; use PUT to create or update.`,
+    { conflicts },
+  );
+}
+
+function deletedConflict(items: SecretInput[], deleted: Iterable<string>) {
+  const conflicts = conflictList(items, deleted);
+  return errors.conflict(
+    'secret_deleted',
+    `Deleted secrets keep their names until they are purged: ${listed(conflicts.map((c) => c.name))}. Nothing was written; restore them (POST …/secrets/{name}/restore) or delete them permanently (DELETE …/secrets/{name}?permanent=true) first.`,
+    { conflicts },
+  );
+}
+
+function assertDistinct(items: SecretInput[]): void {
+  if (items.length === 0) throw errors.emptyBatch('secrets');
+  const duplicates = duplicateNamePointers(items);
+  if (duplicates.length > 0) throw errors.duplicateNames(duplicates);
+}
+
+/**
+ * Items in name order, the order rows are inserted and locked in: two batches that overlap then
+ * queue behind each other on PostgreSQL instead of deadlocking.
+ */
+function byName(items: SecretInput[]): SecretInput[] {
+  return [...items].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+const createdEvent = (s: SecretRow): NewEvent => ({
+  orgId: s.org_id, type: 'secret.created', subject: { type: 'secret', id: s.id }, data: { name: s.name, version: 1, keys: JSON.parse(s.keys) as string[] },
+});
+
+export function createSecretWrites(store: SecretStore) {
+  const { db, dataKeys } = store.deps;
+
+  /** Expired deletions among `rows` are purged (their names are free); the rest are returned. */
+  async function dropExpired(trx: Executor, rows: SecretRow[], ctx: RequestContext, now: string): Promise<SecretRow[]> {
+    await store.purge(trx, rows.filter((r) => store.isExpired(r, now)), ctx.requestId, now);
+    return rows.filter((r) => !store.isExpired(r, now));
+  }
+
+  return {
+    /**
+     * Creates every secret or none: an existing name, or a name twice in the request, fails the
+     * whole batch and the problem lists every offending item.
+     */
+    async bulkCreate(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<SecretMetadataT[]> {
+      assertDistinct(items);
+      const names = items.map((i) => i.name);
+      const now = nowIso();
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const existing = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, names, store.lock), ctx, now);
+          if (existing.length > 0) throw existingConflict(items, existing.map((r) => r.name));
+          const dataKey = await dataKeys.current(trx, orgId);
+          const made = new Map(byName(items).map((item) => [item.name, store.newSecret(dataKey, orgId, item.name, item.values, now, ctx)]));
+          const rows = [...made.values()];
+          await secretsRepo.insertSecrets(trx, rows.map((r) => r.secret));
+          await secretsRepo.insertVersions(trx, rows.map((r) => r.version));
+          await appendEvents(trx, ctx, items.map((item) => createdEvent(made.get(item.name)!.secret)), now);
+          return items.map((item) => toMetadata(made.get(item.name)!.secret));
+        });
+      } catch (error) {
+        // A concurrent batch took a name between our check and our insert: report it like any other.
+        if (isUniqueViolation(error)) throw existingConflict(items, (await secretsRepo.findByNames(db, orgId, names, { lock: false })).map((r) => r.name));
+        throw error;
+      }
+    },
+
+    /**
+     * One transaction: missing names are created at version 1, existing ones whose values differ
+     * get a new version, identical ones are left as they are. A deleted secret (still
+     * restorable) fails the whole batch, since writing it would silently undo the deletion.
+     */
+    async upsert(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
+      assertDistinct(items);
+      // A concurrent upsert may create one of our missing names first (the retry then updates it),
+      // or, past one statement's worth of names, lock them in another order (PostgreSQL aborts one).
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await upsertOnce(ctx, orgId, items);
+        } catch (error) {
+          if (!(isUniqueViolation(error) || isDeadlock(error)) || attempt >= 3) throw error;
+        }
+      }
+    },
+  };
+
+  async function upsertOnce(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
+    const now = nowIso();
+    return db.transaction().execute(async (trx) => {
+      const found = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, items.map((i) => i.name), store.lock), ctx, now);
+      const deleted = found.filter((r) => r.deleted_at !== null);
+      if (deleted.length > 0) throw deletedConflict(items, deleted.map((r) => r.name));
+      const existing = new Map(found.map((r) => [r.name, r]));
+      const current = new Map((await secretsRepo.currentVersions(trx, found.map((r) => r.id))).map((v) => [v.secret_id, v]));
+      const dataKey = await dataKeys.current(trx, orgId);
+
+      const newSecrets: SecretRow[] = [];
+      const versions: SecretVersionRow[] = [];
+      const bumps: VersionBump[] = [];
+      const events: NewEvent[] = [];
+      const results = new Map<string, UpsertItemT>();
+      for (const item of byName(items)) {
+        const row = existing.get(item.name);
+        if (row === undefined) {
+          const made = store.newSecret(dataKey, orgId, item.name, item.values, now, ctx);
+          newSecrets.push(made.secret);
+          versions.push(made.version);
+          events.push(createdEvent(made.secret));
+          results.set(item.name, { ...toMetadata(made.secret), result: 'created' });
+          continue;
+        }
+        const before = await store.open(trx, orgId, current.get(row.id)!);
+        if (sameValues(before, item.values)) {
+          results.set(item.name, { ...toMetadata(row), result: 'unchanged' });
+          continue;
+        }
+        const version = store.sealVersion(dataKey, orgId, row.id, row.version + 1, item.values, now, ctx);
+        versions.push(version);
+        bumps.push({ id: row.id, expected: row.version, keys: version.keys });
+        events.push({
+          orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
+          data: { name: row.name, version: version.version, keys: keysOf(item.values), change: 'upsert', ...keyDiff(before, item.values) },
+        });
+        results.set(item.name, { ...toMetadata({ ...row, version: version.version, keys: version.keys, updated_at: now }), result: 'updated' });
+      }
+
+      await secretsRepo.insertSecrets(trx, newSecrets);
+      await secretsRepo.insertVersions(trx, versions);
+      if (await secretsRepo.bumpVersions(trx, bumps, now, ctx.actor.id) !== bumps.length) throw concurrentChange();
+      await appendEvents(trx, ctx, events, now);
+      return items.map((item) => results.get(item.name)!);
+    });
+  }
+}
+
+function isDeadlock(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '40P01';
+}
+
+/** The rows were read locked (or under SQLite's write lock), so this only fires if that promise breaks. */
+export function concurrentChange() {
+  return errors.conflict('secret_changed', 'The secret changed while this request was being applied; nothing was written. Retry.');
+}

@@ -1,0 +1,77 @@
+// The value rules that need no database: patches, equality, key diffs, If-Match, retention.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { isAppError } from '../../src/platform/errors.js';
+import { applyPatch, etagOf, keyDiff, parseIfMatch, retention, sameValues } from '../../src/modules/secrets/secret-model.js';
+
+const key = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,5}$/);
+const values = fc.dictionary(key, fc.string({ maxLength: 8 }), { minKeys: 1, maxKeys: 8 });
+
+function problemOf(fn: () => unknown): { code: string; status: number; limit?: unknown } {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(isAppError(error));
+    return { code: error.code, status: error.status, limit: error.extras.limit };
+  }
+  assert.fail('expected a problem');
+}
+
+describe('secret values', () => {
+  it('sameValues ignores key order and sees every difference', () => {
+    fc.assert(fc.property(values, values, (a, b) => {
+      const reordered = Object.fromEntries(Object.entries(a).reverse());
+      assert.ok(sameValues(a, reordered));
+      const equal = JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+      assert.equal(sameValues(a, b), equal);
+    }));
+  });
+
+  it('a patch sets and unsets exactly what it names, and unsetting an absent key changes nothing', () => {
+    fc.assert(fc.property(values, values, fc.array(key, { maxLength: 4 }), (current, set, unsetRaw) => {
+      const unset = [...new Set(unsetRaw.filter((k) => !(k in set)))];
+      const remaining = Object.keys({ ...current, ...set }).filter((k) => !unset.includes(k));
+      if (remaining.length === 0) return;
+      const next = applyPatch(current, { set, unset }, 100);
+      for (const [k, v] of Object.entries(set)) if (!unset.includes(k)) assert.equal(next[k], v);
+      for (const k of unset) assert.ok(!(k in next));
+      for (const k of Object.keys(current)) if (!(k in set) && !unset.includes(k)) assert.equal(next[k], current[k]);
+      assert.ok(sameValues(applyPatch(next, { set, unset }, 100), next), 'a patch applied twice is the same as once');
+    }));
+  });
+
+  it('a patch refuses nothing to do, a key both set and unset, no keys left, and too many keys', () => {
+    assert.equal(problemOf(() => applyPatch({ A: '1' }, {}, 10)).code, 'invalid_request');
+    assert.equal(problemOf(() => applyPatch({ A: '1' }, { set: { B: '1' }, unset: ['B'] }, 10)).code, 'invalid_request');
+    assert.equal(problemOf(() => applyPatch({ A: '1' }, { unset: ['A'] }, 10)).code, 'invalid_request');
+    const tooMany = problemOf(() => applyPatch({ A: '1', B: '2' }, { set: { C: '3' } }, 2));
+    assert.deepEqual([tooMany.code, tooMany.status, tooMany.limit], ['limit_exceeded', 400, { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: 2 }]);
+    assert.deepEqual(applyPatch({ A: '1', B: '2' }, { set: { C: '3' }, unset: ['A'] }, 2), { B: '2', C: '3' });
+  });
+
+  it('keyDiff names added, removed and changed keys only', () => {
+    assert.deepEqual(keyDiff({ A: '1', B: '2', C: '3' }, { A: '1', B: 'x', D: '4' }), { added: ['D'], removed: ['C'], changed: ['B'] });
+  });
+});
+
+describe('If-Match and retention', () => {
+  it('parses strong, weak, lists and *', () => {
+    assert.equal(parseIfMatch(undefined), undefined);
+    assert.equal(parseIfMatch('*'), undefined);
+    assert.deepEqual(parseIfMatch('"3"'), [3]);
+    assert.deepEqual(parseIfMatch('W/"3", "5"'), [3, 5]);
+    assert.deepEqual(parseIfMatch('3'), []);
+    assert.deepEqual(parseIfMatch('"abc"'), []);
+    fc.assert(fc.property(fc.integer({ min: 1, max: 1e9 }), (v) => assert.deepEqual(parseIfMatch(etagOf(v)), [v])));
+  });
+
+  it('a deletion is restorable until exactly the retention window has passed', () => {
+    const keep = retention(30);
+    const deletedAt = '2030-01-01T00:00:00.000Z';
+    assert.equal(keep.until(deletedAt), '2030-01-31T00:00:00.000Z');
+    assert.ok(deletedAt >= keep.cutoff('2030-01-31T00:00:00.000Z'));
+    assert.ok(deletedAt < keep.cutoff('2030-01-31T00:00:00.001Z'));
+    assert.equal(retention(0).cutoff(deletedAt), deletedAt);
+  });
+});
