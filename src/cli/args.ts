@@ -18,9 +18,11 @@ export interface Parsed {
 export function parse(argv: string[], own: FlagSpec, env: Record<string, string | undefined>): Parsed {
   let result;
   try {
-    result = parseArgs({ args: argv, options: { ...CONFIG_FLAGS, ...own, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+    // No command takes positional arguments: a stray word is a mistake to report, not to ignore.
+    result = parseArgs({ args: argv, options: { ...CONFIG_FLAGS, ...own, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: false, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    // node:util's messages run on with advice about `--`; the first sentence is the clear part.
+    throw new UsageError((error as Error).message.split(/(?<=\.) /)[0]!);
   }
   const values = result.values as Record<string, string | boolean | undefined>;
   const flags: Partial<Record<ConfigKey, string>> = {};

@@ -40,11 +40,43 @@ async function allPages<T>(fetch: (cursor: string | undefined) => Promise<{ item
   return out;
 }
 
+export const ORG_USAGE = [
+  'slipway org create --slug S --name N [--json]',
+  'slipway org list [--json]',
+];
+
+export const SERVICE_USER_USAGE = [
+  'slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]',
+  'slipway service-user list --org ORG [--json]',
+  'slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]',
+  'slipway service-user disable|enable --org ORG --user ID|NAME [--json]',
+];
+
+/** `--help` anywhere after the command prints its usage instead of running it. */
+function wantsHelp(argv: string[], usage: string[]): boolean {
+  if (!argv.includes('--help') && !argv.includes('-h')) return false;
+  process.stdout.write(`usage:\n${usage.map((line) => `  ${line}\n`).join('')}`);
+  return true;
+}
+
+/** The service user a command acts on: `--user ID|NAME`, or its alias `--id`. */
+function userFlag(values: Parsed['values']): string {
+  const user = values.user ?? values.id;
+  if (values.user !== undefined && values.id !== undefined && values.user !== values.id) throw new UsageError('give --user or --id, not both');
+  if (typeof user !== 'string' || user === '') throw new UsageError('--user ID|NAME is required');
+  return user;
+}
+
+const USER_FLAGS = { org: { type: 'string' }, user: { type: 'string' }, id: { type: 'string' } } as const;
+
 export async function orgCommand(argv: string[], env: Env): Promise<number> {
   const [sub, ...rest] = argv;
+  if (wantsHelp(argv, ORG_USAGE)) return 0;
+  // Every flag is checked before the database is opened: a usage mistake touches nothing.
   if (sub === 'create') {
     const p = parse(rest, { slug: { type: 'string' }, name: { type: 'string' } }, env);
-    const org = await withCore(p, (core) => core.orgs.create(cliContext(), { slug: required(p.values, 'slug'), name: required(p.values, 'name') }));
+    const input = { slug: required(p.values, 'slug'), name: required(p.values, 'name') };
+    const org = await withCore(p, (core) => core.orgs.create(cliContext(), input));
     if (p.values.json) printJson(org);
     else printFields({ id: org.id, slug: org.slug, name: org.name });
     return 0;
@@ -56,20 +88,23 @@ export async function orgCommand(argv: string[], env: Env): Promise<number> {
     else printTable(orgs, ['id', 'slug', 'name', 'createdAt']);
     return 0;
   }
-  throw new UsageError('usage: slipway org create --slug S --name N | slipway org list');
+  throw new UsageError(`${sub === undefined ? 'an org command is needed' : `unknown org command "${sub}"`}; usage: ${ORG_USAGE.join(' | ')}`);
 }
 
 export async function serviceUserCommand(argv: string[], env: Env): Promise<number> {
   const [sub, ...rest] = argv;
+  if (wantsHelp(argv, SERVICE_USER_USAGE)) return 0;
   switch (sub) {
     case 'create': {
       const p = parse(rest, { org: { type: 'string' }, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' }, 'instance-admin': { type: 'boolean' } }, env);
-      const created = await withCore(p, async (core) => core.serviceUsers.create(cliContext(), await orgId(core, required(p.values, 'org')), {
+      const org = required(p.values, 'org');
+      const input = {
         name: required(p.values, 'name'),
         role: role(required(p.values, 'role')),
         description: typeof p.values.description === 'string' ? p.values.description : undefined,
         instanceAdmin: p.values['instance-admin'] === true,
-      }));
+      };
+      const created = await withCore(p, async (core) => core.serviceUsers.create(cliContext(), await orgId(core, org), input));
       if (p.values.json) printJson(created);
       else {
         printFields({ clientId: created.clientId, clientSecret: created.clientSecret, orgId: created.orgId, role: created.role, tokenUrl: created.tokenUrl, scope: created.scope });
@@ -79,8 +114,9 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
     }
     case 'list': {
       const p = parse(rest, { org: { type: 'string' } }, env);
+      const org = required(p.values, 'org');
       const users = await withCore(p, async (core) => {
-        const id = await orgId(core, required(p.values, 'org'));
+        const id = await orgId(core, org);
         return allPages((cursor) => core.serviceUsers.list(id, { limit: 200, ...(cursor ? { cursor } : {}) }));
       });
       if (p.values.json) printJson({ serviceUsers: users });
@@ -88,34 +124,32 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       return 0;
     }
     case 'rotate-secret': {
-      const p = parse(rest, { org: { type: 'string' }, user: { type: 'string' }, 'keep-old': { type: 'boolean' } }, env);
+      const p = parse(rest, { ...USER_FLAGS, 'keep-old': { type: 'boolean' } }, env);
+      const [org, user, keepOld] = [required(p.values, 'org'), userFlag(p.values), p.values['keep-old'] === true];
       const result = await withCore(p, async (core) => {
-        const id = await orgId(core, required(p.values, 'org'));
-        const user = required(p.values, 'user');
-        if (p.values['keep-old']) {
-          const added = await core.serviceUsers.addSecret(cliContext(), id, user);
-          return { clientId: (await core.serviceUsers.get(id, user)).clientId, clientSecret: added.clientSecret, tokenUrl: core.tokenUrl, scope: core.scope, orgId: id, keptOld: true };
-        }
-        const replaced = await core.serviceUsers.replaceSecrets(cliContext(), id, user);
-        return { ...replaced, tokenUrl: core.tokenUrl, scope: core.scope, orgId: id, keptOld: false };
+        const id = await orgId(core, org);
+        const rotated = keepOld
+          ? { clientId: (await core.serviceUsers.get(id, user)).clientId, clientSecret: (await core.serviceUsers.addSecret(cliContext(), id, user)).clientSecret }
+          : await core.serviceUsers.replaceSecrets(cliContext(), id, user);
+        return { clientId: rotated.clientId, clientSecret: rotated.clientSecret, tokenUrl: core.tokenUrl, scope: core.scope, orgId: id, keptOld: keepOld };
       });
       if (p.values.json) printJson(result);
       else {
         printFields({ clientId: result.clientId, clientSecret: result.clientSecret });
-        process.stderr.write(result.keptOld ? 'The previous secret stays valid until removed.\n' : 'Every previous secret of this service user has stopped working.\n');
+        process.stderr.write(keepOld ? 'The previous secret stays valid until removed.\n' : 'Every previous secret of this service user has stopped working.\n');
       }
       return 0;
     }
     case 'disable':
     case 'enable': {
-      const p = parse(rest, { org: { type: 'string' }, user: { type: 'string' } }, env);
-      const user = await withCore(p, async (core) =>
-        core.serviceUsers.update(cliContext(), await orgId(core, required(p.values, 'org')), required(p.values, 'user'), { disabled: sub === 'disable' }));
+      const p = parse(rest, USER_FLAGS, env);
+      const [org, target] = [required(p.values, 'org'), userFlag(p.values)];
+      const user = await withCore(p, async (core) => core.serviceUsers.update(cliContext(), await orgId(core, org), target, { disabled: sub === 'disable' }));
       if (p.values.json) printJson(user);
       else process.stdout.write(`${user.id} ${user.disabled ? 'disabled' : 'enabled'}\n`);
       return 0;
     }
     default:
-      throw new UsageError('usage: slipway service-user create|list|rotate-secret|disable|enable --org ORG …');
+      throw new UsageError(`${sub === undefined ? 'a service-user command is needed' : `unknown service-user command "${sub}"`}; see slipway service-user --help`);
   }
 }

@@ -28,11 +28,14 @@ async function runServer(config: Config, primary: boolean): Promise<void> {
     force.unref();
     slipway.close().then(() => {
       log.info('stopped cleanly');
-      log.flush?.();
       process.exitCode = 0;
     }, (err: unknown) => {
       log.error({ err }, 'shutdown failed');
       process.exitCode = 1;
+    }).finally(() => {
+      clearTimeout(force);
+      // A worker's channel to the primary would keep it alive; letting go of it lets the process end.
+      if (cluster.isWorker) cluster.worker?.disconnect();
     });
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
@@ -51,9 +54,14 @@ export async function serve(config: Config): Promise<number> {
     let stopping = false;
     for (let i = 0; i < config.workers; i++) cluster.fork();
     cluster.on('exit', (worker, code, signal) => {
-      if (stopping) return;
-      core.logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
-      cluster.fork();
+      if (!stopping) {
+        core.logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
+        cluster.fork();
+      } else if (code !== 0) {
+        // The primary's exit status says whether every worker stopped cleanly.
+        core.logger.error({ pid: worker.process.pid, code, signal }, 'worker did not stop cleanly');
+        process.exitCode = 1;
+      }
     });
     const stop = () => {
       stopping = true;

@@ -80,14 +80,17 @@ function fromValidation(error: FastifyError): AppError {
 
 /** Fastify's own errors, by their stable codes. */
 function fromFastify(error: FastifyError, req: FastifyRequest, bodyLimit: number): AppError | null {
-  if (error.validation) return fromValidation(error);
+  if (error.validation) {
+    if ((error as { validationContext?: string }).validationContext === 'body' && req.body === undefined) {
+      return errors.invalidRequest('This operation needs a JSON body; send one with Content-Type: application/json.', [{ pointer: '/', message: 'is required' }]);
+    }
+    return fromValidation(error);
+  }
   switch (error.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return errors.unsupportedMediaType(req.headers['content-type'], 'application/json');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return errors.payloadTooLarge(bodyLimit);
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return errors.malformedJson('The body is empty; send a JSON object.');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return errors.invalidRequest('The Content-Length header does not match the body.');
     default:

@@ -7,6 +7,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { RouteOptions } from 'fastify';
 import type { App } from './app-types.js';
 import { ProblemSchema } from './schemas.js';
+import { declareIdempotencyKey, isIdempotentRoute } from '../modules/idempotency/idempotency.schemas.js';
 
 export interface OpenApiOptions {
   baseUrl: string;
@@ -15,7 +16,11 @@ export interface OpenApiOptions {
   version: string;
 }
 
-const problem = (description: string) => ({ ...ProblemSchema, description });
+const PROBLEM_ID = 'Problem';
+
+// Problems are sent as application/problem+json and documented so; the schema is shared once under
+// components.schemas instead of being copied into every response of every operation.
+const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: { $ref: `${PROBLEM_ID}#` } } } });
 
 /** Shared problem responses a route adds for its own domain failures: `...problems(409, 412)`. */
 export function problems(...statuses: number[]): Record<number, unknown> {
@@ -31,9 +36,15 @@ function enrich(route: RouteOptions): void {
   const add = (status: string, description: string) => {
     if (!(status in response)) response[status] = problem(description);
   };
+  // Public routes (health, discovery) say so with an empty requirement: a statement, not an omission.
+  if (!config.auth) schema.security ??= [];
+  // Fastify reads a body on these methods whether or not the route wants one, so any of them can
+  // answer malformed JSON (400), too large (413) or wrong media type (415).
+  const takesBody = [route.method].flat().some((m) => ['POST', 'PUT', 'PATCH', 'DELETE'].includes(m));
+  if (isIdempotentRoute(route)) declareIdempotencyKey(schema, add);
   if (config.errorFormat !== 'oauth') {
-    if (schema.body || schema.querystring || schema.params) add('400', 'Invalid request: the problem points at each offending field');
-    if (schema.body) {
+    if (takesBody || schema.querystring || schema.params) add('400', 'Invalid request: the problem points at each offending field');
+    if (takesBody) {
       add('413', 'Request body too large');
       add('415', 'Unsupported media type: send application/json');
     }
@@ -47,7 +58,20 @@ function enrich(route: RouteOptions): void {
       if (route.url.includes(':')) add('404', 'Unknown resource, or an organization the caller does not belong to');
     }
   }
+  // The OAuth endpoints answer server errors in the same RFC 6749 shape as their other failures.
+  if (config.errorFormat === 'oauth' && response['400'] && !('5XX' in response)) response['5XX'] = response['400'];
   add('5XX', 'Server error or unavailable (Retry-After)');
+}
+
+function markOptionalBodies<T>(doc: T): T {
+  const paths = (doc as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { type?: unknown } }> } }>> }).paths ?? {};
+  for (const item of Object.values(paths)) {
+    for (const op of Object.values(item)) {
+      const type = op.requestBody?.content?.['application/json']?.schema?.type;
+      if (Array.isArray(type) && type.includes('null')) op.requestBody!.required = false;
+    }
+  }
+  return doc;
 }
 
 export async function registerOpenApi(app: App, options: OpenApiOptions): Promise<void> {
@@ -56,7 +80,12 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
     enrich(route);
   });
 
+  app.addSchema({ $id: PROBLEM_ID, ...ProblemSchema });
   await app.register(swagger, {
+    // Shared schemas keep their own name in components.schemas (`Problem`, not `def-0`).
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+    // The plugin marks every request body required; one whose schema admits null may be left out.
+    transformObject: (doc) => markOptionalBodies('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -79,6 +108,10 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
         { name: 'organizations', description: 'Organizations' },
         { name: 'service users', description: 'Machine identities and their client secrets' },
         { name: 'secrets', description: 'Organization secrets' },
+        { name: 'environments', description: 'Where deployments go; protected ones take deployments from admins and owners only' },
+        { name: 'services', description: 'What deployments run: command or image, port, health check, variables and secret references' },
+        { name: 'deployments', description: 'A service into an environment: the state machine, cancel, rollback and logs' },
+        { name: 'runner', description: 'The runner protocol: claim (long poll), heartbeat, logs and complete, fenced by the lease token' },
         { name: 'events', description: 'The audit log' },
         { name: 'health', description: 'Liveness and readiness' },
       ],
@@ -86,5 +119,5 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
   });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+  await app.register(swaggerUi, { routePrefix: '/docs', theme: { title: 'Slipway API reference' }, uiConfig: { docExpansion: 'list', deepLinking: true } });
 }

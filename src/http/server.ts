@@ -12,6 +12,7 @@ import type { TokenVerifier } from '../modules/auth/token-verifier.js';
 import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { App } from './app-types.js';
 import { createErrorHandler, sendError } from './error-handler.js';
+import { registerJsonParser } from './json-body.js';
 import { registerOpenApi, type OpenApiOptions } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
 
@@ -57,6 +58,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.decorateRequest('org', null);
   app.decorateRequest('ctx', null as never);
   app.removeContentTypeParser('text/plain');
+  registerJsonParser(app);
 
   app.setErrorHandler(createErrorHandler(deps.bodyLimit));
 
@@ -72,6 +74,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => m !== req.method && shadow.find(m as 'GET', path) !== null);
+    // Fastify answers HEAD wherever it answers GET.
+    if (allowed[0] === 'GET') allowed.splice(1, 0, 'HEAD');
     return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path), req, reply);
   });
 
@@ -102,8 +106,14 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     if (!allows(access, principal.role, principal.instanceAdmin)) throw errors.roleTooLow(access, principal.role);
   });
 
+  // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold
+  // the server open until its keep-alive timeout, past the shutdown grace period.
+  let closing = false;
+  app.addHook('preClose', async () => { closing = true; });
+
   app.addHook('onSend', async (req, reply, payload) => {
     reply.header('x-request-id', req.id);
+    if (closing) reply.header('connection', 'close');
     if (deps.onUndeclaredStatus) checkDeclared(req, reply.statusCode, deps.onUndeclaredStatus);
     return payload;
   });
@@ -141,5 +151,6 @@ function checkDeclared(req: FastifyRequest, status: number, report: (route: stri
     report(`${req.method} ${url}`, status);
     return;
   }
-  if (!(String(status) in declared) && !(`${String(status)[0]}xx` in declared) && !('default' in declared)) report(`${req.method} ${url}`, status);
+  // OpenAPI spells status ranges `5XX`.
+  if (!(String(status) in declared) && !(`${String(status)[0]}XX` in declared) && !('default' in declared)) report(`${req.method} ${url}`, status);
 }

@@ -28,6 +28,8 @@ export interface Config {
   baseUrl: string;
   authUrl: string;
   masterKey: string | null;
+  /** Keys still accepted beside masterKey while a rotation away from them runs. */
+  masterKeyPrevious: string[];
   idpName: string;
   projectId: string | null;
   tokenTtlSeconds: number;
@@ -58,6 +60,7 @@ export const CONFIG_VARIABLES = {
   baseUrl: 'SLIPWAY_BASE_URL',
   authUrl: 'SLIPWAY_AUTH_URL',
   masterKey: 'SLIPWAY_MASTER_KEY',
+  masterKeyPrevious: 'SLIPWAY_MASTER_KEY_PREVIOUS',
   idpName: 'SLIPWAY_IDP_NAME',
   projectId: 'SLIPWAY_PROJECT_ID',
   tokenTtl: 'SLIPWAY_TOKEN_TTL',
@@ -94,11 +97,13 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     const value = flags[key] ?? env[CONFIG_VARIABLES[key]];
     return value === undefined || value === '' ? undefined : value;
   };
+  // An error names what the user actually set: the flag when one was given, else the variable.
+  const label = (key: ConfigKey): string => (flags[key] !== undefined ? `--${flagName(key)} (${CONFIG_VARIABLES[key]})` : CONFIG_VARIABLES[key]);
   const int = (key: ConfigKey, fallback: number, min: number, max: number): number => {
     const value = raw(key);
     if (value === undefined) return fallback;
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-      throw new ConfigError(`${CONFIG_VARIABLES[key]} must be a whole number from ${min} to ${max}, got "${value}"`);
+      throw new ConfigError(`${label(key)} must be a whole number from ${min} to ${max}, got "${value}"`);
     }
     return Number(value);
   };
@@ -108,10 +113,10 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     try {
       parsed = new URL(value);
     } catch {
-      throw new ConfigError(`${CONFIG_VARIABLES[key]} must be an absolute http(s) URL, got "${value}"`);
+      throw new ConfigError(`${label(key)} must be an absolute http(s) URL, got "${value}"`);
     }
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-      throw new ConfigError(`${CONFIG_VARIABLES[key]} must be an http(s) URL, got "${value}"`);
+      throw new ConfigError(`${label(key)} must be an http(s) URL, got "${value}"`);
     }
     return value.replace(/\/+$/, '');
   };
@@ -119,7 +124,8 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   const host = raw('host') ?? '127.0.0.1';
   const port = int('port', 8080, 0, 65535);
   const dataDir = path.resolve(cwd, raw('dataDir') ?? '.slipway');
-  const hostForUrl = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  // Listening on every address is not an address to call: the default URLs use loopback then.
+  const hostForUrl = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
   const defaultUrl = `http://${hostForUrl}:${port}`;
 
   const databaseUrl = raw('databaseUrl') ?? null;
@@ -130,6 +136,13 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   const masterKey = raw('masterKey') ?? null;
   if (masterKey !== null && Buffer.from(masterKey, 'base64').length !== 32) {
     throw new ConfigError('SLIPWAY_MASTER_KEY must be the base64 encoding of exactly 32 bytes');
+  }
+  const masterKeyPrevious = (raw('masterKeyPrevious') ?? '').split(',').map((k) => k.trim()).filter(Boolean);
+  if (masterKeyPrevious.some((k) => Buffer.from(k, 'base64').length !== 32)) {
+    throw new ConfigError('SLIPWAY_MASTER_KEY_PREVIOUS must be comma-separated base64 encodings of exactly 32 bytes each');
+  }
+  if (masterKeyPrevious.length > 0 && masterKey === null) {
+    throw new ConfigError('SLIPWAY_MASTER_KEY_PREVIOUS needs SLIPWAY_MASTER_KEY (the new key); a key file keeps its previous keys itself');
   }
 
   const idpName = raw('idpName') ?? 'slipway';
@@ -160,6 +173,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     baseUrl: url('baseUrl', defaultUrl),
     authUrl: url('authUrl', defaultUrl),
     masterKey,
+    masterKeyPrevious,
     idpName,
     projectId,
     tokenTtlSeconds: int('tokenTtl', 43200, 60, 31 * 86400),

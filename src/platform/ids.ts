@@ -23,24 +23,26 @@ export type IdKind = keyof typeof ID_PREFIXES;
 let lastTime = 0;
 let lastRandom = Buffer.alloc(10);
 
-function nextRandom(now: number): Buffer {
+/** The time and random part of the next id, ordered after every id this process made before. */
+function next(now: number): { time: number; random: Buffer } {
   if (now > lastTime) {
     lastTime = now;
     lastRandom = randomBytes(10);
-    return lastRandom;
+    return { time: now, random: lastRandom };
   }
-  // Same (or earlier, after a clock step back) millisecond: increment so order still holds.
-  const next = Buffer.from(lastRandom);
-  for (let i = next.length - 1; i >= 0; i--) {
-    const byte = next[i]!;
+  // Same (or earlier, after a clock step back) millisecond: keep the last time and increment the
+  // random part, so order still holds.
+  const random = Buffer.from(lastRandom);
+  for (let i = random.length - 1; i >= 0; i--) {
+    const byte = random[i]!;
     if (byte < 0xff) {
-      next[i] = byte + 1;
+      random[i] = byte + 1;
       break;
     }
-    next[i] = 0;
+    random[i] = 0;
   }
-  lastRandom = next;
-  return next;
+  lastRandom = random;
+  return { time: lastTime, random };
 }
 
 function encode(time: number, random: Buffer): string {
@@ -66,7 +68,8 @@ function encode(time: number, random: Buffer): string {
 }
 
 export function newId(kind: IdKind, now = Date.now()): string {
-  return `${ID_PREFIXES[kind]}_${encode(now, nextRandom(now))}`;
+  const { time, random } = next(now);
+  return `${ID_PREFIXES[kind]}_${encode(time, random)}`;
 }
 
 /** True when `value` has the shape of an id of this kind (used to tell ids from slugs in paths). */

@@ -113,9 +113,10 @@ describe('secrets lifecycle', () => {
   });
 
   it('lists versions newest first with who and when, reads one, and restores an earlier one as a new version', async () => {
-    await create('versioned', { K: 'v1' });
-    await dev.http.put(`${base}/versioned`, { values: { K: 'v2' } });
-    await admin.http.put(`${base}/versioned`, { values: { K: 'v3', L: 'x' } });
+    // Values distinctive enough that no id or cursor in a response can contain them by chance.
+    await create('versioned', { K: 'value-one-Zq8' });
+    await dev.http.put(`${base}/versioned`, { values: { K: 'value-two-Zq8' } });
+    await admin.http.put(`${base}/versioned`, { values: { K: 'value-three-Zq8', L: 'x' } });
 
     const list = await dev.http.get(`${base}/versioned/versions?limit=2`);
     assert.equal(list.status, 200);
@@ -126,7 +127,7 @@ describe('secrets lifecycle', () => {
     const rest = await dev.http.get(`${base}/versioned/versions?limit=2&cursor=${list.body.nextCursor}`);
     assert.deepEqual(rest.body.versions.map((v: any) => v.version), [1]);
     assert.equal(rest.body.nextCursor, null);
-    assert.ok(!list.text.includes('v3') && !rest.text.includes('v1"'));
+    assert.ok(!list.text.includes('value-three-Zq8') && !rest.text.includes('value-one-Zq8'));
 
     const one = await dev.http.get(`${base}/versioned/versions/1`);
     assert.equal(one.status, 200);
@@ -138,8 +139,8 @@ describe('secrets lifecycle', () => {
     assert.equal(restored.body.result, 'updated');
     assert.equal(restored.body.version, 4);
     assert.equal(restored.headers.get('etag'), '"4"');
-    assert.deepEqual(await reveal('versioned'), { K: 'v1' });
-    assert.deepEqual(await reveal('versioned', 2), { K: 'v2' });
+    assert.deepEqual(await reveal('versioned'), { K: 'value-one-Zq8' });
+    assert.deepEqual(await reveal('versioned', 2), { K: 'value-two-Zq8' });
     const again = await admin.http.post(`${base}/versioned/restore`, { version: 4 });
     assert.equal(again.body.result, 'unchanged');
     assert.equal((await admin.http.post(`${base}/versioned/restore`, { version: 12 })).status, 404);

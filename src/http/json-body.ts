@@ -1,0 +1,55 @@
+// Our application/json parser. Fastify's own answers every failure with the same "Body is not
+// valid JSON" and drops the reason; a caller needs to know where the syntax broke, or which key was
+// refused, to fix the request. Keys that could reach an object's prototype (`__proto__`, and
+// `constructor` holding a `prototype`) are refused outright rather than silently dropped.
+import type { App } from './app-types.js';
+import { errors } from '../platform/errors.js';
+
+// Only bodies that could hold a dangerous key (possibly \u-escaped) pay for the reviver pass.
+const MAYBE_POISONED = /__proto__|constructor|\\u/;
+
+function refuseProtoKeys(key: string, value: unknown): unknown {
+  if (key === '__proto__' || (key === 'constructor' && value !== null && typeof value === 'object' && 'prototype' in value)) {
+    throw errors.malformedJson(`The body contains the key "${key}", which is refused because it could alter object prototypes; remove or rename it.`);
+  }
+  return value;
+}
+
+/**
+ * JSON.parse's complaint in our words, with line and column. Its own message can quote the body
+ * around the error, and a body may carry secret values: no character of the body is repeated.
+ */
+function syntaxError(text: string, error: SyntaxError): Error {
+  const at = /^(.*?) in JSON at position (\d+)/.exec(error.message);
+  if (at && !at[1]!.startsWith('Unexpected token')) {
+    const position = Number(at[2]);
+    const line = text.slice(0, position).split('\n').length;
+    const column = position - text.lastIndexOf('\n', position - 1);
+    return errors.malformedJson(`The body is not valid JSON: ${at[1]!.toLowerCase()} at line ${line}, column ${column}.`);
+  }
+  if (/end of JSON input/.test(error.message)) return errors.malformedJson('The body is not valid JSON: it ends before the value is complete.');
+  return errors.malformedJson('The body is not valid JSON: it has an unexpected character (every key and string value needs double quotes).');
+}
+
+export function parseJsonBody(text: string): unknown {
+  // No body with a JSON content type is the same as no body: bodyless POSTs work from clients that
+  // always send the header, and a route that needs a body says so through its schema.
+  if (text.trim() === '') return undefined;
+  try {
+    return MAYBE_POISONED.test(text) ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
+  } catch (error) {
+    if (error instanceof SyntaxError) throw syntaxError(text, error);
+    throw error;
+  }
+}
+
+export function registerJsonParser(app: App): void {
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}

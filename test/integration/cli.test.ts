@@ -1,0 +1,158 @@
+// The real `slipway` command, run as child processes against the same data dir and database as a
+// server that is running meanwhile: what the CLI creates works at once at the server's token
+// endpoint, and what it rotates or disables stops working there.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { clientCredentialsGrant, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
+import { cliJson, runCli } from '../support/processes.js';
+
+interface Printed {
+  orgId: string;
+  clientId: string;
+  clientSecret: string;
+  tokenUrl: string;
+  scope: string;
+}
+
+describe('slipway CLI', () => {
+  let env: Record<string, string>;
+  let database: Awaited<ReturnType<typeof testDatabase>>;
+  let dataDir: string;
+  let server: TestServer | undefined;
+
+  before(async () => {
+    dataDir = tempDir('slipway-cli-');
+    database = await testDatabase();
+    env = { SLIPWAY_DATA_DIR: dataDir, ...(database.url ? { SLIPWAY_DATABASE_URL: database.url } : {}) };
+  });
+  after(async () => {
+    // The server took the data dir and database over and removes them; without one, do it here.
+    if (server) await server.close();
+    else {
+      await database.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  /** The token endpoint's answer for these credentials, as a status code. */
+  async function tokenStatus(creds: { clientId: string; clientSecret: string }): Promise<number> {
+    const res = await clientCredentialsGrant(`${server!.url}/oauth/v2/token`, creds, server!.bootstrap.scope);
+    await res.arrayBuffer();
+    return res.status;
+  }
+
+  it('migrates an empty database, and again without harm', async () => {
+    const first = await cliJson(['migrate'], env);
+    assert.equal(first.ok, true);
+    assert.equal(first.database, database.url ? 'postgres' : 'sqlite');
+    assert.deepEqual(await cliJson(['migrate'], env), first);
+  });
+
+  it('creates and lists organizations while a server runs on the same database', async () => {
+    server = await startServer({ reuse: { dataDir, database } });
+    // The same configuration as the server's, as an operator would have it: the port makes the token URL.
+    env.SLIPWAY_PORT = String(server.config.port);
+    const org = await cliJson(['org', 'create', '--slug', 'cli-org', '--name', 'CLI Org'], env);
+    assert.match(org.id, /^org_/);
+    assert.deepEqual([org.slug, org.name], ['cli-org', 'CLI Org']);
+    const { orgs } = await cliJson(['org', 'list'], env);
+    assert.deepEqual(orgs.map((o: { slug: string }) => o.slug).sort(), ['cli-org', 'default']);
+    // The server sees it at once.
+    assert.equal((await server.owner.http.get('/v1/orgs/cli-org')).body.id, org.id);
+    const taken = await runCli(['org', 'create', '--slug', 'cli-org', '--name', 'Again'], env);
+    assert.equal(taken.code, 1);
+    assert.equal(taken.stderr.trim().split('\n').length, 1, taken.stderr);
+  });
+
+  let creds: Printed;
+
+  it('creates a service user whose printed credentials work at the server\'s token endpoint', async () => {
+    const printed = await cliJson(['service-user', 'create', '--org', 'cli-org', '--name', 'ci', '--role', 'developer'], env);
+    for (const field of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId']) assert.equal(typeof printed[field], 'string', field);
+    assert.equal(printed.tokenUrl, `${server!.url}/oauth/v2/token`);
+    assert.equal(printed.scope, server!.bootstrap.scope);
+    assert.equal(printed.role, 'developer');
+    creds = printed;
+    const token = await server!.token(creds, creds.scope);
+    const org = await server!.http(token).get('/v1/orgs/cli-org');
+    assert.deepEqual([org.status, org.body.id], [200, creds.orgId]);
+
+    const { serviceUsers } = await cliJson(['service-user', 'list', '--org', 'cli-org'], env);
+    assert.deepEqual(serviceUsers.map((u: { name: string; role: string }) => [u.name, u.role]), [['ci', 'developer']]);
+    assert.ok(!JSON.stringify(serviceUsers).includes(creds.clientSecret), 'list shows no secret');
+  });
+
+  it('rotates a client secret: the old one stops working, unless --keep-old', async () => {
+    const rotated = await cliJson<Printed>(['service-user', 'rotate-secret', '--org', 'cli-org', '--user', 'ci'], env);
+    assert.equal(rotated.clientId, creds.clientId);
+    assert.notEqual(rotated.clientSecret, creds.clientSecret);
+    assert.equal(await tokenStatus(creds), 401);
+    assert.equal(await tokenStatus(rotated), 200);
+
+    // --id is an alias of --user, and takes the id as well as the name.
+    const second = await cliJson<Printed>(['service-user', 'rotate-secret', '--org', 'cli-org', '--id', creds.clientId, '--keep-old'], env);
+    assert.equal(await tokenStatus(rotated), 200);
+    assert.equal(await tokenStatus(second), 200);
+    creds = second;
+  });
+
+  it('disables a service user: new tokens are refused, and live ones within the cache lifetime', async () => {
+    const token = await server!.token(creds, creds.scope);
+    const api = server!.http(token);
+    assert.equal((await api.get('/v1/orgs/cli-org')).status, 200);
+    const disabled = await cliJson(['service-user', 'disable', '--org', 'cli-org', '--user', 'ci'], env);
+    assert.equal(disabled.disabled, true);
+    assert.equal(await tokenStatus(creds), 401);
+    // The server caches a subject's state for up to 5 s; poll (bounded) until it has noticed.
+    let res = await api.get('/v1/orgs/cli-org');
+    for (let attempt = 0; attempt < 100 && res.status === 200; attempt++) {
+      await sleep(100);
+      res = await api.get('/v1/orgs/cli-org');
+    }
+    assert.match(String(assertProblem(res, 401, 'invalid_token').detail), /disabled/);
+    assert.deepEqual(server!.undeclared, []);
+  });
+
+  it('reports bad usage with exit 2 and one clear line, before touching anything', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['org', 'create', '--slug', 'x'], /--name is required/],
+      [['org', 'create', '--slug', 'x', '--name', 'y', 'stray'], /Unexpected argument 'stray'/],
+      [['org', 'list', '--frobnicate'], /Unknown option '--frobnicate'/],
+      [['service-user', 'create', '--org', 'cli-org', '--name', 'n', '--role', 'emperor'], /--role must be one of/],
+      [['service-user', 'rotate-secret', '--org', 'cli-org'], /--user ID\|NAME is required/],
+      [['service-user', 'explode'], /unknown service-user command "explode"/],
+      [['frobnicate'], /unknown command "frobnicate"/],
+    ];
+    const empty = tempDir('slipway-cli-usage-');
+    try {
+      for (const [args, message] of cases) {
+        const result = await runCli(args, { SLIPWAY_DATA_DIR: empty });
+        assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+        assert.equal(result.stdout, '');
+        const lines = result.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, `${args.join(' ')}: ${result.stderr}`);
+        assert.match(lines[0]!, message);
+      }
+      assert.deepEqual(fs.readdirSync(empty), [], 'a usage error created files');
+    } finally {
+      fs.rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses invalid configuration with exit 2 and one line naming the variable', async () => {
+    const result = await runCli(['org', 'list'], { ...env, SLIPWAY_PORT: 'abc' });
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /^slipway: SLIPWAY_PORT must be a whole number from 0 to 65535, got "abc"\n$/);
+  });
+
+  it('lists every command in its help', async () => {
+    const help = await runCli(['--help'], {});
+    assert.equal(help.code, 0);
+    for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable']) {
+      assert.match(help.stdout, new RegExp(`slipway ${command}\\b`), command);
+    }
+  });
+});

@@ -1,0 +1,153 @@
+// The HTTP contract every route shares: RFC 9457 problems for every refusal the machinery makes
+// (unknown route, wrong method, media type, size, malformed JSON), request ids, the access log and
+// its redaction, health and readiness.
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { startServer, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const BODY_LIMIT = 2048;
+
+/** The access-log line of one request. It is written after the response, so wait for it (bounded). */
+async function accessLog(server: TestServer, requestId: string): Promise<Record<string, unknown>[]> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const lines = server.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.requestId === requestId && l.msg === 'request');
+    if (lines.length > 0) return lines;
+    await sleep(10);
+  }
+  return [];
+}
+
+describe('HTTP contract', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_BODY_LIMIT_BYTES: String(BODY_LIMIT) } }); });
+  after(async () => { await server.close(); });
+
+  it('answers an unknown route with a 404 problem', async () => {
+    const res = await server.owner.http.get('/v1/nothing-here?x=1');
+    const body = assertProblem(res, 404, 'route_not_found');
+    assert.equal(body.instance, '/v1/nothing-here');
+    assert.match(String(body.detail), /GET \/v1\/nothing-here/);
+    assert.match(String(body.type), /^https:\/\//);
+  });
+
+  it('answers a known path with another method 405 and Allow', async () => {
+    const collection = await server.owner.http.delete('/v1/orgs');
+    assertProblem(collection, 405, 'method_not_allowed');
+    assert.equal(collection.headers.get('allow'), 'GET, HEAD, POST');
+    const item = await server.owner.http.post('/v1/orgs/default', {});
+    assertProblem(item, 405, 'method_not_allowed');
+    assert.match(item.headers.get('allow') ?? '', /^GET, HEAD\b.*\bPATCH\b/);
+    const health = await server.http().request('POST', '/healthz');
+    assertProblem(health, 405, 'method_not_allowed');
+    assert.equal(health.headers.get('allow'), 'GET, HEAD');
+  });
+
+  it('refuses a body that is not JSON with 415', async () => {
+    const plain = await server.owner.http.request('POST', '/v1/orgs', { raw: 'slug=x', contentType: 'text/plain' });
+    assert.match(String(assertProblem(plain, 415, 'unsupported_media_type').detail), /application\/json.*text\/plain/);
+    const untyped = await server.owner.http.request('POST', '/v1/orgs', { raw: '{"slug":"x","name":"y"}' });
+    assertProblem(untyped, 415, 'unsupported_media_type');
+  });
+
+  it('refuses a body over SLIPWAY_BODY_LIMIT_BYTES with 413 naming the limit', async () => {
+    const res = await server.owner.http.post('/v1/orgs', { slug: 'big', name: 'x'.repeat(BODY_LIMIT) });
+    const body = assertProblem(res, 413, 'payload_too_large');
+    assert.match(String(body.detail), new RegExp(`${BODY_LIMIT} bytes.*SLIPWAY_BODY_LIMIT_BYTES`));
+    assert.deepEqual(body.limit, { name: 'SLIPWAY_BODY_LIMIT_BYTES', value: BODY_LIMIT });
+  });
+
+  it('refuses malformed JSON with a 400 that says where, without repeating the body', async () => {
+    const res = await server.owner.http.request('POST', '/v1/orgs', { raw: '{"slug": "x",\n  , }', contentType: 'application/json' });
+    assert.match(String(assertProblem(res, 400, 'malformed_json').detail), /not valid JSON: expected double-quoted property name at line 2, column 3\./);
+    // JSON.parse's own message quotes the text around an unexpected token; a body may hold secret values.
+    for (const raw of ['{"slug": "x", "name": hunter2secret}', '{"slug": "hunter2secret"', '{"slug": "hunter2secret"}}']) {
+      const refused = await server.owner.http.request('POST', '/v1/orgs', { raw, contentType: 'application/json' });
+      assertProblem(refused, 400, 'malformed_json', raw);
+      assert.ok(!refused.text.includes('hunter2'), refused.text);
+    }
+  });
+
+  it('refuses keys that reach the prototype (__proto__, constructor.prototype), escaped or not', async () => {
+    for (const raw of ['{"slug":"p","name":"p","__proto__":{"polluted":true}}', '{"slug":"p","name":"p","\\u005f_proto__":{"polluted":true}}', '{"slug":"p","name":"p","constructor":{"prototype":{"polluted":true}}}']) {
+      const res = await server.owner.http.request('POST', '/v1/orgs', { raw, contentType: 'application/json' });
+      assert.match(String(assertProblem(res, 400, 'malformed_json', raw).detail), /"(__proto__|constructor)".*refused/);
+    }
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    assert.equal((await server.owner.http.get('/v1/orgs/p')).status, 404);
+  });
+
+  it('asks for a body when a route needs one and none came', async () => {
+    for (const options of [{}, { raw: '', contentType: 'application/json' }]) {
+      const res = await server.owner.http.request('POST', '/v1/orgs', options);
+      assert.match(String(assertProblem(res, 400, 'invalid_request').detail), /needs a JSON body/);
+    }
+  });
+
+  it('keeps a sane X-Request-Id, puts it in the problem and the access log, and makes one up otherwise', async () => {
+    const given = await server.owner.http.get('/v1/orgs/no-such-org', { headers: { 'x-request-id': 'contract-given-1' } });
+    assert.equal(given.headers.get('x-request-id'), 'contract-given-1');
+    assert.equal(assertProblem(given, 404, 'organization_not_found').requestId, 'contract-given-1');
+    const [line] = await accessLog(server, 'contract-given-1');
+    assert.equal(line?.status, 404);
+    assert.equal(line?.path, '/v1/orgs/no-such-org');
+
+    const insane = await server.http().get('/healthz', { headers: { 'x-request-id': 'has spaces and "quotes"' } });
+    assert.match(insane.headers.get('x-request-id') ?? '', UUID);
+    const first = await server.http().get('/healthz');
+    const second = await server.http().get('/healthz');
+    assert.match(first.headers.get('x-request-id') ?? '', UUID);
+    assert.notEqual(first.headers.get('x-request-id'), second.headers.get('x-request-id'));
+  });
+
+  it('writes exactly one access-log line per request', async () => {
+    const requests: Array<[string, string, number]> = [['GET', '/healthz', 200], ['GET', '/v1/orgs', 200], ['DELETE', '/v1/orgs', 405], ['GET', '/nope', 404], ['GET', '/v1/orgs/default', 200]];
+    for (const [i, [method, path, status]] of requests.entries()) {
+      const id = `contract-log-${i}`;
+      assert.equal((await server.owner.http.request(method, path, { headers: { 'x-request-id': id } })).status, status);
+      const lines = await accessLog(server, id);
+      assert.equal(lines.length, 1, `${method} ${path}`);
+      assert.deepEqual([lines[0]!.method, lines[0]!.path, lines[0]!.status], [method, path, status]);
+    }
+  });
+
+  it('never logs a credential', async () => {
+    const planted = 'planted-token-value-that-must-not-be-logged';
+    await server.http(planted).get('/v1/orgs', { headers: { 'x-request-id': 'contract-planted' } });
+    await server.owner.http.get('/v1/orgs', { headers: { 'x-request-id': 'contract-owner' } });
+    assert.equal((await accessLog(server, 'contract-planted')).length, 1);
+    assert.equal((await accessLog(server, 'contract-owner')).length, 1);
+    for (const secret of [planted, server.owner.token, server.bootstrap.clientSecret]) {
+      assert.deepEqual(server.logs.filter((l) => l.includes(secret)), []);
+    }
+    assert.deepEqual(server.logs.filter((l) => /bearer /i.test(l)), []);
+  });
+
+  it('answers /healthz and /readyz', async () => {
+    const health = await server.http().get('/healthz');
+    assert.deepEqual([health.status, health.body], [200, { status: 'ok' }]);
+    const ready = await server.http().get('/readyz');
+    assert.deepEqual([ready.status, ready.body], [200, { status: 'ready' }]);
+  });
+
+  it('answered only statuses the routes declare', () => {
+    assert.deepEqual(server.undeclared, []);
+  });
+});
+
+describe('readiness without a database', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer(); });
+  after(async () => { await server.close(); });
+
+  it('answers /readyz 503 with Retry-After once the database is gone, while /healthz stays 200', async () => {
+    await server.core.database.close();
+    const ready = await server.http().get('/readyz');
+    assertProblem(ready, 503, 'unavailable');
+    assert.ok(Number(ready.headers.get('retry-after')) > 0);
+    assert.equal((await server.http().get('/healthz')).status, 200);
+    assert.deepEqual(server.undeclared, []);
+  });
+});

@@ -1,0 +1,100 @@
+// /openapi.json is generated from the route schemas: it must be OpenAPI 3.1, lint clean with a
+// standard linter, and state every operation's whole contract. /docs renders it.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createConfig, lintFromString } from '@redocly/openapi-core';
+import { startServer, type TestServer } from '../support/harness.js';
+import { loadRoleMatrix, type DocOperation } from '../support/role-matrix.js';
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+describe('OpenAPI document and reference page', () => {
+  let server: TestServer;
+  let doc: any;
+  let operations: DocOperation[];
+  before(async () => {
+    server = await startServer();
+    const res = await server.http().get('/openapi.json');
+    assert.equal(res.status, 200);
+    doc = res.body;
+    operations = (await loadRoleMatrix()).operationsOf(doc);
+  });
+  after(async () => { await server.close(); });
+
+  it('is OpenAPI 3.1 describing this server', () => {
+    assert.match(doc.openapi, /^3\.1\.\d+$/);
+    assert.equal(doc.servers[0].url, server.config.baseUrl);
+    assert.ok(doc.components.schemas.Problem, 'the problem schema is shared under components.schemas');
+    assert.ok(operations.length >= 15, `only ${operations.length} operations`);
+  });
+
+  it('lints clean with the Redocly recommended ruleset', async () => {
+    const config = await createConfig({ extends: ['recommended'] });
+    const problems = await lintFromString({ source: JSON.stringify(doc), absoluteRef: `${server.url}/openapi.json`, config });
+    // The one exception, derived rather than listed: `operation-4xx-response` wants a 4XX on every
+    // operation, but a public operation that takes no input at all (health, readiness, JWKS,
+    // discovery) has no client error it could answer, and declaring one would be untrue.
+    const inputless = new Set(operations
+      .filter(({ path, operation }) => operation.security?.length === 0 && !path.includes('{') && !operation.parameters?.length && !operation.requestBody)
+      .map(({ method, path }) => `#/paths/${path.replace(/~/g, '~0').replace(/\//g, '~1')}/${method.toLowerCase()}/responses`));
+    const remaining = problems
+      .filter((p) => !(p.ruleId === 'operation-4xx-response' && inputless.has(p.location[0]?.pointer ?? '')))
+      .map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location[0]?.pointer ?? '?'}`);
+    assert.deepEqual(remaining, []);
+  });
+
+  it('states every operation\'s whole contract', () => {
+    const tags = new Set((doc.tags as Array<{ name: string }>).map((t) => t.name));
+    const ids = new Set<string>();
+    const failures: string[] = [];
+    for (const { method, path, operation } of operations) {
+      const label = `${method} ${path}`;
+      const responses = operation.responses as Record<string, any>;
+      const expect = (ok: boolean, what: string) => { if (!ok) failures.push(`${label}: ${what}`); };
+      expect(/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)+$/.test(operation.operationId ?? ''), `operationId "${operation.operationId}" is not a dotted feature.verb`);
+      expect(!ids.has(operation.operationId), `operationId ${operation.operationId} repeats`);
+      ids.add(operation.operationId);
+      expect(operation.tags?.length > 0 && operation.tags.every((t: string) => tags.has(t)), `tags ${JSON.stringify(operation.tags)} are not all in the tag list`);
+      expect(typeof operation.summary === 'string' && operation.summary.length > 0, 'no summary');
+      expect(Object.keys(responses).some((s) => /^2\d\d$/.test(s)), 'no 2xx response');
+      expect(Array.isArray(operation.security), 'security is not stated (public operations say [])');
+
+      const shared = ['5XX'];
+      const bearer = (operation.security ?? []).some((r: Record<string, unknown>) => 'bearerAuth' in r);
+      if (bearer) {
+        shared.push('401', '403', '429');
+        if (path.includes('{')) shared.push('404');
+        expect(typeof operation['x-required-role'] === 'string', 'no x-required-role');
+      }
+      // The OAuth endpoints answer RFC 6749 errors instead of problems; they declare their own.
+      const oauth = (operation.security ?? []).some((r: Record<string, unknown>) => 'clientBasic' in r);
+      if (!oauth && BODY_METHODS.has(method)) shared.push('400', '413', '415');
+      for (const status of shared) {
+        const response = responses[status];
+        if (response === undefined) {
+          failures.push(`${label}: no ${status} response`);
+          continue;
+        }
+        if (oauth) continue;
+        expect(response.content?.['application/problem+json']?.schema?.$ref === '#/components/schemas/Problem', `${status} is not an application/problem+json Problem`);
+      }
+    }
+    assert.deepEqual(failures, []);
+  });
+
+  it('serves an API reference page at /docs whose assets load', async () => {
+    const page = await fetch(`${server.url}/docs`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+    const html = await page.text();
+    assert.match(html, /<title>Slipway API reference<\/title>/);
+    const scripts = [...html.matchAll(/<script[^>]+src="([^"]+)"/g)].map((m) => m[1]!);
+    assert.ok(scripts.length > 0, 'the page references no script');
+    for (const src of scripts) {
+      const asset = await fetch(new URL(src, `${server.url}/docs/`));
+      assert.equal(asset.status, 200, src);
+      assert.match(asset.headers.get('content-type') ?? '', /javascript/, src);
+      assert.ok((await asset.text()).length > 0, src);
+    }
+  });
+});

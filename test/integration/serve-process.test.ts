@@ -1,0 +1,151 @@
+// `slipway serve` as a real child process: the first start bootstraps, SIGTERM lets an in-flight
+// request finish and closes the database cleanly, a second start does not bootstrap again, and
+// `--workers 2` serves one port from two processes.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { clientCredentialsGrant, freePort, httpClient, tempDir, testDatabase, TEST_DB, type Credentials } from '../support/harness.js';
+import { spawnServe, type ServeProcess } from '../support/processes.js';
+
+const listening = (line: { msg?: string }) => line.msg === 'slipway listening';
+
+async function accessToken(boot: Credentials): Promise<string> {
+  const res = await clientCredentialsGrant(boot.tokenUrl, boot, boot.scope);
+  const body = (await res.json()) as { access_token: string };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body.access_token;
+}
+
+/** A GET on a connection of its own (the cluster hands each new connection to the next worker). */
+function getOnNewConnection(port: number, urlPath: string, requestId: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: urlPath, agent: false, headers: { 'x-request-id': requestId } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode!));
+    }).on('error', reject);
+  });
+}
+
+describe('slipway serve (child process)', () => {
+  let dataDir: string;
+  let database: Awaited<ReturnType<typeof testDatabase>>;
+  let env: Record<string, string>;
+  let port: number;
+  let first: ServeProcess;
+  let boot: Credentials;
+  const running: ServeProcess[] = [];
+
+  before(async () => {
+    dataDir = tempDir('slipway-serve-');
+    database = await testDatabase();
+    port = await freePort();
+    env = { SLIPWAY_DATA_DIR: dataDir, SLIPWAY_PORT: String(port), SLIPWAY_LOG_LEVEL: 'info', ...(database.url ? { SLIPWAY_DATABASE_URL: database.url } : {}) };
+  });
+  after(async () => {
+    for (const proc of running) if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
+    await Promise.all(running.map((p) => p.exited));
+    await database.drop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  function serve(args: string[], extraEnv: Record<string, string> = {}): ServeProcess {
+    const proc = spawnServe(args, { ...env, ...extraEnv });
+    running.push(proc);
+    return proc;
+  }
+
+  it('bootstraps on first start: bootstrap.json (0600) with working credentials, named in the log without the secret', async () => {
+    first = serve([]);
+    await first.waitForLog(listening, 'that it listens');
+    const file = path.join(dataDir, 'bootstrap.json');
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    boot = JSON.parse(fs.readFileSync(file, 'utf8')) as Credentials;
+    assert.deepEqual(Object.keys(boot).sort(), ['clientId', 'clientSecret', 'orgId', 'scope', 'tokenUrl']);
+    assert.equal(boot.tokenUrl, `http://127.0.0.1:${port}/oauth/v2/token`);
+    assert.ok(first.logs().some((l) => l.file === file && /bootstrap/.test(String(l.msg))), 'the log names the bootstrap file');
+    const token = await accessToken(boot);
+    assert.equal((await httpClient(`http://127.0.0.1:${port}`, token).get('/v1/orgs/default')).body.id, boot.orgId);
+    for (const secret of [boot.clientSecret, token]) assert.deepEqual(first.output.filter((l) => l.includes(secret)), []);
+  });
+
+  it('on SIGTERM finishes the request in flight, closes the database cleanly and exits 0', async () => {
+    const token = await accessToken(boot);
+    const secrets = Array.from({ length: 1000 }, (_, i) => ({ name: `inflight-${i}`, values: { KEY: `value-${i}` } }));
+    const body = JSON.stringify({ secrets });
+    // `Expect: 100-continue` holds the request open deterministically: the server has received it
+    // (and said so with 100 Continue) but waits for the body, which is sent only after SIGTERM. The
+    // connection is keep-alive, as most clients' are: it must not hold the server open afterwards.
+    const agent = new http.Agent({ keepAlive: true });
+    const req = http.request({
+      host: '127.0.0.1', port, method: 'POST', path: '/v1/orgs/default/secrets', agent,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), expect: '100-continue' },
+    });
+    const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => { text += chunk.toString('utf8'); });
+        res.on('end', () => resolve({ status: res.statusCode!, text }));
+      });
+      req.on('error', reject);
+    });
+    await new Promise<void>((resolve) => { req.once('continue', () => resolve()); req.flushHeaders(); });
+
+    first.child.kill('SIGTERM');
+    await first.waitForLog((l) => /shutting down/.test(String(l.msg)), 'that it is shutting down');
+    req.end(body);
+
+    const res = await response;
+    assert.equal(res.status, 201, res.text);
+    assert.equal((JSON.parse(res.text) as { secrets: unknown[] }).secrets.length, 1000);
+    assert.deepEqual(await first.exited, { code: 0, signal: null });
+    agent.destroy();
+    assert.ok(first.logs().some((l) => l.msg === 'stopped cleanly'), first.output.join('\n'));
+    // A clean SQLite close checkpoints the write-ahead log into the database file and removes it.
+    if (TEST_DB === 'sqlite') assert.equal(fs.existsSync(path.join(dataDir, 'slipway.db-wal')), false);
+  });
+
+  it('does not bootstrap again on a second start, and keeps what the first one wrote', async () => {
+    const before = fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8');
+    const second = serve([]);
+    await second.waitForLog(listening, 'that it listens');
+    assert.equal(second.logs().some((l) => /bootstrap|first start/.test(String(l.msg))), false);
+    assert.equal(fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8'), before);
+
+    const api = httpClient(`http://127.0.0.1:${port}`, await accessToken(boot));
+    const names: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { status: number; text: string; body: { secrets: Array<{ name: string }>; nextCursor: string | null } } = await api.get(`/v1/orgs/default/secrets?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      assert.equal(page.status, 200, page.text);
+      names.push(...page.body.secrets.map((s) => s.name));
+      cursor = page.body.nextCursor;
+    } while (cursor);
+    assert.equal(names.filter((n) => n.startsWith('inflight-')).length, 1000);
+
+    second.child.kill('SIGTERM');
+    assert.deepEqual(await second.exited, { code: 0, signal: null });
+  });
+
+  it('--workers 2 serves one port from two worker processes', async () => {
+    const workersPort = await freePort();
+    const cluster = serve(['--workers', '2'], { SLIPWAY_PORT: String(workersPort) });
+    const listeningPids = () => new Set(cluster.logs().filter(listening).map((l) => l.pid));
+    await cluster.waitForLog((l) => listening(l) && listeningPids().size >= 2, 'two workers listening');
+    const workers = listeningPids();
+    assert.equal(workers.has(cluster.child.pid), false, 'the primary only supervises');
+
+    const answeredBy = new Set<number | undefined>();
+    for (let i = 0; i < 10; i++) {
+      const id = `workers-${i}`;
+      assert.equal(await getOnNewConnection(workersPort, '/healthz', id), 200);
+      answeredBy.add((await cluster.waitForLog((l) => l.requestId === id && l.msg === 'request', `the access log of ${id}`)).pid);
+    }
+    assert.deepEqual([...answeredBy].sort(), [...workers].sort());
+
+    cluster.child.kill('SIGTERM');
+    assert.deepEqual(await cluster.exited, { code: 0, signal: null });
+    assert.equal(cluster.logs().filter((l) => l.msg === 'stopped cleanly').length, 2);
+  });
+});

@@ -1,0 +1,108 @@
+// The real `slipway` program as child processes: one-shot CLI commands, and `serve` running in the
+// background with its log lines collected.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** The compiled CLI entry of this build (test/support → src/cli in the same output directory). */
+export const CLI_ENTRY = fileURLToPath(new URL('../../src/cli/run.js', import.meta.url));
+
+/** The parent's environment without SLIPWAY_* settings (a developer's own must not leak in), plus `env`. */
+function childEnv(env: Record<string, string>): Record<string, string> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([key, value]) => !key.startsWith('SLIPWAY_') && value !== undefined)) as Record<string, string>;
+  return { ...clean, ...env };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString('utf8'); });
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Runs a command that must succeed with --json and returns what it printed. */
+export async function cliJson<T = any>(args: string[], env: Record<string, string>): Promise<T> {
+  const result = await runCli([...args, '--json'], env);
+  if (result.code !== 0) throw new Error(`slipway ${args.join(' ')} exited ${result.code}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+export interface LogLine {
+  msg?: string;
+  pid?: number;
+  level?: string;
+  [key: string]: unknown;
+}
+
+export interface ServeProcess {
+  child: ChildProcess;
+  /** Every line the process wrote to stdout or stderr, raw. */
+  output: string[];
+  /** The JSON log lines among them. */
+  logs(): LogLine[];
+  /** Resolves with the first log line (already written or still to come) that matches; rejects if the process exits first. */
+  waitForLog(match: (line: LogLine) => boolean, what: string): Promise<LogLine>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function spawnServe(args: string[], env: Record<string, string>): ServeProcess {
+  const child = spawn(process.execPath, [CLI_ENTRY, 'serve', ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  const waiters = new Set<() => void>();
+  let exitedWith: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  for (const stream of [child.stdout!, child.stderr!]) {
+    let partial = '';
+    stream.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop()!;
+      output.push(...lines.filter(Boolean));
+      for (const wake of waiters) wake();
+    });
+  }
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('close', (code, signal) => {
+      exitedWith = { code, signal };
+      for (const wake of waiters) wake();
+      resolve(exitedWith);
+    });
+  });
+  const logs = (): LogLine[] => output.flatMap((line) => {
+    try {
+      return [JSON.parse(line) as LogLine];
+    } catch {
+      return [];
+    }
+  });
+  return {
+    child,
+    output,
+    logs,
+    exited,
+    waitForLog(match, what) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const found = logs().find(match);
+          if (found) {
+            waiters.delete(check);
+            resolve(found);
+          } else if (exitedWith) {
+            waiters.delete(check);
+            reject(new Error(`slipway serve exited (${JSON.stringify(exitedWith)}) before logging ${what}:\n${output.join('\n')}`));
+          }
+        };
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}

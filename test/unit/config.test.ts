@@ -1,0 +1,85 @@
+// Configuration: defaults, flags over environment, and one clear line naming the variable for every
+// invalid value.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { ConfigError, loadConfig, redactUrl } from '../../src/platform/config.js';
+
+/** The ConfigError message `loadConfig` throws for this environment (fails if it does not throw). */
+function refusal(env: Record<string, string>, flags: Record<string, string> = {}): string {
+  try {
+    loadConfig(env, flags, '/srv');
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, `not a ConfigError: ${String(error)}`);
+    return error.message;
+  }
+  assert.fail(`accepted ${JSON.stringify(env)} ${JSON.stringify(flags)}`);
+}
+
+describe('configuration', () => {
+  it('needs nothing: SQLite in ./.slipway on 127.0.0.1:8080', () => {
+    const config = loadConfig({}, {}, '/srv/app');
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.port, 8080);
+    assert.equal(config.dataDir, '/srv/app/.slipway');
+    assert.equal(config.databaseUrl, null);
+    assert.equal(config.baseUrl, 'http://127.0.0.1:8080');
+    assert.equal(config.authUrl, 'http://127.0.0.1:8080');
+    assert.equal(config.masterKey, null);
+    assert.equal(config.idpName, 'slipway');
+    assert.equal(config.tokenTtlSeconds, 43200);
+    assert.equal(config.logLevel, 'info');
+    assert.equal(config.workers, 1);
+  });
+
+  it('takes flags over environment variables, and treats empty values as unset', () => {
+    const config = loadConfig({ SLIPWAY_PORT: '9000', SLIPWAY_DATA_DIR: 'data', SLIPWAY_LOG_LEVEL: '' }, { port: '9100' }, '/srv');
+    assert.equal(config.port, 9100);
+    assert.equal(config.dataDir, '/srv/data');
+    assert.equal(config.logLevel, 'info');
+    assert.equal(config.baseUrl, 'http://127.0.0.1:9100');
+  });
+
+  it('derives callable default URLs from the listen address', () => {
+    assert.equal(loadConfig({ SLIPWAY_HOST: '0.0.0.0' }).baseUrl, 'http://127.0.0.1:8080');
+    assert.equal(loadConfig({ SLIPWAY_HOST: '::' }).baseUrl, 'http://[::1]:8080');
+    assert.equal(loadConfig({ SLIPWAY_HOST: '::1' }).baseUrl, 'http://[::1]:8080');
+    const split = loadConfig({ SLIPWAY_BASE_URL: 'https://api.example.test/', SLIPWAY_AUTH_URL: 'https://login.example.test/auth//' });
+    assert.deepEqual([split.baseUrl, split.authUrl], ['https://api.example.test', 'https://login.example.test/auth']);
+  });
+
+  it('refuses each invalid value with one line naming the variable', () => {
+    const cases: Array<[string, string]> = [
+      ['SLIPWAY_PORT', 'abc'], ['SLIPWAY_PORT', '65536'], ['SLIPWAY_PORT', '-1'], ['SLIPWAY_PORT', '80.5'],
+      ['SLIPWAY_DATABASE_URL', 'mysql://db/app'],
+      ['SLIPWAY_BASE_URL', 'not a url'], ['SLIPWAY_AUTH_URL', 'ftp://files.example.test'],
+      ['SLIPWAY_MASTER_KEY', Buffer.alloc(16).toString('base64')],
+      ['SLIPWAY_IDP_NAME', 'Not Lowercase'], ['SLIPWAY_PROJECT_ID', 'abc'],
+      ['SLIPWAY_TOKEN_TTL', '10'], ['SLIPWAY_LOG_LEVEL', 'loud'], ['SLIPWAY_WORKERS', '0'],
+      ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'],
+      ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'], ['SLIPWAY_TRUSTED_ISSUER', 'https://issuer.example.test'],
+    ];
+    for (const [variable, value] of cases) {
+      const message = refusal({ [variable]: value });
+      assert.ok(message.startsWith(variable), `${variable}=${value}: ${message}`);
+      assert.ok(!message.includes('\n'), `${variable}: more than one line`);
+    }
+  });
+
+  it('names the flag when the bad value came from one', () => {
+    assert.match(refusal({}, { port: 'abc' }), /^--port \(SLIPWAY_PORT\) must be a whole number/);
+  });
+
+  it('never repeats a database password in an error', () => {
+    const message = refusal({ SLIPWAY_DATABASE_URL: 'mysql://app:hunter2@db/app' });
+    assert.ok(!message.includes('hunter2'), message);
+    assert.equal(redactUrl('postgres://app:hunter2@db:5432/app'), 'postgres://app:***@db:5432/app');
+  });
+
+  it('accepts every port and refuses everything that is not one (property)', () => {
+    fc.assert(fc.property(fc.integer({ min: 0, max: 65535 }), (port) => loadConfig({ SLIPWAY_PORT: String(port) }).port === port));
+    fc.assert(fc.property(fc.string({ minLength: 1 }).filter((s) => !/^\d+$/.test(s)), (value) => {
+      assert.match(refusal({ SLIPWAY_PORT: value }), /^SLIPWAY_PORT must be a whole number from 0 to 65535/);
+    }));
+  });
+});
