@@ -13,6 +13,7 @@ import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { App } from './app-types.js';
 import { createErrorHandler, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
+import { createValidatorCompiler } from './validators.js';
 import { registerOpenApi, type OpenApiOptions } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
 
@@ -47,13 +48,9 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    ajv: {
-      customOptions: { removeAdditional: false, allErrors: true, verbose: true, coerceTypes: 'array', useDefaults: true },
-      // `x-limit` names the setting behind a maxItems/maxLength, so the problem can name it too.
-      plugins: [((ajv: { addKeyword(def: unknown): unknown }) => ajv.addKeyword({ keyword: 'x-limit', schemaType: 'string' })) as never],
-    },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
+  app.setValidatorCompiler(createValidatorCompiler());
   app.decorateRequest('principal', null);
   app.decorateRequest('org', null);
   app.decorateRequest('ctx', null as never);

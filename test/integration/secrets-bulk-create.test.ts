@@ -76,6 +76,10 @@ describe('bulk create secrets: refusals', () => {
     for (const p of ['/secrets/0/name', '/secrets/1/values/9KEY', '/secrets/2/values', '/secrets/3/values/A']) assert.ok(pointers.includes(p), `${p} in ${pointers}`);
     assert.equal((await post([{ name: 'x'.repeat(129), values: { A: '1' } }])).status, 400);
     assert.equal((await post([{ name: 'ok', values: { A: '1' }, extra: true }])).status, 400);
+    // Values are strings: a number or a boolean is refused, not converted.
+    const typed = await post([{ name: 'typed', values: { PORT: 5432, DEBUG: true } }]);
+    assert.equal(typed.status, 400);
+    assert.deepEqual(typed.body.errors.map((e: any) => e.pointer).sort(), ['/secrets/0/values/DEBUG', '/secrets/0/values/PORT']);
   });
 
   it('refuses each documented limit with a problem that names it', async () => {
