@@ -1,0 +1,130 @@
+import { sql, type Updateable } from 'kysely';
+import type { Executor } from '../../platform/db/database.js';
+import type { DeploymentLogsTable, DeploymentsTable } from '../../platform/db/schema.js';
+
+export type DeploymentRow = DeploymentsTable;
+export type DeploymentPatch = Omit<Updateable<DeploymentsTable>, 'id' | 'org_id' | 'service_id' | 'environment_id' | 'snapshot'>;
+export type LogRow = DeploymentLogsTable;
+
+export interface DeploymentFilter {
+  serviceId?: string | undefined;
+  environmentId?: string | undefined;
+  states?: string[] | undefined;
+  after: string | null;
+  limit: number;
+}
+
+// Rows per INSERT statement: well under both databases' bound-parameter limits.
+const CHUNK = 500;
+
+export const deploymentsRepo = {
+  async insert(db: Executor, row: DeploymentRow): Promise<void> {
+    await db.insertInto('deployments').values(row).execute();
+  },
+
+  async findInOrg(db: Executor, orgId: string, id: string): Promise<DeploymentRow | undefined> {
+    return db.selectFrom('deployments').selectAll().where('id', '=', id).where('org_id', '=', orgId).executeTakeFirst();
+  },
+
+  /** Newest first. */
+  async list(db: Executor, orgId: string, f: DeploymentFilter): Promise<DeploymentRow[]> {
+    let q = db.selectFrom('deployments').selectAll().where('org_id', '=', orgId);
+    if (f.serviceId !== undefined) q = q.where('service_id', '=', f.serviceId);
+    if (f.environmentId !== undefined) q = q.where('environment_id', '=', f.environmentId);
+    if (f.states !== undefined && f.states.length > 0) q = q.where('state', 'in', f.states);
+    if (f.after !== null) q = q.where('id', '<', f.after);
+    return q.orderBy('id', 'desc').limit(f.limit + 1).execute();
+  },
+
+  /** The compare-and-set under every state change: no row back means the deployment was not as expected. */
+  async compareAndSet(db: Executor, c: {
+    orgId: string; id: string; from: string; set: DeploymentPatch; leaseToken?: string | undefined; leaseExpiredBefore?: string | undefined;
+  }): Promise<DeploymentRow | undefined> {
+    let q = db.updateTable('deployments').set(c.set).where('id', '=', c.id).where('org_id', '=', c.orgId).where('state', '=', c.from);
+    if (c.leaseToken !== undefined) q = q.where('lease_token', '=', c.leaseToken);
+    if (c.leaseExpiredBefore !== undefined) q = q.where('lease_expires_at', '<', c.leaseExpiredBefore);
+    return q.returningAll().executeTakeFirst();
+  },
+
+  /**
+   * The oldest claimable deployment: queued, in one of the environments (all when null), and the
+   * oldest unfinished one of its service and environment (nothing of that pair in progress, nothing
+   * older queued). `lock` takes it with FOR UPDATE SKIP LOCKED (PostgreSQL): concurrent claimers
+   * pass over each other's rows instead of waiting on them.
+   */
+  async findClaimable(db: Executor, orgId: string, environmentIds: string[] | null, lock: boolean): Promise<string | undefined> {
+    let q = db.selectFrom('deployments as d').select('d.id')
+      .where('d.org_id', '=', orgId)
+      .where('d.state', '=', 'queued')
+      .where(({ not, exists, selectFrom, or, and }) => not(exists(
+        selectFrom('deployments as o').select(sql<number>`1`.as('one'))
+          .whereRef('o.service_id', '=', 'd.service_id')
+          .whereRef('o.environment_id', '=', 'd.environment_id')
+          .where((w) => or([w('o.state', '=', 'in_progress'), and([w('o.state', '=', 'queued'), w('o.id', '<', w.ref('d.id'))])])),
+      )));
+    if (environmentIds !== null) q = q.where('d.environment_id', 'in', environmentIds);
+    q = q.orderBy('d.id', 'asc').limit(1);
+    if (lock) q = q.forUpdate('d').skipLocked();
+    return (await q.executeTakeFirst())?.id;
+  },
+
+  /** In-progress deployments whose lease ran out (of one organization, or of all). */
+  async expiredLeases(db: Executor, now: string, orgId: string | null, limit: number): Promise<Array<Pick<DeploymentRow, 'id' | 'org_id' | 'attempt' | 'lease_token'>>> {
+    let q = db.selectFrom('deployments').select(['id', 'org_id', 'attempt', 'lease_token'])
+      // A literal, so that both databases can plan with the partial lease index.
+      .where('state', '=', sql.lit('in_progress')).where('lease_expires_at', '<', now);
+    if (orgId !== null) q = q.where('org_id', '=', orgId);
+    return q.orderBy('lease_expires_at', 'asc').limit(limit).execute();
+  },
+
+  /** The succeeded (serving) deployment of a service in an environment, other than `exceptId`. */
+  async succeededOf(db: Executor, serviceId: string, environmentId: string, exceptId: string): Promise<DeploymentRow | undefined> {
+    return db.selectFrom('deployments').selectAll()
+      .where('service_id', '=', serviceId).where('environment_id', '=', environmentId).where('state', '=', 'succeeded').where('id', '!=', exceptId)
+      .executeTakeFirst();
+  },
+
+  /** Succeeded deployments in an environment: what serves there, one per service. */
+  async activeIn(db: Executor, orgId: string, environmentId: string, opts: { serviceId?: string | undefined; after: string | null; limit: number }): Promise<DeploymentRow[]> {
+    let q = db.selectFrom('deployments').selectAll()
+      .where('org_id', '=', orgId).where('environment_id', '=', environmentId).where('state', '=', 'succeeded');
+    if (opts.serviceId !== undefined) q = q.where('service_id', '=', opts.serviceId);
+    if (opts.after !== null) q = q.where('id', '<', opts.after);
+    return q.orderBy('id', 'desc').limit(opts.limit + 1).execute();
+  },
+
+  async withStates(db: Executor, column: 'service_id' | 'environment_id', id: string, states: readonly string[], limit: number): Promise<Array<Pick<DeploymentRow, 'id' | 'state'>>> {
+    return db.selectFrom('deployments').select(['id', 'state']).where(column, '=', id).where('state', 'in', [...states]).orderBy('id').limit(limit).execute();
+  },
+
+  /** Deletes every deployment (and its log) of a service or an environment. */
+  async deleteAllOf(db: Executor, column: 'service_id' | 'environment_id', id: string): Promise<number> {
+    await db.deleteFrom('deployment_logs')
+      .where('deployment_id', 'in', (eb) => eb.selectFrom('deployments').select('id').where(column, '=', id))
+      .execute();
+    const result = await db.deleteFrom('deployments').where(column, '=', id).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  },
+
+  /**
+   * The fenced touch behind heartbeats and log appends: renews the lease and reserves `lines`
+   * log sequence numbers, only while the deployment is in progress under this lease token.
+   */
+  async renewLease(db: Executor, c: { orgId: string; id: string; leaseToken: string; expiresAt: string; lines: number }): Promise<DeploymentRow | undefined> {
+    return db.updateTable('deployments')
+      .set((eb) => ({ lease_expires_at: c.expiresAt, log_seq: eb('log_seq', '+', c.lines) }))
+      .where('id', '=', c.id).where('org_id', '=', c.orgId).where('state', '=', 'in_progress').where('lease_token', '=', c.leaseToken)
+      .returningAll()
+      .executeTakeFirst();
+  },
+
+  async insertLogs(db: Executor, rows: LogRow[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += CHUNK) await db.insertInto('deployment_logs').values(rows.slice(i, i + CHUNK)).execute();
+  },
+
+  async readLogs(db: Executor, deploymentId: string, after: number, limit: number): Promise<LogRow[]> {
+    return db.selectFrom('deployment_logs').selectAll()
+      .where('deployment_id', '=', deploymentId).where('seq', '>', after)
+      .orderBy('seq', 'asc').limit(limit + 1).execute();
+  },
+};

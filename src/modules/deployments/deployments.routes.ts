@@ -1,0 +1,105 @@
+import type { App } from '../../http/app-types.js';
+import { problems } from '../../http/openapi.js';
+import { OrgParams } from '../../http/schemas.js';
+import type { Limits } from '../../platform/config.js';
+import { EnvironmentParams } from '../environments/environments.schemas.js';
+import {
+  ActiveQuery, CancelBody, createDeploymentBody, DeploymentList, DeploymentListQuery, DeploymentParams, DeploymentSchema, LogPage, LogQuery,
+  RollbackBody,
+} from './deployments.schemas.js';
+import type { DeploymentsService } from './deployments.service.js';
+
+const tags = ['deployments'];
+
+export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsService; limits: Limits }): void {
+  const { deployments } = deps;
+
+  app.post('/v1/orgs/:orgId/deployments', {
+    config: { auth: 'developer', operation: 'deployments.create' },
+    schema: {
+      tags,
+      summary: 'Deploy a service into an environment',
+      description: 'Queues a deployment of the service (id or name) into the environment (id or name). It snapshots the service\'s spec with `variables` applied over its own and pins each referenced secret to its current version; later changes to the service or the secrets do not change it. ' +
+        'A protected environment takes deployments from admins and owners only (403 `environment_protected`). A secret or key the spec names that no longer exists is 422 `unknown_secret_reference`; a variable that would be set twice is 422 `variable_conflict`.',
+      params: OrgParams,
+      body: createDeploymentBody(deps.limits),
+      response: { 201: DeploymentSchema, ...problems(422) },
+    },
+  }, async (req, reply) => {
+    reply.code(201);
+    return deployments.create(req.ctx, req.org!.id, req.body);
+  });
+
+  app.get('/v1/orgs/:orgId/deployments', {
+    config: { auth: 'viewer', operation: 'deployments.list' },
+    schema: {
+      tags,
+      summary: 'List deployments, newest first, by service, environment and state',
+      params: OrgParams,
+      querystring: DeploymentListQuery,
+      response: { 200: DeploymentList },
+    },
+  }, async (req) => {
+    const page = await deployments.list(req.org!.id, req.query);
+    return { deployments: page.items, nextCursor: page.nextCursor };
+  });
+
+  app.get('/v1/orgs/:orgId/deployments/:id', {
+    config: { auth: 'viewer', operation: 'deployments.get' },
+    schema: { tags, summary: 'Get a deployment', params: DeploymentParams, response: { 200: DeploymentSchema } },
+  }, async (req) => deployments.get(req.org!.id, req.params.id));
+
+  app.post('/v1/orgs/:orgId/deployments/:id/cancel', {
+    config: { auth: 'developer', operation: 'deployments.cancel' },
+    schema: {
+      tags,
+      summary: 'Cancel a queued or in-progress deployment',
+      description: 'A runner working on it gets 409 `deployment_cancelled` at its next call and stops. Any other state is 409 `invalid_transition`, listing the transitions the deployment still has.',
+      params: DeploymentParams,
+      body: CancelBody,
+      response: { 200: DeploymentSchema, ...problems(409) },
+    },
+  }, async (req) => deployments.cancel(req.ctx, req.org!.id, req.params.id, req.body?.reason));
+
+  app.post('/v1/orgs/:orgId/deployments/:id/rollback', {
+    config: { auth: 'developer', operation: 'deployments.rollback' },
+    schema: {
+      tags,
+      summary: 'Roll back to an earlier succeeded deployment',
+      description: 'Queues a new deployment with that deployment\'s snapshot: the same spec, revision and secret versions. The target must have succeeded (it may have been superseded since); otherwise 409 `not_rollbackable`. Protected environments need admin or owner.',
+      params: DeploymentParams,
+      body: RollbackBody,
+      response: { 201: DeploymentSchema, ...problems(409) },
+    },
+  }, async (req, reply) => {
+    reply.code(201);
+    return deployments.rollback(req.ctx, req.org!.id, req.params.id, req.body ?? {});
+  });
+
+  app.get('/v1/orgs/:orgId/deployments/:id/logs', {
+    config: { auth: 'viewer', operation: 'deployments.logs' },
+    schema: {
+      tags,
+      summary: 'Read a deployment\'s log, in order, a page at a time',
+      description: 'Lines carry a sequence number across attempts. To follow a running deployment, pass the returned `nextAfter` as `after` until `state` is final and `hasMore` is false.',
+      params: DeploymentParams,
+      querystring: LogQuery,
+      response: { 200: LogPage },
+    },
+  }, async (req) => deployments.logs(req.org!.id, req.params.id, req.query));
+
+  app.get('/v1/orgs/:orgId/environments/:env/active', {
+    config: { auth: 'viewer', operation: 'environments.active' },
+    schema: {
+      tags: ['environments', ...tags],
+      summary: 'What is deployed in an environment: the succeeded deployment of each service',
+      description: 'One deployment per service: the latest that succeeded (older ones are `superseded`). Services never deployed here are absent.',
+      params: EnvironmentParams,
+      querystring: ActiveQuery,
+      response: { 200: DeploymentList },
+    },
+  }, async (req) => {
+    const page = await deployments.active(req.org!.id, req.params.env, req.query);
+    return { deployments: page.items, nextCursor: page.nextCursor };
+  });
+}

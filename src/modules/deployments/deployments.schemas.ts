@@ -1,0 +1,105 @@
+// Deployment shapes, shared by the API routes and the runner protocol.
+import { Type, type Static, type TObject } from '@sinclair/typebox';
+import { NullableCursor, OrgIdParam, PageQuery, Timestamp } from '../../http/schemas.js';
+import type { Limits } from '../../platform/config.js';
+import { DeploymentSpec, variablesSchema } from '../services/services.schemas.js';
+import { DEPLOYMENT_STATES } from './deployment-state.js';
+
+export const DeploymentStateSchema = Type.Union(DEPLOYMENT_STATES.map((s) => Type.Literal(s)), {
+  description: 'queued → in_progress → succeeded | failed; queued or in_progress → cancelled; succeeded → superseded when a newer one succeeds; in_progress → queued when its lease expires with attempts left.',
+});
+
+/**
+ * A body that may be left out altogether (`POST …/cancel` with nothing to say): the schema admits
+ * null, which is what the validator sees for a missing body.
+ */
+export function optionalBody<T extends TObject>(schema: T) {
+  return Type.Unsafe<Static<T> | null>({ ...schema, type: ['object', 'null'], description: `${schema.description ?? ''} The body may be omitted.`.trim() });
+}
+
+export const DeploymentSchema = Type.Object({
+  id: Type.String({ examples: ['dep_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
+  service: Type.Object({ id: Type.String(), name: Type.String(), version: Type.Integer({ description: 'The service version the spec was taken from.' }) }),
+  environment: Type.Object({ id: Type.String(), name: Type.String() }),
+  state: DeploymentStateSchema,
+  attempt: Type.Integer({ minimum: 1, description: 'Which attempt this is: one more each time an expired lease re-queues it.' }),
+  revision: Type.Union([Type.String(), Type.Null()], { description: 'The revision label given at creation (a commit, a tag).' }),
+  description: Type.String(),
+  spec: { ...DeploymentSpec, description: 'The resolved spec, frozen at creation: variables with the overrides applied, each secret pinned to a version (never values).' },
+  rollbackOf: Type.Optional(Type.String({ description: 'The deployment this one rolled back to.' })),
+  createdBy: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  startedAt: Type.Optional({ ...Timestamp, description: 'When a runner claimed the current attempt.' }),
+  finishedAt: Type.Optional({ ...Timestamp, description: 'When it succeeded, failed or was cancelled.' }),
+  reason: Type.Optional(Type.String({ description: 'Why it failed, was cancelled, re-queued or superseded.' })),
+  lease: Type.Optional(Type.Object({
+    runner: Type.String({ description: 'The runner service user holding the lease.' }),
+    expiresAt: Timestamp,
+  }, { description: 'In progress only.' })),
+});
+export type Deployment = Static<typeof DeploymentSchema>;
+
+export function createDeploymentBody(limits: Pick<Limits, 'valueChars'>) {
+  return Type.Object({
+    service: Type.String({ minLength: 1, maxLength: 100, description: 'Service id or name.' }),
+    environment: Type.String({ minLength: 1, maxLength: 100, description: 'Environment id or name.' }),
+    revision: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'A label for what is deployed (a commit, a tag, a build number).' })),
+    description: Type.Optional(Type.String({ maxLength: 500 })),
+    variables: Type.Optional(variablesSchema(limits, 'Overrides of (or additions to) the service\'s plain variables, for this deployment only.')),
+  }, { additionalProperties: false });
+}
+export type CreateDeploymentInput = Static<ReturnType<typeof createDeploymentBody>>;
+
+export const DeploymentParams = Type.Object({
+  orgId: OrgIdParam,
+  id: Type.String({ minLength: 1, maxLength: 100, description: 'Deployment id (`dep_…`).' }),
+});
+
+export const DeploymentListQuery = Type.Composite([PageQuery, Type.Object({
+  service: Type.Optional(Type.String({ maxLength: 100, description: 'Only deployments of this service (id or name).' })),
+  environment: Type.Optional(Type.String({ maxLength: 100, description: 'Only deployments into this environment (id or name).' })),
+  state: Type.Optional(Type.Array(DeploymentStateSchema, { maxItems: DEPLOYMENT_STATES.length, description: 'Only deployments in these states (repeat the parameter for several).' })),
+})]);
+
+export const DeploymentList = Type.Object({ deployments: Type.Array(DeploymentSchema, { description: 'Newest first.' }), nextCursor: NullableCursor });
+
+export const ActiveQuery = Type.Composite([PageQuery, Type.Object({
+  service: Type.Optional(Type.String({ maxLength: 100, description: 'Only this service (id or name).' })),
+})]);
+
+export const CancelBody = optionalBody(Type.Object({
+  reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+}, { additionalProperties: false }));
+
+export const RollbackBody = optionalBody(Type.Object({
+  description: Type.Optional(Type.String({ maxLength: 500 })),
+}, { additionalProperties: false }));
+
+export const LogStream = Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('runner')], {
+  description: 'The process\'s stdout or stderr, or the runner\'s own account of what it did.',
+});
+export type LogStreamT = Static<typeof LogStream>;
+
+export const LogLine = Type.Object({
+  seq: Type.Integer({ minimum: 1, description: 'Position in the deployment\'s log: 1, 2, 3, … across all attempts.' }),
+  attempt: Type.Integer({ minimum: 1 }),
+  stream: LogStream,
+  line: Type.String(),
+  at: Timestamp,
+});
+export type LogLineT = Static<typeof LogLine>;
+
+export const LOG_PAGE_MAX = 1000;
+
+export const LogQuery = Type.Object({
+  after: Type.Optional(Type.Integer({ minimum: 0, default: 0, description: 'Lines after this sequence number (0: from the start). Pass `nextAfter` to follow.' })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LOG_PAGE_MAX, default: 200 })),
+});
+
+export const LogPage = Type.Object({
+  lines: Type.Array(LogLine, { description: 'In order.' }),
+  nextAfter: Type.Integer({ description: 'The sequence number to pass as `after` for the next page (or to follow the log).' }),
+  hasMore: Type.Boolean({ description: 'More lines are already stored after this page.' }),
+  state: { ...DeploymentStateSchema, description: 'The deployment\'s state now: a follower stops once it is final and `hasMore` is false.' },
+});

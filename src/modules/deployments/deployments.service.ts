@@ -1,0 +1,190 @@
+// Deployments: one service into one environment, with the spec and secret versions frozen at
+// creation so that it (and any rollback to it) runs exactly what was asked for. Creation is one
+// transaction of a few queries, then a signal wakes a waiting runner.
+import type { RequestContext } from '../../platform/context.js';
+import type { Db, Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { allows } from '../auth/roles.js';
+import { loadEnvironment } from '../environments/environments.service.js';
+import type { EnvironmentRow } from '../environments/environments.repo.js';
+import { appendEvents } from '../events/event-log.js';
+import { pinSecretReferences, referencedSecretNames, type SecretVersionSource } from '../services/service-spec.js';
+import type { DeploymentSpecT, ServiceSpec } from '../services/services.schemas.js';
+import { loadService } from '../services/services.service.js';
+import type { DeploymentSignals } from './deployment-signals.js';
+import { moveDeployment, type DeploymentState } from './deployment-state.js';
+import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
+import type { CreateDeploymentInput, Deployment, LogLineT, LogStreamT } from './deployments.schemas.js';
+
+/** What a deployment froze at creation. */
+export interface Snapshot {
+  service: { id: string; name: string; version: number };
+  environment: { id: string; name: string };
+  spec: DeploymentSpecT;
+}
+
+/** `snapshot` when the caller has it parsed already (it is the row's `snapshot` column). */
+export function toDeployment(row: DeploymentRow, snapshot = JSON.parse(row.snapshot) as Snapshot): Deployment {
+  return {
+    id: row.id,
+    service: snapshot.service,
+    environment: snapshot.environment,
+    state: row.state as DeploymentState,
+    attempt: row.attempt,
+    revision: row.revision,
+    description: row.description,
+    spec: snapshot.spec,
+    ...(row.rollback_of !== null ? { rollbackOf: row.rollback_of } : {}),
+    createdBy: row.created_by,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    ...(row.started_at !== null ? { startedAt: row.started_at } : {}),
+    ...(row.finished_at !== null ? { finishedAt: row.finished_at } : {}),
+    ...(row.reason !== null ? { reason: row.reason } : {}),
+    ...(row.state === 'in_progress' && row.claimed_by !== null && row.lease_expires_at !== null
+      ? { lease: { runner: row.claimed_by, expiresAt: row.lease_expires_at } } : {}),
+  };
+}
+
+export async function loadDeployment(executor: Executor, orgId: string, id: string): Promise<DeploymentRow> {
+  const row = await deploymentsRepo.findInOrg(executor, orgId, id);
+  if (!row) throw errors.notFound('deployment', id);
+  return row;
+}
+
+/** Protected environments take deployments from admins and owners only (and the CLI operator). */
+function assertMayDeploy(ctx: RequestContext, environment: EnvironmentRow): void {
+  if (environment.protected !== 1 || ctx.actor.kind === 'cli') return;
+  if (!allows('admin', ctx.actor.role!, ctx.actor.instanceAdmin)) throw errors.protectedEnvironment(environment.name, ctx.actor.role ?? 'none');
+}
+
+/** Rollback targets: deployments that succeeded, whether or not something has superseded them since. */
+const ROLLBACK_FROM: readonly DeploymentState[] = ['succeeded', 'superseded'];
+
+export interface DeploymentsDeps {
+  db: Db;
+  secrets: SecretVersionSource;
+  signals: Pick<DeploymentSignals, 'notify'>;
+}
+
+export function createDeploymentsService(deps: DeploymentsDeps) {
+  const { db, signals } = deps;
+
+  /** Inserts a queued deployment and its event; the caller's transaction commits both. */
+  async function enqueue(
+    trx: Executor, ctx: RequestContext, orgId: string, snapshot: Snapshot,
+    fields: Pick<DeploymentRow, 'revision' | 'description' | 'rollback_of'>, now: string,
+  ): Promise<Deployment> {
+    const full: DeploymentRow = {
+      ...fields, id: newId('deployment'), org_id: orgId, service_id: snapshot.service.id, environment_id: snapshot.environment.id, snapshot: JSON.stringify(snapshot),
+      state: 'queued', attempt: 1, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
+      log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null,
+    };
+    await deploymentsRepo.insert(trx, full);
+    await appendEvents(trx, ctx, [{
+      orgId, type: 'deployment.created', subject: { type: 'deployment', id: full.id },
+      data: {
+        service: snapshot.service, environment: snapshot.environment, revision: full.revision, state: 'queued', attempt: 1,
+        secretVersions: snapshot.spec.secrets.map((s) => ({ secret: s.secret, version: s.version })),
+        ...(full.rollback_of !== null ? { rollbackOf: full.rollback_of } : {}),
+      },
+    }], now);
+    return toDeployment(full, snapshot);
+  }
+
+  return {
+    async create(ctx: RequestContext, orgId: string, input: CreateDeploymentInput): Promise<Deployment> {
+      const now = new Date().toISOString();
+      const deployment = await db.transaction().execute(async (trx) => {
+        const service = await loadService(trx, orgId, input.service);
+        const environment = await loadEnvironment(trx, orgId, input.environment);
+        assertMayDeploy(ctx, environment);
+        const { variables: base, secrets: refs, ...run } = JSON.parse(service.spec) as ServiceSpec;
+        const variables = { ...base, ...input.variables };
+        const names = referencedSecretNames(refs);
+        const versions = names.length > 0 ? await deps.secrets.currentVersions(trx, orgId, names) : new Map();
+        // Secrets may have changed since the service was saved: check again, against the versions pinned now.
+        const secrets = pinSecretReferences(refs, variables, versions, '/service/spec');
+        const snapshot: Snapshot = {
+          service: { id: service.id, name: service.name, version: service.version },
+          environment: { id: environment.id, name: environment.name },
+          spec: { ...run, variables, secrets },
+        };
+        return enqueue(trx, ctx, orgId, snapshot, { revision: input.revision ?? null, description: input.description ?? '', rollback_of: null }, now);
+      });
+      signals.notify(orgId);
+      return deployment;
+    },
+
+    async list(orgId: string, query: { limit?: number; cursor?: string; service?: string; environment?: string; state?: string[] }): Promise<Page<Deployment>> {
+      const page = pageRequest(query);
+      const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
+      const environmentId = query.environment !== undefined ? (await loadEnvironment(db, orgId, query.environment)).id : undefined;
+      const rows = await deploymentsRepo.list(db, orgId, { ...page, serviceId, environmentId, states: query.state });
+      const result = toPage(rows, page.limit, (r) => r.id);
+      return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
+    },
+
+    async get(orgId: string, id: string): Promise<Deployment> {
+      return toDeployment(await loadDeployment(db, orgId, id));
+    },
+
+    /** Queued or in progress → cancelled; a runner working on it is told to stop at its next call. */
+    async cancel(ctx: RequestContext, orgId: string, id: string, reason?: string): Promise<Deployment> {
+      const now = new Date().toISOString();
+      const { row } = await db.transaction().execute((trx) => moveDeployment(trx, ctx, {
+        orgId, id, to: 'cancelled', set: { finished_at: now, lease_expires_at: null, reason: reason ?? `Cancelled by ${ctx.actor.id}.` },
+      }));
+      // The next deployment of the same service and environment may be claimable now.
+      signals.notify(orgId);
+      return toDeployment(row);
+    },
+
+    /** A new deployment from an earlier succeeded one's snapshot: same spec, same secret versions, same revision. */
+    async rollback(ctx: RequestContext, orgId: string, id: string, input: { description?: string | undefined }): Promise<Deployment> {
+      const now = new Date().toISOString();
+      const deployment = await db.transaction().execute(async (trx) => {
+        const target = await loadDeployment(trx, orgId, id);
+        if (!ROLLBACK_FROM.includes(target.state as DeploymentState)) {
+          throw errors.conflict('not_rollbackable', `Deployment ${id} is ${target.state}: only a deployment that succeeded (succeeded or superseded) can be rolled back to.`, {
+            state: target.state, rollbackFrom: ROLLBACK_FROM,
+          });
+        }
+        assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id));
+        return enqueue(trx, ctx, orgId, JSON.parse(target.snapshot) as Snapshot, {
+          revision: target.revision, description: input.description ?? `Rollback to ${target.id}`, rollback_of: target.id,
+        }, now);
+      });
+      signals.notify(orgId);
+      return deployment;
+    },
+
+    /** What serves in an environment: its succeeded deployment per service. */
+    async active(orgId: string, environment: string, query: { limit?: number; cursor?: string; service?: string }): Promise<Page<Deployment>> {
+      const page = pageRequest(query);
+      const env = await loadEnvironment(db, orgId, environment);
+      const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
+      const result = toPage(await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.id);
+      return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
+    },
+
+    async logs(orgId: string, id: string, query: { after?: number; limit?: number }) {
+      const after = query.after ?? 0;
+      const limit = query.limit ?? 200;
+      // The state is read first: a follower that sees a final state then gets every line written before it.
+      const row = await loadDeployment(db, orgId, id);
+      const lines = await deploymentsRepo.readLogs(db, id, after, limit);
+      const page = lines.slice(0, limit);
+      return {
+        lines: page.map((l): LogLineT => ({ seq: l.seq, attempt: l.attempt, stream: l.stream as LogStreamT, line: l.line, at: l.at })),
+        nextAfter: page.length > 0 ? page[page.length - 1]!.seq : after,
+        hasMore: lines.length > limit,
+        state: row.state as DeploymentState,
+      };
+    },
+  };
+}
+
+export type DeploymentsService = ReturnType<typeof createDeploymentsService>;

@@ -1,0 +1,65 @@
+import type { App } from '../../http/app-types.js';
+import { problems } from '../../http/openapi.js';
+import { OrgParams, PageQuery } from '../../http/schemas.js';
+import { CreateEnvironmentBody, EnvironmentList, EnvironmentParams, EnvironmentSchema, UpdateEnvironmentBody } from './environments.schemas.js';
+import type { EnvironmentsService } from './environments.service.js';
+
+const tags = ['environments'];
+
+export function environmentsRoutes(app: App, deps: { environments: EnvironmentsService }): void {
+  const { environments } = deps;
+
+  app.get('/v1/orgs/:orgId/environments', {
+    config: { auth: 'viewer', operation: 'environments.list' },
+    schema: { tags, summary: 'List environments, oldest first', params: OrgParams, querystring: PageQuery, response: { 200: EnvironmentList } },
+  }, async (req) => {
+    const page = await environments.list(req.org!.id, req.query);
+    return { environments: page.items, nextCursor: page.nextCursor };
+  });
+
+  app.post('/v1/orgs/:orgId/environments', {
+    config: { auth: 'admin', operation: 'environments.create' },
+    schema: {
+      tags,
+      summary: 'Create an environment',
+      description: 'Names are unique in the organization. A `protected` environment accepts deployments from admins and owners only.',
+      params: OrgParams,
+      body: CreateEnvironmentBody,
+      response: { 201: EnvironmentSchema, ...problems(409) },
+    },
+  }, async (req, reply) => {
+    reply.code(201);
+    return environments.create(req.ctx, req.org!.id, req.body);
+  });
+
+  app.get('/v1/orgs/:orgId/environments/:env', {
+    config: { auth: 'viewer', operation: 'environments.get' },
+    schema: { tags, summary: 'Get an environment by id or name', params: EnvironmentParams, response: { 200: EnvironmentSchema } },
+  }, async (req) => environments.get(req.org!.id, req.params.env));
+
+  app.patch('/v1/orgs/:orgId/environments/:env', {
+    config: { auth: 'admin', operation: 'environments.update' },
+    schema: {
+      tags,
+      summary: 'Rename an environment, change its description, protect or unprotect it',
+      description: 'Existing deployments keep the environment name they were created with.',
+      params: EnvironmentParams,
+      body: UpdateEnvironmentBody,
+      response: { 200: EnvironmentSchema, ...problems(409) },
+    },
+  }, async (req) => environments.update(req.ctx, req.org!.id, req.params.env, req.body));
+
+  app.delete('/v1/orgs/:orgId/environments/:env', {
+    config: { auth: 'admin', operation: 'environments.delete' },
+    schema: {
+      tags,
+      summary: 'Delete an environment and its finished deployments',
+      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Finished deployments and their logs are deleted with it; the event log keeps their record.',
+      params: EnvironmentParams,
+      response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) },
+    },
+  }, async (req, reply) => {
+    await environments.remove(req.ctx, req.org!.id, req.params.env);
+    return reply.code(204).send();
+  });
+}

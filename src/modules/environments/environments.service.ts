@@ -1,0 +1,98 @@
+// Environments: where deployments go (`production`, `staging`, …). A protected environment takes
+// deployments from admins and owners only. Deleting one is refused while a deployment into it is
+// queued or in progress.
+import type { RequestContext } from '../../platform/context.js';
+import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { deleteWithDeployments } from '../deployments/deployment-history.js';
+import { appendEvents } from '../events/event-log.js';
+import { environmentsRepo, type EnvironmentRow } from './environments.repo.js';
+import type { Environment } from './environments.schemas.js';
+
+export function toEnvironment(row: EnvironmentRow): Environment {
+  return { id: row.id, name: row.name, description: row.description, protected: row.protected === 1, createdAt: row.created_at, updatedAt: row.updated_at };
+}
+
+const nameTaken = (name: string) =>
+  errors.conflict('environment_name_taken', `An environment named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
+
+/** The environment, by id or name, or the 404. */
+export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string): Promise<EnvironmentRow> {
+  const row = await environmentsRepo.findInOrg(executor, orgId, idOrName);
+  if (!row) throw errors.notFound('environment', idOrName);
+  return row;
+}
+
+export interface EnvironmentInput {
+  name: string;
+  description?: string | undefined;
+  protected?: boolean | undefined;
+}
+
+export function createEnvironmentsService(deps: { db: Db }) {
+  const { db } = deps;
+
+  return {
+    async create(ctx: RequestContext, orgId: string, input: EnvironmentInput): Promise<Environment> {
+      const now = new Date().toISOString();
+      const row: EnvironmentRow = {
+        id: newId('environment'), org_id: orgId, name: input.name, description: input.description ?? '', protected: input.protected ? 1 : 0,
+        created_at: now, updated_at: now,
+      };
+      try {
+        await db.transaction().execute(async (trx) => {
+          await environmentsRepo.insert(trx, row);
+          await appendEvents(trx, ctx, [{
+            orgId, type: 'environment.created', subject: { type: 'environment', id: row.id }, data: { name: row.name, protected: row.protected === 1 },
+          }], now);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw nameTaken(input.name);
+        throw error;
+      }
+      return toEnvironment(row);
+    },
+
+    async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Environment>> {
+      const page = pageRequest(query);
+      const result = toPage(await environmentsRepo.list(db, orgId, page), page.limit, (r) => r.id);
+      return { items: result.items.map(toEnvironment), nextCursor: result.nextCursor };
+    },
+
+    async get(orgId: string, idOrName: string): Promise<Environment> {
+      return toEnvironment(await loadEnvironment(db, orgId, idOrName));
+    },
+
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<EnvironmentInput>): Promise<Environment> {
+      const now = new Date().toISOString();
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const current = await loadEnvironment(trx, orgId, idOrName);
+          const row = await environmentsRepo.update(trx, current.id, {
+            ...(patch.name !== undefined ? { name: patch.name } : {}),
+            ...(patch.description !== undefined ? { description: patch.description } : {}),
+            ...(patch.protected !== undefined ? { protected: patch.protected ? 1 : 0 } : {}),
+            updated_at: now,
+          });
+          await appendEvents(trx, ctx, [{
+            orgId, type: 'environment.updated', subject: { type: 'environment', id: current.id },
+            data: { name: row!.name, changed: Object.keys(patch), protected: row!.protected === 1 },
+          }], now);
+          return toEnvironment(row!);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw nameTaken(patch.name ?? '');
+        throw error;
+      }
+    },
+
+    /** Refused while a deployment into it is queued or in progress; its finished deployments go with it. */
+    async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
+      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'environment', load: loadEnvironment, delete: environmentsRepo.delete });
+    },
+  };
+}
+
+export type EnvironmentsService = ReturnType<typeof createEnvironmentsService>;

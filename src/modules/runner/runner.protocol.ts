@@ -1,0 +1,152 @@
+// The runner protocol: the contract between Slipway and the runners that carry deployments out.
+// The server's routes and any runner (the reference `slipway runner` among them) import these
+// schemas and types, so both sides read the same definition. Everything here is stable API.
+//
+// A runner is a service user with the role `runner`. With a token from the token endpoint it:
+//
+//   1. claims: `POST /v1/orgs/{orgId}/runner/claim` `{ environments?, waitSeconds? }`.
+//      The call waits up to `waitSeconds` (long poll) for the oldest claimable deployment of
+//      those environments (all of the organization's when omitted) and answers 200 with the
+//      deployment, a lease and what to run — with the secret values resolved — or 204 when none
+//      came in time; then claim again. A deployment is claimable when it is queued and nothing of
+//      the same service and environment is in progress or queued before it. Each deployment is
+//      claimed by one runner at a time; unknown environment names are a 404.
+//   2. runs the deployment, renewing the lease with `…/runner/deployments/{id}/heartbeat` well
+//      before `lease.expiresAt` (every `lease.heartbeatSeconds`), and appending output with
+//      `…/logs`. Any accepted call renews the lease.
+//   3. completes: `…/complete` `{ leaseToken, outcome: "succeeded" | "failed", reason? }`.
+//      Completing again with the same token and outcome answers the same deployment again,
+//      so a runner may retry a complete whose answer it did not get.
+//
+// Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
+// lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
+// another runner with attempt + 1 (or failed once the attempts are spent), and the old token is
+// refused from then on. Refusals a runner must act on are 409 problems with these `code`s:
+//
+//   - `lease_lost`: this runner no longer holds the deployment. Stop, change nothing, claim again.
+//   - `deployment_cancelled`: someone cancelled it. Stop what was started for it.
+//   - `deployment_finished`: it already ended under this lease (a heartbeat or log after complete).
+//   - `invalid_transition`: the move is not in the state graph (`allowedTransitions` says what is).
+//
+// A refused call changes nothing: no state, no lease, no log line.
+//
+// Secret values arrive only in the claim's `run.secrets` (`Cache-Control: no-store`). They are the
+// process's to see: a runner should keep them out of its own logs and mask them in the log lines
+// it sends.
+import { Type, type Static } from '@sinclair/typebox';
+import { OrgIdParam, Timestamp } from '../../http/schemas.js';
+import { DeploymentSchema, LogStream, optionalBody } from '../deployments/deployments.schemas.js';
+import { HealthCheck } from '../services/services.schemas.js';
+
+/** Route templates (Fastify syntax); `runnerUrl` fills them in. */
+export const RUNNER_ROUTES = {
+  claim: '/v1/orgs/:orgId/runner/claim',
+  heartbeat: '/v1/orgs/:orgId/runner/deployments/:id/heartbeat',
+  logs: '/v1/orgs/:orgId/runner/deployments/:id/logs',
+  complete: '/v1/orgs/:orgId/runner/deployments/:id/complete',
+} as const;
+
+/** The path of a runner call, e.g. `runnerUrl('heartbeat', 'acme', 'dep_…')`. */
+export function runnerUrl(route: keyof typeof RUNNER_ROUTES, orgId: string, deploymentId = ''): string {
+  return RUNNER_ROUTES[route].replace(':orgId', encodeURIComponent(orgId)).replace(':id', encodeURIComponent(deploymentId));
+}
+
+export const CLAIM_WAIT_MAX_SECONDS = 30;
+export const CLAIM_WAIT_DEFAULT_SECONDS = 20;
+/** Lines in one `logs` call. */
+export const LOG_LINES_PER_CALL = 1000;
+/** Characters in one log line; longer lines are refused, so cut them before sending. */
+export const LOG_LINE_MAX_CHARS = 32 * 1024;
+
+/** The problem codes a runner acts on (see above). */
+export const RUNNER_PROBLEMS = {
+  leaseLost: 'lease_lost',
+  cancelled: 'deployment_cancelled',
+  finished: 'deployment_finished',
+  invalidTransition: 'invalid_transition',
+} as const;
+
+/** True for a refusal after which the runner must stop working on the deployment. */
+export function mustStop(problemCode: string | undefined): boolean {
+  return problemCode !== undefined && (Object.values(RUNNER_PROBLEMS) as string[]).includes(problemCode);
+}
+
+export const RunnerDeploymentParams = Type.Object({
+  orgId: OrgIdParam,
+  id: Type.String({ minLength: 1, maxLength: 100, description: 'Deployment id (`dep_…`).' }),
+});
+
+export const ClaimRequest = optionalBody(Type.Object({
+  environments: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+    minItems: 1, maxItems: 100, uniqueItems: true, description: 'Environment names or ids to take deployments from; all of the organization\'s when omitted.',
+  })),
+  waitSeconds: Type.Optional(Type.Integer({
+    minimum: 0, maximum: CLAIM_WAIT_MAX_SECONDS, default: CLAIM_WAIT_DEFAULT_SECONDS,
+    description: 'How long to wait for a deployment before answering 204; 0 answers at once.',
+  })),
+}, { additionalProperties: false }));
+export type ClaimRequestT = Static<typeof ClaimRequest>;
+
+export const Lease = Type.Object({
+  token: Type.String({ description: 'The fencing token: send it as `leaseToken` with every later call about this deployment.' }),
+  attempt: Type.Integer({ minimum: 1 }),
+  expiresAt: Timestamp,
+  durationSeconds: Type.Integer({ description: 'How long the lease lasts from each renewal (SLIPWAY_RUNNER_LEASE_SECONDS).' }),
+  heartbeatSeconds: Type.Integer({ description: 'How often to send a heartbeat: a third of the duration.' }),
+});
+export type LeaseT = Static<typeof Lease>;
+
+export const RunSpec = Type.Object({
+  command: Type.Optional(Type.Array(Type.String(), { description: 'argv, run without a shell.' })),
+  image: Type.Optional(Type.String()),
+  port: Type.Optional(Type.Integer({ description: 'The port from the spec; a runner that chooses ports sets PORT to its own.' })),
+  healthCheck: Type.Optional(HealthCheck),
+  variables: Type.Record(Type.String(), Type.String(), { description: 'Plain variables: the service\'s, with the deployment\'s overrides applied.' }),
+  secrets: Type.Record(Type.String(), Type.String(), { description: 'Secret values by variable name, from the pinned versions. No name is in both maps.' }),
+}, { description: 'What to run: set `variables`, `secrets` and PORT in the process environment.' });
+export type RunSpecT = Static<typeof RunSpec>;
+
+export const ClaimResponse = Type.Object({
+  deployment: DeploymentSchema,
+  lease: Lease,
+  run: RunSpec,
+});
+export type ClaimResponseT = Static<typeof ClaimResponse>;
+
+const LeaseToken = Type.String({ minLength: 1, maxLength: 200, description: 'The `lease.token` of the claim.' });
+
+export const HeartbeatRequest = Type.Object({ leaseToken: LeaseToken }, { additionalProperties: false });
+export type HeartbeatRequestT = Static<typeof HeartbeatRequest>;
+
+export const HeartbeatResponse = Type.Object({ lease: Lease });
+export type HeartbeatResponseT = Static<typeof HeartbeatResponse>;
+
+export const AppendLogsRequest = Type.Object({
+  leaseToken: LeaseToken,
+  lines: Type.Array(Type.Object({
+    stream: Type.Optional({ ...LogStream, default: 'stdout' }),
+    line: Type.String({ maxLength: LOG_LINE_MAX_CHARS, 'x-limit': 'LOG_LINE_MAX_CHARS', description: 'One line, without its newline.' }),
+    at: Type.Optional({ ...Timestamp, description: 'When the line was written (default: when it arrived).' }),
+  }, { additionalProperties: false }), { minItems: 1, maxItems: LOG_LINES_PER_CALL, description: 'Stored in this order, after every line already stored.' }),
+}, { additionalProperties: false });
+export type AppendLogsRequestT = Static<typeof AppendLogsRequest>;
+
+export const AppendLogsResponse = Type.Object({
+  appended: Type.Integer(),
+  lastSeq: Type.Integer({ description: 'The sequence number of the last line appended.' }),
+  lease: Lease,
+});
+export type AppendLogsResponseT = Static<typeof AppendLogsResponse>;
+
+export const Outcome = Type.Union([Type.Literal('succeeded'), Type.Literal('failed')]);
+export type OutcomeT = Static<typeof Outcome>;
+
+export const CompleteRequest = Type.Object({
+  leaseToken: LeaseToken,
+  outcome: Outcome,
+  reason: Type.Optional(Type.String({ minLength: 1, maxLength: 2000, description: 'Why it failed, in one line a person can act on (kept for `failed`).' })),
+}, { additionalProperties: false });
+export type CompleteRequestT = Static<typeof CompleteRequest>;
+
+/** `complete` answers with the deployment as it now stands. */
+export const CompleteResponse = DeploymentSchema;

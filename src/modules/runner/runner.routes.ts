@@ -1,0 +1,72 @@
+import type { App } from '../../http/app-types.js';
+import { problems } from '../../http/openapi.js';
+import { OrgParams } from '../../http/schemas.js';
+import {
+  AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest, HeartbeatResponse,
+  RUNNER_ROUTES, RunnerDeploymentParams,
+} from './runner.protocol.js';
+import type { RunnerService } from './runner.service.js';
+
+const tags = ['runner'];
+const FENCED = 'Carries the claim\'s `leaseToken`. A runner that no longer holds the lease gets 409 `lease_lost`; a cancelled deployment 409 `deployment_cancelled`; either way nothing changes, and the runner stops working on it.';
+
+export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
+  const { runner } = deps;
+
+  app.post(RUNNER_ROUTES.claim, {
+    config: { auth: 'runner', operation: 'runner.claim' },
+    schema: {
+      tags,
+      summary: 'Claim the oldest claimable deployment (long poll)',
+      description: 'Waits up to `waitSeconds` for a queued deployment of the given environments whose service and environment have nothing in progress or queued before it, and takes it: 200 with the deployment, a lease (with its fencing token) and what to run, secret values resolved; 204 when none came in time. ' +
+        'The answer carries secret values: it is `Cache-Control: no-store` and is never logged. A waiting claim is woken when a deployment is created.',
+      params: OrgParams,
+      body: ClaimRequest,
+      response: { 200: ClaimResponse, 204: { type: 'null', description: 'Nothing to claim within `waitSeconds`; claim again.' } },
+    },
+  }, async (req, reply) => {
+    // A runner that hangs up stops waiting, so it is not handed a deployment it will never see.
+    const gone = new AbortController();
+    reply.raw.on('close', () => { if (!reply.raw.writableFinished) gone.abort(); });
+    const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal);
+    reply.header('cache-control', 'no-store');
+    if (claimed === null) return reply.code(204).send();
+    return claimed;
+  });
+
+  app.post(RUNNER_ROUTES.heartbeat, {
+    config: { auth: 'runner', operation: 'runner.heartbeat' },
+    schema: {
+      tags,
+      summary: 'Renew the lease on a claimed deployment',
+      description: FENCED,
+      params: RunnerDeploymentParams,
+      body: HeartbeatRequest,
+      response: { 200: HeartbeatResponse, ...problems(409) },
+    },
+  }, async (req) => runner.heartbeat(req.org!.id, req.params.id, req.body.leaseToken));
+
+  app.post(RUNNER_ROUTES.logs, {
+    config: { auth: 'runner', operation: 'runner.appendLogs' },
+    schema: {
+      tags,
+      summary: 'Append log lines to a claimed deployment',
+      description: `Lines are stored in the order sent, after every line already stored, each with the next sequence number; the lease is renewed. ${FENCED}`,
+      params: RunnerDeploymentParams,
+      body: AppendLogsRequest,
+      response: { 200: AppendLogsResponse, ...problems(409) },
+    },
+  }, async (req) => runner.appendLogs(req.org!.id, req.params.id, req.body));
+
+  app.post(RUNNER_ROUTES.complete, {
+    config: { auth: 'runner', operation: 'runner.complete' },
+    schema: {
+      tags,
+      summary: 'Complete a claimed deployment: succeeded or failed',
+      description: `A success supersedes the deployment that served before it in that environment. Repeating the same completion with the same token answers the deployment again. ${FENCED}`,
+      params: RunnerDeploymentParams,
+      body: CompleteRequest,
+      response: { 200: CompleteResponse, ...problems(409) },
+    },
+  }, async (req) => runner.complete(req.ctx, req.org!.id, req.params.id, req.body.leaseToken, req.body.outcome, req.body.reason));
+}

@@ -1,0 +1,215 @@
+// The server side of the runner protocol (see runner.protocol.ts): claims, leases fenced by a
+// token, log appends and completion. Every write checks the lease token in the same statement
+// that makes it, so a runner that lost its lease changes nothing.
+import { randomBytes } from 'node:crypto';
+import type { RequestContext } from '../../platform/context.js';
+import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
+import { errors, isAppError, type AppError } from '../../platform/errors.js';
+import type { DeploymentSignals } from '../deployments/deployment-signals.js';
+import { compareAndSet, transitionConflict, type DeploymentState } from '../deployments/deployment-state.js';
+import { deploymentsRepo, type DeploymentRow } from '../deployments/deployments.repo.js';
+import { toDeployment, type Snapshot } from '../deployments/deployments.service.js';
+import type { Deployment } from '../deployments/deployments.schemas.js';
+import { expireLeases } from '../deployments/lease-expiry.js';
+import { environmentsRepo } from '../environments/environments.repo.js';
+import { secretVariables, type SecretStore } from '../services/service-spec.js';
+import type {
+  AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT,
+} from './runner.protocol.js';
+import { CLAIM_WAIT_DEFAULT_SECONDS } from './runner.protocol.js';
+
+export interface RunnerDeps {
+  db: Db;
+  dialect: Dialect;
+  secrets: Pick<SecretStore, 'resolveValues'>;
+  signals: DeploymentSignals;
+  leaseSeconds: number;
+  maxAttempts: number;
+}
+
+type ClaimOutcome = ClaimResponseT | 'none' | 'retry';
+
+export function createRunnerService(deps: RunnerDeps) {
+  const { db, signals } = deps;
+  const leaseMs = deps.leaseSeconds * 1000;
+
+  function leaseOf(row: DeploymentRow): LeaseT {
+    return {
+      token: row.lease_token!, attempt: row.attempt, expiresAt: row.lease_expires_at!,
+      durationSeconds: deps.leaseSeconds, heartbeatSeconds: Math.max(1, Math.floor(deps.leaseSeconds / 3)),
+    };
+  }
+
+  async function expire(orgId: string | null): Promise<void> {
+    for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
+  }
+
+  async function environmentIds(orgId: string, names: string[] | undefined): Promise<string[] | null> {
+    if (names === undefined) return null;
+    const rows = await environmentsRepo.findManyInOrg(db, orgId, names);
+    const missing = names.filter((n) => !rows.some((r) => r.id === n || r.name === n));
+    if (missing.length > 0) throw errors.notFound('environment', missing.join('", "'));
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Takes the oldest claimable deployment, if any, and resolves its secrets. A deployment whose
+   * pinned secret versions are gone (destroyed since) cannot ever run: it fails with the reason,
+   * and the claim moves on.
+   */
+  async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null): Promise<ClaimOutcome> {
+    // A plain read first: an empty poll must not take SQLite's write lock.
+    if ((await deploymentsRepo.findClaimable(db, orgId, envIds, false)) === undefined) return 'none';
+    const now = new Date();
+    const at = now.toISOString();
+    try {
+      return await db.transaction().execute(async (trx): Promise<ClaimOutcome> => {
+        const id = await deploymentsRepo.findClaimable(trx, orgId, envIds, deps.dialect === 'postgres');
+        if (id === undefined) return 'none';
+        const row = await compareAndSet(trx, ctx, {
+          orgId, id, from: 'queued', to: 'in_progress', eventData: { runner: ctx.actor.id },
+          set: {
+            lease_token: randomBytes(24).toString('base64url'), lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
+            claimed_by: ctx.actor.id, started_at: at, reason: null,
+          },
+        }, at);
+        if (!row) return 'retry';
+        const run = await runSpecOf(trx, orgId, row);
+        if (isAppError(run)) {
+          await compareAndSet(trx, ctx, {
+            orgId, id, from: 'in_progress', to: 'failed', leaseToken: row.lease_token!,
+            set: { lease_token: null, lease_expires_at: null, finished_at: at, reason: `Its secrets cannot be resolved: ${run.detail}` },
+          }, at);
+          return 'retry';
+        }
+        return { deployment: toDeployment(row), lease: leaseOf(row), run };
+      });
+    } catch (error) {
+      // PostgreSQL: another node took the last slot of this service and environment first.
+      if (isUniqueViolation(error)) return 'retry';
+      throw error;
+    }
+  }
+
+  async function runSpecOf(trx: Executor, orgId: string, row: DeploymentRow): Promise<RunSpecT | AppError> {
+    const { spec } = JSON.parse(row.snapshot) as Snapshot;
+    const { variables, secrets: refs, ...run } = spec;
+    try {
+      const values = await deps.secrets.resolveValues(trx, orgId, refs.map((r) => ({ name: r.secret, version: r.version })));
+      return { ...run, variables, secrets: secretVariables(spec, values) };
+    } catch (error) {
+      if (isAppError(error)) return error;
+      throw error;
+    }
+  }
+
+  /**
+   * Why a fenced call changed nothing, as the problem the runner acts on. `to` is the state a
+   * completion asked for: on a deployment that already ended under this lease, that is a move
+   * the graph does not have.
+   */
+  async function refusal(executor: Executor, orgId: string, id: string, token: string, to?: DeploymentState): Promise<AppError> {
+    const row = await deploymentsRepo.findInOrg(executor, orgId, id);
+    if (!row) return errors.notFound('deployment', id);
+    if (row.state === 'cancelled') return errors.deploymentCancelled(id);
+    if (row.lease_token !== token || row.state === 'in_progress') return errors.leaseLost(id);
+    return to !== undefined ? transitionConflict(id, row.state as DeploymentState, to) : errors.deploymentFinished(id, row.state);
+  }
+
+  function renewal(): string {
+    return new Date(Date.now() + leaseMs).toISOString();
+  }
+
+  return {
+    /**
+     * Long poll: looks, and while nothing is claimable waits for a signal (or a short poll) until
+     * the deadline. Null when nothing came in time, the caller went away or the server is stopping.
+     */
+    async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal): Promise<ClaimResponseT | null> {
+      const envIds = await environmentIds(orgId, request?.environments);
+      const deadline = Date.now() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
+      let sweep = true;
+      for (;;) {
+        if (abort?.aborted || signals.closed) return null;
+        const seen = signals.version(orgId);
+        if (sweep) await expire(orgId);
+        const outcome = await claimOnce(ctx, orgId, envIds);
+        if (outcome === 'retry') continue;
+        if (outcome !== 'none') return outcome;
+        const left = deadline - Date.now();
+        if (left <= 0) return null;
+        await signals.wait(orgId, seen, left, abort);
+        // Woken by a signal: go straight for the new deployment. A quiet poll: a lease may have run out.
+        sweep = signals.version(orgId) === seen;
+      }
+    },
+
+    async heartbeat(orgId: string, id: string, token: string): Promise<{ lease: LeaseT }> {
+      const row = await deploymentsRepo.renewLease(db, { orgId, id, leaseToken: token, expiresAt: renewal(), lines: 0 });
+      if (!row) throw await refusal(db, orgId, id, token);
+      return { lease: leaseOf(row) };
+    },
+
+    /** Appends in order after every stored line; the sequence numbers are reserved under the row's lock. */
+    async appendLogs(orgId: string, id: string, request: AppendLogsRequestT): Promise<AppendLogsResponseT> {
+      const now = new Date().toISOString();
+      const { lines } = request;
+      return db.transaction().execute(async (trx) => {
+        const row = await deploymentsRepo.renewLease(trx, { orgId, id, leaseToken: request.leaseToken, expiresAt: renewal(), lines: lines.length });
+        if (!row) throw await refusal(trx, orgId, id, request.leaseToken);
+        const first = row.log_seq - lines.length + 1;
+        await deploymentsRepo.insertLogs(trx, lines.map((l, i) => ({
+          deployment_id: id, seq: first + i, attempt: row.attempt, stream: l.stream ?? 'stdout', line: l.line, at: l.at ?? now,
+        })));
+        return { appended: lines.length, lastSeq: row.log_seq, lease: leaseOf(row) };
+      });
+    },
+
+    /**
+     * in_progress → succeeded or failed under this lease. A success supersedes the deployment that
+     * served before it. Repeating the same completion answers the same deployment again.
+     */
+    async complete(ctx: RequestContext, orgId: string, id: string, token: string, outcome: OutcomeT, reason?: string): Promise<Deployment> {
+      const now = new Date().toISOString();
+      const row = await db.transaction().execute(async (trx) => {
+        const done = await compareAndSet(trx, ctx, {
+          orgId, id, from: 'in_progress', to: outcome, leaseToken: token,
+          set: { lease_expires_at: null, finished_at: now, reason: outcome === 'failed' ? reason ?? 'The runner reported a failure without a reason.' : null },
+        }, now);
+        if (!done) {
+          const current = await deploymentsRepo.findInOrg(trx, orgId, id);
+          const repeated = current?.lease_token === token && (current.state === outcome || (outcome === 'succeeded' && current.state === 'superseded'));
+          if (repeated) return current;
+          throw await refusal(trx, orgId, id, token, outcome);
+        }
+        if (outcome === 'succeeded') {
+          const previous = await deploymentsRepo.succeededOf(trx, done.service_id, done.environment_id, done.id);
+          if (previous) {
+            await compareAndSet(trx, ctx, { orgId, id: previous.id, from: 'succeeded', to: 'superseded', set: { reason: `Superseded by ${done.id}.` }, eventData: { by: done.id } }, now);
+          }
+        }
+        return done;
+      });
+      // The next queued deployment of this service and environment is claimable now.
+      signals.notify(orgId);
+      return toDeployment(row);
+    },
+
+    /** The periodic sweep: every organization's expired leases. */
+    sweep: () => expire(null),
+
+    /** Sweeps every `intervalMs` (never two at once) until the returned function is called. */
+    startSweeper(intervalMs: number, onError: (error: unknown) => void): () => void {
+      let running = false;
+      const timer = setInterval(() => {
+        if (running) return;
+        running = true;
+        expire(null).catch(onError).finally(() => { running = false; });
+      }, intervalMs);
+      timer.unref();
+      return () => clearInterval(timer);
+    },
+  };
+}
+
+export type RunnerService = ReturnType<typeof createRunnerService>;

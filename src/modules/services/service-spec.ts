@@ -1,0 +1,106 @@
+// The rules of a service spec that a schema cannot say: a command or an image, `as` only with
+// `key`, every referenced secret and key exists, and each environment variable comes from one
+// place only. Services check them on save; deployments check them again when they pin the secret
+// versions, since secrets may have changed in between.
+import type { Executor } from '../../platform/db/database.js';
+import { errors, type FieldError } from '../../platform/errors.js';
+import type { DeploymentSpecT, PinnedSecretReferenceT, SecretReferenceT, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
+
+/** What the secret store tells us about a secret's current version. */
+export interface SecretVersionInfo {
+  version: number;
+  keys: string[];
+}
+
+/** The one capability services and deployments need from the secret store to check and pin references. */
+export interface SecretVersionSource {
+  /** Current version and keys per name; throws a problem listing the names that do not exist. */
+  currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, SecretVersionInfo>>;
+}
+
+/** What a runner's claim needs besides: the values of exact (pinned) versions, the only read of values besides reveal. */
+export interface SecretStore extends SecretVersionSource {
+  /** Values per name; throws a problem naming every `name@version` that is gone (destroyed or purged). */
+  resolveValues(executor: Executor, orgId: string, refs: Array<{ name: string; version: number }>): Promise<Map<string, Record<string, string>>>;
+}
+
+/** Defaults filled in, and the structural rules checked; `pointer` is where the spec sits in the body. */
+export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): ServiceSpec {
+  const problems: FieldError[] = [];
+  if (input.command === undefined && input.image === undefined) problems.push({ pointer: `${pointer}/command`, message: 'a spec needs a command (argv) or an image' });
+  (input.secrets ?? []).forEach((ref, i) => {
+    if (ref.as !== undefined && ref.key === undefined) problems.push({ pointer: `${pointer}/secrets/${i}/as`, message: '`as` renames one key: give `key` too' });
+  });
+  if (problems.length > 0) throw errors.invalidRequest(`The spec is not valid: ${problems.map((p) => `${p.pointer} ${p.message}`).join('; ')}.`, problems);
+  return {
+    ...(input.command !== undefined ? { command: input.command } : {}),
+    ...(input.image !== undefined ? { image: input.image } : {}),
+    ...(input.port !== undefined ? { port: input.port } : {}),
+    ...(input.healthCheck !== undefined ? { healthCheck: input.healthCheck } : {}),
+    variables: input.variables ?? {},
+    secrets: (input.secrets ?? []).map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) })),
+  };
+}
+
+export function referencedSecretNames(refs: readonly SecretReferenceT[]): string[] {
+  return [...new Set(refs.map((r) => r.secret))];
+}
+
+/** The variables each reference exports, given the keys its secret holds. */
+function exportsOf(ref: SecretReferenceT, keys: readonly string[]): string[] {
+  return ref.key !== undefined ? [ref.as ?? ref.key] : [...keys];
+}
+
+/**
+ * Pins each reference to the secret's current version, after checking that every named key
+ * exists in it (422 `unknown_secret_reference`) and that no variable would be set twice (422
+ * `variable_conflict`), whether by two references or by a reference and a plain variable.
+ */
+export function pinSecretReferences(
+  refs: readonly SecretReferenceT[],
+  variables: Readonly<Record<string, string>>,
+  versions: ReadonlyMap<string, SecretVersionInfo>,
+  pointer = '/spec',
+): PinnedSecretReferenceT[] {
+  const unknown: FieldError[] = [];
+  refs.forEach((ref, i) => {
+    const info = versions.get(ref.secret);
+    if (!info) unknown.push({ pointer: `${pointer}/secrets/${i}/secret`, message: `secret "${ref.secret}" does not exist` });
+    else if (ref.key !== undefined && !info.keys.includes(ref.key)) {
+      unknown.push({ pointer: `${pointer}/secrets/${i}/key`, message: `secret "${ref.secret}" (version ${info.version}) has no key "${ref.key}"; it has ${info.keys.join(', ')}` });
+    }
+  });
+  if (unknown.length > 0) throw errors.unknownSecretReferences(unknown);
+
+  const source = new Map<string, string>(Object.keys(variables).map((name) => [name, 'a plain variable']));
+  const conflicts: FieldError[] = [];
+  refs.forEach((ref, i) => {
+    for (const name of exportsOf(ref, versions.get(ref.secret)!.keys)) {
+      const here = `secret "${ref.secret}"${ref.key !== undefined ? ` key "${ref.key}"` : ''}`;
+      const earlier = source.get(name);
+      if (earlier !== undefined) conflicts.push({ pointer: `${pointer}/secrets/${i}`, message: `${name} comes from ${earlier} and from ${here}` });
+      else source.set(name, here);
+    }
+  });
+  if (conflicts.length > 0) throw errors.variableConflict(conflicts);
+
+  return refs.map((ref) => ({ ...ref, version: versions.get(ref.secret)!.version }));
+}
+
+/**
+ * The environment variables a deployment's secrets export, from the values of the pinned versions.
+ * A version or key that is not there (destroyed since) is a 404 problem, which fails the deployment.
+ */
+export function secretVariables(spec: Pick<DeploymentSpecT, 'secrets'>, values: ReadonlyMap<string, Readonly<Record<string, string>>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const ref of spec.secrets) {
+    const held = values.get(ref.secret);
+    if (held === undefined) throw errors.notFound('secret version', `${ref.secret}@${ref.version}`);
+    for (const key of ref.key !== undefined ? [ref.key] : Object.keys(held)) {
+      const value = held[key];
+      if (value === undefined) throw errors.notFound('secret key', `${ref.secret}@${ref.version} ${key}`);
+      out[ref.key !== undefined ? ref.as ?? ref.key : key] = value;
+    }
+  }
+  return out;
+}

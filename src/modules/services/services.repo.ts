@@ -1,0 +1,31 @@
+import type { Executor } from '../../platform/db/database.js';
+import type { ServicesTable } from '../../platform/db/schema.js';
+import { isId } from '../../platform/ids.js';
+
+export type ServiceRow = ServicesTable;
+
+export const servicesRepo = {
+  async insert(db: Executor, row: ServiceRow): Promise<void> {
+    await db.insertInto('services').values(row).execute();
+  },
+
+  /** By id or by name, inside one organization. */
+  async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceRow | undefined> {
+    const column = isId('service', idOrName) ? 'id' : 'name';
+    return db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).executeTakeFirst();
+  },
+
+  async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<ServiceRow[]> {
+    let q = db.selectFrom('services').selectAll().where('org_id', '=', orgId);
+    if (opts.after !== null) q = q.where('id', '>', opts.after);
+    return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
+  },
+
+  async update(db: Executor, id: string, patch: Partial<ServiceRow>): Promise<ServiceRow | undefined> {
+    return db.updateTable('services').set((eb) => ({ ...patch, version: eb('version', '+', 1) })).where('id', '=', id).returningAll().executeTakeFirst();
+  },
+
+  async delete(db: Executor, id: string): Promise<void> {
+    await db.deleteFrom('services').where('id', '=', id).execute();
+  },
+};

@@ -1,0 +1,118 @@
+// Service shapes. A service's spec says what to run (command or image), where it listens, how to
+// check its health, its plain variables and which organization secrets it takes (by reference:
+// the values stay in the secret store until a runner claims a deployment).
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
+import type { Limits } from '../../platform/config.js';
+import { SLUG_PATTERN } from '../orgs/orgs.schemas.js';
+import { KEY_NAME_PATTERN, SecretName } from '../secrets/secrets.schemas.js';
+
+/** Bounds of a spec, documented in the schema and enforced by it. */
+export const SPEC_LIMITS = { argv: 256, argChars: 8192, variables: 500, secretRefs: 100 } as const;
+
+export const ServiceName = Type.String({ pattern: SLUG_PATTERN, description: 'lowercase letters, digits and inner dashes, 1-63 characters' });
+
+export const VariableName = Type.String({ pattern: KEY_NAME_PATTERN, description: 'an environment-variable name: letters, digits and `_`, not starting with a digit' });
+
+export const HealthCheck = Type.Object({
+  path: Type.String({ pattern: '^/', maxLength: 1024, description: 'HTTP GET path; any 2xx answer is healthy.' }),
+  timeoutSeconds: Type.Integer({ minimum: 1, maximum: 3600, description: 'How long a new process has to become healthy.' }),
+}, { additionalProperties: false });
+
+export const SecretReference = Type.Object({
+  secret: SecretName,
+  key: Type.Optional({ ...VariableName, description: 'One key of the secret; without it, every key is exported under its own name.' }),
+  as: Type.Optional({ ...VariableName, description: 'The variable name for `key` (default: the key itself). Only with `key`.' }),
+}, { additionalProperties: false });
+export type SecretReferenceT = Static<typeof SecretReference>;
+
+/** Variables: name → value, with the configured value size. */
+export function variablesSchema(limits: Pick<Limits, 'valueChars'>, description: string) {
+  return Type.Unsafe<Record<string, string>>({
+    type: 'object',
+    description: `${description} Names match ${KEY_NAME_PATTERN}; at most ${SPEC_LIMITS.variables}, values up to ${limits.valueChars} characters (SLIPWAY_MAX_VALUE_CHARS).`,
+    maxProperties: SPEC_LIMITS.variables,
+    propertyNames: { pattern: KEY_NAME_PATTERN },
+    additionalProperties: { type: 'string', maxLength: limits.valueChars, 'x-limit': 'SLIPWAY_MAX_VALUE_CHARS' },
+  });
+}
+
+const runFields = {
+  command: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: SPEC_LIMITS.argChars }), {
+    minItems: 1, maxItems: SPEC_LIMITS.argv, description: 'argv: the program and its arguments, run without a shell.',
+  })),
+  image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'An image reference, for runners that run images.' })),
+  port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'The port it listens on; runners that choose ports pass theirs as PORT.' })),
+  healthCheck: Type.Optional(HealthCheck),
+};
+
+/** The spec as a client writes it: a command or an image (or both), the rest optional. */
+export function serviceSpecSchema(limits: Pick<Limits, 'valueChars'>) {
+  return Type.Object({
+    ...runFields,
+    variables: Type.Optional(variablesSchema(limits, 'Plain (non-secret) environment variables.')),
+    secrets: Type.Optional(Type.Array(SecretReference, {
+      maxItems: SPEC_LIMITS.secretRefs,
+      description: `Organization secrets to export as variables (at most ${SPEC_LIMITS.secretRefs}). Checked when the service is saved: an unknown secret or key is a 422.`,
+    })),
+  }, { additionalProperties: false, description: 'Needs `command` or `image`.' });
+}
+
+/** Output schemas are plain: limits matter on the way in. */
+function specView<S extends TSchema>(secretItem: S) {
+  return Type.Object({
+    ...runFields,
+    variables: Type.Record(Type.String(), Type.String()),
+    secrets: Type.Array(secretItem),
+  });
+}
+
+export const ServiceSpecView = specView(SecretReference);
+export type ServiceSpec = Static<typeof ServiceSpecView>;
+
+export const ServiceSchema = Type.Object({
+  id: Type.String({ examples: ['svc_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
+  name: Type.String(),
+  description: Type.String(),
+  version: Type.Integer({ minimum: 1, description: '1 on creation, one more on every change; deployments record the version they took.' }),
+  spec: ServiceSpecView,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type Service = Static<typeof ServiceSchema>;
+
+const Description = Type.String({ maxLength: 500 });
+
+export function createServiceBody(limits: Pick<Limits, 'valueChars'>) {
+  return Type.Object({ name: ServiceName, description: Type.Optional(Description), spec: serviceSpecSchema(limits) }, { additionalProperties: false });
+}
+
+export function updateServiceBody(limits: Pick<Limits, 'valueChars'>) {
+  return Type.Object({
+    name: Type.Optional(ServiceName),
+    description: Type.Optional(Description),
+    spec: Type.Optional({ ...serviceSpecSchema(limits), description: 'Replaces the whole spec.' }),
+  }, { additionalProperties: false, minProperties: 1 });
+}
+
+export type ServiceSpecInput = Static<ReturnType<typeof serviceSpecSchema>>;
+
+export const ServiceParams = Type.Object({
+  orgId: OrgIdParam,
+  svc: Type.String({ minLength: 1, maxLength: 100, description: 'Service id (`svc_…`) or name.' }),
+});
+
+export const ServiceList = Type.Object({ services: Type.Array(ServiceSchema), nextCursor: NullableCursor });
+
+/** A secret reference pinned to the version a deployment uses. */
+export const PinnedSecretReference = Type.Object({
+  secret: Type.String(),
+  key: Type.Optional(Type.String()),
+  as: Type.Optional(Type.String()),
+  version: Type.Integer({ minimum: 1, description: 'The secret version this deployment uses, whatever happens to the secret later.' }),
+});
+export type PinnedSecretReferenceT = Static<typeof PinnedSecretReference>;
+
+/** The spec a deployment froze at creation: variables merged with its overrides, secret versions pinned. */
+export const DeploymentSpec = specView(PinnedSecretReference);
+export type DeploymentSpecT = Static<typeof DeploymentSpec>;

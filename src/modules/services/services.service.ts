@@ -1,0 +1,116 @@
+// Services: what a deployment runs. Saving one checks its secret references against the secret
+// store (an unknown secret or key is refused now, not at deploy time); deleting one is refused
+// while a deployment of it is queued or in progress.
+import type { RequestContext } from '../../platform/context.js';
+import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { deleteWithDeployments } from '../deployments/deployment-history.js';
+import { appendEvents } from '../events/event-log.js';
+import { normalizeSpec, pinSecretReferences, referencedSecretNames, type SecretVersionSource } from './service-spec.js';
+import { servicesRepo, type ServiceRow } from './services.repo.js';
+import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
+
+export function toService(row: ServiceRow): Service {
+  return {
+    id: row.id, name: row.name, description: row.description, version: row.version, spec: JSON.parse(row.spec) as ServiceSpec,
+    createdAt: row.created_at, updatedAt: row.updated_at,
+  };
+}
+
+/** The service, by id or name, or the 404. */
+export async function loadService(executor: Executor, orgId: string, idOrName: string): Promise<ServiceRow> {
+  const row = await servicesRepo.findInOrg(executor, orgId, idOrName);
+  if (!row) throw errors.notFound('service', idOrName);
+  return row;
+}
+
+const nameTaken = (name: string) =>
+  errors.conflict('service_name_taken', `A service named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
+
+/** What events say about a spec: its shape and which secrets it names, never a value. */
+function specSummary(spec: ServiceSpec) {
+  return { variables: Object.keys(spec.variables).sort(), secrets: spec.secrets.map((r) => r.secret) };
+}
+
+export interface ServiceInput {
+  name: string;
+  description?: string | undefined;
+  spec: ServiceSpecInput;
+}
+
+export function createServicesService(deps: { db: Db; secrets: SecretVersionSource }) {
+  const { db } = deps;
+
+  /** Structural rules, then every secret and key must exist and no variable may be set twice. */
+  async function checkedSpec(executor: Executor, orgId: string, input: ServiceSpecInput): Promise<ServiceSpec> {
+    const spec = normalizeSpec(input);
+    const names = referencedSecretNames(spec.secrets);
+    if (names.length > 0) pinSecretReferences(spec.secrets, spec.variables, await deps.secrets.currentVersions(executor, orgId, names));
+    return spec;
+  }
+
+  return {
+    async create(ctx: RequestContext, orgId: string, input: ServiceInput): Promise<Service> {
+      const now = new Date().toISOString();
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const spec = await checkedSpec(trx, orgId, input.spec);
+          const row: ServiceRow = {
+            id: newId('service'), org_id: orgId, name: input.name, description: input.description ?? '', spec: JSON.stringify(spec), version: 1,
+            created_at: now, updated_at: now,
+          };
+          await servicesRepo.insert(trx, row);
+          await appendEvents(trx, ctx, [{ orgId, type: 'service.created', subject: { type: 'service', id: row.id }, data: { name: row.name, version: 1, ...specSummary(spec) } }], now);
+          return toService(row);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw nameTaken(input.name);
+        throw error;
+      }
+    },
+
+    async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Service>> {
+      const page = pageRequest(query);
+      const result = toPage(await servicesRepo.list(db, orgId, page), page.limit, (r) => r.id);
+      return { items: result.items.map(toService), nextCursor: result.nextCursor };
+    },
+
+    async get(orgId: string, idOrName: string): Promise<Service> {
+      return toService(await loadService(db, orgId, idOrName));
+    },
+
+    /** Top-level fields are replaced as given; `spec` is replaced whole. Deployments already made keep their snapshot. */
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<ServiceInput>): Promise<Service> {
+      const now = new Date().toISOString();
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const current = await loadService(trx, orgId, idOrName);
+          const spec = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
+          const row = (await servicesRepo.update(trx, current.id, {
+            ...(patch.name !== undefined ? { name: patch.name } : {}),
+            ...(patch.description !== undefined ? { description: patch.description } : {}),
+            ...(spec !== undefined ? { spec: JSON.stringify(spec) } : {}),
+            updated_at: now,
+          }))!;
+          await appendEvents(trx, ctx, [{
+            orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
+            data: { name: row.name, version: row.version, changed: Object.keys(patch), ...(spec ? specSummary(spec) : {}) },
+          }], now);
+          return toService(row);
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw nameTaken(patch.name ?? '');
+        throw error;
+      }
+    },
+
+    /** Refused while a deployment of it is queued or in progress; its finished deployments go with it. */
+    async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
+      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'service', load: loadService, delete: servicesRepo.delete });
+    },
+  };
+}
+
+export type ServicesService = ReturnType<typeof createServicesService>;

@@ -1,0 +1,298 @@
+// Deployments through the API: create, list, get, the frozen snapshot, cancel, rollback,
+// superseded, one in progress per service and environment, and every illegal transition.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { compareAndSet, DEPLOYMENT_STATES, allowedFrom, canTransition, type DeploymentState } from '../../src/modules/deployments/deployment-state.js';
+import { SYSTEM_CONTEXT } from '../../src/modules/deployments/lease-expiry.js';
+import type { Actor, TestServer } from '../support/harness.js';
+import {
+  createEnvironment, createService, deploy, eventsOf, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
+} from '../support/deployments.js';
+
+describe('deployments', () => {
+  let f: DeployFixture;
+  let server: TestServer;
+  let orgId: string;
+  let admin: Actor;
+  let developer: Actor;
+  let viewer: Actor;
+  let runner: RunnerClient;
+
+  before(async () => {
+    f = await startDeployFixture();
+    ({ server, orgId, admin, developer, viewer, runner } = f);
+  });
+  after(() => f.close());
+
+  /** A fresh environment and service, so claims in one test never see another test's deployments. */
+  async function pair(spec?: Record<string, unknown>) {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, spec ? { spec } : {});
+    return {
+      env, svc,
+      claim: () => runner.take({ environments: [env.id], waitSeconds: 0 }),
+      ship: (body: Record<string, unknown> = {}, outcome?: 'succeeded' | 'failed') => ship(developer.http, runner, orgId, { service: svc.id, environment: env.id, ...body }, outcome),
+    };
+  }
+
+  it('creates a deployment by names or ids and shows it', async () => {
+    const { env, svc } = await pair({ command: ['node', 'app.js'], port: 3000, healthCheck: { path: '/health', timeoutSeconds: 5 }, variables: { MODE: 'a', KEEP: 'k' } });
+    const res = await developer.http.post(`/v1/orgs/${orgId}/deployments`, {
+      service: svc.name, environment: env.name, revision: 'v1.2.3', description: 'first', variables: { MODE: 'b', EXTRA: 'e' },
+    });
+    assert.equal(res.status, 201, res.text);
+    const d = res.body;
+    assert.match(d.id, /^dep_[0-9a-z]{26}$/);
+    assert.deepEqual(
+      { service: d.service, environment: d.environment, state: d.state, attempt: d.attempt, revision: d.revision, description: d.description, createdBy: d.createdBy },
+      { service: { id: svc.id, name: svc.name, version: 1 }, environment: { id: env.id, name: env.name }, state: 'queued', attempt: 1, revision: 'v1.2.3', description: 'first', createdBy: developer.id },
+    );
+    assert.deepEqual(d.spec, {
+      command: ['node', 'app.js'], port: 3000, healthCheck: { path: '/health', timeoutSeconds: 5 }, variables: { MODE: 'b', KEEP: 'k', EXTRA: 'e' }, secrets: [],
+    });
+    for (const absent of ['startedAt', 'finishedAt', 'reason', 'lease', 'rollbackOf']) assert.ok(!(absent in d), absent);
+    assert.deepEqual(await getDeployment(viewer.http, orgId, d.id), d);
+
+    const byIds = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.equal(byIds.revision, null);
+
+    for (const [body, status] of [
+      [{ service: 'nope', environment: env.id }, 404],
+      [{ service: svc.id, environment: 'nope' }, 404],
+      [{ service: svc.id }, 400],
+      [{ service: svc.id, environment: env.id, variables: { 'bad name': 'x' } }, 400],
+    ] as const) assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments`, body)).status, status);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/dep_00000000000000000000000000`)).status, 404);
+
+    const created = (await eventsOf(server, orgId, d.id))[0];
+    assert.equal(created.type, 'deployment.created');
+    assert.deepEqual(created.data.environment, { id: env.id, name: env.name });
+  });
+
+  it('freezes the spec and the secret versions: later changes reach only later deployments', async () => {
+    const secret = unique('db');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { DB_URL: 'postgres://one', DB_PASSWORD: 'pw-one' } }] })).status, 201);
+    const { env, svc, claim } = await pair({ command: ['run'], variables: { GREETING: 'hello' }, secrets: [{ secret, key: 'DB_URL', as: 'DATABASE_URL' }, { secret }] });
+    const first = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.deepEqual(first.spec.secrets, [{ secret, key: 'DB_URL', as: 'DATABASE_URL', version: 1 }, { secret, version: 1 }]);
+
+    const changed = await developer.http.put(`/v1/orgs/${orgId}/secrets/${secret}`, { values: { DB_URL: 'postgres://two', DB_PASSWORD: 'pw-two' } });
+    assert.equal(changed.status, 200, changed.text);
+    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { spec: { command: ['run', '--v2'], variables: { GREETING: 'bonjour' }, secrets: [{ secret }] } })).status, 200);
+    const second = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+
+    assert.deepEqual(await getDeployment(viewer.http, orgId, first.id), first);
+    const one = await claim();
+    assert.equal(one.deployment.id, first.id);
+    assert.deepEqual(one.run, {
+      command: ['run'], variables: { GREETING: 'hello' },
+      secrets: { DATABASE_URL: 'postgres://one', DB_URL: 'postgres://one', DB_PASSWORD: 'pw-one' },
+    });
+    assert.equal((await runner.complete(first.id, one.lease.token)).status, 200);
+    const two = await claim();
+    assert.equal(two.deployment.id, second.id);
+    assert.equal(two.deployment.service.version, 2);
+    assert.deepEqual(two.run, { command: ['run', '--v2'], variables: { GREETING: 'bonjour' }, secrets: { DB_URL: 'postgres://two', DB_PASSWORD: 'pw-two' } });
+    assert.equal((await runner.complete(second.id, two.lease.token)).status, 200);
+  });
+
+  it('lists with filters by service, environment and state, newest first, with a cursor', async () => {
+    const org = (await server.createOrg()).id;
+    const [adm, dev, run] = [await server.actor(org, 'admin'), await server.actor(org, 'developer'), await newRunner(server, org)];
+    const envs = [await createEnvironment(adm.http, org), await createEnvironment(adm.http, org)];
+    const svcs = [await createService(dev.http, org), await createService(dev.http, org)];
+    const made: any[] = [];
+    for (const svc of svcs) for (const env of envs) made.push(await deploy(dev.http, org, { service: svc.name, environment: env.name }));
+    const claimed = await run.take();
+    assert.equal(claimed.deployment.id, made[0].id);
+    assert.equal((await dev.http.post(`/v1/orgs/${org}/deployments/${made[3].id}/cancel`)).status, 200);
+
+    const ids = async (query: string) => {
+      const out: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const res: any = await dev.http.get(`/v1/orgs/${org}/deployments?limit=1${query}${cursor ? `&cursor=${cursor}` : ''}`);
+        assert.equal(res.status, 200, res.text);
+        out.push(...res.body.deployments.map((d: any) => d.id));
+        cursor = res.body.nextCursor;
+      } while (cursor !== null);
+      return out;
+    };
+    const newestFirst = (list: any[]) => list.map((d) => d.id).reverse();
+    assert.deepEqual(await ids(''), newestFirst(made));
+    assert.deepEqual(await ids(`&service=${svcs[1].name}`), newestFirst(made.slice(2)));
+    assert.deepEqual(await ids(`&environment=${envs[0].id}`), newestFirst([made[0], made[2]]));
+    assert.deepEqual(await ids('&state=queued'), newestFirst([made[1], made[2]]));
+    assert.deepEqual(await ids('&state=in_progress&state=cancelled'), newestFirst([made[0], made[3]]));
+    assert.deepEqual(await ids(`&service=${svcs[0].id}&environment=${envs[1].name}&state=queued`), [made[1].id]);
+    assert.equal((await dev.http.get(`/v1/orgs/${org}/deployments?state=running`)).status, 400);
+    assert.equal((await dev.http.get(`/v1/orgs/${org}/deployments?service=unknown`)).status, 404);
+  });
+
+  it('keeps one deployment in progress per service and environment; later ones wait their turn', async () => {
+    const { env, svc, claim } = await pair();
+    const other = await createEnvironment(admin.http, orgId);
+    const first = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const second = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const elsewhere = await deploy(developer.http, orgId, { service: svc.id, environment: other.id });
+
+    const a = await claim();
+    assert.equal(a.deployment.id, first.id);
+    assert.equal((await runner.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
+    const b = await runner.take({ environments: [other.id], waitSeconds: 0 });
+    assert.equal(b.deployment.id, elsewhere.id);
+
+    // The database refuses a second one too, whoever asks.
+    await assert.rejects(server.core.db.transaction().execute((trx) => compareAndSet(trx, SYSTEM_CONTEXT, {
+      orgId, id: second.id, from: 'queued', to: 'in_progress',
+    })), (error: any) => /unique|UNIQUE/.test(String(error.message)) || error.code === '23505');
+    assert.equal((await getDeployment(viewer.http, orgId, second.id)).state, 'queued');
+
+    assert.equal((await runner.complete(first.id, a.lease.token, 'failed', 'boom')).status, 200);
+    assert.equal((await claim()).deployment.id, second.id);
+  });
+
+  it('cancels a queued and an in-progress deployment; the runner is told to stop and changes nothing', async () => {
+    const { env, svc, claim } = await pair();
+    const queued = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const cancelled = await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued.id}/cancel`);
+    assert.equal(cancelled.status, 200, cancelled.text);
+    assert.equal(cancelled.body.state, 'cancelled');
+    assert.equal(cancelled.body.reason, `Cancelled by ${developer.id}.`);
+    assert.ok(cancelled.body.finishedAt);
+
+    const running = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const c = await claim();
+    assert.equal(c.deployment.id, running.id);
+    assert.equal((await runner.logs(running.id, { leaseToken: c.lease.token, lines: [{ line: 'starting' }] })).status, 200);
+    const stop = await developer.http.post(`/v1/orgs/${orgId}/deployments/${running.id}/cancel`, { reason: 'wrong revision' });
+    assert.equal(stop.status, 200);
+    assert.equal(stop.body.reason, 'wrong revision');
+    for (const res of [
+      await runner.heartbeat(running.id, c.lease.token),
+      await runner.logs(running.id, { leaseToken: c.lease.token, lines: [{ line: 'still going' }] }),
+      await runner.complete(running.id, c.lease.token),
+    ]) {
+      assert.equal(res.status, 409);
+      assert.equal(res.body.code, 'deployment_cancelled');
+    }
+    const after = await getDeployment(viewer.http, orgId, running.id);
+    assert.equal(after.state, 'cancelled');
+    const logs = await viewer.http.get(`/v1/orgs/${orgId}/deployments/${running.id}/logs`);
+    assert.deepEqual(logs.body.lines.map((l: any) => l.line), ['starting']);
+    assert.deepEqual((await eventsOf(server, orgId, running.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => [e.data.from, e.data.to]),
+      [['queued', 'in_progress'], ['in_progress', 'cancelled']]);
+  });
+
+  it('rolls back to an earlier succeeded deployment with its exact snapshot, superseding what serves', async () => {
+    const secret = unique('api-key');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { KEY: 'one' } }] })).status, 201);
+    const p = await pair({ command: ['v1'], secrets: [{ secret }] });
+    const { env, svc, claim } = p;
+    const a = await p.ship({ revision: 'r1' });
+    assert.equal((await developer.http.put(`/v1/orgs/${orgId}/secrets/${secret}`, { values: { KEY: 'two' } })).status, 200);
+    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { spec: { command: ['v2'], secrets: [{ secret }] } })).status, 200);
+    const b = await p.ship({ revision: 'r2' });
+    assert.equal((await getDeployment(viewer.http, orgId, a.deployment.id)).state, 'superseded');
+    assert.equal((await getDeployment(viewer.http, orgId, a.deployment.id)).reason, `Superseded by ${b.deployment.id}.`);
+
+    const rolled = await developer.http.post(`/v1/orgs/${orgId}/deployments/${a.deployment.id}/rollback`);
+    assert.equal(rolled.status, 201, rolled.text);
+    assert.deepEqual({ state: rolled.body.state, rollbackOf: rolled.body.rollbackOf, revision: rolled.body.revision, spec: rolled.body.spec },
+      { state: 'queued', rollbackOf: a.deployment.id, revision: 'r1', spec: a.deployment.spec });
+    const c = await claim();
+    assert.equal(c.deployment.id, rolled.body.id);
+    assert.deepEqual(c.run, a.claim.run);
+    assert.deepEqual(c.run.secrets, { KEY: 'one' });
+    assert.equal((await runner.complete(rolled.body.id, c.lease.token)).status, 200);
+    assert.equal((await getDeployment(viewer.http, orgId, b.deployment.id)).state, 'superseded');
+    const active = await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.id}/active`);
+    assert.deepEqual(active.body.deployments.map((d: any) => d.id), [rolled.body.id]);
+    assert.equal((await eventsOf(server, orgId, rolled.body.id))[0].data.rollbackOf, a.deployment.id);
+
+    const failed = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const f = await claim();
+    assert.equal((await runner.complete(failed.id, f.lease.token, 'failed', 'health check failed')).status, 200);
+    for (const id of [failed.id, (await deploy(developer.http, orgId, { service: svc.id, environment: env.id })).id]) {
+      const refused = await developer.http.post(`/v1/orgs/${orgId}/deployments/${id}/rollback`, { description: 'try' });
+      assert.equal(refused.status, 409);
+      assert.equal(refused.body.code, 'not_rollbackable');
+    }
+  });
+
+  it('answers every illegal transition with 409 and the allowed ones, through the API and the state module', async () => {
+    const p = await pair();
+    const { env, svc, claim } = p;
+    const inState: Partial<Record<DeploymentState, { id: string; token?: string }>> = {};
+    const [first, second, third] = [await p.ship(), await p.ship(), await p.ship({}, 'failed')];
+    inState.superseded = { id: first.deployment.id, token: first.claim.lease.token };
+    inState.succeeded = { id: second.deployment.id, token: second.claim.lease.token };
+    inState.failed = { id: third.deployment.id, token: third.claim.lease.token };
+    const d4 = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${d4.id}/cancel`)).status, 200);
+    inState.cancelled = { id: d4.id };
+    const d5 = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const c5 = await claim();
+    inState.in_progress = { id: d5.id, token: c5.lease.token };
+    inState.queued = { id: (await deploy(developer.http, orgId, { service: svc.id, environment: env.id })).id };
+
+    const expectConflict = (res: any, state: DeploymentState, requested: DeploymentState) => {
+      assert.equal(res.status, 409, res.text);
+      assert.equal(res.body.code, 'invalid_transition');
+      assert.deepEqual({ state: res.body.state, requested: res.body.requested, allowed: res.body.allowedTransitions }, { state, requested, allowed: allowedFrom(state) });
+    };
+    // Through the API: cancel from every state that has no edge to cancelled; complete from every finished state under its own lease.
+    for (const state of DEPLOYMENT_STATES.filter((s) => !canTransition(s, 'cancelled'))) {
+      expectConflict(await developer.http.post(`/v1/orgs/${orgId}/deployments/${inState[state]!.id}/cancel`), state, 'cancelled');
+    }
+    for (const state of ['succeeded', 'failed', 'superseded'] as const) {
+      const { id, token } = inState[state]!;
+      for (const outcome of ['succeeded', 'failed'] as const) {
+        if (state === outcome || (state === 'superseded' && outcome === 'succeeded')) continue;
+        expectConflict(await runner.complete(id, token!, outcome), state, outcome);
+      }
+      const beat = await runner.heartbeat(id, token!);
+      assert.equal(beat.status, 409);
+      assert.equal(beat.body.code, 'deployment_finished');
+    }
+    // The state module, for every pair off the graph: refused, nothing changed.
+    for (const from of DEPLOYMENT_STATES) {
+      const { id } = inState[from]!;
+      const before = await getDeployment(viewer.http, orgId, id);
+      for (const to of DEPLOYMENT_STATES.filter((t) => !canTransition(from, t))) {
+        await assert.rejects(server.core.db.transaction().execute((trx) => compareAndSet(trx, SYSTEM_CONTEXT, { orgId, id, from, to })),
+          (error: any) => error.status === 409 && error.code === 'invalid_transition' && JSON.stringify(error.extras.allowedTransitions) === JSON.stringify(allowedFrom(from)));
+      }
+      // An edge from a state the deployment is not in matches nothing.
+      const wrongFrom = DEPLOYMENT_STATES.find((s) => s !== from && allowedFrom(s).length > 0)!;
+      const none = await server.core.db.transaction().execute((trx) => compareAndSet(trx, SYSTEM_CONTEXT, { orgId, id, from: wrongFrom, to: allowedFrom(wrongFrom)[0]! }));
+      assert.equal(none, null);
+      assert.deepEqual(await getDeployment(viewer.http, orgId, id), before);
+    }
+    assert.equal((await runner.complete(d5.id, c5.lease.token)).status, 200);
+  });
+
+  it('records an event for every transition, without secret values', async () => {
+    const secret = unique('tok');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { TOKEN: 'value-that-must-not-leak' } }] })).status, 201);
+    const p = await pair({ command: ['x'], secrets: [{ secret }] });
+    const first = (await p.ship()).deployment;
+    const second = (await p.ship()).deployment;
+
+    const events = await eventsOf(server, orgId, first.id);
+    assert.deepEqual(events.map((e) => [e.type, e.data.from, e.data.to]), [
+      ['deployment.created', undefined, undefined],
+      ['deployment.state_changed', 'queued', 'in_progress'],
+      ['deployment.state_changed', 'in_progress', 'succeeded'],
+      ['deployment.state_changed', 'succeeded', 'superseded'],
+    ]);
+    assert.deepEqual(events[0].data.secretVersions, [{ secret, version: 1 }]);
+    assert.equal(events[1].data.runner, runner.actor.id);
+    assert.equal(events[1].actor, runner.actor.id);
+    assert.equal(events[3].data.by, second.id);
+    assert.ok(events.every((e) => e.data.attempt === undefined || e.data.attempt === 1));
+    const all = await server.owner.http.get(`/v1/orgs/${orgId}/events?limit=200&type=deployment.*`);
+    assert.ok(!all.text.includes('value-that-must-not-leak'));
+    assert.ok(!server.logs.some((line) => line.includes('value-that-must-not-leak')));
+  });
+});

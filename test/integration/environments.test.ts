@@ -1,0 +1,154 @@
+// Environments: CRUD, names, protection, the active deployment per service, and deletion refused
+// while a deployment is queued or in progress.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Actor, TestServer } from '../support/harness.js';
+import {
+  assertHiddenFromOtherOrgs, createEnvironment, createService, deploy, eventsOf, ship, startDeployFixture, unique, type DeployFixture,
+} from '../support/deployments.js';
+
+describe('environments', () => {
+  let f: DeployFixture;
+  let server: TestServer;
+  let orgId: string;
+  let admin: Actor;
+  let developer: Actor;
+  let viewer: Actor;
+
+  before(async () => {
+    f = await startDeployFixture();
+    ({ server, orgId, admin, developer, viewer } = f);
+  });
+  after(() => f.close());
+
+  it('creates, reads by id and by name, lists with a cursor, updates and deletes', async () => {
+    const name = unique('prod');
+    const created = await admin.http.post(`/v1/orgs/${orgId}/environments`, { name, description: 'Live traffic', protected: true });
+    assert.equal(created.status, 201, created.text);
+    const env = created.body;
+    assert.match(env.id, /^env_[0-9a-z]{26}$/);
+    assert.deepEqual({ name: env.name, description: env.description, protected: env.protected }, { name, description: 'Live traffic', protected: true });
+    assert.equal(env.updatedAt, env.createdAt);
+
+    for (const ref of [env.id, name]) {
+      const got = await viewer.http.get(`/v1/orgs/${orgId}/environments/${ref}`);
+      assert.equal(got.status, 200);
+      assert.deepEqual(got.body, env);
+    }
+
+    const more = [await createEnvironment(admin.http, orgId), await createEnvironment(admin.http, orgId)];
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: any = await viewer.http.get(`/v1/orgs/${orgId}/environments?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      assert.equal(page.status, 200);
+      assert.ok(page.body.environments.length <= 2);
+      seen.push(...page.body.environments.map((e: any) => e.id));
+      cursor = page.body.nextCursor;
+    } while (cursor !== null);
+    assert.deepEqual(seen, [env.id, ...more.map((e) => e.id)]);
+
+    const renamed = unique('production');
+    const patched = await admin.http.patch(`/v1/orgs/${orgId}/environments/${name}`, { name: renamed, protected: false });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal(patched.body.name, renamed);
+    assert.equal(patched.body.protected, false);
+    assert.equal(patched.body.description, 'Live traffic');
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/environments/${name}`)).status, 404);
+
+    const deleted = await admin.http.delete(`/v1/orgs/${orgId}/environments/${renamed}`);
+    assert.equal(deleted.status, 204);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 404);
+
+    const types = (await eventsOf(server, orgId, env.id)).map((e) => e.type);
+    assert.deepEqual(types, ['environment.created', 'environment.updated', 'environment.deleted']);
+  });
+
+  it('refuses a taken name, bad names, unknown fields and empty patches', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const taken = await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: env.name });
+    assert.equal(taken.status, 409);
+    assert.equal(taken.body.code, 'environment_name_taken');
+
+    const bad = await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'Not A Slug', color: 'red' });
+    assert.equal(bad.status, 400);
+    assert.deepEqual(bad.body.errors.map((e: any) => e.pointer).sort(), ['/color', '/name']);
+
+    const empty = await admin.http.patch(`/v1/orgs/${orgId}/environments/${env.id}`, {});
+    assert.equal(empty.status, 400);
+
+    const other = await createEnvironment(admin.http, orgId);
+    const clash = await admin.http.patch(`/v1/orgs/${orgId}/environments/${other.id}`, { name: env.name });
+    assert.equal(clash.status, 409);
+    assert.equal(clash.body.code, 'environment_name_taken');
+  });
+
+  it('is invisible from another organization', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    await assertHiddenFromOtherOrgs(server, orgId, `/environments/${env.id}`);
+    const otherOrg = await server.actor((await server.createOrg()).id, 'admin');
+    assert.deepEqual((await otherOrg.http.get(`/v1/orgs/${otherOrg.orgId}/environments`)).body.environments, []);
+  });
+
+  it('lets only admins and owners deploy to a protected environment', async () => {
+    const env = await createEnvironment(admin.http, orgId, { protected: true });
+    const svc = await createService(developer.http, orgId);
+    const refused = await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name });
+    assert.equal(refused.status, 403);
+    assert.equal(refused.body.code, 'environment_protected');
+    assert.match(refused.body.detail, /protected/);
+    for (const who of [admin, await server.actor(orgId, 'owner')]) {
+      const ok = await who.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name });
+      assert.equal(ok.status, 201, ok.text);
+    }
+    // A rollback is a deployment too.
+    const env2 = await createEnvironment(admin.http, orgId, { protected: true });
+    const shipped = await ship(admin.http, f.runner, orgId, { service: svc.id, environment: env2.id });
+    const rollback = await developer.http.post(`/v1/orgs/${orgId}/deployments/${shipped.deployment.id}/rollback`);
+    assert.equal(rollback.status, 403);
+    assert.equal(rollback.body.code, 'environment_protected');
+    assert.equal((await admin.http.post(`/v1/orgs/${orgId}/deployments/${shipped.deployment.id}/rollback`)).status, 201);
+
+    const unprotected = await admin.http.patch(`/v1/orgs/${orgId}/environments/${env.id}`, { protected: false });
+    assert.equal(unprotected.status, 200);
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name })).status, 201);
+  });
+
+  it('refuses deletion while a deployment is queued or in progress, then deletes its history', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const { runner } = f;
+    const first = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const claimed = await runner.take({ environments: [env.name], waitSeconds: 0 });
+    assert.equal(claimed.deployment.id, first.id);
+    const queued = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+
+    const refused = await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.code, 'environment_in_use');
+    assert.deepEqual(refused.body.conflicts.map((c: any) => [c.deployment, c.state]), [[first.id, 'in_progress'], [queued.id, 'queued']]);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 200);
+
+    assert.equal((await runner.complete(first.id, claimed.lease.token)).status, 200);
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued.id}/cancel`)).status, 200);
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 204);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${first.id}`)).status, 404);
+  });
+
+  it('shows the active (succeeded) deployment of each service', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const [api, web] = [await createService(developer.http, orgId), await createService(developer.http, orgId)];
+    const release = async (svc: any) => (await ship(developer.http, f.runner, orgId, { service: svc.id, environment: env.id, revision: unique('rev') })).deployment;
+    assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.id}/active`)).body, { deployments: [], nextCursor: null });
+    const api1 = await release(api);
+    const web1 = await release(web);
+    const api2 = await release(api);
+
+    const active = await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.name}/active`);
+    assert.equal(active.status, 200);
+    assert.deepEqual(active.body.deployments.map((d: any) => [d.id, d.state]).sort(), [[api2.id, 'succeeded'], [web1.id, 'succeeded']].sort());
+    const onlyApi = await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.name}/active?service=${api.name}`);
+    assert.deepEqual(onlyApi.body.deployments.map((d: any) => d.id), [api2.id]);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${api1.id}`)).body.state, 'superseded');
+  });
+});

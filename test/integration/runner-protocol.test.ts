@@ -1,0 +1,299 @@
+// The runner protocol over real HTTP: claim (long poll, FIFO, exactly once under a race), the
+// snapshot with secret values, heartbeats, logs in order, completion, the fencing token, and
+// leases that expire into a re-queue or a failure.
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { createSlipway } from '../../src/app.js';
+import { LOG_LINE_MAX_CHARS } from '../../src/modules/runner/runner.protocol.js';
+import { freePort, httpClient, type Actor, type TestServer } from '../support/harness.js';
+import {
+  createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, newRunner, runnerClient, startDeployFixture, unique, type DeployFixture,
+  type RunnerClient,
+} from '../support/deployments.js';
+
+describe('runner protocol', () => {
+  let f: DeployFixture;
+  let server: TestServer;
+  let orgId: string;
+  let admin: Actor;
+  let developer: Actor;
+  let runner: RunnerClient;
+
+  before(async () => {
+    f = await startDeployFixture();
+    ({ server, orgId, admin, developer, runner } = f);
+  });
+  after(() => f.close());
+
+  it('claims the oldest deployment of its environments with the secret values resolved, no-store', async () => {
+    const secret = unique('creds');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { USER: 'app', PASSWORD: 'claim-only-value' } }] })).status, 201);
+    const [env, other] = [await createEnvironment(admin.http, orgId), await createEnvironment(admin.http, orgId)];
+    const svc = await createService(developer.http, orgId, {
+      spec: { command: ['serve'], port: 8000, healthCheck: { path: '/up', timeoutSeconds: 10 }, variables: { A: '1' }, secrets: [{ secret, key: 'PASSWORD', as: 'DB_PASSWORD' }] },
+    });
+    const older = await deploy(developer.http, orgId, { service: svc.id, environment: other.id });
+    const mine = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { B: '2' } });
+
+    assert.equal((await runner.claim({ environments: [env.name, unique('nowhere')], waitSeconds: 0 })).status, 404);
+    const res = await runner.claim({ environments: [env.name], waitSeconds: 0 });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+    const { deployment, lease, run } = res.body;
+    assert.equal(deployment.id, mine.id);
+    assert.equal(deployment.state, 'in_progress');
+    assert.equal(deployment.lease?.runner, runner.actor.id);
+    assert.ok(deployment.startedAt);
+    assert.deepEqual(run, { command: ['serve'], port: 8000, healthCheck: { path: '/up', timeoutSeconds: 10 }, variables: { A: '1', B: '2' }, secrets: { DB_PASSWORD: 'claim-only-value' } });
+    assert.deepEqual({ attempt: lease.attempt, durationSeconds: lease.durationSeconds, heartbeatSeconds: lease.heartbeatSeconds }, { attempt: 1, durationSeconds: 30, heartbeatSeconds: 10 });
+    assert.ok(lease.token.length >= 32);
+
+    // Without a filter, every environment: the older one comes first.
+    const rest = await runner.take();
+    assert.equal(rest.deployment.id, older.id);
+    assert.equal((await runner.claim()).status, 204);
+
+    const viewed = await developer.http.get(`/v1/orgs/${orgId}/deployments/${mine.id}`);
+    assert.ok(!viewed.text.includes('claim-only-value'));
+    const events = await eventsOf(server, orgId, mine.id);
+    assert.ok(!JSON.stringify(events).includes('claim-only-value'));
+    assert.ok(!server.logs.some((l) => l.includes('claim-only-value')));
+    assert.ok(!server.logs.some((l) => l.includes(lease.token)));
+    for (const c of [res.body, rest]) assert.equal((await runner.complete(c.deployment.id, c.lease.token)).status, 200);
+  });
+
+  it('lets only runners speak the protocol, and runners nothing else', async () => {
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0 })).status, 403);
+    assert.equal((await admin.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0 })).status, 403);
+    assert.equal((await runner.actor.http.get(`/v1/orgs/${orgId}/deployments`)).status, 403);
+    assert.equal((await runner.actor.http.post(`/v1/orgs/${orgId}/deployments`, { service: 'x', environment: 'y' })).status, 403);
+    const stranger = runnerClient(await server.actor((await server.createOrg()).id, 'runner'), orgId);
+    assert.equal((await stranger.claim()).status, 404);
+  });
+
+  it('wakes a waiting claim when a deployment is created', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const waiting = runner.claim({ environments: [env.id], waitSeconds: 25 });
+    await sleep(200);
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const res = await waiting;
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.deployment.id, d.id);
+    assert.equal((await runner.complete(d.id, res.body.lease.token)).status, 200);
+  });
+
+  it('wakes a claim waiting on another node of the same database', async () => {
+    const port = await freePort();
+    const other = await createSlipway({ ...server.config, port, baseUrl: `http://127.0.0.1:${port}` }, {
+      bootstrap: false, logStream: new Writable({ write: (_c, _e, done) => done() }),
+    });
+    await other.listen();
+    try {
+      const env = await createEnvironment(admin.http, orgId);
+      const svc = await createService(developer.http, orgId);
+      const waiting = runner.claim({ environments: [env.id], waitSeconds: 25 });
+      await sleep(200);
+      const viaOther = httpClient(`http://127.0.0.1:${port}`, developer.token);
+      const d = await deploy(viaOther, orgId, { service: svc.id, environment: env.id });
+      const res = await waiting;
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.deployment.id, d.id);
+      assert.equal((await runner.complete(d.id, res.body.lease.token)).status, 200);
+      // On PostgreSQL a deployment created on the other node reaches this one by NOTIFY (SQLite processes poll instead).
+      if (server.core.database.dialect === 'postgres') {
+        const quiet = await createEnvironment(admin.http, orgId);
+        const seen = server.core.signals.version(orgId);
+        await eventually('a NOTIFY from the other node', async () => {
+          await deploy(viaOther, orgId, { service: svc.id, environment: quiet.id });
+          return server.core.signals.version(orgId) > seen ? true : undefined;
+        });
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('renews the lease, stores log lines in order with paging, and refuses a wrong token changing nothing', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const c = await runner.take({ environments: [env.id], waitSeconds: 0 });
+    const token = c.lease.token;
+
+    await sleep(20);
+    const beat = await runner.heartbeat(d.id, token);
+    assert.equal(beat.status, 200, beat.text);
+    assert.ok(beat.body.lease.expiresAt > c.lease.expiresAt);
+    assert.equal(beat.body.lease.token, token);
+
+    const sent: string[] = [];
+    for (let batch = 0; batch < 3; batch++) {
+      const lines = Array.from({ length: 5 }, (_, i) => `line ${batch * 5 + i + 1}`);
+      const res = await runner.logs(d.id, { leaseToken: token, lines: lines.map((line, i) => ({ line, stream: i % 2 ? 'stderr' : 'stdout' })) });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual({ appended: res.body.appended, lastSeq: res.body.lastSeq }, { appended: 5, lastSeq: (batch + 1) * 5 });
+      sent.push(...lines);
+    }
+    const at = '2030-01-02T03:04:05.678Z';
+    assert.equal((await runner.logs(d.id, { leaseToken: token, lines: [{ line: 'from the runner', stream: 'runner', at }] })).status, 200);
+    sent.push('from the runner');
+
+    const tooLong = await runner.logs(d.id, { leaseToken: token, lines: [{ line: 'x'.repeat(LOG_LINE_MAX_CHARS + 1) }] });
+    assert.equal(tooLong.status, 400);
+    const stale = await runner.logs(d.id, { leaseToken: `${token}x`, lines: [{ line: 'intruder' }] });
+    assert.equal(stale.status, 409);
+    assert.equal(stale.body.code, 'lease_lost');
+    for (const res of [await runner.heartbeat(d.id, 'not-the-token'), await runner.complete(d.id, 'not-the-token', 'failed')]) {
+      assert.equal(res.status, 409);
+      assert.equal(res.body.code, 'lease_lost');
+    }
+
+    const read: any[] = [];
+    let afterSeq = 0;
+    for (;;) {
+      const page = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs?after=${afterSeq}&limit=4`);
+      assert.equal(page.status, 200, page.text);
+      assert.equal(page.body.state, 'in_progress');
+      read.push(...page.body.lines);
+      afterSeq = page.body.nextAfter;
+      if (!page.body.hasMore) break;
+    }
+    assert.deepEqual(read.map((l) => l.line), sent);
+    assert.deepEqual(read.map((l) => l.seq), sent.map((_, i) => i + 1));
+    assert.deepEqual(new Set(read.map((l) => l.attempt)), new Set([1]));
+    assert.deepEqual(read.slice(0, 2).map((l) => l.stream), ['stdout', 'stderr']);
+    assert.deepEqual(read.at(-1), { seq: 16, attempt: 1, stream: 'runner', line: 'from the runner', at });
+    assert.equal((await getDeployment(developer.http, orgId, d.id)).state, 'in_progress');
+
+    const done = await runner.complete(d.id, token, 'succeeded');
+    assert.equal(done.status, 200);
+    const again = await runner.complete(d.id, token, 'succeeded');
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, done.body);
+    const late = await runner.logs(d.id, { leaseToken: token, lines: [{ line: 'after the end' }] });
+    assert.equal(late.status, 409);
+    assert.equal(late.body.code, 'deployment_finished');
+    const final = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs?after=15`);
+    assert.deepEqual({ lines: final.body.lines.map((l: any) => l.seq), nextAfter: final.body.nextAfter, hasMore: final.body.hasMore, state: final.body.state },
+      { lines: [16], nextAfter: 16, hasMore: false, state: 'succeeded' });
+  });
+
+  it('fails a deployment whose pinned secret version is gone, and moves on', async () => {
+    const secret = unique('gone');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { K: 'v' } }] })).status, 201);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['x'], secrets: [{ secret }] } });
+    const doomed = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const destroyed = await admin.http.delete(`/v1/orgs/${orgId}/secrets/${secret}?permanent=true`);
+    assert.equal(destroyed.status, 204, destroyed.text);
+    assert.equal((await runner.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
+    const failed = await getDeployment(developer.http, orgId, doomed.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, new RegExp(secret));
+  });
+
+  it('hands each of 100 queued deployments to exactly one of 4 racing runners', async () => {
+    const org = (await server.createOrg()).id;
+    const [adm, dev] = [await server.actor(org, 'admin'), await server.actor(org, 'developer')];
+    const envs = [];
+    const svcs = [];
+    for (let i = 0; i < 10; i++) {
+      envs.push(await createEnvironment(adm.http, org));
+      svcs.push(await createService(dev.http, org));
+    }
+    const made = new Set<string>();
+    for (const svc of svcs) for (const env of envs) made.add((await deploy(dev.http, org, { service: svc.id, environment: env.id })).id);
+    const runners = await Promise.all(Array.from({ length: 4 }, () => newRunner(server, org)));
+    const claimedBy = await Promise.all(runners.map(async (r) => {
+      const mine: string[] = [];
+      for (;;) {
+        const res = await r.claim({ waitSeconds: 0 });
+        if (res.status === 204) return mine;
+        assert.equal(res.status, 200, res.text);
+        mine.push(res.body.deployment.id);
+      }
+    }));
+    const all = claimedBy.flat();
+    assert.equal(all.length, 100);
+    assert.deepEqual(new Set(all), made);
+    const inProgress = await dev.http.get(`/v1/orgs/${org}/deployments?state=in_progress&limit=200`);
+    assert.equal(inProgress.body.deployments.length, 100);
+    const claims = await server.owner.http.get(`/v1/orgs/${org}/events?type=deployment.state_changed&limit=200`);
+    assert.equal(claims.body.events.filter((e: any) => e.data.to === 'in_progress').length, 100);
+  });
+});
+
+describe('runner leases', () => {
+  let f: DeployFixture;
+  let server: TestServer;
+  let orgId: string;
+  let developer: Actor;
+  let admin: Actor;
+
+  before(async () => {
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '2', SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS: '2' } });
+    ({ server, orgId, developer, admin } = f);
+  });
+  after(() => f.close());
+
+  const stateOf = (id: string, state: string) => async () => {
+    const d = await getDeployment(developer.http, orgId, id);
+    return d.state === state ? d : undefined;
+  };
+
+  it('re-queues an expired lease for another runner, refuses the old one, and completes once', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const [lost, rescuer] = [await newRunner(server, orgId), await newRunner(server, orgId)];
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const first = await lost.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal((await lost.logs(d.id, { leaseToken: first.lease.token, lines: [{ line: 'attempt one' }] })).status, 200);
+
+    const requeued = await eventually('the lease to expire', stateOf(d.id, 'queued'));
+    assert.equal(requeued.attempt, 2);
+    assert.match(requeued.reason, /lease of attempt 1 expired/);
+    for (const res of [
+      await lost.heartbeat(d.id, first.lease.token),
+      await lost.logs(d.id, { leaseToken: first.lease.token, lines: [{ line: 'too late' }] }),
+      await lost.complete(d.id, first.lease.token),
+    ]) {
+      assert.equal(res.status, 409);
+      assert.equal(res.body.code, 'lease_lost');
+    }
+    assert.deepEqual(await getDeployment(developer.http, orgId, d.id), requeued);
+
+    const second = await rescuer.take({ environments: [env.id], waitSeconds: 5 });
+    assert.equal(second.deployment.id, d.id);
+    assert.equal(second.lease.attempt, 2);
+    assert.notEqual(second.lease.token, first.lease.token);
+    assert.equal((await lost.complete(d.id, first.lease.token)).status, 409);
+    assert.equal((await rescuer.logs(d.id, { leaseToken: second.lease.token, lines: [{ line: 'attempt two' }] })).status, 200);
+    const done = await rescuer.complete(d.id, second.lease.token);
+    assert.equal(done.status, 200);
+    assert.equal(done.body.state, 'succeeded');
+    assert.equal((await lost.complete(d.id, first.lease.token)).status, 409);
+
+    const logs = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs`);
+    assert.deepEqual(logs.body.lines.map((l: any) => [l.attempt, l.line]), [[1, 'attempt one'], [2, 'attempt two']]);
+    const moves = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}→${e.data.to}@${e.data.attempt}`);
+    assert.deepEqual(moves, ['queued→in_progress@1', 'in_progress→queued@2', 'queued→in_progress@2', 'in_progress→succeeded@2']);
+  });
+
+  it('fails the deployment with a reason once the attempts are spent', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const r = await newRunner(server, orgId);
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.equal((await r.take({ environments: [env.id], waitSeconds: 0 })).lease.attempt, 1);
+    await eventually('the first lease to expire', stateOf(d.id, 'queued'));
+    assert.equal((await r.take({ environments: [env.id], waitSeconds: 5 })).lease.attempt, 2);
+    const failed = await eventually('the last lease to expire', stateOf(d.id, 'failed'));
+    assert.equal(failed.attempt, 2);
+    assert.match(failed.reason, /SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS/);
+    assert.ok(failed.finishedAt);
+    assert.equal((await r.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
+  });
+});

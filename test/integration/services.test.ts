@@ -1,0 +1,159 @@
+// Services: CRUD, the spec and its rules, secret references checked when the service is saved.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Actor, TestServer } from '../support/harness.js';
+import {
+  assertHiddenFromOtherOrgs, createEnvironment, createService, deploy, eventsOf, startDeployFixture, unique, type DeployFixture,
+} from '../support/deployments.js';
+
+describe('services', () => {
+  let f: DeployFixture;
+  let server: TestServer;
+  let orgId: string;
+  let developer: Actor;
+  let viewer: Actor;
+  let admin: Actor;
+  const secretName = unique('payments');
+
+  before(async () => {
+    f = await startDeployFixture();
+    ({ server, orgId, developer, viewer, admin } = f);
+    const res = await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secretName, values: { STRIPE_KEY: 'sk_live_very_secret', WEBHOOK_SECRET: 'whsec_also_secret' } }] });
+    assert.equal(res.status, 201, res.text);
+  });
+  after(() => f.close());
+
+  it('creates a service with a full spec and reads it back by id and by name', async () => {
+    const name = unique('api');
+    const spec = {
+      command: ['node', 'server.js', '--port', '$PORT'],
+      port: 8080,
+      healthCheck: { path: '/healthz', timeoutSeconds: 30 },
+      variables: { LOG_LEVEL: 'info', REGION: 'eu' },
+      secrets: [{ secret: secretName }, { secret: secretName, key: 'STRIPE_KEY', as: 'PAYMENTS_KEY' }],
+    };
+    const created = await developer.http.post(`/v1/orgs/${orgId}/services`, { name, description: 'The API', spec });
+    assert.equal(created.status, 201, created.text);
+    const svc = created.body;
+    assert.match(svc.id, /^svc_[0-9a-z]{26}$/);
+    assert.deepEqual({ name: svc.name, description: svc.description, version: svc.version, spec: svc.spec }, { name, description: 'The API', version: 1, spec });
+    for (const ref of [svc.id, name]) assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/services/${ref}`)).body, svc);
+    assert.ok(!created.text.includes('sk_live_very_secret'));
+
+    const minimal = await createService(developer.http, orgId, { spec: { image: 'registry.example/api:1.2' } });
+    assert.deepEqual(minimal.spec, { image: 'registry.example/api:1.2', variables: {}, secrets: [] });
+
+    const events = await eventsOf(server, orgId, svc.id);
+    assert.deepEqual(events.map((e) => e.type), ['service.created']);
+    assert.deepEqual(events[0].data, { name, version: 1, variables: ['LOG_LEVEL', 'REGION'], secrets: [secretName, secretName] });
+  });
+
+  it('lists services with a cursor', async () => {
+    const org = (await server.createOrg()).id;
+    const dev = await server.actor(org, 'developer');
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push((await createService(dev.http, org)).id);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: any = await dev.http.get(`/v1/orgs/${org}/services?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      assert.equal(page.status, 200);
+      seen.push(...page.body.services.map((s: any) => s.id));
+      cursor = page.body.nextCursor;
+    } while (cursor !== null);
+    assert.deepEqual(seen, made);
+  });
+
+  it('refuses unknown secrets and keys when the service is saved, pointing at each reference', async () => {
+    const unknownSecret = await developer.http.post(`/v1/orgs/${orgId}/services`, {
+      name: unique('svc'), spec: { command: ['x'], secrets: [{ secret: 'no-such-secret' }] },
+    });
+    assert.equal(unknownSecret.status, 422, unknownSecret.text);
+    assert.match(unknownSecret.body.detail, /no-such-secret/);
+
+    const unknownKey = await developer.http.post(`/v1/orgs/${orgId}/services`, {
+      name: unique('svc'), spec: { command: ['x'], secrets: [{ secret: secretName, key: 'STRIPE_KEY' }, { secret: secretName, key: 'NOPE' }] },
+    });
+    assert.equal(unknownKey.status, 422);
+    assert.equal(unknownKey.body.code, 'unknown_secret_reference');
+    assert.deepEqual(unknownKey.body.errors.map((e: any) => e.pointer), ['/spec/secrets/1/key']);
+    assert.match(unknownKey.body.detail, /NOPE/);
+
+    const list = await viewer.http.get(`/v1/orgs/${orgId}/services?limit=200`);
+    assert.ok(!list.body.services.some((s: any) => s.spec.secrets.some((r: any) => r.secret === 'no-such-secret' || r.key === 'NOPE')));
+  });
+
+  it('refuses a variable that would be set twice, `as` without `key`, and a spec with nothing to run', async () => {
+    const twice = await developer.http.post(`/v1/orgs/${orgId}/services`, {
+      name: unique('svc'),
+      spec: { command: ['x'], variables: { STRIPE_KEY: 'plain' }, secrets: [{ secret: secretName }, { secret: secretName, key: 'WEBHOOK_SECRET' }] },
+    });
+    assert.equal(twice.status, 422);
+    assert.equal(twice.body.code, 'variable_conflict');
+    assert.deepEqual(twice.body.errors.map((e: any) => e.pointer), ['/spec/secrets/0', '/spec/secrets/1']);
+
+    const asAlone = await developer.http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: { command: ['x'], secrets: [{ secret: secretName, as: 'X' }] } });
+    assert.equal(asAlone.status, 400);
+    assert.deepEqual(asAlone.body.errors.map((e: any) => e.pointer), ['/spec/secrets/0/as']);
+
+    const nothing = await developer.http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: { port: 80 } });
+    assert.equal(nothing.status, 400);
+    assert.deepEqual(nothing.body.errors.map((e: any) => e.pointer), ['/spec/command']);
+
+    const badShape = await developer.http.post(`/v1/orgs/${orgId}/services`, {
+      name: unique('svc'), spec: { command: [], port: 70000, variables: { 'not valid': 'x' }, healthCheck: { path: 'healthz', timeoutSeconds: 0 } },
+    });
+    assert.equal(badShape.status, 400);
+    const pointers = badShape.body.errors.map((e: any) => e.pointer);
+    for (const p of ['/spec/command', '/spec/port', '/spec/variables/not valid', '/spec/healthCheck/path', '/spec/healthCheck/timeoutSeconds']) assert.ok(pointers.includes(p), `${p} in ${pointers}`);
+
+    const taken = await createService(developer.http, orgId);
+    const dup = await developer.http.post(`/v1/orgs/${orgId}/services`, { name: taken.name, spec: { command: ['x'] } });
+    assert.equal(dup.status, 409);
+    assert.equal(dup.body.code, 'service_name_taken');
+  });
+
+  it('updates: spec replaced whole, version up by one, rules checked again, nothing changed on refusal', async () => {
+    const svc = await createService(developer.http, orgId, { spec: { command: ['a'], variables: { A: '1' } } });
+    const renamed = unique('renamed');
+    const updated = await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.name}`, {
+      name: renamed, spec: { command: ['b'], secrets: [{ secret: secretName, key: 'STRIPE_KEY' }] },
+    });
+    assert.equal(updated.status, 200, updated.text);
+    assert.equal(updated.body.name, renamed);
+    assert.equal(updated.body.version, 2);
+    assert.deepEqual(updated.body.spec, { command: ['b'], variables: {}, secrets: [{ secret: secretName, key: 'STRIPE_KEY' }] });
+
+    const refused = await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { spec: { command: ['c'], secrets: [{ secret: secretName, key: 'MISSING' }] } });
+    assert.equal(refused.status, 422);
+    const now = await viewer.http.get(`/v1/orgs/${orgId}/services/${svc.id}`);
+    assert.deepEqual(now.body, updated.body);
+
+    const events = await eventsOf(server, orgId, svc.id);
+    assert.deepEqual(events.map((e) => e.type), ['service.created', 'service.updated']);
+    assert.deepEqual(events[1].data.changed.sort(), ['name', 'spec']);
+  });
+
+  it('refuses deletion while a deployment is queued, deletes it otherwise', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const queued = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const refused = await admin.http.delete(`/v1/orgs/${orgId}/services/${svc.id}`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.code, 'service_in_use');
+    assert.deepEqual(refused.body.conflicts, [{ deployment: queued.id, state: 'queued' }]);
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued.id}/cancel`, { reason: 'not needed' })).status, 200);
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/services/${svc.name}`)).status, 204);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/services/${svc.id}`)).status, 404);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${queued.id}`)).status, 404);
+    assert.deepEqual((await eventsOf(server, orgId, svc.id)).map((e) => e.type), ['service.created', 'service.deleted']);
+  });
+
+  it('is invisible from another organization, and so are the secrets it names', async () => {
+    const svc = await createService(developer.http, orgId);
+    await assertHiddenFromOtherOrgs(server, orgId, `/services/${svc.id}`);
+    const stranger = await server.actor((await server.createOrg()).id, 'developer');
+    const ref = await stranger.http.post(`/v1/orgs/${stranger.orgId}/services`, { name: unique('svc'), spec: { command: ['x'], secrets: [{ secret: secretName }] } });
+    assert.equal(ref.status, 422);
+  });
+});

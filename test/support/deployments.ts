@@ -1,0 +1,129 @@
+// Factories and a runner client for the environment, service, deployment and runner-protocol
+// suites: everything goes over HTTP to the real server, the runner side through the protocol
+// module's own paths and types.
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  runnerUrl, type AppendLogsRequestT, type ClaimRequestT, type ClaimResponseT, type OutcomeT,
+} from '../../src/modules/runner/runner.protocol.js';
+import { startServer, type Actor, type HttpClient, type HttpResult, type StartOptions, type TestServer } from './harness.js';
+
+let counter = 0;
+export const unique = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
+
+export async function createEnvironment(http: HttpClient, orgId: string, body: Record<string, unknown> = {}): Promise<any> {
+  const res = await http.post(`/v1/orgs/${orgId}/environments`, { name: unique('env'), ...body });
+  assert.equal(res.status, 201, res.text);
+  return res.body;
+}
+
+export async function createService(http: HttpClient, orgId: string, body: Record<string, unknown> = {}): Promise<any> {
+  const res = await http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: { command: ['node', 'server.js'] }, ...body });
+  assert.equal(res.status, 201, res.text);
+  return res.body;
+}
+
+export async function deploy(http: HttpClient, orgId: string, body: Record<string, unknown>): Promise<any> {
+  const res = await http.post(`/v1/orgs/${orgId}/deployments`, body);
+  assert.equal(res.status, 201, res.text);
+  return res.body;
+}
+
+export async function getDeployment(http: HttpClient, orgId: string, id: string): Promise<any> {
+  const res = await http.get(`/v1/orgs/${orgId}/deployments/${id}`);
+  assert.equal(res.status, 200, res.text);
+  return res.body;
+}
+
+/** A runner service user of the organization, speaking the protocol. */
+export function runnerClient(actor: Actor, orgId: string) {
+  const http = actor.http;
+  return {
+    actor,
+    claim: (body: ClaimRequestT = { waitSeconds: 0 }): Promise<HttpResult<ClaimResponseT>> => http.post(runnerUrl('claim', orgId), body ?? undefined),
+    heartbeat: (id: string, leaseToken: string) => http.post(runnerUrl('heartbeat', orgId, id), { leaseToken }),
+    logs: (id: string, body: AppendLogsRequestT) => http.post(runnerUrl('logs', orgId, id), body),
+    complete: (id: string, leaseToken: string, outcome: OutcomeT = 'succeeded', reason?: string) =>
+      http.post(runnerUrl('complete', orgId, id), { leaseToken, outcome, ...(reason !== undefined ? { reason } : {}) }),
+    /** Claims and expects a deployment. */
+    async take(body: ClaimRequestT = { waitSeconds: 0 }): Promise<ClaimResponseT> {
+      const res = await http.post<ClaimResponseT>(runnerUrl('claim', orgId), body ?? undefined);
+      assert.equal(res.status, 200, res.text);
+      return res.body;
+    },
+  };
+}
+export type RunnerClient = ReturnType<typeof runnerClient>;
+
+export async function newRunner(server: TestServer, orgId: string): Promise<RunnerClient> {
+  return runnerClient(await server.actor(orgId, 'runner'), orgId);
+}
+
+/** Polls until `check` returns a value (not undefined), within a bound; no timing is asserted. */
+export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) assert.fail(`gave up waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** Events of a subject, oldest first (read as the bootstrap owner, an instance administrator). */
+export async function eventsOf(server: TestServer, orgId: string, subjectId: string): Promise<any[]> {
+  const res = await server.owner.http.get(`/v1/orgs/${orgId}/events?subject=${subjectId}&limit=200`);
+  assert.equal(res.status, 200, res.text);
+  return res.body.events;
+}
+
+/** A server with a fresh organization and one actor per role these suites use. */
+export interface DeployFixture {
+  server: TestServer;
+  orgId: string;
+  admin: Actor;
+  developer: Actor;
+  viewer: Actor;
+  runner: RunnerClient;
+  /** Checks that every answer was a declared status, then stops the server. */
+  close(): Promise<void>;
+}
+
+export async function startDeployFixture(options: StartOptions = {}): Promise<DeployFixture> {
+  const server = await startServer(options);
+  const orgId = (await server.createOrg()).id;
+  return {
+    server,
+    orgId,
+    admin: await server.actor(orgId, 'admin'),
+    developer: await server.actor(orgId, 'developer'),
+    viewer: await server.actor(orgId, 'viewer'),
+    runner: await newRunner(server, orgId),
+    async close() {
+      assert.deepEqual(server.undeclared, []);
+      await server.close();
+    },
+  };
+}
+
+/** Deploys, has `runner` claim exactly that deployment, and completes it. */
+export async function ship(http: HttpClient, runner: RunnerClient, orgId: string, body: { service: string; environment: string } & Record<string, unknown>, outcome: OutcomeT = 'succeeded') {
+  const created = await deploy(http, orgId, body);
+  const claim = await runner.take({ environments: [body.environment], waitSeconds: 0 });
+  assert.equal(claim.deployment.id, created.id);
+  const done = await runner.complete(created.id, claim.lease.token, outcome, outcome === 'failed' ? 'it failed' : undefined);
+  assert.equal(done.status, 200, done.text);
+  return { deployment: done.body, claim };
+}
+
+/** A resource of `orgId` at `path` (`/services/svc_…`) is a 404 to an owner of another organization, whichever organization it names. */
+export async function assertHiddenFromOtherOrgs(server: TestServer, orgId: string, path: string): Promise<void> {
+  const otherOrg = (await server.createOrg()).id;
+  const stranger = await server.actor(otherOrg, 'owner');
+  for (const res of [
+    await stranger.http.get(`/v1/orgs/${otherOrg}${path}`),
+    await stranger.http.patch(`/v1/orgs/${otherOrg}${path}`, { description: 'mine' }),
+    await stranger.http.delete(`/v1/orgs/${otherOrg}${path}`),
+    await stranger.http.get(`/v1/orgs/${orgId}${path}`),
+  ]) assert.equal(res.status, 404, res.text);
+}
