@@ -1,7 +1,6 @@
 // Token-endpoint requests built byte by byte, and access tokens forged with the server's real
 // signing key (or deliberately with the wrong key, algorithm or claims), so each API check can be
 // shown to refuse exactly one defect while a correctly forged token is accepted.
-import { randomBytes } from 'node:crypto';
 import { exportJWK, exportSPKI, generateKeyPair, importJWK, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { hashClientSecret } from '../../src/platform/crypto/client-secret.js';
 import { newId } from '../../src/platform/ids.js';
@@ -118,8 +117,4 @@ export function tamper(token: string, change: (payload: Record<string, unknown>)
   const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as Record<string, unknown>;
   change(claims);
   return `${header}.${base64url(claims)}.${signature}`;
-}
-
-export function randomText(bytes = 12): string {
-  return randomBytes(bytes).toString('base64url');
 }

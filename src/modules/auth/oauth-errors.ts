@@ -14,5 +14,7 @@ export const oauthErrors = {
     oauth(400, 'unsupported_grant_type', `The grant type "${grant}" is not supported; use client_credentials.`),
   invalidScope: (unknown: string[], supported: string) =>
     oauth(400, 'invalid_scope', `Unknown scope ${unknown.map((s) => `"${s}"`).join(', ')}; supported scopes are: ${supported}.`),
-  unsupportedTokenType: (hint: string) => oauth(400, 'unsupported_token_type', `Token type "${hint}" cannot be revoked here; only access tokens can.`),
+  /** RFC 7009 §2.1: the token is valid but was issued to another client (the error Keycloak also answers). */
+  tokenOfAnotherClient: () =>
+    oauth(400, 'unauthorized_client', 'This token was issued to another client; a client can revoke only its own tokens. Revoke it with that client\'s credentials, or disable that service user.'),
 };

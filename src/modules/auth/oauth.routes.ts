@@ -1,7 +1,7 @@
 // The authorization server's endpoints, under the path of SLIPWAY_AUTH_URL: token, discovery,
 // JWKS, introspection and revocation. Form-encoded in, RFC 6749 errors out.
 import { Type } from '@sinclair/typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import type { RateLimiter } from '../../http/rate-limit.js';
 import { errors } from '../../platform/errors.js';
@@ -101,10 +101,25 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   const tags = ['oauth'];
   const oauthConfig = { errorFormat: 'oauth' as const };
 
-  const limit = (key: string, limiter: RateLimiter, reply: { header(n: string, v: string): unknown }) => {
+  // A request counts against its address and then its client; RateLimit-Policy and RateLimit are
+  // lists, so the answer reports every limit it was counted against, not only the last one.
+  const limit = (key: string, limiter: RateLimiter, reply: FastifyReply) => {
     const decision = limiter.hit(key);
-    for (const [n, v] of Object.entries(decision.headers)) reply.header(n, v);
+    for (const [name, value] of Object.entries(decision.headers)) {
+      const earlier = reply.getHeader(name);
+      reply.header(name, earlier === undefined ? value : `${String(earlier)}, ${value}`);
+    }
     if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
+  };
+
+  /** Introspection and revocation: an authenticated client and the `token` it asks about. */
+  const tokenRequest = async (req: FastifyRequest, reply: FastifyReply) => {
+    limit(req.ip, deps.limits.perAddress, reply);
+    const form = formOf(req);
+    const caller = await deps.tokens.authenticate(clientCredentials(req, form));
+    const token = form.fields.get('token');
+    if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
+    return { caller, token };
   };
 
   app.post(`${prefix}/oauth/v2/token`, {
@@ -123,9 +138,11 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     const grant = form.fields.get('grant_type');
     if (grant === undefined) throw oauthErrors.invalidRequest('The grant_type parameter is required (client_credentials).');
     const creds = clientCredentials(req, form);
-    limit(creds.clientId, deps.limits.perClient, reply);
     if (grant !== 'client_credentials') throw oauthErrors.unsupportedGrantType(grant);
-    const token = await deps.tokens.clientCredentialsGrant(creds, form.fields.get('scope'));
+    const client = await deps.tokens.authenticate(creds);
+    // Counted once authenticated, so that nobody else can spend a client's budget by naming it.
+    limit(client.id, deps.limits.perClient, reply);
+    const token = await deps.tokens.clientCredentialsGrant(client, form.fields.get('scope'));
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return token;
   });
@@ -141,11 +158,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
     },
   }, async (req, reply) => {
-    limit(req.ip, deps.limits.perAddress, reply);
-    const form = formOf(req);
-    const caller = await deps.tokens.authenticate(clientCredentials(req, form));
-    const token = form.fields.get('token');
-    if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
+    const { caller, token } = await tokenRequest(req, reply);
     reply.header('cache-control', 'no-store');
     return (await deps.tokens.introspect(caller, token)) as { active: boolean };
   });
@@ -155,19 +168,16 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     schema: {
       tags,
       summary: 'Token revocation (RFC 7009): a client revokes its own access tokens',
+      description: 'A token issued to another client is refused (400 `unauthorized_client`, RFC 7009 §2.1) and stays valid; '
+        + 'a token that is not ours, expired or already revoked answers 200. To end another service user\'s access, disable it.',
       security: [{ clientBasic: [] }],
       consumes: [FORM],
-      body: FormSchema({ token: 'the access token', token_type_hint: 'optional: access_token' }),
+      body: FormSchema({ token: 'the access token', token_type_hint: 'optional, ignored: every token is an access token' }),
       response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
     },
   }, async (req, reply) => {
-    limit(req.ip, deps.limits.perAddress, reply);
-    const form = formOf(req);
-    const caller = await deps.tokens.authenticate(clientCredentials(req, form));
-    const token = form.fields.get('token');
-    if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
-    const hint = form.fields.get('token_type_hint');
-    if (hint !== undefined && hint !== 'access_token') throw oauthErrors.unsupportedTokenType(hint);
+    const { caller, token } = await tokenRequest(req, reply);
+    // token_type_hint is ignored (RFC 7009 §2.1 allows it): access tokens are the only kind we issue.
     await deps.tokens.revoke(caller, token);
     return {};
   });

@@ -19,14 +19,48 @@ export interface KeySet {
   publicJwks: JWK[];
 }
 
-const binding = (kid: string) => `signing-key/${kid}`;
+/** Associated data of a private key wrapped under the master key (a master-key rotation re-wraps with it too). */
+export const signingKeyBinding = (kid: string) => `signing-key/${kid}`;
+
+/** How long a node keeps signing with the key it loaded: a rotation elsewhere reaches it within this. */
+export const SIGNER_CACHE_MS = 60_000;
+
+/**
+ * How long a retired key stays in the JWKS: a token signed just before retirement lives a token
+ * lifetime, and a node that had not yet noticed the rotation kept signing for up to a cache period.
+ */
+export function jwksRetentionMs(tokenTtlSeconds: number): number {
+  return tokenTtlSeconds * 1000 + SIGNER_CACHE_MS;
+}
+
+export type SigningKeyState = 'staged' | 'active' | 'retired' | 'expired';
+
+export interface SigningKeyInfo {
+  kid: string;
+  alg: string;
+  createdAt: string;
+  activatedAt: string | null;
+  retiredAt: string | null;
+  /** active signs; retired is still in the JWKS (its tokens may be live); expired is gone from it. */
+  state: SigningKeyState;
+  /** When a retired key leaves the JWKS. */
+  publishedUntil: string | null;
+}
+
+export function describeSigningKey(row: SigningKeyRow, tokenTtlSeconds: number, now = Date.now()): SigningKeyInfo {
+  const publishedUntil = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + jwksRetentionMs(tokenTtlSeconds)).toISOString();
+  const state: SigningKeyState = row.activated_at === null ? 'staged'
+    : row.retired_at === null ? 'active'
+      : Date.parse(publishedUntil!) > now ? 'retired' : 'expired';
+  return { kid: row.kid, alg: row.alg, createdAt: row.created_at, activatedAt: row.activated_at, retiredAt: row.retired_at, state, publishedUntil };
+}
 
 export async function generateSigningKeyRow(ring: MasterKeyring, now: string): Promise<SigningKeyRow> {
   const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
   const publicJwk = await exportJWK(publicKey);
   const kid = await calculateJwkThumbprint(publicJwk);
   const privateJwk = await exportJWK(privateKey);
-  const wrapped = wrapKey(ring, Buffer.from(JSON.stringify(privateJwk)), binding(kid));
+  const wrapped = wrapKey(ring, Buffer.from(JSON.stringify(privateJwk)), signingKeyBinding(kid));
   return {
     kid,
     alg: SIGNING_ALG,
@@ -43,14 +77,14 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   let cached: { set: KeySet; loadedAt: number } | null = null;
 
   async function load(): Promise<KeySet> {
-    const retiredAfter = new Date(Date.now() - deps.tokenTtlSeconds * 1000 - 60_000).toISOString();
+    const retiredAfter = new Date(Date.now() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
     let rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
     if (!rows.some((r) => r.retired_at === null)) {
       await ensureActiveKey();
       rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
     }
     const active = rows.find((r) => r.retired_at === null)!;
-    const privateJwk = JSON.parse(unwrapKey(deps.ring, active.private_sealed, active.master_key_id, binding(active.kid)).toString('utf8')) as JWK;
+    const privateJwk = JSON.parse(unwrapKey(deps.ring, active.private_sealed, active.master_key_id, signingKeyBinding(active.kid)).toString('utf8')) as JWK;
     const privateKey = (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey;
     const set = { signer: { kid: active.kid, privateKey }, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
     cached = { set, loadedAt: Date.now() };
@@ -68,7 +102,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     ensureActiveKey,
     /** The current key set; re-read every minute so a rotation on another node reaches this one. */
     async current(): Promise<KeySet> {
-      if (cached && Date.now() - cached.loadedAt < 60_000) return cached.set;
+      if (cached && Date.now() - cached.loadedAt < SIGNER_CACHE_MS) return cached.set;
       return load();
     },
     /** Re-reads now: a token names a kid this node has not seen yet. */
@@ -84,6 +118,11 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
       });
       cached = null;
       return { kid: row.kid, retired: before };
+    },
+    /** Every key ever made, oldest first, with what it is doing now. */
+    async list(): Promise<SigningKeyInfo[]> {
+      const now = Date.now();
+      return (await signingKeysRepo.listAll(deps.db)).map((r) => describeSigningKey(r, deps.tokenTtlSeconds, now));
     },
   };
 }

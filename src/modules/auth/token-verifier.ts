@@ -18,6 +18,8 @@ interface VerifiedClaims {
   tokenId: string;
   scopes: string[];
   expiresAt: number;
+  /** Whether `aud` names this API's project: a token without it is ours but not for the API. */
+  forThisApi: boolean;
 }
 
 export interface TokenVerifierDeps {
@@ -85,10 +87,11 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       });
       payload = result.payload;
     } catch (error) {
+      // Only what jose says about the token is the token's fault; a key set that could not be read is ours.
+      if (!(error instanceof joseErrors.JOSEError)) throw error;
       throw errors.invalidToken(describe(error));
     }
     const aud = Array.isArray(payload.aud) ? payload.aud : payload.aud === undefined ? [] : [payload.aud];
-    if (!aud.includes(deps.projectId)) throw errors.wrongAudience(audience);
     const orgId = payload[orgClaimName];
     if (typeof orgId !== 'string' || typeof payload.client_id !== 'string') throw errors.invalidToken('The access token lacks the organization or client claim.');
     return {
@@ -98,11 +101,17 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       tokenId: payload.jti!,
       scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
       expiresAt: payload.exp! * 1000,
+      forThisApi: aud.includes(deps.projectId),
     };
   }
 
   return {
-    async verify(token: string, options: { allowRevoked?: boolean } = {}): Promise<Principal> {
+    /**
+     * The API's check (signature, claims, audience, revocation, subject state). The authorization
+     * server's own endpoints describe or revoke tokens whatever their audience (`anyAudience`), and
+     * revoking an already revoked token is not an error (`allowRevoked`).
+     */
+    async verify(token: string, options: { allowRevoked?: boolean; anyAudience?: boolean } = {}): Promise<Principal> {
       let claims = verified.get(token);
       const now = Date.now();
       if (claims === undefined) {
@@ -112,13 +121,15 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
         verified.delete(token);
         throw errors.invalidToken('The access token has expired; request a new one.');
       }
+      if (!claims.forThisApi && !options.anyAudience) throw errors.wrongAudience(audience);
       if (!options.allowRevoked && (await deps.revocations.isRevoked(claims.tokenId))) {
         throw errors.invalidToken('The access token has been revoked.');
       }
       const state = await deps.principals.get(claims.subject);
       if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
       if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
-      return { ...claims, role: state.role, instanceAdmin: state.instanceAdmin };
+      const { forThisApi: _, ...principal } = claims;
+      return { ...principal, role: state.role, instanceAdmin: state.instanceAdmin };
     },
     forget(token: string): void {
       verified.delete(token);

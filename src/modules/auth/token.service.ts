@@ -3,9 +3,11 @@
 import { decodeJwt, SignJWT } from 'jose';
 import { secretMatches } from '../../platform/crypto/client-secret.js';
 import type { Db } from '../../platform/db/database.js';
+import { isAppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { serviceUsersRepo, type ServiceUserRow } from '../service-users/service-users.repo.js';
 import { oauthErrors } from './oauth-errors.js';
+import type { Principal } from './principal.js';
 import type { RevocationList } from './revocations.js';
 import { audienceScope, parseScopes, STANDARD_SCOPES } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
@@ -42,6 +44,15 @@ export function orgClaim(idpName: string): string {
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
+/**
+ * A token the verifier refuses is simply not active (introspection) or nothing to revoke. Anything
+ * else (the database did not answer) is a server error: never report a revocation that did not happen.
+ */
+function inactiveUnlessBroken(error: unknown): { active: false } {
+  if (isAppError(error)) return { active: false };
+  throw error;
+}
+
 export function createTokenService(deps: TokenServiceDeps) {
   const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
   const claimName = orgClaim(deps.idpName);
@@ -69,10 +80,10 @@ export function createTokenService(deps: TokenServiceDeps) {
   return {
     authenticate,
 
-    async clientCredentialsGrant(creds: ClientCredentials, scope: string | undefined): Promise<TokenResponse> {
+    /** Issues a token to a client that `authenticate` has accepted: only it learns what is wrong with its scope. */
+    async clientCredentialsGrant(user: ServiceUserRow, scope: string | undefined): Promise<TokenResponse> {
       const parsed = parseScopes(scope, deps.idpName, deps.projectId);
       if (!parsed.ok) throw oauthErrors.invalidScope(parsed.unknown, supported);
-      const user = await authenticate(creds);
       const { signer } = await deps.keys.current();
       const now = Math.floor(Date.now() / 1000);
       const audience = parsed.audience ? [deps.projectId, user.id] : [user.id];
@@ -94,10 +105,13 @@ export function createTokenService(deps: TokenServiceDeps) {
       return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.granted.join(' ') };
     },
 
-    /** RFC 7662. Only tokens of the caller's own organization are described; others are inactive. */
+    /**
+     * RFC 7662. Only tokens of the caller's own organization are described; others are inactive.
+     * A token issued without the API's audience is still active: `aud` says whom it is for.
+     */
     async introspect(caller: ServiceUserRow, token: string): Promise<Record<string, unknown>> {
       try {
-        const principal = await deps.verifier.verify(token);
+        const principal = await deps.verifier.verify(token, { anyAudience: true });
         if (principal.orgId !== caller.org_id) return { active: false };
         const claims = decodeJwt(token);
         return {
@@ -114,22 +128,26 @@ export function createTokenService(deps: TokenServiceDeps) {
           jti: claims.jti,
           [claimName]: principal.orgId,
         };
-      } catch {
-        return { active: false };
+      } catch (error) {
+        return inactiveUnlessBroken(error);
       }
     },
 
-    /** RFC 7009: a client revokes its own tokens; an unknown or invalid token is not an error. */
+    /**
+     * RFC 7009 §2.1: a client revokes its own tokens. A token that is not one of ours, or no longer
+     * valid, is not an error (200, nothing to do); a live token issued to another client is refused
+     * and stays valid, since the caller may not end another client's access.
+     */
     async revoke(caller: ServiceUserRow, token: string): Promise<void> {
-      let claims: ReturnType<typeof decodeJwt>;
+      let principal: Principal;
       try {
-        await deps.verifier.verify(token, { allowRevoked: true });
-        claims = decodeJwt(token);
-      } catch {
+        principal = await deps.verifier.verify(token, { allowRevoked: true, anyAudience: true });
+      } catch (error) {
+        inactiveUnlessBroken(error);
         return;
       }
-      if (claims.client_id !== caller.id) return;
-      await deps.revocations.revoke({ jti: String(claims.jti), serviceUserId: caller.id, expiresAt: Number(claims.exp) * 1000 });
+      if (principal.clientId !== caller.id) throw oauthErrors.tokenOfAnotherClient();
+      await deps.revocations.revoke({ jti: principal.tokenId, serviceUserId: caller.id, expiresAt: principal.expiresAt });
       deps.verifier.forget(token);
     },
   };

@@ -1,0 +1,216 @@
+// POST {auth_url}/oauth/v2/token exactly as the spec's Authentication section and RFC 6749 fix it:
+// the success response and its token, client authentication (Basic, form-url-decoded, or
+// client_secret_post, never both), every §5.2 error with its status and code, and the rate limit.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { orgClaim } from '../../src/modules/auth/token.service.js';
+import { cliContext } from '../../src/platform/context.js';
+import { startServer, type HttpResult, type TestServer } from '../support/harness.js';
+import { basic, encodeEvery, FORM, oauthPost, plantClientSecret, requestToken, type OAuthRequest } from '../support/tokens.js';
+
+/** RFC 6749 §5.2: JSON `{ error, error_description }`, never cached; invalid_client challenges Basic. */
+function assertOAuthError(res: HttpResult, status: number, error: string): void {
+  assert.equal(res.status, status, res.text);
+  assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+  assert.equal(res.headers.get('cache-control'), 'no-store');
+  assert.deepEqual(Object.keys(res.body).sort(), ['error', 'error_description']);
+  assert.equal(res.body.error, error);
+  assert.ok(res.body.error_description.length > 10);
+  if (status === 401) assert.match(res.headers.get('www-authenticate') ?? '', /^Basic realm="slipway"/);
+}
+
+describe('token endpoint', () => {
+  let server: TestServer;
+  let scope: string;
+  let audience: string;
+  before(async () => {
+    server = await startServer();
+    scope = server.bootstrap.scope;
+    audience = scope.split(' ').at(-1)!;
+  });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('answers the spec request (Basic, the five scopes) with an RFC 9068 token the API accepts', async () => {
+    const res = await requestToken(server, server.bootstrap);
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+    assert.equal(res.headers.get('pragma'), 'no-cache');
+    assert.deepEqual(Object.keys(res.body).sort(), ['access_token', 'expires_in', 'scope', 'token_type']);
+    assert.equal(res.body.token_type, 'Bearer');
+    assert.equal(res.body.expires_in, 43200);
+    assert.equal(res.body.scope, scope);
+    assert.equal(scope, `openid email profile offline_access urn:slipway:iam:org:project:id:${server.core.identity.projectId}:aud`);
+
+    const token: string = res.body.access_token;
+    const header = decodeProtectedHeader(token);
+    assert.equal(header.alg, 'ES256');
+    assert.equal(header.typ, 'at+jwt');
+    const jwks = (await server.http().get('/oauth/v2/keys')).body;
+    assert.ok(jwks.keys.some((k: { kid: string }) => k.kid === header.kid), 'the kid is published in the JWKS');
+    // Checked against the published JWKS alone, as any resource server would.
+    const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
+      issuer: server.url, audience: server.core.identity.projectId, typ: 'at+jwt', algorithms: ['ES256'],
+    });
+    assert.equal(payload.sub, server.bootstrap.clientId);
+    assert.deepEqual(payload.aud, [server.core.identity.projectId, server.bootstrap.clientId]);
+    assert.equal(payload.client_id, server.bootstrap.clientId);
+    assert.equal(payload.scope, scope);
+    assert.equal(payload[orgClaim('slipway')], server.bootstrap.orgId);
+    assert.equal(payload.exp! - payload.iat!, 43200);
+    assert.match(String(payload.jti), /^tok_/);
+    assert.ok(Math.abs(payload.iat! - Date.now() / 1000) < 60);
+
+    const orgs = await server.http(token).get('/v1/orgs');
+    assert.equal(orgs.status, 200);
+    // The secret never reaches a log line.
+    assert.ok(!server.logs.some((l) => l.includes(server.bootstrap.clientSecret)));
+  });
+
+  it('accepts client_secret_post the same way', async () => {
+    const res = await oauthPost(server, 'token', { form: { grant_type: 'client_credentials', scope, client_id: server.bootstrap.clientId, client_secret: server.bootstrap.clientSecret } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal((await server.http(res.body.access_token).get('/v1/orgs')).status, 200);
+  });
+
+  it('accepts offline_access without issuing a refresh token (RFC 6749 §4.4.3), and grants a repeated scope once', async () => {
+    const res = await requestToken(server, server.bootstrap, `offline_access ${audience} offline_access  openid`);
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.refresh_token, undefined);
+    assert.equal(res.body.scope, `offline_access ${audience} openid`);
+  });
+
+  it('issues a token without the audience scope, which the API refuses with a 401 naming the scope', async () => {
+    const res = await requestToken(server, server.bootstrap, 'openid email profile offline_access');
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.scope, 'openid email profile offline_access');
+    const api = await server.http(res.body.access_token).get('/v1/orgs');
+    assert.equal(api.status, 401);
+    assert.match(api.headers.get('content-type') ?? '', /^application\/problem\+json/);
+    const challenge = api.headers.get('www-authenticate') ?? '';
+    assert.match(challenge, /^Bearer realm="slipway", error="invalid_token"/);
+    assert.ok(challenge.includes(`scope="${audience}"`), challenge);
+    assert.ok(api.body.detail.includes(audience), api.body.detail);
+    assert.equal(api.body.requiredScope, audience);
+  });
+
+  describe('client authentication (RFC 6749 §2.3.1: each Basic part form-url-decoded)', () => {
+    it('decodes credentials whose every character is percent-encoded', async () => {
+      const res = await oauthPost(server, 'token', {
+        authorization: basic(server.bootstrap.clientId, server.bootstrap.clientSecret, encodeEvery),
+        form: { grant_type: 'client_credentials', scope },
+      });
+      assert.equal(res.status, 200, res.text);
+    });
+
+    it('works with a secret holding + / : % and a space, form-encoded in Basic or in the body', async () => {
+      const user = await server.actor(server.bootstrap.orgId, 'viewer');
+      const secret = 'p+q/r:s%t u~é';
+      await plantClientSecret(server, user.clientId, secret);
+      const form = { grant_type: 'client_credentials', scope };
+      assert.equal((await oauthPost(server, 'token', { authorization: basic(user.clientId, secret), form })).status, 200);
+      assert.equal((await oauthPost(server, 'token', { form: { ...form, client_id: user.clientId, client_secret: secret } })).status, 200);
+      // "+" decodes to a space and "%2B" to a plus: swapping them in the encoding must fail.
+      const swapped = encodeURIComponent(secret).replace(/%2B/g, '+').replace(/%20/g, '%2B');
+      const swappedHeader = `Basic ${Buffer.from(`${user.clientId}:${swapped}`).toString('base64')}`;
+      assertOAuthError(await oauthPost(server, 'token', { authorization: swappedHeader, form }), 401, 'invalid_client');
+      // Sent raw, the "%t" is a malformed escape: a clean invalid_client, not a 500.
+      const raw = await oauthPost(server, 'token', { authorization: basic(user.clientId, secret, (s) => s), form });
+      assertOAuthError(raw, 401, 'invalid_client');
+      assert.match(raw.body.error_description, /form-url-encoded/);
+    });
+
+    it('refuses a generated secret with one character replaced by %2B', async () => {
+      const bad = server.bootstrap.clientSecret.slice(0, -1);
+      const res = await oauthPost(server, 'token', {
+        authorization: basic(server.bootstrap.clientId, `${bad}%2B`, (s) => s),
+        form: { grant_type: 'client_credentials', scope },
+      });
+      assertOAuthError(res, 401, 'invalid_client');
+    });
+  });
+
+  describe('errors (RFC 6749 §5.2)', () => {
+    const grant = () => ({ grant_type: 'client_credentials', scope });
+    const owner = () => basic(server.bootstrap.clientId, server.bootstrap.clientSecret);
+    const cases: Array<[string, () => Promise<OAuthRequest>, number, string]> = [
+      ['unknown client id', async () => ({ authorization: basic('su_00000000000000000000000000', server.bootstrap.clientSecret), form: grant() }), 401, 'invalid_client'],
+      ['client id of no known form', async () => ({ authorization: basic('admin', 'admin'), form: grant() }), 401, 'invalid_client'],
+      ['wrong secret', async () => ({ authorization: basic(server.bootstrap.clientId, `${server.bootstrap.clientSecret}x`), form: grant() }), 401, 'invalid_client'],
+      ['disabled service user', async () => {
+        const user = await server.actor(server.bootstrap.orgId, 'developer');
+        assert.equal((await server.owner.http.patch(`/v1/orgs/default/service-users/${user.id}`, { disabled: true })).status, 200);
+        return { authorization: basic(user.clientId, user.clientSecret), form: grant() };
+      }, 401, 'invalid_client'],
+      ['no client authentication', async () => ({ form: grant() }), 401, 'invalid_client'],
+      ['client_secret_post without the secret', async () => ({ form: { ...grant(), client_id: server.bootstrap.clientId } }), 401, 'invalid_client'],
+      ['Basic credentials without a colon', async () => ({ authorization: `Basic ${Buffer.from(server.bootstrap.clientId).toString('base64')}`, form: grant() }), 401, 'invalid_client'],
+      ['a Bearer header instead of client credentials', async () => ({ authorization: `Bearer ${server.owner.token}`, form: grant() }), 401, 'invalid_client'],
+      ['Basic and client_secret_post at once', async () => ({ authorization: owner(), form: { ...grant(), client_id: server.bootstrap.clientId, client_secret: server.bootstrap.clientSecret } }), 400, 'invalid_request'],
+      ['grant_type=password', async () => ({ authorization: owner(), form: { ...grant(), grant_type: 'password' } }), 400, 'unsupported_grant_type'],
+      ['grant_type=refresh_token', async () => ({ authorization: owner(), form: { grant_type: 'refresh_token', refresh_token: 'x' } }), 400, 'unsupported_grant_type'],
+      ['no grant_type', async () => ({ authorization: owner(), form: { scope } }), 400, 'invalid_request'],
+      ['an unknown scope', async () => ({ authorization: owner(), form: { ...grant(), scope: `${scope} admin` } }), 400, 'invalid_scope'],
+      ['the audience scope of another project', async () => ({ authorization: owner(), form: { ...grant(), scope: 'openid urn:slipway:iam:org:project:id:1:aud' } }), 400, 'invalid_scope'],
+      ['a JSON body', async () => ({ authorization: owner(), raw: JSON.stringify(grant()), contentType: 'application/json' }), 400, 'invalid_request'],
+      ['a text/plain body', async () => ({ authorization: owner(), raw: new URLSearchParams(grant()).toString(), contentType: 'text/plain' }), 400, 'invalid_request'],
+      ['no body', async () => ({ authorization: owner() }), 400, 'invalid_request'],
+      ['grant_type twice', async () => ({ authorization: owner(), raw: `grant_type=client_credentials&grant_type=client_credentials&scope=openid`, contentType: FORM }), 400, 'invalid_request'],
+      ['scope twice', async () => ({ authorization: owner(), raw: `grant_type=client_credentials&scope=openid&scope=email`, contentType: FORM }), 400, 'invalid_request'],
+      ['wrong secret and an unknown scope: the client is refused first', async () => ({ authorization: basic(server.bootstrap.clientId, 'wrong'), form: { ...grant(), scope: 'admin' } }), 401, 'invalid_client'],
+    ];
+    for (const [name, build, status, error] of cases) {
+      it(`${name} → ${status} ${error}`, async () => {
+        const res = await oauthPost(server, 'token', await build());
+        assertOAuthError(res, status, error);
+        assert.ok(!res.text.includes(server.bootstrap.clientSecret));
+      });
+    }
+
+    it('names what to fix: the unknown scope, the grant type, the content type', async () => {
+      const scopeRes = await oauthPost(server, 'token', { authorization: owner(), form: { ...grant(), scope: 'openid admin' } });
+      assert.match(scopeRes.body.error_description, /"admin"/);
+      assert.ok(scopeRes.body.error_description.includes(audience));
+      const grantRes = await oauthPost(server, 'token', { authorization: owner(), form: { ...grant(), grant_type: 'password' } });
+      assert.match(grantRes.body.error_description, /"password".*client_credentials/);
+      const typeRes = await oauthPost(server, 'token', { authorization: owner(), raw: '{}', contentType: 'application/json' });
+      assert.match(typeRes.body.error_description, /application\/x-www-form-urlencoded, not application\/json/);
+    });
+  });
+});
+
+describe('token endpoint rate limit', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE: '3' } }); });
+  after(async () => { await server.close(); });
+
+  /** `"token-address";r=2;t=41, …` → the remaining count of the named limit. */
+  const remaining = (res: HttpResult, name: string): number | null => {
+    const item = (res.headers.get('ratelimit') ?? '').split(',').map((s) => s.trim()).find((s) => s.startsWith(`"${name}"`));
+    return item ? Number(/;r=(\d+)/.exec(item)![1]) : null;
+  };
+
+  it('answers the 4th request of a window with 429, Retry-After and RateLimit fields, in RFC 6749 form', async () => {
+    // Counted per fixed window: walk until the first 429 and check it came right after the window's
+    // last allowed request, whichever window the requests fell into.
+    const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'limited', role: 'viewer' });
+    const seen: HttpResult[] = [];
+    for (let i = 0; i < 8 && seen.at(-1)?.status !== 429; i++) seen.push(await requestToken(server, user));
+    const limited = seen.at(-1)!;
+    assertOAuthError(limited, 429, 'slow_down');
+    assert.match(limited.body.error_description, /retry after \d+ s/);
+    assert.match(limited.headers.get('retry-after') ?? '', /^\d+$/);
+    assert.ok(Number(limited.headers.get('retry-after')) <= 60);
+    assert.match(limited.headers.get('ratelimit-policy') ?? '', /"token-address";q=3;w=60/);
+    assert.equal(remaining(limited, 'token-address'), 0);
+    const before = seen.at(-2)!;
+    assert.equal(before.status, 200);
+    assert.equal(remaining(before, 'token-address'), 0);
+    // Allowed answers report both limits they were counted against.
+    assert.match(before.headers.get('ratelimit-policy') ?? '', /"token-address";q=3;w=60, "token-client";q=3;w=60/);
+    assert.notEqual(remaining(before, 'token-client'), null);
+  });
+});
