@@ -17,6 +17,8 @@ export interface MasterKeyring {
   current(): MasterKey;
   /** Any key still accepted for unwrapping (the current one and those being rotated away). */
   get(id: string): MasterKey | undefined;
+  /** Every accepted key, the current one first. */
+  all(): MasterKey[];
   /** Re-reads the source, e.g. after another process rotated the key. */
   reload(): void;
   readonly source: string;
@@ -42,10 +44,44 @@ export function readKeyFile(file: string): Buffer[] {
   return decoded;
 }
 
+export function generateMasterKey(): Buffer {
+  return randomBytes(32);
+}
+
+/**
+ * Replaces the key file atomically (write, fsync, rename, fsync the directory): a crash leaves
+ * either the old file or the new one, and never a rename that the disk forgot while rows
+ * re-wrapped under the new key were already committed.
+ */
 export function writeKeyFile(file: string, keys: Buffer[]): void {
   const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, keys.map((k) => k.toString('base64')).join('\n') + '\n', { mode: 0o600 });
+  const fd = fs.openSync(tmp, 'w', 0o600);
+  try {
+    fs.writeSync(fd, keys.map((k) => k.toString('base64')).join('\n') + '\n');
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
   fs.renameSync(tmp, file);
+  const dir = fs.openSync(path.dirname(file), 'r');
+  try {
+    fs.fsyncSync(dir);
+  } finally {
+    fs.closeSync(dir);
+  }
+}
+
+/** A ring over exactly these keys (the first current): for a rotation's own use, and to check what a key alone can open. */
+export function keyringOf(keys: Buffer[], source = 'explicit keys'): MasterKeyring {
+  const ring = keys.map(toMasterKey);
+  if (ring.length === 0) throw new Error('a keyring needs at least one key');
+  return {
+    current: () => ring[0]!,
+    get: (id) => ring.find((k) => k.id === id),
+    all: () => [...ring],
+    reload: () => {},
+    source,
+  };
 }
 
 export interface KeyringOptions {
@@ -56,36 +92,69 @@ export interface KeyringOptions {
   dataDir: string;
   /** Called once when a key file is generated, to warn that it should be backed up or replaced. */
   onGenerated?: (file: string) => void;
+  /** Called when a reload changed the accepted keys (ids only: fit for a log line). */
+  onChanged?: (change: { current: string; accepted: string[] }) => void;
+}
+
+/** What identifies one version of the key file: a rotation renames a new file over it. */
+function fileStamp(file: string): string | null {
+  try {
+    const s = fs.statSync(file, { bigint: true });
+    return `${s.ino}:${s.size}:${s.mtimeNs}`;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
 }
 
 export function openKeyring(options: KeyringOptions): MasterKeyring {
   const file = path.join(options.dataDir, KEY_FILE);
+  const fromEnv = options.envKey !== null;
   let keys: MasterKey[] = [];
-  const load = () => {
-    if (options.envKey !== null) {
-      keys = [options.envKey, ...(options.envPrevious ?? [])].map((k) => toMasterKey(Buffer.from(k, 'base64')));
-      // A key file left by an earlier rotation still helps unwrap what is not re-wrapped yet.
-      if (fs.existsSync(file)) keys.push(...readKeyFile(file).map(toMasterKey));
-      return;
-    }
-    if (!fs.existsSync(file)) {
-      fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-      try {
-        fs.writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
-        options.onGenerated?.(file);
-      } catch (error) {
-        // Another process created it first; use theirs.
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      }
-    }
-    keys = readKeyFile(file).map(toMasterKey);
+  let stamp: string | null = null;
+
+  const read = (): MasterKey[] => {
+    stamp = fileStamp(file);
+    const fileKeys = stamp === null ? [] : readKeyFile(file).map(toMasterKey);
+    if (!fromEnv) return fileKeys;
+    // A key file left by an earlier rotation still helps unwrap what is not re-wrapped yet.
+    const envKeys = [options.envKey!, ...(options.envPrevious ?? [])].map((k) => toMasterKey(Buffer.from(k, 'base64')));
+    return [...envKeys, ...fileKeys.filter((k) => !envKeys.some((e) => e.id === k.id))];
   };
-  load();
+
+  if (!fromEnv && !fs.existsSync(file)) {
+    fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    try {
+      fs.writeFileSync(file, generateMasterKey().toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+      options.onGenerated?.(file);
+    } catch (error) {
+      // Another process created it first; use theirs.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+  keys = read();
+
+  // Never generates: a key file that disappeared while running keeps the keys already in memory
+  // rather than replacing them with a fresh key that opens nothing.
+  const reload = () => {
+    if (!fromEnv && fileStamp(file) === null) return;
+    const before = keys.map((k) => k.id).join(',');
+    keys = read();
+    const after = keys.map((k) => k.id);
+    if (after.join(',') !== before) options.onChanged?.({ current: after[0]!, accepted: after });
+  };
+
   return {
-    current: () => keys[0]!,
+    // With the key file as the source, a rotation (another process) puts a new key first: a stat
+    // per wrap (rare: a new data key or signing key) is enough for this process to follow at once.
+    current: () => {
+      if (!fromEnv && fileStamp(file) !== stamp) reload();
+      return keys[0]!;
+    },
     get: (id) => keys.find((k) => k.id === id),
-    reload: load,
-    source: options.envKey !== null ? 'SLIPWAY_MASTER_KEY' : file,
+    all: () => [...keys],
+    reload,
+    source: fromEnv ? 'SLIPWAY_MASTER_KEY' : file,
   };
 }
 
@@ -102,7 +171,7 @@ export function unwrapKey(ring: MasterKeyring, sealed: Buffer, masterKeyId: stri
     master = ring.get(masterKeyId);
   }
   if (master === undefined) {
-    throw new Error(`data wrapped by master key ${masterKeyId}, which is not configured (${ring.source})`);
+    throw new Error(`data wrapped by master key ${masterKeyId}, which is not configured (${ring.source}); add that key to SLIPWAY_MASTER_KEY_PREVIOUS or to the key file`);
   }
   return open(master.key, sealed, `slipway/wrap/${binding}`);
 }

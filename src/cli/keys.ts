@@ -1,0 +1,145 @@
+// `slipway keys …`: the master key and the token signing key, on the same database (and data
+// directory) as the servers, which keep serving while these run.
+import { pino } from 'pino';
+import { openCore } from '../app.js';
+import { readKeyFile } from '../platform/crypto/master-key.js';
+import { createLogger } from '../platform/logging.js';
+import { createKeysService, type KeysService } from '../modules/keys/keys.service.js';
+import type { RewrapProgress } from '../modules/keys/master-key-rotation.js';
+import { parse, UsageError, type Parsed } from './args.js';
+import { printFields, printJson, printTable } from './output.js';
+
+type Env = Record<string, string | undefined>;
+
+export const KEYS_HELP = `slipway keys — master key and token signing key
+
+usage:
+  slipway keys status [--json]
+  slipway keys rotate-master [--new-key-file FILE] [--batch-size N] [--pause-ms MS] [--json]
+  slipway keys rotate-signing [--json]
+
+status          the current master key, how many rows each master key wraps, and every signing
+                key (active; retired: still in the JWKS; expired: gone from it).
+rotate-master   re-wraps every organization data key, signing key and instance key under a new
+                master key, --batch-size rows (default 100) per transaction, waiting --pause-ms
+                (default 0) between batches. Servers keep serving throughout, accepting the old
+                and the new key. Interrupted? Run it again: it continues where it stopped.
+rotate-signing  new tokens are signed with a new key (at once on this node, within a minute on
+                every other); the old key stays in the JWKS until every token it signed has
+                expired (SLIPWAY_TOKEN_TTL after the rotation, plus that minute).
+
+Master key in the key file (<data dir>/master.key, the default):
+  slipway keys rotate-master --data-dir DIR
+  generates a new key (or takes the one in --new-key-file), writes it first in the key file with
+  the old keys after it, re-wraps every row, then removes the old keys from the file. Servers on
+  that data directory wrap with the new key from their next write on. Back the file up afterwards.
+
+Master key in SLIPWAY_MASTER_KEY (SLIPWAY_MASTER_KEY_PREVIOUS: comma-separated keys accepted
+besides it, never used to wrap):
+  1. Make a new key:  openssl rand -base64 32
+  2. Let every node accept it: restart the nodes one at a time with
+       SLIPWAY_MASTER_KEY=<old> SLIPWAY_MASTER_KEY_PREVIOUS=<new>      (a single node: skip this)
+  3. Switch every node to it: restart them one at a time with
+       SLIPWAY_MASTER_KEY=<new> SLIPWAY_MASTER_KEY_PREVIOUS=<old>
+  4. Re-wrap everything (interrupted? run the same command again):
+       SLIPWAY_MASTER_KEY=<new> SLIPWAY_MASTER_KEY_PREVIOUS=<old> slipway keys rotate-master
+     or, with the new key in a file (one base64 line, mode 0600):
+       SLIPWAY_MASTER_KEY=<old> slipway keys rotate-master --new-key-file FILE
+  5. Once it reports done (slipway keys status: no row under the old key), remove
+     SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, destroy the old key.
+`;
+
+async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T>): Promise<T> {
+  const config = parsed.config();
+  // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
+  const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)) });
+  try {
+    return await run(createKeysService({ config, database: core.database, ring: core.ring, signingKeys: core.keys, logger: core.logger }));
+  } finally {
+    await core.close();
+  }
+}
+
+function wholeNumber(value: string | boolean | undefined, flag: string, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new UsageError(`--${flag} must be a whole number from ${min} to ${max}`);
+  }
+  return Number(value);
+}
+
+function newKeyFrom(file: string | boolean | undefined): Buffer | undefined {
+  if (typeof file !== 'string') return undefined;
+  let keys: Buffer[];
+  try {
+    keys = readKeyFile(file);
+  } catch (error) {
+    throw new UsageError(`--new-key-file: ${(error as Error).message}`);
+  }
+  if (keys.length !== 1) throw new UsageError(`--new-key-file ${file} must hold exactly one key`);
+  return keys[0];
+}
+
+export async function keysCommand(argv: string[], env: Env): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(KEYS_HELP);
+    return 0;
+  }
+  switch (sub) {
+    case 'status': {
+      const p = parse(rest, {}, env);
+      const status = await withKeys(p, (keys) => keys.status());
+      if (p.values.json) {
+        printJson(status);
+        return 0;
+      }
+      const m = status.masterKey;
+      printFields({ 'master key': m.currentId, source: m.keyFile ?? 'SLIPWAY_MASTER_KEY', accepted: m.acceptedIds.join(', '), rotation: m.rotationPending ? 'unfinished: run slipway keys rotate-master' : 'none pending' });
+      process.stdout.write('\n');
+      printTable(m.usage.map((u) => ({ masterKeyId: u.masterKeyId, current: u.current, configured: u.configured, ...u.rows, total: u.total })),
+        ['masterKeyId', 'current', 'configured', 'org_data_keys', 'signing_keys', 'instance_keys', 'total']);
+      process.stdout.write('\n');
+      printTable(status.signingKeys.map((k) => ({ ...k })), ['kid', 'state', 'createdAt', 'retiredAt', 'publishedUntil']);
+      return 0;
+    }
+    case 'rotate-master': {
+      const p = parse(rest, { 'new-key-file': { type: 'string' }, 'batch-size': { type: 'string' }, 'pause-ms': { type: 'string' } }, env);
+      const json = p.values.json === true;
+      const newKey = newKeyFrom(p.values['new-key-file']);
+      const batchSize = wholeNumber(p.values['batch-size'], 'batch-size', 100, 1, 10_000);
+      const pauseMs = wholeNumber(p.values['pause-ms'], 'pause-ms', 0, 0, 3_600_000);
+      // Progress goes to stdout for people and to stderr with --json, which keeps stdout one document.
+      const progress = (r: RewrapProgress) => (json ? process.stderr : process.stdout).write(`batch ${r.batch}: ${r.done} of ${r.total} rows re-wrapped (${r.table})\n`);
+      const result = await withKeys(p, (keys) => keys.rotateMaster({
+        ...(newKey ? { newKey } : {}),
+        batchSize,
+        pauseMs,
+        onProgress: progress,
+      }));
+      if (json) printJson(result);
+      else {
+        printFields({ 'master key': result.masterKeyId, previous: result.previousKeyIds.join(', ') || '(none)', 're-wrapped': result.rewrapped, resumed: result.resumed });
+        for (const step of result.nextSteps) process.stdout.write(`next: ${step}\n`);
+      }
+      return 0;
+    }
+    case 'rotate-signing': {
+      const p = parse(rest, {}, env);
+      const result = await withKeys(p, (keys) => keys.rotateSigning());
+      if (p.values.json) printJson(result);
+      else {
+        printFields({ 'signing key': result.active.kid, retired: result.retired.map((k) => `${k.kid} (in the JWKS until ${k.publishedUntil})`).join(', ') || '(none)' });
+      }
+      return 0;
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(KEYS_HELP);
+      return sub === undefined ? 2 : 0;
+    default:
+      throw new UsageError(`unknown keys command "${sub}"; see slipway keys --help`);
+  }
+}

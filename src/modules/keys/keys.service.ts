@@ -1,0 +1,177 @@
+// Instance key management: which master key wraps what, rotating the master key (re-wrapping
+// every wrapped row while servers keep serving) and rotating the token signing key. These are
+// instance operations, not organization changes, so they are logged rather than recorded as events;
+// logs carry key ids (fingerprints), never key material.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Config } from '../../platform/config.js';
+import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, writeKeyFile, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import type { Database } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import type { Logger } from '../../platform/logging.js';
+import type { SigningKeyInfo, SigningKeys } from '../auth/signing-keys.js';
+import { keysRepo, WRAPPED_TABLES, type WrappedTable } from './keys.repo.js';
+import { assertEveryKeyAvailable, rewrapUntilClean, type RewrapProgress } from './master-key-rotation.js';
+import { acquireRotationLock } from './rotation-lock.js';
+
+export interface MasterKeyUsage {
+  masterKeyId: string;
+  current: boolean;
+  /** Whether this process can unwrap with it (false: rows nobody here can open). */
+  configured: boolean;
+  rows: Record<WrappedTable, number>;
+  total: number;
+}
+
+export interface KeysStatus {
+  masterKey: {
+    source: 'key-file' | 'environment';
+    keyFile: string | null;
+    currentId: string;
+    acceptedIds: string[];
+    /** Rows still under another key than the current one, or old keys still in the key file. */
+    rotationPending: boolean;
+    usage: MasterKeyUsage[];
+  };
+  signingKeys: SigningKeyInfo[];
+}
+
+export interface RotateMasterOptions {
+  /** The operator's new key; without it the key-file source generates one. */
+  newKey?: Buffer;
+  batchSize: number;
+  pauseMs: number;
+  onProgress?: (progress: RewrapProgress) => void;
+}
+
+export interface MasterKeyRotation {
+  source: KeysStatus['masterKey']['source'];
+  masterKeyId: string;
+  /** Keys no row is wrapped under any more. */
+  previousKeyIds: string[];
+  /** This run finished what an earlier, interrupted one started. */
+  resumed: boolean;
+  rewrapped: number;
+  /** What the operator still has to do (the environment source cannot edit the environment). */
+  nextSteps: string[];
+}
+
+export interface KeysServiceDeps {
+  config: Pick<Config, 'masterKey' | 'dataDir'>;
+  database: Database;
+  /** The process's own keyring (as a server opens it). */
+  ring: MasterKeyring;
+  signingKeys: SigningKeys;
+  logger: Logger;
+}
+
+export function createKeysService(deps: KeysServiceDeps) {
+  const { database, logger } = deps;
+  const fromEnv = deps.config.masterKey !== null;
+  const keyFile = path.join(deps.config.dataDir, KEY_FILE);
+
+  function rewrap(ring: MasterKeyring, options: RotateMasterOptions, retireOldKeys: () => void) {
+    return rewrapUntilClean({ database, ring, logger, batchSize: options.batchSize, pauseMs: options.pauseMs, retireOldKeys, ...(options.onProgress ? { onProgress: options.onProgress } : {}) });
+  }
+
+  /** Generates (or takes) the new key, puts it first in the key file, re-wraps, then drops the old keys. */
+  async function rotateKeyFile(options: RotateMasterOptions): Promise<MasterKeyRotation> {
+    const lock = acquireRotationLock(`${keyFile}.lock`);
+    try {
+      if (lock.tookOverFrom !== null) logger.warn({ pid: lock.tookOverFrom }, 'an earlier master key rotation stopped before finishing; continuing it');
+      let keys = readKeyFile(keyFile);
+      // More than one key in the file: a rotation started and has not finished. Its new key is first.
+      const resumed = keys.length > 1;
+      if (resumed && options.newKey && !options.newKey.equals(keys[0]!)) {
+        throw errors.conflict('rotation_unfinished', `An earlier rotation to master key ${masterKeyId(keys[0]!)} has not finished; run slipway keys rotate-master without --new-key-file to finish it first.`);
+      }
+      if (!resumed) {
+        const next = options.newKey ?? generateMasterKey();
+        if (keys.some((k) => k.equals(next))) throw errors.conflict('master_key_in_use', 'The new master key is the one already in use; give another key.');
+        keys = [next, ...keys];
+      }
+      const ring = keyringOf(keys, keyFile);
+      await assertEveryKeyAvailable(database, ring);
+      if (!resumed) writeKeyFile(keyFile, keys);
+      const previousKeyIds = ring.all().slice(1).map((k) => k.id);
+      logger.info({ masterKeyId: ring.current().id, previous: previousKeyIds, resumed, source: 'key-file' }, 'master key rotation started');
+      const { rewrapped } = await rewrap(ring, options, () => writeKeyFile(keyFile, [keys[0]!]));
+      deps.ring.reload();
+      return { source: 'key-file', masterKeyId: ring.current().id, previousKeyIds, resumed, rewrapped, nextSteps: [`Back up ${keyFile}: it now holds only the new key.`] };
+    } finally {
+      lock.release();
+    }
+  }
+
+  /** The operator has configured the new key (and the old ones as previous); re-wraps everything under it. */
+  async function rotateEnvironment(options: RotateMasterOptions): Promise<MasterKeyRotation> {
+    const accepted = deps.ring.all();
+    const next = options.newKey ?? accepted[0]!.key;
+    const ring = keyringOf([next, ...accepted.map((k) => k.key).filter((k) => !k.equals(next))], deps.ring.source);
+    const target = ring.current().id;
+    const before = await keysRepo.usage(database.db);
+    const resumed = before.some((u) => u.masterKeyId === target) && before.some((u) => u.masterKeyId !== target);
+    const previousKeyIds = ring.all().slice(1).map((k) => k.id);
+    await assertEveryKeyAvailable(database, ring);
+    logger.info({ masterKeyId: target, previous: previousKeyIds, resumed, source: 'environment' }, 'master key rotation started');
+    const { rewrapped } = await rewrap(ring, options, () => {});
+    const nextSteps = [
+      ...(target !== accepted[0]!.id ? [`Set SLIPWAY_MASTER_KEY to the new key (${target}) on every node.`] : []),
+      `Remove SLIPWAY_MASTER_KEY_PREVIOUS from every node and restart them one at a time; then destroy the old key${previousKeyIds.length === 1 ? '' : 's'} (${previousKeyIds.join(', ') || 'none'}).`,
+      ...(fs.existsSync(keyFile) ? [`Delete ${keyFile}: no row needs its keys any more.`] : []),
+    ];
+    return { source: 'environment', masterKeyId: target, previousKeyIds, resumed, rewrapped, nextSteps };
+  }
+
+  return {
+    async status(): Promise<KeysStatus> {
+      const current = deps.ring.current().id;
+      const accepted = deps.ring.all().map((k) => k.id);
+      const usage = new Map<string, MasterKeyUsage>();
+      const entry = (id: string) => {
+        let u = usage.get(id);
+        if (u === undefined) {
+          u = { masterKeyId: id, current: id === current, configured: accepted.includes(id), rows: Object.fromEntries(WRAPPED_TABLES.map((t) => [t, 0])) as Record<WrappedTable, number>, total: 0 };
+          usage.set(id, u);
+        }
+        return u;
+      };
+      for (const id of accepted) entry(id);
+      for (const u of await keysRepo.usage(database.db)) {
+        const e = entry(u.masterKeyId);
+        e.rows[u.table] += u.rows;
+        e.total += u.rows;
+      }
+      const all = [...usage.values()];
+      return {
+        masterKey: {
+          source: fromEnv ? 'environment' : 'key-file',
+          keyFile: fromEnv ? null : keyFile,
+          currentId: current,
+          acceptedIds: accepted,
+          rotationPending: all.some((u) => !u.current && u.total > 0) || (!fromEnv && accepted.length > 1),
+          usage: all,
+        },
+        signingKeys: await deps.signingKeys.list(),
+      };
+    },
+
+    async rotateMaster(options: RotateMasterOptions): Promise<MasterKeyRotation> {
+      const result = fromEnv ? await rotateEnvironment(options) : await rotateKeyFile(options);
+      logger.info({ masterKeyId: result.masterKeyId, previous: result.previousKeyIds, rewrapped: result.rewrapped, source: result.source }, 'master key rotation finished');
+      return result;
+    },
+
+    /** A new active signing key; the old one stays in the JWKS until every token it signed has expired. */
+    async rotateSigning(): Promise<{ active: SigningKeyInfo; retired: SigningKeyInfo[] }> {
+      const rotated = await deps.signingKeys.rotate();
+      const keys = await deps.signingKeys.list();
+      const active = keys.find((k) => k.kid === rotated.kid)!;
+      const retired = keys.filter((k) => rotated.retired.includes(k.kid));
+      logger.info({ kid: active.kid, retired: rotated.retired }, 'signing key rotated');
+      return { active, retired };
+    },
+  };
+}
+
+export type KeysService = ReturnType<typeof createKeysService>;

@@ -1,0 +1,322 @@
+// `slipway keys rotate-master` and `rotate-signing` as real child processes against the data dir
+// and database of a server that keeps serving meanwhile.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { openCore } from '../../src/app.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, unwrapKey } from '../../src/platform/crypto/master-key.js';
+import { createLogger } from '../../src/platform/logging.js';
+import { keysRepo, WRAPPED_TABLES } from '../../src/modules/keys/keys.repo.js';
+import { createDataKeys } from '../../src/modules/secrets/data-keys.js';
+import { startServer, type Actor, type TestServer } from '../support/harness.js';
+import { CLI_ENTRY, cliJson, runCli } from '../support/processes.js';
+
+function cliEnv(server: TestServer, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    SLIPWAY_DATA_DIR: server.dataDir,
+    SLIPWAY_LOG_LEVEL: 'info',
+    ...(server.config.databaseUrl ? { SLIPWAY_DATABASE_URL: server.config.databaseUrl } : {}),
+    ...extra,
+  };
+}
+
+/** `${orgId}/${name}/${version}` → values, and an admin of each organization to reveal them. */
+interface Expected {
+  values: Map<string, Record<string, string>>;
+  admins: Map<string, Actor>;
+}
+const expectation = (): Expected => ({ values: new Map(), admins: new Map() });
+
+const VERSIONS = 3;
+
+/** A new organization with a few secrets of several versions each, written over HTTP by one of its admins. */
+async function seedOrg(server: TestServer, expected: Expected, secrets = 2): Promise<string> {
+  const org = await server.createOrg();
+  const admin = await server.actor(org.id, 'admin');
+  expected.admins.set(org.id, admin);
+  const valuesOf = (i: number, v: number) => ({ A: `${org.id}-a${i}-v${v}`, B: `${org.id}-b${i}-v${v}` });
+  const items = Array.from({ length: secrets }, (_, i) => ({ name: `s${i}`, values: valuesOf(i, 1) }));
+  const res = await admin.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: items });
+  assert.equal(res.status, 201, res.text);
+  for (const [i, item] of items.entries()) {
+    expected.values.set(`${org.id}/${item.name}/1`, item.values);
+    for (let v = 2; v <= VERSIONS; v++) {
+      const put = await admin.http.put(`/v1/orgs/${org.id}/secrets/${item.name}`, { values: valuesOf(i, v) });
+      assert.equal(put.status, 200, put.text);
+      assert.equal(put.body.version, v);
+      expected.values.set(`${org.id}/${item.name}/${v}`, valuesOf(i, v));
+    }
+  }
+  return org.id;
+}
+
+/**
+ * Every version of every secret reveals correctly: over HTTP from the running server, and from
+ * the stored rows through a fresh data-key cache holding `keys` alone (the server's cache of
+ * unwrapped data keys would hide a broken row).
+ */
+async function assertEverySecretOpens(server: TestServer, keys: Buffer[], expected: Expected): Promise<void> {
+  const dataKeys = createDataKeys({ ring: keyringOf(keys) });
+  const rows = await server.core.db.selectFrom('secret_versions').innerJoin('secrets', 'secrets.id', 'secret_versions.secret_id')
+    .select(['secrets.org_id', 'secrets.name', 'secret_versions.secret_id', 'secret_versions.version', 'secret_versions.data_key_id', 'secret_versions.ciphertext'])
+    .where('secrets.org_id', 'in', [...expected.admins.keys()])
+    .execute();
+  const seen: string[] = [];
+  for (const row of rows) {
+    const key = `${row.org_id}/${row.name}/${row.version}`;
+    const values = await dataKeys.openValues(server.core.db, row.data_key_id, row.org_id, row.secret_id, row.version, row.ciphertext);
+    assert.deepEqual(values, expected.values.get(key), key);
+    seen.push(key);
+  }
+  assert.deepEqual(seen.sort(), [...expected.values.keys()].sort());
+  for (const [key, values] of expected.values) {
+    const [orgId, name, version] = key.split('/') as [string, string, string];
+    const res = await expected.admins.get(orgId)!.http.post(`/v1/orgs/${orgId}/secrets/${name}/reveal`, { version: Number(version) });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body.values, values, key);
+  }
+}
+
+/** No wrapped row names `old`, and its key cannot open any of them even when forced on the bytes. */
+async function assertKeyOpensNothing(server: TestServer, old: Buffer): Promise<void> {
+  const ring = keyringOf([old]);
+  let dataKeys = 0;
+  for (const table of WRAPPED_TABLES) {
+    for (const row of await keysRepo.list(server.core.db, table)) {
+      if (table === 'org_data_keys') dataKeys++;
+      assert.notEqual(row.masterKeyId, masterKeyId(old), `${table} ${row.id} still names the old key`);
+      assert.throws(() => unwrapKey(ring, row.sealed, row.masterKeyId, row.binding), /not configured/);
+      assert.throws(() => unwrapKey(ring, row.sealed, masterKeyId(old), row.binding), /unable to authenticate|Unsupported state/);
+    }
+  }
+  assert.ok(dataKeys > 0);
+}
+
+async function usageIds(server: TestServer): Promise<string[]> {
+  return [...new Set((await keysRepo.usage(server.core.db)).map((u) => u.masterKeyId))].sort();
+}
+
+/** A fresh process-like core on the same database and data dir: unwraps the pepper and the signing key with what `env` configures. */
+async function assertFreshCoreStarts(server: TestServer, env: Record<string, string>): Promise<void> {
+  const core = await openCore(loadConfig(cliEnv(server, env)), { migrate: false, logger: createLogger('silent') });
+  try {
+    await core.keys.reload();
+  } finally {
+    await core.close();
+  }
+}
+
+/** `slipway keys rotate-master …` in the background, its stdout lines collected as they come. */
+function spawnRotation(args: string[], env: Record<string, string>) {
+  const child = spawn(process.execPath, [CLI_ENTRY, 'keys', 'rotate-master', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  let partial = '';
+  let stderr = '';
+  const waiters: Array<() => void> = [];
+  child.stdout.on('data', (chunk: Buffer) => {
+    const parts = (partial + chunk.toString('utf8')).split('\n');
+    partial = parts.pop()!;
+    lines.push(...parts);
+    for (const wake of waiters) wake();
+  });
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  return {
+    child, lines, exited, stderr: () => stderr,
+    waitForLine(prefix: string): Promise<void> {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (lines.some((l) => l.startsWith(prefix))) resolve();
+        };
+        waiters.push(check);
+        check();
+        void exited.then(({ code }) => reject(new Error(`rotation exited ${code} before printing "${prefix}": ${lines.join('\n')}\n${stderr}`)));
+      });
+    },
+  };
+}
+
+describe('master key rotation, key file source', () => {
+  let server: TestServer;
+  const expected = expectation();
+  const keyFile = () => path.join(server.dataDir, KEY_FILE);
+
+  before(async () => {
+    server = await startServer();
+    for (let i = 0; i < 3; i++) await seedOrg(server, expected);
+  });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('re-wraps every data key under a new key while the server keeps serving; the old key alone opens nothing', async () => {
+    const [old] = readKeyFile(keyFile());
+    const rotation = spawnRotation(['--batch-size', '1', '--pause-ms', '20'], cliEnv(server));
+    // The key file names the new key before the first batch: everything the server makes from now
+    // on is wrapped under it, and every request keeps working.
+    await rotation.waitForLine('batch 1:');
+    let running = true;
+    void rotation.exited.then(() => { running = false; });
+    const madeDuring: string[] = [];
+    do madeDuring.push(await seedOrg(server, expected, 1));
+    while (running);
+    const { code } = await rotation.exited;
+    assert.equal(code, 0, rotation.stderr());
+
+    const keys = readKeyFile(keyFile());
+    assert.equal(keys.length, 1);
+    const [next] = keys;
+    assert.notEqual(masterKeyId(next!), masterKeyId(old!));
+    assert.equal(fs.statSync(keyFile()).mode & 0o777, 0o600);
+    assert.deepEqual(await usageIds(server), [masterKeyId(next!)]);
+    assert.ok(rotation.lines.some((l) => l.startsWith('master key') && l.includes(masterKeyId(next!))));
+    const during = await server.core.db.selectFrom('org_data_keys').select('master_key_id').where('org_id', 'in', madeDuring).execute();
+    assert.deepEqual([...new Set(during.map((r) => r.master_key_id))], [masterKeyId(next!)]);
+
+    await assertEverySecretOpens(server, [next!], expected);
+    await assertKeyOpensNothing(server, old!);
+    await assertFreshCoreStarts(server, {});
+    // Logged as an instance operation, by id: never key material.
+    assert.ok(!rotation.stderr().includes(next!.toString('base64')) && !rotation.stderr().includes(old!.toString('base64')));
+    assert.match(rotation.stderr(), /master key rotation finished/);
+
+    const status = await cliJson(['keys', 'status'], cliEnv(server));
+    assert.equal(status.masterKey.currentId, masterKeyId(next!));
+    assert.equal(status.masterKey.rotationPending, false);
+    assert.deepEqual(status.masterKey.usage.map((u: any) => u.masterKeyId), [masterKeyId(next!)]);
+    assert.equal(status.masterKey.usage[0].rows.org_data_keys, (await keysRepo.list(server.core.db, 'org_data_keys')).length);
+  });
+
+  it('a rotation killed halfway continues where it stopped when run again', async () => {
+    const [old] = readKeyFile(keyFile());
+    // The long pause after each batch is where it gets killed: after the first batch of two rows.
+    const rotation = spawnRotation(['--batch-size', '2', '--pause-ms', '600000'], cliEnv(server));
+    await rotation.waitForLine('batch 1:');
+    rotation.child.kill('SIGKILL');
+    assert.equal((await rotation.exited).signal, 'SIGKILL');
+
+    // Half done: the file names the new key first and still the old one; rows are under both.
+    const [next, ...rest] = readKeyFile(keyFile());
+    assert.deepEqual(rest.map(masterKeyId), [masterKeyId(old!)]);
+    assert.deepEqual(await usageIds(server), [masterKeyId(next!), masterKeyId(old!)].sort());
+    const pending = await cliJson(['keys', 'status'], cliEnv(server));
+    assert.equal(pending.masterKey.rotationPending, true);
+    // Meanwhile the server serves, and wraps what it makes under the new key.
+    const orgId = await seedOrg(server, expected, 2);
+    const made = await server.core.db.selectFrom('org_data_keys').select('master_key_id').where('org_id', '=', orgId).executeTakeFirstOrThrow();
+    assert.equal(made.master_key_id, masterKeyId(next!));
+    await assertEverySecretOpens(server, [next!, old!], expected);
+
+    const again = await runCli(['keys', 'rotate-master', '--json'], cliEnv(server));
+    assert.equal(again.code, 0, again.stderr);
+    const result = JSON.parse(again.stdout);
+    assert.equal(result.resumed, true);
+    assert.equal(result.masterKeyId, masterKeyId(next!));
+    assert.deepEqual(result.previousKeyIds, [masterKeyId(old!)]);
+    assert.ok(result.rewrapped >= 1);
+    assert.match(again.stderr, /stopped before finishing/);
+
+    assert.deepEqual(readKeyFile(keyFile()).map(masterKeyId), [masterKeyId(next!)]);
+    assert.equal(fs.existsSync(`${keyFile()}.lock`), false);
+    assert.deepEqual(await usageIds(server), [masterKeyId(next!)]);
+    await seedOrg(server, expected, 1);
+    await assertEverySecretOpens(server, [next!], expected);
+    await assertKeyOpensNothing(server, old!);
+    await assertFreshCoreStarts(server, {});
+  });
+});
+
+describe('master key rotation, SLIPWAY_MASTER_KEY source', () => {
+  const oldKey = generateMasterKey();
+  const newKey = generateMasterKey();
+  const b64 = (k: Buffer) => k.toString('base64');
+  let server: TestServer;
+  let newKeyFile: string;
+  const expected = expectation();
+
+  before(async () => {
+    // The documented rollout's step 2: every node accepts the new key, still wrapping with the old.
+    server = await startServer({ env: { SLIPWAY_MASTER_KEY: b64(oldKey), SLIPWAY_MASTER_KEY_PREVIOUS: b64(newKey) } });
+    for (let i = 0; i < 2; i++) await seedOrg(server, expected);
+    newKeyFile = path.join(server.dataDir, 'new.key');
+    fs.writeFileSync(newKeyFile, b64(newKey) + '\n', { mode: 0o600 });
+  });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('refuses to start without every key that rows are wrapped under, changing nothing', async () => {
+    const res = await runCli(['keys', 'rotate-master'], cliEnv(server, { SLIPWAY_MASTER_KEY: b64(newKey) }));
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, new RegExp(`${masterKeyId(oldKey)}, which is not configured.*SLIPWAY_MASTER_KEY_PREVIOUS`));
+    assert.deepEqual(await usageIds(server), [masterKeyId(oldKey)]);
+  });
+
+  it('re-wraps everything under the key in --new-key-file; the old key alone opens nothing', async () => {
+    const result = await cliJson(['keys', 'rotate-master', '--new-key-file', newKeyFile, '--batch-size', '2'], cliEnv(server, { SLIPWAY_MASTER_KEY: b64(oldKey) }));
+    assert.equal(result.source, 'environment');
+    assert.equal(result.masterKeyId, masterKeyId(newKey));
+    assert.ok(result.previousKeyIds.includes(masterKeyId(oldKey)));
+    assert.ok(result.nextSteps.some((s: string) => s.includes('Set SLIPWAY_MASTER_KEY to the new key')));
+    assert.ok(result.nextSteps.some((s: string) => s.includes('Remove SLIPWAY_MASTER_KEY_PREVIOUS')));
+    assert.deepEqual(await usageIds(server), [masterKeyId(newKey)]);
+    await assertEverySecretOpens(server, [newKey], expected);
+    await assertKeyOpensNothing(server, oldKey);
+    await assertFreshCoreStarts(server, { SLIPWAY_MASTER_KEY: b64(newKey) });
+  });
+
+  it('the configured form re-wraps what a node still on the old key wrote since', async () => {
+    // This server still wraps with the old key (step 3 of the rollout has not reached it).
+    await seedOrg(server, expected, 1);
+    assert.deepEqual(await usageIds(server), [masterKeyId(newKey), masterKeyId(oldKey)].sort());
+    const result = await cliJson(['keys', 'rotate-master'], cliEnv(server, { SLIPWAY_MASTER_KEY: b64(newKey), SLIPWAY_MASTER_KEY_PREVIOUS: b64(oldKey) }));
+    assert.equal(result.masterKeyId, masterKeyId(newKey));
+    assert.equal(result.rewrapped, 1);
+    assert.ok(!result.nextSteps.some((s: string) => s.includes('Set SLIPWAY_MASTER_KEY')));
+    assert.deepEqual(await usageIds(server), [masterKeyId(newKey)]);
+    await assertEverySecretOpens(server, [newKey], expected);
+    await assertKeyOpensNothing(server, oldKey);
+  });
+});
+
+describe('signing key rotation', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer(); });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  const kidOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8')) as { kid: string }).kid;
+
+  it('signs new tokens with a new key while tokens signed with the old one stay valid; the JWKS lists both', async () => {
+    const before = server.owner.token;
+    const oldKid = kidOf(before);
+    const rotated = await cliJson(['keys', 'rotate-signing'], cliEnv(server));
+    assert.notEqual(rotated.active.kid, oldKid);
+    assert.equal(rotated.active.state, 'active');
+    assert.deepEqual(rotated.retired.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired']]);
+    const ttlMs = server.config.tokenTtlSeconds * 1000;
+    assert.ok(Date.parse(rotated.retired[0].publishedUntil) - Date.parse(rotated.retired[0].retiredAt) > ttlMs);
+
+    // The running server notices within its cache period; reload stands in for waiting.
+    await server.core.keys.reload();
+    const after = await server.token(server.bootstrap);
+    assert.equal(kidOf(after), rotated.active.kid);
+    for (const token of [before, after]) {
+      const res = await server.http(token).get('/v1/orgs/default');
+      assert.equal(res.status, 200, res.text);
+    }
+    const jwks = await server.http().get('/oauth/v2/keys');
+    assert.deepEqual(jwks.body.keys.map((k: any) => k.kid).sort(), [oldKid, rotated.active.kid].sort());
+
+    const status = await cliJson(['keys', 'status'], cliEnv(server));
+    assert.deepEqual(status.signingKeys.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired'], [rotated.active.kid, 'active']]);
+    assert.match((await runCli(['keys', 'rotate-signing'], cliEnv(server))).stderr, /signing key rotated/);
+  });
+});

@@ -1,0 +1,102 @@
+// The master keyring: key file and environment sources, following a rotation made by another
+// process, and the SLIPWAY_MASTER_KEY_PREVIOUS setting.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { loadConfig } from '../../src/platform/config.js';
+import {
+  generateMasterKey, KEY_FILE, keyringOf, masterKeyId, openKeyring, readKeyFile, unwrapKey, wrapKey, writeKeyFile,
+} from '../../src/platform/crypto/master-key.js';
+
+const dirs: string[] = [];
+const tempDir = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-mk-'));
+  dirs.push(dir);
+  return dir;
+};
+after(() => { for (const d of dirs) fs.rmSync(d, { recursive: true, force: true }); });
+
+describe('master keyring from the key file', () => {
+  it('generates an owner-only key file on first open and wraps with it', () => {
+    const dir = tempDir();
+    let generated: string | null = null;
+    const ring = openKeyring({ envKey: null, dataDir: dir, onGenerated: (f) => { generated = f; } });
+    const file = path.join(dir, KEY_FILE);
+    assert.equal(generated, file);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    assert.equal(ring.current().id, masterKeyId(readKeyFile(file)[0]!));
+    const wrapped = wrapKey(ring, Buffer.from('data key'), 'b');
+    assert.equal(unwrapKey(ring, wrapped.sealed, wrapped.masterKeyId, 'b').toString(), 'data key');
+  });
+
+  it('follows a key file rewritten by another process: the new first key wraps, the old ones still unwrap', () => {
+    const dir = tempDir();
+    const ring = openKeyring({ envKey: null, dataDir: dir });
+    const file = path.join(dir, KEY_FILE);
+    const old = readKeyFile(file)[0]!;
+    const before = wrapKey(ring, Buffer.from('under old'), 'b');
+    const changes: string[] = [];
+    const watching = openKeyring({ envKey: null, dataDir: dir, onChanged: (c) => changes.push(c.current) });
+
+    const next = generateMasterKey();
+    writeKeyFile(file, [next, old]);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    assert.deepEqual(fs.readdirSync(dir).filter((f) => f.endsWith('.tmp')), []);
+
+    // No explicit reload: the next wrap notices the file changed.
+    assert.equal(watching.current().id, masterKeyId(next));
+    assert.deepEqual(changes, [masterKeyId(next)]);
+    const afterRotation = wrapKey(watching, Buffer.from('under new'), 'b');
+    assert.equal(afterRotation.masterKeyId, masterKeyId(next));
+    assert.equal(unwrapKey(watching, before.sealed, before.masterKeyId, 'b').toString(), 'under old');
+    // A process that has not wrapped since reloads on the unknown id when it unwraps.
+    assert.equal(unwrapKey(ring, afterRotation.sealed, afterRotation.masterKeyId, 'b').toString(), 'under new');
+
+    writeKeyFile(file, [next]);
+    watching.reload();
+    assert.deepEqual(watching.all().map((k) => k.id), [masterKeyId(next)]);
+    assert.throws(() => unwrapKey(watching, before.sealed, before.masterKeyId, 'b'), /not configured/);
+  });
+
+  it('keeps the keys it has when the key file disappears, rather than generating one that opens nothing', () => {
+    const dir = tempDir();
+    const ring = openKeyring({ envKey: null, dataDir: dir });
+    const id = ring.current().id;
+    fs.rmSync(path.join(dir, KEY_FILE));
+    ring.reload();
+    assert.equal(ring.current().id, id);
+    assert.equal(fs.existsSync(path.join(dir, KEY_FILE)), false);
+  });
+});
+
+describe('master keyring from SLIPWAY_MASTER_KEY', () => {
+  it('wraps with the configured key and also accepts the previous ones and a leftover key file', () => {
+    const dir = tempDir();
+    const [current, previous, inFile] = [generateMasterKey(), generateMasterKey(), generateMasterKey()];
+    writeKeyFile(path.join(dir, KEY_FILE), [inFile]);
+    const ring = openKeyring({ envKey: current.toString('base64'), envPrevious: [previous.toString('base64')], dataDir: dir });
+    assert.equal(ring.source, 'SLIPWAY_MASTER_KEY');
+    assert.deepEqual(ring.all().map((k) => k.id), [current, previous, inFile].map(masterKeyId));
+    const underPrevious = wrapKey(keyringOf([previous]), Buffer.from('x'), 'b');
+    assert.equal(unwrapKey(ring, underPrevious.sealed, underPrevious.masterKeyId, 'b').toString(), 'x');
+    assert.equal(wrapKey(ring, Buffer.from('y'), 'b').masterKeyId, masterKeyId(current));
+  });
+
+  it('a ring holding only another key cannot open what a key wrapped, even when told the id', () => {
+    const [a, b] = [generateMasterKey(), generateMasterKey()];
+    const wrapped = wrapKey(keyringOf([a]), Buffer.from('secret'), 'b');
+    assert.throws(() => unwrapKey(keyringOf([b]), wrapped.sealed, wrapped.masterKeyId, 'b'), /not configured/);
+    assert.throws(() => unwrapKey(keyringOf([b]), wrapped.sealed, masterKeyId(b), 'b'));
+  });
+
+  it('SLIPWAY_MASTER_KEY_PREVIOUS takes comma-separated 32-byte keys and needs SLIPWAY_MASTER_KEY', () => {
+    const [k1, k2, k3] = [generateMasterKey(), generateMasterKey(), generateMasterKey()].map((k) => k.toString('base64'));
+    const config = loadConfig({ SLIPWAY_MASTER_KEY: k1, SLIPWAY_MASTER_KEY_PREVIOUS: `${k2}, ${k3}` });
+    assert.deepEqual(config.masterKeyPrevious, [k2, k3]);
+    assert.deepEqual(loadConfig({}).masterKeyPrevious, []);
+    assert.throws(() => loadConfig({ SLIPWAY_MASTER_KEY: k1, SLIPWAY_MASTER_KEY_PREVIOUS: `${k2},c2hvcnQ=` }), /SLIPWAY_MASTER_KEY_PREVIOUS must be/);
+    assert.throws(() => loadConfig({ SLIPWAY_MASTER_KEY_PREVIOUS: k2 }), /needs SLIPWAY_MASTER_KEY/);
+  });
+});
