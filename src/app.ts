@@ -17,11 +17,22 @@ import { fullScope } from './modules/auth/scopes.js';
 import { createSigningKeys } from './modules/auth/signing-keys.js';
 import { createTokenService } from './modules/auth/token.service.js';
 import { createTokenVerifier } from './modules/auth/token-verifier.js';
+import { createDeploymentSignals } from './modules/deployments/deployment-signals.js';
+import { deploymentsRoutes } from './modules/deployments/deployments.routes.js';
+import { createDeploymentsService } from './modules/deployments/deployments.service.js';
+import { environmentsRoutes } from './modules/environments/environments.routes.js';
+import { createEnvironmentsService } from './modules/environments/environments.service.js';
 import { eventsRoutes } from './modules/events/events.routes.js';
 import { createEventsService } from './modules/events/events.service.js';
 import { bootstrapIfEmpty } from './modules/instance/bootstrap.js';
-import { loadInstanceIdentity } from './modules/instance/instance.service.js';
+import { registerIdempotency } from './modules/idempotency/idempotency.hooks.js';
+import { createIdempotencyService, IDEMPOTENCY_SEAL_KEY } from './modules/idempotency/idempotency.service.js';
+import { loadInstanceIdentity, loadInstanceKey } from './modules/instance/instance.service.js';
 import { orgsRoutes } from './modules/orgs/orgs.routes.js';
+import { runnerRoutes } from './modules/runner/runner.routes.js';
+import { createRunnerService } from './modules/runner/runner.service.js';
+import { servicesRoutes } from './modules/services/services.routes.js';
+import { createServicesService } from './modules/services/services.service.js';
 import { createOrgsService } from './modules/orgs/orgs.service.js';
 import { createDataKeys } from './modules/secrets/data-keys.js';
 import { secretsRoutes } from './modules/secrets/secrets.routes.js';
@@ -43,8 +54,10 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
   const logger = options.logger ?? createLogger(config.logLevel, options.logStream);
   const ring: MasterKeyring = openKeyring({
     envKey: config.masterKey,
+    envPrevious: config.masterKeyPrevious,
     dataDir: config.dataDir,
     onGenerated: (file) => logger.warn({ file }, 'generated a master key file; back it up, or set SLIPWAY_MASTER_KEY (losing it loses every secret)'),
+    onChanged: (keys) => logger.info({ masterKeyId: keys.current, accepted: keys.accepted }, 'master keyring reloaded'),
   });
   const database: Database = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
@@ -65,14 +78,26 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const orgs = createOrgsService({ db });
     const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, onChanged: (id) => principals.forget(id) });
     const dataKeys = createDataKeys({ ring });
-    const secrets = createSecretsService({ db, dataKeys });
+    const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db });
+    const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
+    const environments = createEnvironmentsService({ db });
+    const services = createServicesService({ db, secrets });
+    const deployments = createDeploymentsService({ db, secrets, signals });
+    const runner = createRunnerService({
+      db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts,
+    });
+    const idempotency = createIdempotencyService({ db, sealKey: await loadInstanceKey(db, ring, IDEMPOTENCY_SEAL_KEY) });
 
     return {
       config, logger, ring, database, db, identity, issuer, tokenUrl, scope,
       keys, principals, revocations, verifier, tokens,
-      orgs, serviceUsers, dataKeys, secrets, events,
-      close: () => database.close(),
+      orgs, serviceUsers, dataKeys, secrets, events, idempotency,
+      environments, services, deployments, runner, signals,
+      close: async () => {
+        await signals.close();
+        await database.close();
+      },
     };
   } catch (error) {
     await database.close();
@@ -115,6 +140,8 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     },
     ...(options.onUndeclaredStatus ? { onUndeclaredStatus: options.onUndeclaredStatus } : {}),
   }, async (app) => {
+    // Before any route, so that every POST of the API declared below gets its hooks.
+    registerIdempotency(app, { idempotency: core.idempotency });
     await app.register(async (scope) => {
       oauthRoutes(scope, {
         tokens: core.tokens, keys: core.keys, issuer: core.issuer, baseUrl: config.baseUrl, idpName: config.idpName, projectId: core.identity.projectId,
@@ -128,10 +155,23 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     serviceUsersRoutes(app, { serviceUsers: core.serviceUsers });
     secretsRoutes(app, { secrets: core.secrets, limits: config.limits });
     eventsRoutes(app, { events: core.events });
+    environmentsRoutes(app, { environments: core.environments });
+    servicesRoutes(app, { services: core.services, limits: config.limits });
+    deploymentsRoutes(app, { deployments: core.deployments, limits: config.limits });
+    runnerRoutes(app, { runner: core.runner });
+    // Waiting claims answer 204 at once instead of holding the shutdown for their whole wait.
+    app.addHook('preClose', async () => { await core.signals.close(); });
   });
 
-  const prune = setInterval(() => { core.revocations.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning revoked tokens failed')); }, 3_600_000);
+  const prune = setInterval(() => {
+    core.revocations.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning revoked tokens failed'));
+    core.idempotency.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning expired idempotency keys failed'));
+    core.secrets.purgeExpired().catch((err: unknown) => core.logger.warn({ err }, 'purging deleted secrets past retention failed'));
+  }, 3_600_000);
   prune.unref();
+  // Every node sweeps expired runner leases; the compare-and-set makes concurrent sweeps harmless.
+  const stopSweeper = core.runner.startSweeper(Math.max(1000, Math.min(5000, config.runnerLeaseSeconds * 500)),
+    (err) => core.logger.warn({ err }, 'sweeping expired runner leases failed'));
 
   return {
     core,
@@ -142,6 +182,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     },
     async close() {
       clearInterval(prune);
+      stopSweeper();
       await server.close();
       await core.close();
     },

@@ -1,7 +1,7 @@
 // Prefixed, time-sortable ids (`org_01J…`): a 48-bit millisecond timestamp and 80 random bits in
 // Crockford base32, monotonic within one process. Time-ordered keys keep B-tree inserts at the
 // right edge of the index, so large tables insert as fast as small ones.
-import { randomBytes } from 'node:crypto';
+import { randomBytesPooled } from './crypto/random.js';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
@@ -21,13 +21,13 @@ export const ID_PREFIXES = {
 export type IdKind = keyof typeof ID_PREFIXES;
 
 let lastTime = 0;
-let lastRandom = Buffer.alloc(10);
+let lastRandom: Buffer = Buffer.alloc(10);
 
 /** The time and random part of the next id, ordered after every id this process made before. */
 function next(now: number): { time: number; random: Buffer } {
   if (now > lastTime) {
     lastTime = now;
-    lastRandom = randomBytes(10);
+    lastRandom = randomBytesPooled(10);
     return { time: now, random: lastRandom };
   }
   // Same (or earlier, after a clock step back) millisecond: keep the last time and increment the

@@ -1,6 +1,7 @@
 // Token signing keys: ES256, kept in the database (private part wrapped by the master key) so every
 // node signs with the same key and publishes the same JWKS. Rotation starts a new key and keeps the
 // old one in the JWKS until every token it signed has expired.
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Db } from '../../platform/db/database.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
@@ -11,6 +12,8 @@ export const SIGNING_ALG = 'ES256';
 export interface ActiveSigner {
   kid: string;
   privateKey: CryptoKey;
+  /** The same key for node:crypto, which signs without a thread-pool hop (see jws.ts). */
+  keyObject: KeyObject;
 }
 
 export interface KeySet {
@@ -86,7 +89,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     const active = rows.find((r) => r.retired_at === null)!;
     const privateJwk = JSON.parse(unwrapKey(deps.ring, active.private_sealed, active.master_key_id, signingKeyBinding(active.kid)).toString('utf8')) as JWK;
     const privateKey = (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey;
-    const set = { signer: { kid: active.kid, privateKey }, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
+    const set = { signer: { kid: active.kid, privateKey, keyObject: createPrivateKey({ key: privateJwk as never, format: 'jwk' }) }, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
     cached = { set, loadedAt: Date.now() };
     return set;
   }

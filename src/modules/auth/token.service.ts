@@ -1,6 +1,6 @@
 // The authorization server's side: authenticate a client, issue an RFC 9068 JWT access token,
 // introspect (RFC 7662) and revoke (RFC 7009).
-import { decodeJwt, SignJWT } from 'jose';
+import { decodeJwt } from 'jose';
 import { secretMatches } from '../../platform/crypto/client-secret.js';
 import type { Db } from '../../platform/db/database.js';
 import { isAppError } from '../../platform/errors.js';
@@ -10,7 +10,8 @@ import { oauthErrors } from './oauth-errors.js';
 import type { Principal } from './principal.js';
 import type { RevocationList } from './revocations.js';
 import { audienceScope, parseScopes, STANDARD_SCOPES } from './scopes.js';
-import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
+import { signEs256Compact } from './jws.js';
+import type { SigningKeys } from './signing-keys.js';
 import type { TokenVerifier } from './token-verifier.js';
 
 export interface ClientCredentials {
@@ -63,9 +64,11 @@ export function createTokenService(deps: TokenServiceDeps) {
     // Every failure says the same to the caller: which one it was is for the log, not the client.
     const fail = () => oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
     if (!creds.clientId.startsWith('su_') || creds.clientId.length > 64) throw fail();
-    const user = await serviceUsersRepo.findById(deps.db, creds.clientId);
-    if (!user) throw fail();
-    const secrets = await serviceUsersRepo.secretsOf(deps.db, [user.id]);
+    // Read afresh every time (one query): a removed secret or a disabled client is refused at once,
+    // on every node, whatever process made the change.
+    const found = await serviceUsersRepo.findWithSecrets(deps.db, creds.clientId);
+    if (!found) throw fail();
+    const { user, secrets } = found;
     const match = secrets.find((s) => secretMatches(deps.pepper, creds.clientSecret, s.hash));
     if (!match || user.disabled_at !== null) throw fail();
     const now = Date.now();
@@ -87,20 +90,18 @@ export function createTokenService(deps: TokenServiceDeps) {
       const { signer } = await deps.keys.current();
       const now = Math.floor(Date.now() / 1000);
       const audience = parsed.audience ? [deps.projectId, user.id] : [user.id];
-      const accessToken = await new SignJWT({
+      const accessToken = signEs256Compact({ typ: 'at+jwt', kid: signer.kid }, {
+        iss: deps.issuer,
+        sub: user.id,
+        aud: audience,
+        iat: now,
+        nbf: now,
+        exp: now + deps.ttlSeconds,
+        jti: newId('token'),
         client_id: user.id,
         scope: parsed.granted.join(' '),
         [claimName]: user.org_id,
-      })
-        .setProtectedHeader({ alg: SIGNING_ALG, typ: 'at+jwt', kid: signer.kid })
-        .setIssuer(deps.issuer)
-        .setSubject(user.id)
-        .setAudience(audience)
-        .setIssuedAt(now)
-        .setNotBefore(now)
-        .setExpirationTime(now + deps.ttlSeconds)
-        .setJti(newId('token'))
-        .sign(signer.privateKey);
+      }, signer.keyObject);
       // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
       return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.granted.join(' ') };
     },

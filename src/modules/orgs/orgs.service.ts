@@ -23,7 +23,12 @@ export function createOrgsService(deps: { db: Db }) {
   // Every organization-scoped request resolves `:orgId`; organizations change rarely, so the
   // answer is kept a few seconds (and forgotten at once when this node changes one).
   const byKey = new LRUCache<string, Organization | 'missing'>({ max: 10_000, ttl: CACHE_TTL_MS });
-  const forget = () => byKey.clear();
+  // Pages of the instance-wide list, for instance administrators, kept the same few seconds.
+  const pages = new LRUCache<string, Page<Organization>>({ max: 1_000, ttl: CACHE_TTL_MS });
+  const forget = () => {
+    byKey.clear();
+    pages.clear();
+  };
 
   async function find(idOrSlug: string): Promise<Organization | null> {
     const hit = byKey.get(idOrSlug);
@@ -68,9 +73,14 @@ export function createOrgsService(deps: { db: Db }) {
         const own = scope.orgId === null ? null : await find(scope.orgId);
         return { items: own && (page.after === null || own.id > page.after) ? [own] : [], nextCursor: null };
       }
+      const key = `${page.after ?? ''}\0${page.limit}`;
+      const cached = pages.get(key);
+      if (cached) return cached;
       const rows = await orgsRepo.list(db, { ...page });
       const result = toPage(rows, page.limit, (r) => r.id);
-      return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
+      const listed = { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
+      pages.set(key, listed);
+      return listed;
     },
 
     /** Renames or re-slugs; the event says what changed from what, and no change appends none. */

@@ -13,6 +13,23 @@ export const serviceUsersRepo = {
     return db.selectFrom('service_users').selectAll().where('id', '=', id).executeTakeFirst();
   },
 
+  /** A service user and its live client secrets in one round trip (the token endpoint's read). */
+  async findWithSecrets(db: Executor, id: string): Promise<{ user: ServiceUserRow; secrets: ClientSecretRow[] } | null> {
+    const rows = await db.selectFrom('service_users as u')
+      .leftJoin('client_secrets as s', 's.service_user_id', 'u.id')
+      .selectAll('u')
+      .select(['s.id as secret_id', 's.hash', 's.hint', 's.created_at as secret_created_at', 's.last_used_at'])
+      .where('u.id', '=', id)
+      .execute();
+    const first = rows[0];
+    if (first === undefined) return null;
+    const { secret_id: _i, hash: _h, hint: _n, secret_created_at: _c, last_used_at: _l, ...user } = first;
+    const secrets = rows.filter((r) => r.secret_id !== null).map((r) => ({
+      id: r.secret_id!, service_user_id: user.id, hash: r.hash!, hint: r.hint!, created_at: r.secret_created_at!, last_used_at: r.last_used_at,
+    }));
+    return { user, secrets };
+  },
+
   /** By id or by name, inside one organization; an id wins over a name that looks like one. */
   async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow | undefined> {
     const by = (column: 'id' | 'name') =>

@@ -84,14 +84,19 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
    * Runs a change to one service user the caller may manage. The organization's row is held for the
    * transaction, so changes to its service users run one after another and each check ("the last
    * owner", "two live secrets") sees every change made before it, on PostgreSQL as on SQLite.
+   * Once it commits, this node's caches of that service user (token checks, client secrets) forget it.
    */
-  function change<T>(ctx: RequestContext, orgId: string, idOrName: string, run: (trx: Executor, row: ServiceUserRow) => Promise<T>): Promise<T> {
-    return db.transaction().execute(async (trx) => {
+  async function change<T>(ctx: RequestContext, orgId: string, idOrName: string, run: (trx: Executor, row: ServiceUserRow) => Promise<T>): Promise<T> {
+    let changed: string | null = null;
+    const result = await db.transaction().execute(async (trx) => {
       await orgsRepo.hold(trx, orgId);
       const row = await load(trx, orgId, idOrName);
       assertMayManage(ctx, row);
+      changed = row.id;
       return run(trx, row);
     });
+    if (changed !== null) deps.onChanged(changed);
+    return result;
   }
 
   async function view(executor: Executor, row: ServiceUserRow): Promise<ServiceUser> {
@@ -192,7 +197,6 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       } catch (error) {
         throw nameTakenOr(error, patch.name);
       }
-      deps.onChanged(updated.id);
       return updated;
     },
 
@@ -204,7 +208,6 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
         await appendEvents(trx, ctx, [event(orgId, row, 'deleted', { name: row.name })], now);
         return row.id;
       });
-      deps.onChanged(id);
     },
 
     /** Adds a second live secret; the first keeps working until it is removed. */
@@ -248,7 +251,6 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
         await appendEvents(trx, ctx, [event(orgId, row, 'secret_rotated', { secretId: secretRow.id, removed: live.map((s) => s.id) })], now);
         return { clientId: row.id, clientSecret: secret };
       });
-      deps.onChanged(result.clientId);
       return result;
     },
   };

@@ -1,6 +1,7 @@
 // AES-256-GCM with a fresh 96-bit nonce per message and associated data that binds a ciphertext
 // to where it belongs (moving it to another row makes it fail to open).
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { randomBytesPooled } from './random.js';
 
 const VERSION = 1;
 const NONCE_BYTES = 12;
@@ -8,7 +9,7 @@ const TAG_BYTES = 16;
 
 /** `[version | nonce | tag | ciphertext]` */
 export function seal(key: Buffer, plaintext: Buffer, associatedData: string): Buffer {
-  const nonce = randomBytes(NONCE_BYTES);
+  const nonce = randomBytesPooled(NONCE_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, nonce);
   cipher.setAAD(Buffer.from(associatedData, 'utf8'));
   const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
