@@ -2,21 +2,18 @@
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 import { parse, UsageError } from './args.js';
-import { orgCommand, serviceUserCommand, withCore } from './commands.js';
+import { ORG_USAGE, orgCommand, SERVICE_USER_USAGE, serviceUserCommand, withCore } from './commands.js';
+import { keysCommand } from './keys.js';
 import { printJson } from './output.js';
+import { RUNNER_USAGE, runnerCommand } from './runner.js';
 import { serve } from './serve.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
-  slipway migrate
-  slipway org create --slug S --name N [--json]
-  slipway org list [--json]
-  slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]
-  slipway service-user list --org ORG [--json]
-  slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]
-  slipway service-user disable|enable --org ORG --user ID|NAME [--json]
+  slipway migrate [--json]
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing [--json]   (slipway keys --help)
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
 matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list.
@@ -41,6 +38,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await orgCommand(rest, env);
       case 'service-user':
         return await serviceUserCommand(rest, env);
+      case 'keys':
+        return await keysCommand(rest, env);
+      case 'runner':
+        return await runnerCommand(rest, env);
       case undefined:
       case 'help':
       case '--help':

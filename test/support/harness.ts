@@ -98,6 +98,18 @@ export function httpClient(baseUrl: string, token?: string) {
 }
 export type HttpClient = ReturnType<typeof httpClient>;
 
+/** The spec's token request: client credentials grant, HTTP Basic, the scope string as given. */
+export function clientCredentialsGrant(tokenUrl: string, creds: { clientId: string; clientSecret: string }, scope: string): Promise<Response> {
+  return fetch(tokenUrl, {
+    method: 'POST',
+    headers: {
+      authorization: 'Basic ' + Buffer.from(`${encodeURIComponent(creds.clientId)}:${encodeURIComponent(creds.clientSecret)}`).toString('base64'),
+      'content-type': 'application/x-www-form-urlencoded',
+    },
+    body: new URLSearchParams({ grant_type: 'client_credentials', scope }).toString(),
+  });
+}
+
 export type Credentials = CredentialsT;
 
 export interface Actor extends ServiceUser, CredentialsT {
@@ -124,6 +136,8 @@ export interface TestServer {
   createOrg(slug?: string): Promise<Organization>;
   /** A service user of `orgId` with a token, made through the domain service. */
   actor(orgId: string, role: Role, name?: string): Promise<Actor>;
+  /** Stops this server and starts a new one on the same data dir, database and port (so clients' URLs and tokens stay good); close the new one only. */
+  restart(): Promise<TestServer>;
   close(): Promise<void>;
 }
 
@@ -132,12 +146,14 @@ let actorCounter = 0;
 export interface StartOptions {
   /** Extra SLIPWAY_* variables. */
   env?: Record<string, string>;
+  /** The data dir and database of a stopped server, taken over by the new one (see `restart`). */
+  reuse?: { dataDir: string; database: Awaited<ReturnType<typeof testDatabase>>; port?: number };
 }
 
 export async function startServer(options: StartOptions = {}): Promise<TestServer> {
-  const dataDir = tempDir();
-  const database = await testDatabase();
-  const port = await freePort();
+  const dataDir = options.reuse?.dataDir ?? tempDir();
+  const database = options.reuse?.database ?? await testDatabase();
+  const port = options.reuse?.port ?? await freePort();
   const config = loadConfig({
     SLIPWAY_DATA_DIR: dataDir,
     SLIPWAY_PORT: String(port),
@@ -168,20 +184,14 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   const bootstrap = JSON.parse(fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8')) as Credentials;
 
   async function token(creds: { clientId: string; clientSecret: string }, scope = bootstrap.scope): Promise<string> {
-    const res = await fetch(`${url}/oauth/v2/token`, {
-      method: 'POST',
-      headers: {
-        authorization: 'Basic ' + Buffer.from(`${encodeURIComponent(creds.clientId)}:${encodeURIComponent(creds.clientSecret)}`).toString('base64'),
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: new URLSearchParams({ grant_type: 'client_credentials', scope }).toString(),
-    });
+    const res = await clientCredentialsGrant(`${url}/oauth/v2/token`, creds, scope);
     const body = (await res.json()) as { access_token?: string };
     if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(body)}`);
     return body.access_token;
   }
 
   const ownerToken = await token(bootstrap);
+  let handedOver = false;
   const ownerUser = await slipway.core.serviceUsers.get(bootstrap.orgId, bootstrap.clientId);
   const owner: Actor = { ...ownerUser, ...bootstrap, token: ownerToken, http: httpClient(url, ownerToken) };
 
@@ -205,7 +215,13 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
       const t = await token(created);
       return { ...created, token: t, http: httpClient(url, t) };
     },
+    async restart() {
+      await slipway.close();
+      handedOver = true;
+      return startServer({ ...options, reuse: { dataDir, database, port } });
+    },
     async close() {
+      if (handedOver) return;
       await slipway.close();
       await database.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
@@ -227,8 +243,13 @@ export async function rawDatabaseBytes(server: TestServer): Promise<Buffer[]> {
   const walk = (d: string) => {
     for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, entry.name);
-      if (entry.isDirectory()) walk(p);
-      else if (entry.isFile()) out.push(fs.readFileSync(p));
+      try {
+        if (entry.isDirectory()) walk(p);
+        else if (entry.isFile()) out.push(fs.readFileSync(p));
+      } catch (error) {
+        // Another test file may drop its database while we walk the cluster's files.
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
     }
   };
   walk(dir);

@@ -1,5 +1,5 @@
-// The real `slipway` program as child processes: one-shot CLI commands, and `serve` running in the
-// background with its log lines collected.
+// The real `slipway` program as child processes: one-shot CLI commands, and `serve` (or `runner`)
+// running in the background with its log lines collected.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -44,7 +44,8 @@ export interface LogLine {
   [key: string]: unknown;
 }
 
-export interface ServeProcess {
+/** A long-running `slipway` command (`serve`, `runner`). */
+export interface SlipwayProcess {
   child: ChildProcess;
   /** Every line the process wrote to stdout or stderr, raw. */
   output: string[];
@@ -55,8 +56,15 @@ export interface ServeProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+export type ServeProcess = SlipwayProcess;
+
 export function spawnServe(args: string[], env: Record<string, string>): ServeProcess {
-  const child = spawn(process.execPath, [CLI_ENTRY, 'serve', ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawnSlipway(['serve', ...args], env);
+}
+
+/** `slipway COMMAND …` in the background: `args[0]` is the command. */
+export function spawnSlipway(args: string[], env: Record<string, string>): SlipwayProcess {
+  const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
   const waiters = new Set<() => void>();
   let exitedWith: { code: number | null; signal: NodeJS.Signals | null } | null = null;
@@ -97,7 +105,7 @@ export function spawnServe(args: string[], env: Record<string, string>): ServePr
             resolve(found);
           } else if (exitedWith) {
             waiters.delete(check);
-            reject(new Error(`slipway serve exited (${JSON.stringify(exitedWith)}) before logging ${what}:\n${output.join('\n')}`));
+            reject(new Error(`slipway ${args[0]} exited (${JSON.stringify(exitedWith)}) before logging ${what}:\n${output.join('\n')}`));
           }
         };
         waiters.add(check);

@@ -1,0 +1,163 @@
+// One claimed deployment, carried out: start the service's command as a local process with its
+// variables, secrets and PORT, send its output to the deployment's log, keep the lease alive, and
+// once the new process is healthy put it in place of the previous one of that service and
+// environment and report success. A launch that fails leaves the previous process serving and
+// reports the reason. When the server says the deployment is no longer ours (lease lost,
+// cancelled), stop what was started for it and report nothing.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../platform/logging.js';
+import type { ClaimResponseT, LeaseT, OutcomeT } from '../modules/runner/runner.protocol.js';
+import { Refused } from './http-call.js';
+import { freePort, launch, LaunchError, type ProcessTable, type RunningProcess } from './local-process.js';
+import { LogShipper, secretMasker } from './log-shipper.js';
+import type { ProtocolClient } from './protocol-client.js';
+
+/** Ports handed to processes of this runner that still run, so two of them never share one. */
+export class PortPool {
+  readonly #taken = new Set<number>();
+
+  async reserve(): Promise<number> {
+    for (;;) {
+      const port = await freePort();
+      if (!this.#taken.has(port)) {
+        this.#taken.add(port);
+        return port;
+      }
+    }
+  }
+
+  release(port: number): void {
+    this.#taken.delete(port);
+  }
+}
+
+export interface RunContext {
+  client: ProtocolClient;
+  processes: ProcessTable;
+  ports: PortPool;
+  logger: Logger;
+  /** Aborts when the runner stops. */
+  stopping: AbortSignal;
+}
+
+/** `abandoned`: the deployment stopped being ours (or the runner stopped) before it could be completed. */
+export type RunResult = OutcomeT | 'abandoned';
+
+const REASON_MAX_CHARS = 2000;
+
+/** The ProcessTable key: one serving process per service and environment. */
+export function processKey(claim: Pick<ClaimResponseT, 'deployment'>): string {
+  return `${claim.deployment.service.id}/${claim.deployment.environment.id}`;
+}
+
+export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<RunResult> {
+  const { deployment, lease, run } = claim;
+  const id = deployment.id;
+  const key = processKey(claim);
+  const log = ctx.logger.child({ deployment: id, attempt: lease.attempt, serviceName: deployment.service.name, environmentName: deployment.environment.name });
+  // Aborted with the reason once the deployment is no longer ours, or the runner stops.
+  const work = new AbortController();
+  const onStopping = () => work.abort(ctx.stopping.reason);
+  if (ctx.stopping.aborted) onStopping();
+  else ctx.stopping.addEventListener('abort', onStopping, { once: true });
+
+  const mask = secretMasker(Object.values(run.secrets));
+  const shipper = new LogShipper({
+    send: async (lines) => {
+      try {
+        await ctx.client.appendLogs(id, { leaseToken: lease.token, lines }, work.signal);
+      } catch (error) {
+        // A batch the server will never take (too large for its body limit, say) is lost; the rest goes on.
+        if (!(error instanceof Refused) || error.mustStop) throw error;
+        log.warn({ status: error.status, code: error.code, lines: lines.length }, `log lines dropped: ${error.detail}`);
+      }
+    },
+    onError: (error) => work.abort(error),
+    mask,
+  });
+  const say = (line: string) => shipper.push('runner', line);
+  const heartbeat = keepLeaseAlive(ctx.client, id, lease, work);
+  let started: RunningProcess | undefined;
+
+  const complete = async (outcome: OutcomeT, reason?: string): Promise<RunResult> => {
+    // The heartbeat stops first, so that no refusal of it can cross the completion.
+    await heartbeat.stop();
+    await shipper.close();
+    const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: mask(reason).slice(0, REASON_MAX_CHARS) } : {}) };
+    const done = await ctx.client.complete(id, body, work.signal);
+    log.info({ outcome, state: done.state, ...(reason !== undefined ? { reason: body.reason } : {}) }, `deployment ${outcome}`);
+    return outcome;
+  };
+
+  try {
+    say(`claimed attempt ${lease.attempt}: ${deployment.service.name} into ${deployment.environment.name}${deployment.revision !== null ? ` at ${deployment.revision}` : ''}`);
+    if (run.command === undefined) {
+      return await complete('failed', `This runner starts commands, and the spec has none${run.image !== undefined ? ` (only the image ${run.image})` : ''}: give the service a command.`);
+    }
+    const port = await ctx.ports.reserve();
+    say(`starting ${run.command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
+    try {
+      started = await launch(
+        { command: run.command, env: { ...run.variables, ...run.secrets }, port, ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}) },
+        (stream, line) => shipper.push(stream, line),
+        work.signal,
+      );
+    } catch (error) {
+      ctx.ports.release(port);
+      if (!(error instanceof LaunchError) || work.signal.aborted) throw error;
+      say(`failed: ${error.reason}; the previous process, if any, keeps serving`);
+      return await complete('failed', `The new process did not come up: ${error.reason}. What served before keeps serving.`);
+    }
+    const proc = started;
+    void proc.exited.then((status) => {
+      ctx.ports.release(port);
+      if (ctx.processes.current(key) === proc) log.warn({ pid: proc.pid, ...status }, 'the deployed process exited on its own');
+    });
+    // Still ours? Asked before anything happens to the process that serves now.
+    await ctx.client.heartbeat(id, lease.token, work.signal);
+    const previous = await ctx.processes.replace(key, proc);
+    say(`healthy: pid ${proc.pid} on port ${port}${previous !== undefined ? `; stopped the previous process (pid ${previous.pid})` : ''}`);
+    return await complete('succeeded');
+  } catch (error) {
+    const why = work.signal.aborted ? work.signal.reason : error;
+    if (why instanceof Refused) {
+      const level = why.mustStop ? 'warn' : 'error';
+      log[level]({ status: why.status, code: why.code }, `stopped working on the deployment: ${why.detail}`);
+    } else if (ctx.stopping.aborted) {
+      log.info('left the deployment to another runner: this one is stopping');
+    } else {
+      log.error({ err: error }, 'could not carry out the deployment');
+    }
+    return 'abandoned';
+  } finally {
+    ctx.stopping.removeEventListener('abort', onStopping);
+    await heartbeat.stop();
+    work.abort();
+    // What was started for a deployment that did not go through must not keep running.
+    if (started !== undefined && ctx.processes.current(key) !== started) await started.stop();
+  }
+}
+
+/** Renews the lease every `heartbeatSeconds` until stopped; a refusal aborts `work` with it. */
+function keepLeaseAlive(client: ProtocolClient, id: string, lease: LeaseT, work: AbortController): { stop(): Promise<void> } {
+  const stopped = new AbortController();
+  const signal = AbortSignal.any([work.signal, stopped.signal]);
+  const loop = (async () => {
+    let every = lease.heartbeatSeconds * 1000;
+    while (!signal.aborted) {
+      try {
+        await sleep(every, undefined, { signal });
+        every = (await client.heartbeat(id, lease.token, signal)).lease.heartbeatSeconds * 1000;
+      } catch (error) {
+        if (!signal.aborted) work.abort(error);
+        return;
+      }
+    }
+  })();
+  return {
+    async stop() {
+      stopped.abort();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,127 @@
+// A deployment's output on its way to the server. Lines queue in the order they were written and go
+// out in batches, one request at a time, so the stored log reads as the process wrote it. The queue
+// is bounded: a process that writes faster than the server takes lines loses the excess, and the
+// log says how many lines were lost, where they were lost. Secret values are masked before a line
+// is queued, so they never leave the runner.
+import type { LogStreamT } from '../modules/deployments/deployments.schemas.js';
+import { LOG_LINE_MAX_CHARS, LOG_LINES_PER_CALL } from '../modules/runner/runner.protocol.js';
+
+export interface LogEntry {
+  stream: LogStreamT;
+  line: string;
+  at: string;
+}
+
+export interface LogShipperOptions {
+  /** Sends one batch; throwing stops the shipper for good (see onError). */
+  send(lines: LogEntry[]): Promise<void>;
+  /** Called once, with what `send` threw; later lines are dropped. */
+  onError(error: unknown): void;
+  mask?: (line: string) => string;
+  /** Lines waiting at most; more are counted and dropped. */
+  maxQueued?: number;
+  /** Characters of line text per request, to stay well inside the server's body limit. */
+  batchChars?: number;
+  /** How long a line waits for company before it is sent. */
+  lingerMs?: number;
+}
+
+/** The text that stands for a masked secret value. */
+export const MASK = '***';
+/** Shorter values are not masked: hiding every "on" or "1" would wreck the log and protect nothing. */
+export const MIN_MASKED_CHARS = 4;
+const TRUNCATED = ' …[truncated]';
+
+/** A function that replaces every occurrence of a secret value (each line of a multi-line one) with MASK. */
+export function secretMasker(values: Iterable<string>): (line: string) => string {
+  const needles = [...new Set([...values].flatMap((v) => v.split(/\r?\n/)))].filter((v) => v.length >= MIN_MASKED_CHARS);
+  if (needles.length === 0) return (line) => line;
+  // Longest first, so a value that contains another is masked whole.
+  needles.sort((a, b) => b.length - a.length);
+  const pattern = new RegExp(needles.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  return (line) => line.replace(pattern, MASK);
+}
+
+export class LogShipper {
+  readonly #options: Required<Omit<LogShipperOptions, 'mask'>> & Pick<LogShipperOptions, 'mask'>;
+  #queue: LogEntry[] = [];
+  #dropped = 0;
+  #closed = false;
+  #failure: { error: unknown } | undefined;
+  #pumping: Promise<void> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: LogShipperOptions) {
+    this.#options = { maxQueued: 10_000, batchChars: 512 * 1024, lingerMs: 200, ...options };
+  }
+
+  /** Queues a line (masked, cut to the protocol's length); after close() or a failure, drops it. */
+  push(stream: LogStreamT, line: string): void {
+    if (this.#closed || this.#failure !== undefined) return;
+    if (this.#queue.length >= this.#options.maxQueued) {
+      this.#dropped++;
+      return;
+    }
+    this.#noteDropped();
+    this.#queue.push({ stream, line: this.#prepare(line), at: new Date().toISOString() });
+    if (this.#queue.length >= LOG_LINES_PER_CALL) this.#pump();
+    else this.#timer ??= setTimeout(() => this.#pump(), this.#options.lingerMs).unref();
+  }
+
+  /**
+   * Takes no more lines and sends what is queued. Resolves once all of it is sent; rejects with what
+   * stopped the shipper, if anything did.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#noteDropped();
+    while (this.#queue.length > 0 || this.#pumping !== undefined) {
+      this.#pump();
+      await this.#pumping;
+    }
+    if (this.#failure !== undefined) throw this.#failure.error;
+  }
+
+  #prepare(line: string): string {
+    const masked = this.#options.mask?.(line) ?? line;
+    return masked.length <= LOG_LINE_MAX_CHARS ? masked : masked.slice(0, LOG_LINE_MAX_CHARS - TRUNCATED.length) + TRUNCATED;
+  }
+
+  /** Lines lost to a full queue are reported where they were lost, once there is room again. */
+  #noteDropped(): void {
+    if (this.#dropped === 0 || this.#failure !== undefined) return;
+    const line = `[runner] ${this.#dropped} line${this.#dropped === 1 ? '' : 's'} of output dropped: they came faster than the server took them`;
+    this.#dropped = 0;
+    this.#queue.push({ stream: 'runner', line, at: new Date().toISOString() });
+  }
+
+  #pump(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#pumping ??= this.#drain().finally(() => { this.#pumping = undefined; });
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length > 0 && this.#failure === undefined) {
+      const batch = this.#takeBatch();
+      try {
+        await this.#options.send(batch);
+      } catch (error) {
+        this.#failure = { error };
+        this.#queue = [];
+        this.#options.onError(error);
+      }
+    }
+  }
+
+  #takeBatch(): LogEntry[] {
+    let chars = 0;
+    let count = 0;
+    while (count < this.#queue.length && count < LOG_LINES_PER_CALL) {
+      chars += this.#queue[count]!.line.length;
+      if (count > 0 && chars > this.#options.batchChars) break;
+      count++;
+    }
+    return this.#queue.splice(0, count);
+  }
+}

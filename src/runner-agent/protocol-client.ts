@@ -1,0 +1,98 @@
+// The runner's side of the runner protocol (runner.protocol.ts): claim, heartbeat, logs and
+// complete over HTTP, with the bearer token from the token source. Every call retries what may
+// pass (no connection, timeouts, 429, 5xx: a server restarting is the common case) until it gets
+// an answer or its signal aborts, and throws Refused for a definite no, which for a deployment
+// the runner holds means: stop working on it (`refused.mustStop`).
+import { randomUUID } from 'node:crypto';
+import { errors } from '../platform/errors.js';
+import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
+import {
+  runnerUrl, RUNNER_ROUTES, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT, type CompleteRequestT, type HeartbeatResponseT,
+} from '../modules/runner/runner.protocol.js';
+import type { Deployment } from '../modules/deployments/deployments.schemas.js';
+import { isTransientStatus, parseJson, Refused, request, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
+import type { TokenSource } from './token-source.js';
+
+export interface ProtocolClientOptions {
+  /** The API's base URL (`{base_url}`), without a trailing slash. */
+  baseUrl: string;
+  /** Organization id or slug. */
+  orgId: string;
+  tokens: TokenSource;
+  /** Told about each failed try before the pause that follows it. */
+  onRetry?: (call: keyof typeof RUNNER_ROUTES, error: Unavailable, attempt: number, delayMs: number) => void;
+}
+
+/** What the runner asks for on each claim. */
+export interface ClaimOptions {
+  environments?: string[];
+  waitSeconds: number;
+}
+
+const CALL_TIMEOUT_MS = 30_000;
+/** A long poll answers within its wait; this much more is the server being slow, not waiting. */
+const CLAIM_GRACE_MS = 15_000;
+// A retried log append whose first try is still running on the server: wait for its answer.
+const IN_PROGRESS = errors.idempotencyRequestInProgress().code;
+
+export function createProtocolClient(options: ProtocolClientOptions) {
+  const { tokens } = options;
+
+  async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: { timeoutMs?: number; headers?: Record<string, string> } = {}): Promise<T | null> {
+    const url = options.baseUrl + runnerUrl(route, options.orgId, id);
+    const attempt = async (): Promise<T | null> => {
+      // A 401 to a cached token may only mean that the token went stale: one more try with a fresh one.
+      for (let fresh = false; ; fresh = true) {
+        const token = await tokens.get(signal);
+        const answer = await request(url, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json', ...extra.headers },
+          body: JSON.stringify(body),
+        }, extra.timeoutMs ?? CALL_TIMEOUT_MS, signal);
+        if (answer.status === 401 && !fresh) {
+          tokens.invalidate(token);
+          continue;
+        }
+        if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
+        const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
+        const detail = problem.detail ?? `HTTP ${answer.status}`;
+        if (isTransientStatus(answer.status) || problem.code === IN_PROGRESS) {
+          throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
+        }
+        throw new Refused(answer.status, problem.code ?? `http_${answer.status}`, `${route} was refused (${answer.status}): ${detail}`);
+      }
+    };
+    return untilAvailable(attempt, { signal, onRetry: (error, n, delayMs) => options.onRetry?.(route, error, n, delayMs) });
+  }
+
+  /** The answer of a call that always has a body; a 2xx without one is the server misbehaving. */
+  function expect<T>(route: string, value: T | null): T {
+    if (value === null) throw new Refused(502, 'empty_answer', `${route} answered without a body`);
+    return value;
+  }
+
+  return {
+    /** Long poll: a deployment with its lease and what to run, or null when none came within the wait. */
+    async claim(claim: ClaimOptions, signal: AbortSignal): Promise<ClaimResponseT | null> {
+      const body = { ...(claim.environments !== undefined ? { environments: claim.environments } : {}), waitSeconds: claim.waitSeconds };
+      return call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS });
+    },
+
+    async heartbeat(id: string, leaseToken: string, signal: AbortSignal): Promise<HeartbeatResponseT> {
+      return expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal));
+    },
+
+    /** Lines are stored once even when a retry follows an answer that got lost: the key makes the retry a replay. */
+    async appendLogs(id: string, body: AppendLogsRequestT, signal: AbortSignal): Promise<AppendLogsResponseT> {
+      const headers = { [IDEMPOTENCY_HEADER]: randomUUID() };
+      return expect('logs', await call<AppendLogsResponseT>('logs', id, body, signal, { headers }));
+    },
+
+    /** Safe to retry as it stands: the same completion under the same lease answers the same deployment. */
+    async complete(id: string, body: CompleteRequestT, signal: AbortSignal): Promise<Deployment> {
+      return expect('complete', await call<Deployment>('complete', id, body, signal));
+    },
+  };
+}
+
+export type ProtocolClient = ReturnType<typeof createProtocolClient>;

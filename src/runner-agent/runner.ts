@@ -1,0 +1,84 @@
+// The reference runner's loop: claim a deployment of the given environments (a long poll), start
+// carrying it out, claim again; up to `concurrency` deployments at once. The processes it starts are the
+// deployed services: they keep running between deployments and stop when the runner stops.
+import type { Logger } from '../platform/logging.js';
+import { CLAIM_WAIT_DEFAULT_SECONDS } from '../modules/runner/runner.protocol.js';
+import { carryOut, PortPool } from './deployment-run.js';
+import { ProcessTable } from './local-process.js';
+import type { ProtocolClient } from './protocol-client.js';
+
+export interface RunnerOptions {
+  client: ProtocolClient;
+  /** Environment names or ids; all of the organization's when absent. */
+  environments?: string[];
+  /** Deployments carried out at once (of different services or environments: the server never hands out two of one pair). */
+  concurrency: number;
+  logger: Logger;
+  waitSeconds?: number;
+}
+
+export interface Runner {
+  readonly processes: ProcessTable;
+  /**
+   * Claims and carries out deployments until stop() is called, then stops every process it started
+   * and resolves. Rejects (after stopping them too) when the server refuses a claim, since no retry
+   * fixes wrong credentials, a role that is not `runner` or an unknown environment.
+   */
+  run(): Promise<void>;
+  stop(): void;
+}
+
+export function createRunner(options: RunnerOptions): Runner {
+  const { client, logger } = options;
+  const processes = new ProcessTable();
+  const ports = new PortPool();
+  const stopping = new AbortController();
+  const claim = {
+    ...(options.environments !== undefined ? { environments: options.environments } : {}),
+    waitSeconds: options.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS,
+  };
+
+  /** One long poll at a time: a claim goes out only when a slot is free to carry out what it brings. */
+  async function claimLoop(active: Set<Promise<unknown>>): Promise<void> {
+    while (!stopping.signal.aborted) {
+      if (active.size >= options.concurrency) {
+        await Promise.race(active);
+        continue;
+      }
+      let claimed;
+      try {
+        claimed = await client.claim(claim, stopping.signal);
+      } catch (error) {
+        if (stopping.signal.aborted) return;
+        throw error;
+      }
+      if (claimed === null) continue;
+      const { deployment, lease } = claimed;
+      logger.info({ deployment: deployment.id, attempt: lease.attempt, serviceName: deployment.service.name, environmentName: deployment.environment.name }, 'claimed a deployment');
+      const job = carryOut(claimed, { client, processes, ports, logger, stopping: stopping.signal })
+        .catch((err: unknown) => logger.error({ err, deployment: deployment.id }, 'carrying out the deployment failed unexpectedly'))
+        .finally(() => active.delete(job));
+      active.add(job);
+    }
+  }
+
+  return {
+    processes,
+    async run() {
+      const active = new Set<Promise<unknown>>();
+      try {
+        await claimLoop(active);
+      } catch (error) {
+        // Refused: the deployments under way are left to their leases, like on a stop.
+        stopping.abort(error);
+        throw error;
+      } finally {
+        await Promise.allSettled(active);
+        await processes.stopAll();
+      }
+    },
+    stop() {
+      stopping.abort(new Error('the runner is stopping'));
+    },
+  };
+}

@@ -1,0 +1,113 @@
+// The runner's HTTP side against a real server: the token source caches, shares and renews
+// tokens and gets a new one when the API refuses the cached one; the protocol client turns
+// refusals into `Refused` (with `mustStop` for the ones that end work on a deployment) and keeps
+// retrying a server it cannot reach until told to stop.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Refused } from '../../src/runner-agent/http-call.js';
+import { createProtocolClient } from '../../src/runner-agent/protocol-client.js';
+import { createTokenSource, type ClientCredentials } from '../../src/runner-agent/token-source.js';
+import { clientCredentialsGrant, freePort, type Actor } from '../support/harness.js';
+import { createEnvironment, createService, deploy, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
+
+describe('runner token source and protocol client', () => {
+  let f: DeployFixture;
+  let runner: Actor;
+  let credentials: ClientCredentials;
+  const never = new AbortController().signal;
+
+  before(async () => {
+    f = await startDeployFixture();
+    runner = f.runner.actor;
+    credentials = { tokenUrl: runner.tokenUrl, clientId: runner.clientId, clientSecret: runner.clientSecret, scope: runner.scope };
+  });
+  after(() => f.close());
+
+  const tokenRequestsSince = (mark: number) => f.server.logs.slice(mark).filter((l) => l.includes('"route":"/oauth/v2/token"')).length;
+
+  it('caches a token, and concurrent callers share one request for it', async () => {
+    const tokens = createTokenSource(credentials);
+    const mark = f.server.logs.length;
+    const [a, b, c] = await Promise.all([tokens.get(never), tokens.get(never), tokens.get(never)]);
+    assert.ok(a && a === b && b === c);
+    assert.equal(await tokens.get(never), a);
+    assert.equal(tokenRequestsSince(mark), 1);
+  });
+
+  it('renews a token before it expires', async () => {
+    let now = Date.now();
+    const tokens = createTokenSource(credentials, { now: () => now });
+    const first = await tokens.get(never);
+    const lifetime = f.server.config.tokenTtlSeconds * 1000;
+    now += lifetime * 0.7;
+    assert.equal(await tokens.get(never), first);
+    now += lifetime * 0.2;
+    const renewed = await tokens.get(never);
+    assert.notEqual(renewed, first);
+    assert.equal((await f.server.http(renewed).post(`/v1/orgs/${f.orgId}/runner/claim`, { waitSeconds: 0 })).status, 204);
+  });
+
+  it('gets a new token when the API answers 401 to the cached one', async () => {
+    const tokens = createTokenSource(credentials);
+    const client = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens });
+    const revoked = await tokens.get(never);
+    const res = await fetch(`${f.server.url}/oauth/v2/revoke`, {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`${runner.clientId}:${runner.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: revoked }).toString(),
+    });
+    assert.equal(res.status, 200);
+    assert.equal((await f.server.http(revoked).post(`/v1/orgs/${f.orgId}/runner/claim`, { waitSeconds: 0 })).status, 401);
+    assert.equal(await client.claim({ waitSeconds: 0 }, never), null);
+    assert.notEqual(await tokens.get(never), revoked);
+  });
+
+  it('refuses wrong client credentials with the token endpoint\'s reason', async () => {
+    const tokens = createTokenSource({ ...credentials, clientSecret: 'not-the-secret' });
+    await assert.rejects(tokens.get(never), (e: unknown) => e instanceof Refused && e.status === 401 && e.code === 'invalid_client' && !e.mustStop);
+    const res = await clientCredentialsGrant(credentials.tokenUrl, credentials, credentials.scope);
+    assert.equal(res.status, 200, 'the real credentials still work');
+  });
+
+  it('refuses with mustStop what ends work on a deployment, and without it what ends the runner', async () => {
+    const client = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId);
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    const claimed = await client.claim({ environments: [env.name], waitSeconds: 0 }, never);
+    assert.ok(claimed !== null);
+    assert.equal(claimed.deployment.id, d.id);
+    assert.equal((await client.heartbeat(d.id, claimed.lease.token, never)).lease.token, claimed.lease.token);
+    await assert.rejects(client.heartbeat(d.id, 'not-the-lease-token', never), (e: unknown) => e instanceof Refused && e.status === 409 && e.code === 'lease_lost' && e.mustStop);
+    assert.equal((await client.complete(d.id, { leaseToken: claimed.lease.token, outcome: 'succeeded' }, never)).state, 'succeeded');
+    // A retried completion answers the same; a log line after it is refused.
+    assert.equal((await client.complete(d.id, { leaseToken: claimed.lease.token, outcome: 'succeeded' }, never)).state, 'succeeded');
+    await assert.rejects(client.appendLogs(d.id, { leaseToken: claimed.lease.token, lines: [{ line: 'late' }] }, never), (e: unknown) => e instanceof Refused && e.code === 'deployment_finished' && e.mustStop);
+    await assert.rejects(client.claim({ environments: ['no-such-environment'], waitSeconds: 0 }, never), (e: unknown) => e instanceof Refused && e.status === 404 && !e.mustStop);
+    // Another organization's runner cannot claim here.
+    const stranger = await f.server.actor((await f.server.createOrg()).id, 'runner');
+    const strangerClient = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource({ ...credentials, clientId: stranger.clientId, clientSecret: stranger.clientSecret }) });
+    await assert.rejects(strangerClient.claim({ waitSeconds: 0 }, never), (e: unknown) => e instanceof Refused && e.status === 404);
+    assert.equal((await runnerClient(runner, f.orgId).claim()).status, 204);
+  });
+
+  it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {
+    const port = await freePort();
+    const stop = new AbortController();
+    const pauses: number[] = [];
+    const client = createProtocolClient({
+      baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
+      tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
+      onRetry: (call, error, attempt, delayMs) => {
+        assert.equal(call, 'claim');
+        assert.match(error.message, /cannot be reached: ECONNREFUSED/);
+        pauses.push(delayMs);
+        if (attempt === 4) stop.abort(new Error('enough'));
+      },
+    });
+    await assert.rejects(client.claim({ waitSeconds: 0 }, stop.signal), /enough/);
+    assert.equal(pauses.length, 4);
+    // Jittered between half and all of a doubling ceiling: 200, 400, 800, 1600 ms.
+    pauses.forEach((ms, i) => assert.ok(ms >= 100 * 2 ** i && ms <= 200 * 2 ** i, `pause ${i + 1} was ${ms} ms`));
+  });
+});

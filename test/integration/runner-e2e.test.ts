@@ -1,0 +1,157 @@
+// The reference runner end to end: a real server, `slipway runner` as a real child process, and
+// the services it deploys as real processes answering HTTP. Deploy, redeploy, roll back, a failed
+// health check, and a server restart in the middle of a deployment.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { startServer, type Actor, type TestServer } from '../support/harness.js';
+import { createEnvironment, createService, deploy, eventually, getDeployment, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
+import { spawnSlipway } from '../support/processes.js';
+import { alive, ask, deploymentLog, gateFile, servedBy, serviceSpec, settled, startedPids, startRunner, type RunnerProcess } from '../support/runner-agent.js';
+
+describe('slipway runner', () => {
+  let f: DeployFixture;
+  let orgId: string;
+  let admin: Actor;
+  let developer: Actor;
+  let runner: RunnerProcess;
+  const secretValues = ['sk-live-first-7f3a9c', 'sk-live-second-b21e4d'];
+
+  before(async () => {
+    f = await startDeployFixture();
+    ({ orgId, admin, developer } = f);
+    runner = await startRunner(f.server, orgId);
+  });
+  after(async () => {
+    await runner.stop();
+    await f.close();
+  });
+
+  it('deploys a service as a process with its variable, secret and PORT; a second revision replaces it; a rollback brings the first back', async () => {
+    const secret = unique('api');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { API_KEY: secretValues[0] } }] })).status, 201);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ variables: { GREETING: 'hello' }, secrets: [{ secret, key: 'API_KEY' }] }) });
+
+    const first = await deploy(developer.http, orgId, { service: svc.id, environment: env.name, revision: 'v1', variables: { REVISION: 'v1' } });
+    assert.equal((await settled(developer.http, orgId, first.id)).state, 'succeeded');
+    const one = await servedBy(developer.http, orgId, first.id);
+    assert.deepEqual(await ask(one.port), { pid: one.pid, greeting: 'hello', apiKey: secretValues[0], revision: 'v1' });
+
+    // Its output reached the deployment's log, with the secret value masked.
+    const log = await deploymentLog(developer.http, orgId, first.id);
+    assert.ok(log.some((l) => l.stream === 'stdout' && l.line === `serving pid=${one.pid} port=${one.port} key=***`), JSON.stringify(log));
+    assert.match(log[0]!.line, /^claimed attempt 1: /);
+    assert.ok(!JSON.stringify(log).includes(secretValues[0]!));
+
+    const changed = await developer.http.put(`/v1/orgs/${orgId}/secrets/${secret}`, { values: { API_KEY: secretValues[1] } });
+    assert.equal(changed.status, 200, changed.text);
+    const second = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, revision: 'v2', variables: { REVISION: 'v2' } });
+    assert.equal((await settled(developer.http, orgId, second.id)).state, 'succeeded');
+    const two = await servedBy(developer.http, orgId, second.id);
+    assert.match(two.line, new RegExp(`stopped the previous process \\(pid ${one.pid}\\)`));
+    assert.equal(alive(one.pid), false, 'the first process is gone');
+    assert.deepEqual(await ask(one.port), { error: 'ECONNREFUSED' });
+    assert.deepEqual(await ask(two.port), { pid: two.pid, greeting: 'hello', apiKey: secretValues[1], revision: 'v2' });
+    assert.equal((await getDeployment(developer.http, orgId, first.id)).state, 'superseded');
+
+    const rollback = await developer.http.post(`/v1/orgs/${orgId}/deployments/${first.id}/rollback`, {});
+    assert.equal(rollback.status, 201, rollback.text);
+    assert.equal((await settled(developer.http, orgId, rollback.body.id)).state, 'succeeded');
+    const three = await servedBy(developer.http, orgId, rollback.body.id);
+    assert.equal(alive(two.pid), false, 'the second process is gone');
+    // The first revision's answer: its variables and the secret version it pinned.
+    assert.deepEqual(await ask(three.port), { pid: three.pid, greeting: 'hello', apiKey: secretValues[0], revision: 'v1' });
+  });
+
+  it('fails a deployment whose health check fails, with the reason, and the previous revision keeps answering', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ healthCheck: { path: '/healthz', timeoutSeconds: 2 } }) });
+    const good = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'good' } });
+    assert.equal((await settled(developer.http, orgId, good.id)).state, 'succeeded');
+    const serving = await servedBy(developer.http, orgId, good.id);
+
+    const bad = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'bad', HEALTH: 'fail' } });
+    const failed = await settled(developer.http, orgId, bad.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, /^The new process did not come up: health check GET \/healthz on port \d+ did not answer 2xx within 2 s \(last: HTTP 503\)\. What served before keeps serving\.$/);
+    const [badPid] = await startedPids(developer.http, orgId, bad.id);
+    assert.ok(badPid !== undefined && badPid !== serving.pid);
+    assert.equal(alive(badPid), false, 'the unhealthy process was stopped');
+    assert.ok((await deploymentLog(developer.http, orgId, bad.id)).some((l) => l.stream === 'runner' && l.line.startsWith('failed: health check')));
+
+    assert.deepEqual(await ask(serving.port), { pid: serving.pid, greeting: null, apiKey: null, revision: 'good' });
+    assert.equal((await getDeployment(developer.http, orgId, good.id)).state, 'succeeded');
+  });
+
+  it('fails a deployment it cannot run: an image without a command', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { image: 'registry.example.com/app:1' } });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const failed = await settled(developer.http, orgId, d.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, /starts commands, and the spec has none \(only the image registry\.example\.com\/app:1\)/);
+  });
+
+  it('exits 1 with the reason when the server refuses its credentials or its environment', async () => {
+    const actor = await f.server.actor(orgId, 'runner');
+    const env = { SLIPWAY_URL: f.server.url, SLIPWAY_ORG: orgId, SLIPWAY_CLIENT_ID: actor.clientId, SLIPWAY_SCOPE: actor.scope };
+    for (const [extra, code] of [
+      [{ SLIPWAY_CLIENT_SECRET: 'not-the-secret' }, 'invalid_client'],
+      [{ SLIPWAY_CLIENT_SECRET: actor.clientSecret, SLIPWAY_ENVIRONMENTS: 'no-such-environment' }, 'environment_not_found'],
+    ] as const) {
+      const proc = spawnSlipway(['runner'], { ...env, ...extra });
+      assert.equal((await proc.exited).code, 1);
+      assert.ok(proc.logs().some((l) => l.level === 'error' && l.code === code), proc.output.join('\n'));
+    }
+  });
+
+  it('never writes a secret value or its own credentials to its log, and stops its services on SIGTERM', async () => {
+    const last = await servedBy(developer.http, orgId, (await developer.http.get(`/v1/orgs/${orgId}/deployments?state=succeeded&limit=1`)).body.deployments[0].id);
+    assert.equal(alive(last.pid), true);
+    const code = await runner.stop();
+    assert.equal(code, 0);
+    assert.equal(alive(last.pid), false, 'its services stop with it');
+    const output = runner.proc.output.join('\n');
+    for (const secret of [...secretValues, runner.actor.clientSecret]) assert.ok(!output.includes(secret));
+    assert.ok(runner.proc.logs().some((l) => l.msg === 'runner stopped'));
+  });
+});
+
+describe('slipway runner across a server restart', () => {
+  let server: TestServer;
+  let runner: RunnerProcess | undefined;
+
+  before(async () => {
+    server = await startServer();
+  });
+  after(async () => {
+    await runner?.stop();
+    await server.close();
+  });
+
+  it('keeps a deployment going through the restart, completes it, and claims again afterwards', async () => {
+    const orgId = (await server.createOrg()).id;
+    const [admin, developer] = [await server.actor(orgId, 'admin'), await server.actor(orgId, 'developer')];
+    const env = await createEnvironment(admin.http, orgId);
+    const gate = gateFile();
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) });
+    runner = await startRunner(server, orgId, { environments: [env.name], via: 'env' });
+
+    const before = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, revision: 'before' });
+    await eventually('the process to start', async () => ((await startedPids(developer.http, orgId, before.id)).length > 0 ? true : undefined));
+    server = await server.restart();
+    fs.writeFileSync(gate, '');
+    const done = await settled(developer.http, orgId, before.id);
+    assert.equal(done.state, 'succeeded');
+    assert.equal(done.attempt, 1, 'the lease held through the restart');
+
+    const afterwards = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, revision: 'after' });
+    assert.equal((await settled(developer.http, orgId, afterwards.id)).state, 'succeeded');
+    const serving = await servedBy(developer.http, orgId, afterwards.id);
+    assert.equal((await ask(serving.port) as { pid: number }).pid, serving.pid);
+    assert.deepEqual(server.undeclared, []);
+    // It did meet the outage (its waiting claim was cut off), and came through it.
+    assert.ok(runner.proc.logs().some((l) => String(l.msg).startsWith('the server is unavailable, retrying')), runner.proc.output.join('\n'));
+  });
+});

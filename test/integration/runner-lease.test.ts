@@ -1,0 +1,99 @@
+// A runner that stops answering in the middle of a deployment (SIGSTOP: frozen, connections open)
+// loses its lease; the deployment is re-queued and completed exactly once by another runner; and
+// when the frozen runner wakes up, the server refuses its late calls and it stops the process it
+// had started, leaving the other runner's in place. A deployment cancelled while it starts has its
+// process stopped too. (A short lease, so a heartbeat comes every second.)
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import type { Actor, TestServer } from '../support/harness.js';
+import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, startDeployFixture, type DeployFixture } from '../support/deployments.js';
+import { alive, ask, deploymentLog, gateFile, servedBy, serviceSpec, settled, startedPids, startRunner } from '../support/runner-agent.js';
+
+describe('slipway runner and its lease', () => {
+  let f: DeployFixture;
+  let server: TestServer;
+  let orgId: string;
+  let admin: Actor;
+  let developer: Actor;
+
+  before(async () => {
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '2' } });
+    ({ server, orgId, admin, developer } = f);
+  });
+  after(() => f.close());
+
+  it('re-queues the deployment of a frozen runner, another completes it once, and the late runner is refused and stops its process', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    // Unhealthy until the gate file exists: the first runner is frozen while it waits for health.
+    const gate = gateFile();
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) });
+    // One deployment at a time: no claim of its own is left waiting while it is frozen.
+    const frozen = await startRunner(server, orgId, { environments: [env.name], concurrency: 1 });
+
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const [firstPid] = await eventually('the first attempt to start its process', async () => {
+      const pids = await startedPids(developer.http, orgId, d.id, 1);
+      return pids.length > 0 ? pids : undefined;
+    });
+    assert.equal((await getDeployment(developer.http, orgId, d.id)).lease?.runner, frozen.actor.id);
+    frozen.proc.child.kill('SIGSTOP');
+
+    const requeued = await eventually('the lease to expire', async () => {
+      const now = await getDeployment(developer.http, orgId, d.id);
+      return now.state === 'queued' ? now : undefined;
+    });
+    assert.equal(requeued.attempt, 2);
+
+    const rescuer = await startRunner(server, orgId, { environments: [env.name], via: 'env' });
+    fs.writeFileSync(gate, '');
+    const done = await settled(developer.http, orgId, d.id);
+    assert.equal(done.state, 'succeeded');
+    assert.equal(done.attempt, 2);
+    const serving = await servedBy(developer.http, orgId, d.id);
+    assert.notEqual(serving.pid, firstPid);
+
+    frozen.proc.child.kill('SIGCONT');
+    const refused = await frozen.proc.waitForLog((l) => l.msg !== undefined && String(l.msg).startsWith('stopped working on the deployment'), 'that it stopped working on the deployment');
+    assert.equal(refused.code, 'lease_lost');
+    assert.equal(refused.deployment, d.id);
+    await eventually('the late runner to stop its process', async () => (alive(firstPid!) ? undefined : true));
+
+    // Completed once, by the second attempt; nothing of the late runner's after its lease ran out.
+    const moves = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}→${e.data.to}@${e.data.attempt}`);
+    assert.deepEqual(moves, ['queued→in_progress@1', 'in_progress→queued@2', 'queued→in_progress@2', 'in_progress→succeeded@2']);
+    const log = await deploymentLog(developer.http, orgId, d.id);
+    assert.ok(!log.some((l) => l.attempt === 1 && l.line.startsWith('healthy: ')), JSON.stringify(log));
+    assert.equal((await getDeployment(developer.http, orgId, d.id)).state, 'succeeded');
+    assert.deepEqual(await ask(serving.port), { pid: serving.pid, greeting: null, apiKey: null, revision: null });
+
+    // The late runner goes on: it claims and carries out the next deployment of its environment.
+    assert.equal(await rescuer.stop(), 0);
+    assert.equal(alive(serving.pid), false);
+    const next = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.equal((await settled(developer.http, orgId, next.id)).state, 'succeeded');
+    const claims = (await eventsOf(server, orgId, next.id)).filter((e) => e.type === 'deployment.state_changed' && e.data.to === 'in_progress');
+    assert.deepEqual(claims.map((e) => [e.data.attempt, e.data.runner]), [[1, frozen.actor.id]]);
+    assert.equal(await frozen.stop(), 0);
+  });
+
+  it('stops the process of a deployment cancelled while it starts', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const gate = gateFile();
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) });
+    const runner = await startRunner(server, orgId, { environments: [env.name] });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const [pid] = await eventually('the process to start', async () => {
+      const pids = await startedPids(developer.http, orgId, d.id);
+      return pids.length > 0 ? pids : undefined;
+    });
+    const cancelled = await developer.http.post(`/v1/orgs/${orgId}/deployments/${d.id}/cancel`, { reason: 'wrong branch' });
+    assert.equal(cancelled.status, 200, cancelled.text);
+    const stopped = await runner.proc.waitForLog((l) => l.deployment === d.id && String(l.msg).startsWith('stopped working on the deployment'), 'that it stopped working on it');
+    assert.equal(stopped.code, 'deployment_cancelled');
+    await eventually('its process to stop', async () => (alive(pid!) ? undefined : true));
+    const final = await getDeployment(developer.http, orgId, d.id);
+    assert.deepEqual([final.state, final.reason], ['cancelled', 'wrong branch']);
+    assert.equal(await runner.stop(), 0);
+  });
+});

@@ -1,0 +1,124 @@
+// The runner's log shipper: order kept across batches, one request at a time, batches bounded by
+// lines and characters, a bounded queue that says what it dropped, secret values masked, and a
+// refusal that stops it for good.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
+import { LOG_LINE_MAX_CHARS, LOG_LINES_PER_CALL } from '../../src/modules/runner/runner.protocol.js';
+import { LogShipper, MASK, secretMasker, type LogEntry } from '../../src/runner-agent/log-shipper.js';
+
+/** A receiving end that records batches and can be held up, to see what queues meanwhile. */
+function receiver(options: { delayMs?: number } = {}) {
+  const batches: LogEntry[][] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
+  return {
+    batches,
+    get mostInFlight() { return mostInFlight; },
+    lines: () => batches.flat().map((e) => e.line),
+    async send(lines: LogEntry[]) {
+      inFlight++;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      await sleep(options.delayMs ?? 0);
+      batches.push(lines);
+      inFlight--;
+    },
+  };
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await sleep(1);
+}
+
+describe('log shipper', () => {
+  it('sends every line in order, one request at a time, in batches of at most the protocol limit', async () => {
+    const to = receiver({ delayMs: 2 });
+    const shipper = new LogShipper({ send: (l) => to.send(l), onError: assert.fail, lingerMs: 1 });
+    const sent = Array.from({ length: 2500 }, (_, i) => `line ${i}`);
+    for (const [i, line] of sent.entries()) {
+      shipper.push(i % 2 ? 'stderr' : 'stdout', line);
+      if (i % 700 === 0) await sleep(3);
+    }
+    await shipper.close();
+    assert.deepEqual(to.lines(), sent);
+    assert.equal(to.mostInFlight, 1);
+    assert.ok(to.batches.every((b) => b.length >= 1 && b.length <= LOG_LINES_PER_CALL));
+    assert.deepEqual(to.batches.flat().slice(0, 2).map((e) => e.stream), ['stdout', 'stderr']);
+    shipper.push('stdout', 'after close');
+    assert.equal(to.lines().length, sent.length);
+  });
+
+  it('keeps a batch within its character budget, and cuts lines to the protocol length', async () => {
+    const to = receiver();
+    const shipper = new LogShipper({ send: (l) => to.send(l), onError: assert.fail, batchChars: 100 });
+    for (let i = 0; i < 10; i++) shipper.push('stdout', `${i}`.repeat(40));
+    shipper.push('stdout', 'x'.repeat(LOG_LINE_MAX_CHARS + 10));
+    await shipper.close();
+    assert.ok(to.batches.slice(0, -1).every((b) => b.reduce((n, e) => n + e.line.length, 0) <= 100));
+    const last = to.lines().at(-1)!;
+    assert.equal(last.length, LOG_LINE_MAX_CHARS);
+    assert.match(last, /…\[truncated\]$/);
+  });
+
+  it('drops what a full queue cannot hold and says how many lines, where they were lost', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    const to = receiver();
+    let calls = 0;
+    const shipper = new LogShipper({ send: async (l) => { calls++; await held; await to.send(l); }, onError: assert.fail, maxQueued: 5, lingerMs: 0 });
+    shipper.push('stdout', 'first');
+    await until(() => calls === 1); // `first` is in flight, held
+    for (let i = 0; i < 12; i++) shipper.push('stdout', `burst ${i}`);
+    release();
+    await until(() => to.batches.length === 1); // and the bursts that fitted went out with the next request
+    shipper.push('stdout', 'later');
+    await shipper.close();
+    assert.deepEqual(to.lines(), [
+      'first', 'burst 0', 'burst 1', 'burst 2', 'burst 3', 'burst 4',
+      '[runner] 7 lines of output dropped: they came faster than the server took them', 'later',
+    ]);
+    assert.equal(to.batches.flat().find((e) => e.line.startsWith('[runner]'))!.stream, 'runner');
+  });
+
+  it('stops for good when a send fails: reports it once, drops the rest, and close rejects with it', async () => {
+    const refused = new Error('lease lost');
+    const reported: unknown[] = [];
+    let calls = 0;
+    const shipper = new LogShipper({ send: async () => { calls++; throw refused; }, onError: (e) => reported.push(e), lingerMs: 0 });
+    shipper.push('stdout', 'one');
+    await until(() => reported.length === 1);
+    shipper.push('stdout', 'two');
+    await assert.rejects(shipper.close(), refused);
+    assert.deepEqual(reported, [refused]);
+    assert.equal(calls, 1);
+  });
+
+  it('masks secret values before they are queued', async () => {
+    const to = receiver();
+    const shipper = new LogShipper({ send: (l) => to.send(l), onError: assert.fail, mask: secretMasker(['hunter2-password', 'abc']) });
+    shipper.push('stdout', 'connecting with hunter2-password to db (abc)');
+    await shipper.close();
+    assert.deepEqual(to.lines(), [`connecting with ${MASK} to db (abc)`]);
+  });
+});
+
+describe('secret masker', () => {
+  it('masks each line of a multi-line value, and a value inside a longer one whole', () => {
+    const mask = secretMasker(['-----BEGIN KEY-----\nMIIEvQIBADANBg\n-----END KEY-----', 'token-1234', 'token-1234-extended']);
+    assert.equal(mask('key: MIIEvQIBADANBg'), `key: ${MASK}`);
+    assert.equal(mask('t=token-1234-extended; u=token-1234'), `t=${MASK}; u=${MASK}`);
+    assert.equal(mask('nothing here'), 'nothing here');
+  });
+
+  it('never lets a value of four or more characters through, whatever surrounds it', () => {
+    fc.assert(fc.property(
+      fc.array(fc.stringMatching(/^[A-Za-z0-9_-]{4,16}$/), { minLength: 1, maxLength: 5 }),
+      fc.string(), fc.string(), fc.nat(4),
+      (values, before, after, pick) => {
+        const masked = secretMasker(values)(before + values[pick % values.length]! + after);
+        return values.every((value) => !masked.includes(value));
+      },
+    ));
+  });
+});
