@@ -43,8 +43,6 @@ export interface Config {
   runnerLeaseSeconds: number;
   /** Claims of one deployment before a lost lease fails it. */
   deploymentMaxAttempts: number;
-  /** External issuer trusted instead of (or beside) our own; its JWKS URL. */
-  trustedIssuer: { issuer: string; jwksUrl: string } | null;
 }
 
 export class ConfigError extends Error {}
@@ -75,8 +73,6 @@ export const CONFIG_VARIABLES = {
   secretRetentionDays: 'SLIPWAY_SECRET_RETENTION_DAYS',
   runnerLeaseSeconds: 'SLIPWAY_RUNNER_LEASE_SECONDS',
   deploymentMaxAttempts: 'SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS',
-  trustedIssuer: 'SLIPWAY_TRUSTED_ISSUER',
-  trustedJwksUrl: 'SLIPWAY_TRUSTED_JWKS_URL',
 } as const;
 
 export type ConfigKey = keyof typeof CONFIG_VARIABLES;
@@ -159,12 +155,6 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     throw new ConfigError(`SLIPWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   }
 
-  const issuer = raw('trustedIssuer');
-  const jwksUrl = raw('trustedJwksUrl');
-  if ((issuer === undefined) !== (jwksUrl === undefined)) {
-    throw new ConfigError('SLIPWAY_TRUSTED_ISSUER and SLIPWAY_TRUSTED_JWKS_URL must be set together');
-  }
-
   return {
     host,
     port,
@@ -192,9 +182,6 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     secretRetentionDays: int('secretRetentionDays', 30, 0, 3650),
     runnerLeaseSeconds: int('runnerLeaseSeconds', 30, 2, 3600),
     deploymentMaxAttempts: int('deploymentMaxAttempts', 3, 1, 100),
-    trustedIssuer: issuer !== undefined && jwksUrl !== undefined
-      ? { issuer: url('trustedIssuer', issuer), jwksUrl: url('trustedJwksUrl', jwksUrl) }
-      : null,
   };
 }
 

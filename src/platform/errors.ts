@@ -72,10 +72,16 @@ export const errors = {
     new AppError(403, 'forbidden', 'Forbidden', `This operation needs the role ${required}; this service user is ${actual}.`, {
       requiredRole: required,
     }),
+  protectedEnvironment: (environment: string, role: string) =>
+    new AppError(403, 'environment_protected', 'Forbidden', `The environment "${environment}" is protected: only an admin or owner may deploy to it; this service user is ${role}.`, {
+      requiredRole: 'admin',
+    }),
 
   // 404
   notFound: (resource: string, id: string) =>
     new AppError(404, `${resource.replace(/ /g, '_')}_not_found`, 'Not found', `No ${resource} "${id}" here.`),
+  secretDeleted: (name: string, restorableUntil: string) =>
+    new AppError(404, 'secret_deleted', 'Not found', `The secret "${name}" is deleted. An admin or owner can restore it until ${restorableUntil} (POST …/secrets/${name}/restore); after that it is purged.`, { restorableUntil }),
   routeNotFound: (method: string, url: string) =>
     new AppError(404, 'route_not_found', 'Not found', `There is no route ${method} ${url}. See /openapi.json for the API.`),
 
@@ -87,19 +93,47 @@ export const errors = {
 
   // 409
   conflict: (code: string, detail: string, extras: ProblemExtras = {}) => new AppError(409, code, 'Conflict', detail, extras),
+  /** A deployment state change the state graph does not have; `allowed` are the states reachable from `from`. */
+  invalidTransition: (id: string, from: string, to: string, allowed: string[]) =>
+    new AppError(409, 'invalid_transition', 'Conflict',
+      `Deployment ${id} is ${from} and cannot become ${to}; from ${from} it can only become ${allowed.length ? allowed.join(', ') : 'nothing (final state)'}.`,
+      { state: from, requested: to, allowedTransitions: allowed }),
+  leaseLost: (id: string) =>
+    new AppError(409, 'lease_lost', 'Conflict',
+      `This runner no longer holds the lease on deployment ${id} (it expired, or another attempt was claimed): stop working on it and claim again.`),
+  deploymentCancelled: (id: string) =>
+    new AppError(409, 'deployment_cancelled', 'Conflict', `Deployment ${id} was cancelled: stop working on it.`, { state: 'cancelled' }),
+  deploymentFinished: (id: string, state: string) =>
+    new AppError(409, 'deployment_finished', 'Conflict', `Deployment ${id} is already ${state}: it takes no more heartbeats or log lines.`, { state }),
+  idempotencyRequestInProgress: () =>
+    new AppError(409, 'idempotency_request_in_progress', 'Request in progress',
+      'A request with this Idempotency-Key is still being processed; retry after Retry-After seconds to get its response.', {}, { 'retry-after': '1' }),
   // 412
   preconditionFailed: (detail: string, extras: ProblemExtras = {}) =>
     new AppError(412, 'precondition_failed', 'Precondition failed', detail, extras),
   // 413
   payloadTooLarge: (limit: number) =>
     new AppError(413, 'payload_too_large', 'Payload too large', `The request body is larger than the limit of ${limit} bytes (SLIPWAY_BODY_LIMIT_BYTES).`, {
-      limit: { name: 'bodyBytes', value: limit },
+      limit: { name: 'SLIPWAY_BODY_LIMIT_BYTES', value: limit },
     }),
   // 415
   unsupportedMediaType: (got: string | undefined, expected: string) =>
     new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Send the body as ${expected}${got ? `, not ${got}` : ''}.`),
   // 422
   unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
+  unknownSecrets: (missing: string[]) =>
+    new AppError(422, 'unknown_secrets', 'Unknown secrets', `${missing.length === 1 ? 'This secret does' : 'These secrets do'} not exist (or are deleted) in this organization: ${missing.join(', ')}.`, { missing }),
+  unknownSecretReferences: (fieldErrors: FieldError[]) =>
+    new AppError(422, 'unknown_secret_reference', 'Unknown secret reference',
+      `The spec refers to ${fieldErrors.length === 1 ? 'a secret or key that does' : `${fieldErrors.length} secrets or keys that do`} not exist in this organization: ${fieldErrors.map((e) => e.message).join('; ')}. Create them first or fix the reference.`,
+      { errors: fieldErrors }),
+  variableConflict: (fieldErrors: FieldError[]) =>
+    new AppError(422, 'variable_conflict', 'Variable defined twice',
+      `Each environment variable may come from one place only: ${fieldErrors.map((e) => e.message).join('; ')}. Rename one with \`as\` or drop it.`,
+      { errors: fieldErrors }),
+  idempotencyKeyReused: (firstUse: string) =>
+    new AppError(422, 'idempotency_key_reused', 'Idempotency key reused',
+      `This Idempotency-Key was already used for a different request (${firstUse}). Send a new key for a new request; a retry must repeat the first request exactly, body included.`),
   // 429
   rateLimited: (retryAfterSeconds: number) =>
     new AppError(429, 'rate_limited', 'Too many requests', `Rate limit reached; retry after ${retryAfterSeconds} s.`, {}, {

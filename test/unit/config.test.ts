@@ -57,7 +57,7 @@ describe('configuration', () => {
       ['SLIPWAY_IDP_NAME', 'Not Lowercase'], ['SLIPWAY_PROJECT_ID', 'abc'],
       ['SLIPWAY_TOKEN_TTL', '10'], ['SLIPWAY_LOG_LEVEL', 'loud'], ['SLIPWAY_WORKERS', '0'],
       ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'],
-      ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'], ['SLIPWAY_TRUSTED_ISSUER', 'https://issuer.example.test'],
+      ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'],
     ];
     for (const [variable, value] of cases) {
       const message = refusal({ [variable]: value });

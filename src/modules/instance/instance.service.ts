@@ -24,8 +24,16 @@ export async function loadInstanceIdentity(db: Db, ring: MasterKeyring, configur
     // The configured id wins; tokens issued for the old audience stop working, which is what changing it means.
     await db.updateTable('instance_settings').set({ value: configuredProjectId }).where('key', '=', 'project_id').execute();
   }
-  const wrapped = wrapKey(ring, randomBytes(32), `instance/${PEPPER_KEY}`);
-  await instanceRepo.insertKeyOnce(db, { name: PEPPER_KEY, sealed: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() });
-  const row = (await instanceRepo.getKey(db, PEPPER_KEY))!;
-  return { projectId, pepper: unwrapKey(ring, row.sealed, row.master_key_id, `instance/${PEPPER_KEY}`) };
+  return { projectId, pepper: await loadInstanceKey(db, ring, PEPPER_KEY) };
+}
+
+/**
+ * A 256-bit key of the instance, made by whichever node asks first and kept wrapped under the
+ * master key, so every node (and every restart) uses the same one.
+ */
+export async function loadInstanceKey(db: Db, ring: MasterKeyring, name: string): Promise<Buffer> {
+  const wrapped = wrapKey(ring, randomBytes(32), `instance/${name}`);
+  await instanceRepo.insertKeyOnce(db, { name, sealed: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() });
+  const row = (await instanceRepo.getKey(db, name))!;
+  return unwrapKey(ring, row.sealed, row.master_key_id, `instance/${name}`);
 }

@@ -109,6 +109,85 @@ export interface SecretVersionsTable {
   created_by: string | null;
 }
 
+/** One row per (caller, Idempotency-Key): the lock while the first attempt runs, then its response. */
+export interface IdempotencyKeysTable {
+  subject: string;
+  idempotency_key: string;
+  method: string;
+  path: string;
+  /** SHA-256 (hex) of method, path and body: a retry must match it. */
+  fingerprint: string;
+  state: 'in_progress' | 'completed';
+  /** Whoever holds the row; changes when an abandoned or expired row is taken over. */
+  lock_token: string;
+  locked_at: string;
+  status: number | null;
+  /** JSON object of the replayed response headers. */
+  headers: string | null;
+  /** The response body sealed under the instance key (it may carry a client secret). */
+  body_sealed: Buffer | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+export interface EnvironmentsTable {
+  id: string;
+  org_id: string;
+  name: string;
+  description: string;
+  protected: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ServicesTable {
+  id: string;
+  org_id: string;
+  name: string;
+  description: string;
+  /** JSON: the service spec (command, port, health check, variables, secret references). */
+  spec: string;
+  /** Bumped by every change, so a deployment can say which version of the service it took. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DeploymentsTable {
+  id: string;
+  org_id: string;
+  service_id: string;
+  environment_id: string;
+  state: string;
+  attempt: number;
+  revision: string | null;
+  description: string;
+  /** JSON: the resolved spec and the secret versions it uses, fixed at creation (no values). */
+  snapshot: string;
+  rollback_of: string | null;
+  reason: string | null;
+  /** The fencing token of the current lease; null unless in progress. */
+  lease_token: string | null;
+  lease_expires_at: string | null;
+  claimed_by: string | null;
+  /** Sequence number of the last log line. */
+  log_seq: number;
+  created_by: string | null;
+  created_at: string;
+  updated_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+export interface DeploymentLogsTable {
+  deployment_id: string;
+  seq: number;
+  attempt: number;
+  stream: string;
+  line: string;
+  at: string;
+}
+
 export interface Schema {
   instance_settings: InstanceSettingsTable;
   instance_keys: InstanceKeysTable;
@@ -121,6 +200,11 @@ export interface Schema {
   events: EventsTable;
   secrets: SecretsTable;
   secret_versions: SecretVersionsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  environments: EnvironmentsTable;
+  services: ServicesTable;
+  deployments: DeploymentsTable;
+  deployment_logs: DeploymentLogsTable;
   /** Kept by Kysely's migrator. */
   kysely_migration: { name: string; timestamp: Generated<string> };
 }

@@ -2,9 +2,12 @@
 import { Migrator, type Migration } from 'kysely';
 import type { Database } from '../database.js';
 import { core } from './0001-core.js';
+import { secretsLifecycle } from './0002-secrets-lifecycle.js';
+import { idempotency } from './0003-idempotency.js';
+import { deployments } from './0004-deployments.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments];
 
 export interface MigrationOutcome {
   applied: string[];

@@ -1,0 +1,70 @@
+// Idempotency-Key on every POST of the API, as route hooks: after authentication (the key belongs
+// to the caller) and validation, before the handler. Routes without the header pay one header
+// lookup; other routes nothing.
+import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import type { App } from '../../http/app-types.js';
+import { IDEMPOTENCY_HEADER, isIdempotentRoute, REPLAYED_HEADER } from './idempotency.schemas.js';
+import type { Claim, IdempotencyService } from './idempotency.service.js';
+
+/** Response headers a replay repeats; the rest (request id, rate limits) belong to each request. */
+const REPLAYED_HEADERS = ['content-type', 'location', 'etag', 'cache-control'] as const;
+
+/** The serialized response as sent; null for a stream, which cannot be kept. */
+function bytesOf(payload: unknown): Buffer | null {
+  if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
+  if (Buffer.isBuffer(payload)) return payload;
+  if (payload === null || payload === undefined) return Buffer.alloc(0);
+  return null;
+}
+
+function replayedHeaders(reply: FastifyReply): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of REPLAYED_HEADERS) {
+    const value = reply.getHeader(name);
+    if (value !== undefined) out[name] = String(value);
+  }
+  return out;
+}
+
+export function registerIdempotency(app: App, deps: { idempotency: IdempotencyService }): void {
+  const { idempotency } = deps;
+  const claims = new WeakMap<FastifyRequest, Claim>();
+
+  async function admit(req: FastifyRequest, reply: FastifyReply) {
+    const key = req.headers[IDEMPOTENCY_HEADER];
+    if (typeof key !== 'string') return;
+    const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body });
+    if (admission.kind === 'execute') {
+      claims.set(req, admission.claim);
+      return;
+    }
+    const { status, headers, body } = admission.response;
+    return reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' }).send(body);
+  }
+
+  async function record(req: FastifyRequest, reply: FastifyReply, payload: unknown) {
+    const claim = claims.get(req);
+    if (claim === undefined) return payload;
+    claims.delete(req);
+    const body = bytesOf(payload);
+    try {
+      if (body === null) {
+        req.log.warn('a streamed response cannot be replayed; its idempotency key is freed');
+        await idempotency.abandon(claim);
+      } else if (!(await idempotency.finish(claim, { status: reply.statusCode, headers: replayedHeaders(reply), body }))) {
+        req.log.warn('the idempotency key was taken over before this request finished; its response is not kept');
+      }
+    } catch (err) {
+      // The response still goes out; the key stays in progress until the lock timeout frees it.
+      req.log.warn({ err }, 'recording the idempotent response failed');
+    }
+    return payload;
+  }
+
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (!isIdempotentRoute(route)) return;
+    // First among the route's own preHandlers, so nothing with an effect runs before a replay.
+    route.preHandler = [admit, ...[route.preHandler ?? []].flat()] as RouteOptions['preHandler'];
+    route.onSend = [...[route.onSend ?? []].flat(), record] as RouteOptions['onSend'];
+  });
+}

@@ -1,0 +1,45 @@
+import type { Executor } from '../../platform/db/database.js';
+import type { IdempotencyKeysTable } from '../../platform/db/schema.js';
+
+export type IdempotencyRow = IdempotencyKeysTable;
+
+const rowOf = (db: Executor, subject: string, key: string) =>
+  db.updateTable('idempotency_keys').where('subject', '=', subject).where('idempotency_key', '=', key);
+
+export const idempotencyRepo = {
+  /** True when this call created the row, i.e. holds the key now. */
+  async insertIfAbsent(db: Executor, row: IdempotencyRow): Promise<boolean> {
+    const result = await db.insertInto('idempotency_keys').values(row)
+      .onConflict((oc) => oc.columns(['subject', 'idempotency_key']).doNothing())
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
+  },
+
+  async find(db: Executor, subject: string, key: string): Promise<IdempotencyRow | undefined> {
+    return db.selectFrom('idempotency_keys').selectAll().where('subject', '=', subject).where('idempotency_key', '=', key).executeTakeFirst();
+  },
+
+  /** Replaces a row whose holder is `lockToken` (compare-and-set): false when someone else got there first. */
+  async takeOver(db: Executor, lockToken: string, row: IdempotencyRow): Promise<boolean> {
+    const result = await rowOf(db, row.subject, row.idempotency_key).where('lock_token', '=', lockToken).set(row).executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  async complete(db: Executor, subject: string, key: string, lockToken: string,
+    response: Pick<IdempotencyRow, 'status' | 'headers' | 'body_sealed' | 'completed_at'>): Promise<boolean> {
+    const result = await rowOf(db, subject, key).where('lock_token', '=', lockToken).where('state', '=', 'in_progress')
+      .set({ ...response, state: 'completed' }).executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  async release(db: Executor, subject: string, key: string, lockToken: string): Promise<boolean> {
+    const result = await db.deleteFrom('idempotency_keys').where('subject', '=', subject).where('idempotency_key', '=', key)
+      .where('lock_token', '=', lockToken).where('state', '=', 'in_progress').executeTakeFirst();
+    return Number(result.numDeletedRows) === 1;
+  },
+
+  async deleteCreatedBefore(db: Executor, before: string): Promise<number> {
+    const result = await db.deleteFrom('idempotency_keys').where('created_at', '<', before).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  },
+};

@@ -1,0 +1,40 @@
+// Which routes take an Idempotency-Key, and the header's one schema: it validates the header and
+// documents it in the OpenAPI document (declared on each route by http/openapi.ts).
+import { Type, type TSchema } from '@sinclair/typebox';
+
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
+export const IdempotencyKeyHeader = Type.String({
+  pattern: '^[\\x20-\\x7E]{1,255}$',
+  description: 'Makes the POST safe to retry: 1-255 printable ASCII characters (a UUID is a good choice), unique per request. '
+    + 'A retry with the same key and body within 24 hours replays the first response (with `Idempotent-Replayed: true`) '
+    + 'instead of running again; the same key with another body is a 422; a retry while the first is still running is a 409 '
+    + 'with Retry-After. Keys are per service user. A 5xx is not kept: retry it with the same key.',
+});
+
+interface RouteShape {
+  method: string | string[];
+  url: string;
+  config?: unknown;
+}
+
+/** Every authenticated POST of the API; not the OAuth endpoints, whose retry semantics RFC 6749 fixes. */
+export function isIdempotentRoute(route: RouteShape): boolean {
+  return [route.method].flat().includes('POST') && route.url.startsWith('/v1/')
+    && (route.config as { auth?: unknown } | undefined)?.auth !== undefined;
+}
+
+const IN_PROGRESS = 'a request with the same Idempotency-Key is still in progress (Retry-After)';
+
+/** Declares the header on a route (validated and documented) and the statuses it can answer. */
+export function declareIdempotencyKey(schema: Record<string, unknown>, add: (status: string, description: string) => void): void {
+  const headers = (schema.headers ?? { type: 'object', properties: {} }) as { properties?: Record<string, TSchema> };
+  schema.headers = { ...headers, properties: { ...headers.properties, [IDEMPOTENCY_HEADER]: IdempotencyKeyHeader } };
+  // A route's own 409 gains the in-progress case; a copy, as its schema object may be shared.
+  const response = (schema.response ??= {}) as Record<string, { description?: string }>;
+  const conflict = response['409'];
+  if (conflict) response['409'] = { ...conflict, description: `${conflict.description ?? 'Conflict'}; or ${IN_PROGRESS}` };
+  add('409', `Conflict: ${IN_PROGRESS}`);
+  add('422', 'The Idempotency-Key was already used for a different request');
+}

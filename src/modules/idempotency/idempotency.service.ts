@@ -1,0 +1,141 @@
+// Idempotency keys (Stripe's model, and the IETF httpapi Idempotency-Key draft): the first request
+// with a key inserts a row, which is the lock; it runs, and its response is kept for 24 hours.
+// A retry with the same request gets that response again, byte for byte; the same key with a
+// different request is refused; a retry while the first is still running is told to wait. Every
+// bit of state is in the database, so retries may land on any node, before or after a restart.
+import { createHash, randomUUID } from 'node:crypto';
+import { open, seal } from '../../platform/crypto/aead.js';
+import type { Db } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
+import { idempotencyRepo, type IdempotencyRow } from './idempotency.repo.js';
+
+/** The instance key (see instance.service.ts) that seals stored response bodies. */
+export const IDEMPOTENCY_SEAL_KEY = 'idempotency-key';
+/** How long a key is remembered. */
+export const RETENTION_MS = 24 * 3_600_000;
+/** A first attempt still running after this long is taken to have died with its node. */
+export const LOCK_TIMEOUT_MS = 60_000;
+
+export interface IdempotentRequest {
+  /** The caller: keys of two callers never meet. */
+  subject: string;
+  key: string;
+  method: string;
+  /** As requested, query included. */
+  path: string;
+  /** The parsed, validated body. */
+  body: unknown;
+}
+
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/** Proof of holding a key, needed to record its outcome. */
+export interface Claim {
+  subject: string;
+  key: string;
+  lockToken: string;
+}
+
+export type Admission = { kind: 'execute'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
+
+/** Key order and whitespace do not make two bodies different requests. */
+export function canonicalJson(value: unknown): string {
+  const sorted = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(sorted);
+    if (v !== null && typeof v === 'object') {
+      return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted((v as Record<string, unknown>)[k])]));
+    }
+    return v;
+  };
+  return JSON.stringify(sorted(value)) ?? 'null';
+}
+
+export function requestFingerprint(request: Pick<IdempotentRequest, 'method' | 'path' | 'body'>): string {
+  return createHash('sha256').update(`${request.method} ${request.path}\n`).update(canonicalJson(request.body)).digest('hex');
+}
+
+// The sealed body is bound to its row: moved to another caller's key, it does not open.
+const associatedData = (subject: string, key: string) => `slipway/idempotency/${JSON.stringify([subject, key])}`;
+
+export function createIdempotencyService(deps: { db: Db; sealKey: Buffer }) {
+  const { db, sealKey } = deps;
+
+  function freshRow(request: IdempotentRequest, fingerprint: string, now: Date): IdempotencyRow {
+    const at = now.toISOString();
+    return {
+      subject: request.subject, idempotency_key: request.key, method: request.method, path: request.path, fingerprint,
+      state: 'in_progress', lock_token: randomUUID(), locked_at: at,
+      status: null, headers: null, body_sealed: null, created_at: at, completed_at: null,
+    };
+  }
+
+  /** Free for a new request: expired, or held by an attempt that died mid-way. */
+  function isFree(row: IdempotencyRow, now: Date): boolean {
+    if (Date.parse(row.created_at) <= now.getTime() - RETENTION_MS) return true;
+    return row.state === 'in_progress' && Date.parse(row.locked_at) <= now.getTime() - LOCK_TIMEOUT_MS;
+  }
+
+  function replayOf(row: IdempotencyRow): StoredResponse {
+    return {
+      status: row.status!,
+      headers: JSON.parse(row.headers!) as Record<string, string>,
+      body: open(sealKey, row.body_sealed!, associatedData(row.subject, row.idempotency_key)),
+    };
+  }
+
+  return {
+    /** Decides whether this request runs (and holds the key until `finish`) or replays the first response. */
+    async admit(request: IdempotentRequest): Promise<Admission> {
+      const fingerprint = requestFingerprint(request);
+      // Each pass either decides or loses a race that changed the row; a few passes always suffice
+      // unless the key is being hammered, which is exactly the in-progress case.
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const now = new Date();
+        const row = freshRow(request, fingerprint, now);
+        const claim = { subject: row.subject, key: row.idempotency_key, lockToken: row.lock_token };
+        if (await idempotencyRepo.insertIfAbsent(db, row)) return { kind: 'execute', claim };
+        const existing = await idempotencyRepo.find(db, request.subject, request.key);
+        if (existing === undefined) continue; // released or pruned since: insert again
+        if (isFree(existing, now)) {
+          if (await idempotencyRepo.takeOver(db, existing.lock_token, row)) return { kind: 'execute', claim };
+          continue;
+        }
+        if (existing.fingerprint !== fingerprint) throw errors.idempotencyKeyReused(`${existing.method} ${existing.path}`);
+        if (existing.state === 'in_progress') throw errors.idempotencyRequestInProgress();
+        return { kind: 'replay', response: replayOf(existing) };
+      }
+      throw errors.idempotencyRequestInProgress();
+    },
+
+    /**
+     * Records the outcome. A 4xx was processed (the request itself is wrong, or met a conflict) and
+     * is kept like a success; a 5xx is not the request's fault, so the key is freed for a retry.
+     * False when the claim was lost (taken over after the lock timeout).
+     */
+    async finish(claim: Claim, response: StoredResponse): Promise<boolean> {
+      if (response.status >= 500) return idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken);
+      return idempotencyRepo.complete(db, claim.subject, claim.key, claim.lockToken, {
+        status: response.status,
+        headers: JSON.stringify(response.headers),
+        body_sealed: seal(sealKey, response.body, associatedData(claim.subject, claim.key)),
+        completed_at: new Date().toISOString(),
+      });
+    },
+
+    /** Frees a key whose response cannot be kept, so that a retry can run. */
+    async abandon(claim: Claim): Promise<boolean> {
+      return idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken);
+    },
+
+    /** Deletes expired keys (they are already ignored; this only reclaims the space). */
+    async prune(): Promise<number> {
+      return idempotencyRepo.deleteCreatedBefore(db, new Date(Date.now() - RETENTION_MS).toISOString());
+    },
+  };
+}
+
+export type IdempotencyService = ReturnType<typeof createIdempotencyService>;

@@ -1,0 +1,241 @@
+// Idempotency-Key on every POST of the API: replays byte for byte, refuses reuse with another
+// body, scopes keys per caller, executes a storm of concurrent retries once, and keeps its state in
+// the database (restart, expiry, abandoned attempts, no client secret in plain text).
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
+
+const withKey = (key: string) => ({ headers: { 'idempotency-key': key } });
+const oneSecret = (name: string) => ({ secrets: [{ name, values: { TOKEN: `value-of-${name}` } }] });
+let names = 0;
+const uniqueName = (what: string) => `${what}-${process.pid}-${++names}`;
+
+describe('Idempotency-Key', () => {
+  let server: TestServer;
+  let developer: Actor;
+  before(async () => {
+    server = await startServer();
+    developer = await server.actor(server.bootstrap.orgId, 'developer');
+  });
+  after(async () => { await server.close(); });
+
+  const secretsNamed = (name: string) => server.core.db.selectFrom('secrets').select('id').where('name', '=', name).execute();
+  const eventsAbout = (subjectId: string) => server.core.db.selectFrom('events').select('id').where('subject_id', '=', subjectId).execute();
+  const keyRow = (key: string) => server.core.db.selectFrom('idempotency_keys').selectAll().where('idempotency_key', '=', key).executeTakeFirst();
+  const createSecret = (key: string, name: string, as: Actor = server.owner) => as.http.post('/v1/orgs/default/secrets', oneSecret(name), withKey(key));
+
+  function assertReplayOf(replay: HttpResult, first: HttpResult): void {
+    assert.equal(replay.status, first.status);
+    assert.equal(replay.text, first.text);
+    assert.equal(replay.headers.get('content-type'), first.headers.get('content-type'));
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.notEqual(replay.headers.get('x-request-id'), first.headers.get('x-request-id'));
+  }
+
+  it('replays the first response byte for byte and executes once', async () => {
+    const key = randomUUID();
+    const name = uniqueName('replayed');
+    const first = await createSecret(key, name);
+    assert.equal(first.status, 201, first.text);
+    assert.equal(first.headers.get('idempotent-replayed'), null);
+    const replay = await createSecret(key, name);
+    assertReplayOf(replay, first);
+    const rows = await secretsNamed(name);
+    assert.equal(rows.length, 1);
+    assert.equal((await eventsAbout(rows[0]!.id)).length, 1);
+  });
+
+  it('treats the same body with other key order and spacing as the same request', async () => {
+    const key = randomUUID();
+    const name = uniqueName('reordered');
+    const first = await server.owner.http.post('/v1/orgs/default/secrets', undefined, {
+      ...withKey(key), raw: `{"secrets":[{"name":"${name}","values":{"A":"1","B":"2"}}]}`, contentType: 'application/json',
+    });
+    assert.equal(first.status, 201, first.text);
+    const replay = await server.owner.http.post('/v1/orgs/default/secrets', undefined, {
+      ...withKey(key), raw: `{ "secrets": [ { "values": { "B": "2", "A": "1" }, "name": "${name}" } ] }`, contentType: 'application/json',
+    });
+    assertReplayOf(replay, first);
+  });
+
+  it('refuses the same key with another body or on another route (422) and executes nothing', async () => {
+    const key = randomUUID();
+    const name = uniqueName('first');
+    assert.equal((await createSecret(key, name)).status, 201);
+    const other = uniqueName('other');
+    const res = await createSecret(key, other);
+    assert.equal(res.status, 422, res.text);
+    assert.equal(res.headers.get('content-type'), 'application/problem+json; charset=utf-8');
+    assert.equal(res.body.code, 'idempotency_key_reused');
+    assert.match(res.body.detail, /POST \/v1\/orgs\/default\/secrets/);
+    assert.equal((await secretsNamed(other)).length, 0);
+    const elsewhere = await server.owner.http.post('/v1/orgs', { slug: uniqueName('org'), name: 'Elsewhere' }, withKey(key));
+    assert.equal(elsewhere.status, 422, elsewhere.text);
+  });
+
+  it('scopes keys per caller: another service user with the same key executes its own request', async () => {
+    const key = randomUUID();
+    const mineName = uniqueName('mine');
+    const mine = await createSecret(key, mineName);
+    assert.equal(mine.status, 201);
+    const theirsName = uniqueName('theirs');
+    const theirs = await createSecret(key, theirsName, developer);
+    assert.equal(theirs.status, 201, theirs.text);
+    assert.equal(theirs.headers.get('idempotent-replayed'), null);
+    assert.equal(theirs.body.secrets[0].name, theirsName);
+    // …and the first caller's key still stands for its own request.
+    assertReplayOf(await createSecret(key, mineName), mine);
+  });
+
+  it('executes twenty concurrent retries once: one 201, every other answer its replay or a 409 in progress', async () => {
+    const key = randomUUID();
+    const name = uniqueName('storm');
+    const answers = await Promise.all(Array.from({ length: 20 }, () => createSecret(key, name, developer)));
+    const created = answers.filter((a) => a.status === 201);
+    const busy = answers.filter((a) => a.status === 409);
+    assert.equal(created.length + busy.length, 20, answers.map((a) => `${a.status} ${a.text}`).join('\n'));
+    assert.ok(created.length >= 1);
+    assert.equal(created.filter((a) => a.headers.get('idempotent-replayed') === null).length, 1);
+    for (const a of created) assert.equal(a.text, created[0]!.text);
+    for (const a of busy) {
+      assert.equal(a.body.code, 'idempotency_request_in_progress');
+      assert.equal(a.headers.get('retry-after'), '1');
+    }
+    const rows = await secretsNamed(name);
+    assert.equal(rows.length, 1);
+    assert.equal((await eventsAbout(rows[0]!.id)).length, 1);
+    assertReplayOf(await createSecret(key, name, developer), created[0]!);
+  });
+
+  it('keeps and replays a 4xx outcome (a 409 conflict) rather than running again', async () => {
+    const name = uniqueName('taken');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', oneSecret(name))).status, 201);
+    const key = randomUUID();
+    const first = await createSecret(key, name);
+    assert.equal(first.status, 409, first.text);
+    assert.equal(first.body.code, 'secret_exists');
+    const replay = await createSecret(key, name);
+    // The body names the first request's id: the same bytes, not a second run.
+    assertReplayOf(replay, first);
+    assert.equal(replay.body.requestId, first.headers.get('x-request-id'));
+  });
+
+  it('frees the key after a 5xx, so that a retry runs', async () => {
+    const key = randomUUID();
+    const name = uniqueName('after-5xx');
+    const request = { subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name) };
+    const admission = await server.core.idempotency.admit(request);
+    assert.equal(admission.kind, 'execute');
+    if (admission.kind !== 'execute') return;
+    assert.equal(await server.core.idempotency.finish(admission.claim, { status: 503, headers: {}, body: Buffer.from('{}') }), true);
+    assert.equal(await keyRow(key), undefined);
+    const res = await createSecret(key, name);
+    assert.equal(res.status, 201, res.text);
+    assert.equal(res.headers.get('idempotent-replayed'), null);
+  });
+
+  it('answers 409 while the first attempt runs, and lets a retry take over once it is abandoned', async () => {
+    const key = randomUUID();
+    const name = uniqueName('abandoned');
+    // An attempt that got the key and then died with its node: it never records an outcome.
+    const admission = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name) });
+    assert.equal(admission.kind, 'execute');
+    const busy = await createSecret(key, name);
+    assert.equal(busy.status, 409, busy.text);
+    assert.equal(busy.body.code, 'idempotency_request_in_progress');
+    assert.equal((await secretsNamed(name)).length, 0);
+    await server.core.db.updateTable('idempotency_keys').set({ locked_at: new Date(Date.now() - 61_000).toISOString() }).where('idempotency_key', '=', key).execute();
+    const retry = await createSecret(key, name);
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal((await secretsNamed(name)).length, 1);
+    assertReplayOf(await createSecret(key, name), retry);
+  });
+
+  it('forgets a key after 24 hours: the request runs again, and pruning deletes the row', async () => {
+    const key = randomUUID();
+    const name = uniqueName('expiring');
+    const first = await createSecret(key, name);
+    assert.equal(first.status, 201);
+    const dayAgo = new Date(Date.now() - 24 * 3_600_000 - 1_000).toISOString();
+    await server.core.db.updateTable('idempotency_keys').set({ created_at: dayAgo }).where('idempotency_key', '=', key).execute();
+    const again = await createSecret(key, name);
+    // It ran: the name now exists, so the second run is a conflict, and no replay.
+    assert.equal(again.status, 409, again.text);
+    assert.equal(again.body.code, 'secret_exists');
+    assert.equal(again.headers.get('idempotent-replayed'), null);
+    assert.ok((await keyRow(key))!.created_at > dayAgo);
+
+    await server.core.db.updateTable('idempotency_keys').set({ created_at: dayAgo }).where('idempotency_key', '=', key).execute();
+    assert.ok((await server.core.idempotency.prune()) >= 1);
+    assert.equal(await keyRow(key), undefined);
+  });
+
+  it('keeps a service-user creation replayable without its client secret in plain text', async () => {
+    const key = randomUUID();
+    const body = { name: uniqueName('ci'), role: 'viewer' };
+    const first = await server.owner.http.post('/v1/orgs/default/service-users', body, withKey(key));
+    assert.equal(first.status, 201, first.text);
+    const secret = first.body.clientSecret as string;
+    const replay = await server.owner.http.post('/v1/orgs/default/service-users', body, withKey(key));
+    assertReplayOf(replay, first);
+    assert.equal(replay.headers.get('cache-control'), 'no-store');
+    assert.equal(replay.body.clientSecret, secret);
+    const row = await keyRow(key);
+    assert.equal(row!.state, 'completed');
+    for (const bytes of await rawDatabaseBytes(server)) assert.equal(bytes.indexOf(secret), -1);
+  });
+
+  it('does nothing for a request without the header', async () => {
+    const count = async () => (await server.core.db.selectFrom('idempotency_keys').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n;
+    const before = Number(await count());
+    const name = uniqueName('plain');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', oneSecret(name))).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', oneSecret(name))).status, 409);
+    assert.equal(Number(await count()), before);
+  });
+
+  it('refuses a key that is not 1-255 printable ASCII characters (400)', async () => {
+    for (const key of ['k'.repeat(256), 'caf\u00e9']) {
+      const res = await createSecret(key, uniqueName('bad-key'));
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.body.code, 'invalid_request');
+      assert.deepEqual(res.body.errors.map((e: { pointer: string }) => e.pointer), ['/headers/idempotency-key']);
+    }
+    assert.equal((await createSecret('k'.repeat(255), uniqueName('long-key'))).status, 201);
+  });
+
+  it('documents the header, 409 and 422 on every POST of the API, and nowhere else', async () => {
+    const doc = (await server.http().get('/openapi.json')).body;
+    let posts = 0;
+    for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(item)) {
+        const header = (op.parameters ?? []).find((p: any) => p.in === 'header' && p.name === 'idempotency-key');
+        if (method === 'post' && path.startsWith('/v1/')) {
+          posts++;
+          assert.ok(header, `${method} ${path} lacks Idempotency-Key`);
+          assert.equal(header.required, false);
+          assert.ok('409' in op.responses && '422' in op.responses, `${method} ${path} lacks 409/422`);
+        } else {
+          assert.equal(header, undefined, `${method} ${path} should not take Idempotency-Key`);
+        }
+      }
+    }
+    assert.ok(posts >= 4);
+  });
+
+  it('still replays after a restart (all state is in the database)', async () => {
+    const key = randomUUID();
+    const name = uniqueName('restart');
+    const first = await createSecret(key, name);
+    assert.equal(first.status, 201);
+    assert.deepEqual(server.undeclared, []);
+    server = await server.restart();
+    assertReplayOf(await createSecret(key, name), first);
+    assert.equal((await secretsNamed(name)).length, 1);
+  });
+
+  it('answered no status a route did not declare', () => {
+    assert.deepEqual(server.undeclared, []);
+  });
+});
