@@ -17,6 +17,7 @@
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findPostgresBin, startThrowawayPostgres } from './postgres.mjs';
@@ -28,8 +29,28 @@ const NODE_TEST_ARGS = [
   '--test',
   '--test-concurrency=2',
   '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
   '--test-timeout=120000',
 ];
+
+// Every run also writes TAP to a file, whose closing counts add up to the one total line at the end.
+const totals = { passed: 0, failed: 0, skipped: 0 };
+function countTap(file) {
+  let text = '';
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return;
+  }
+  // The last plan-level counts of the run (nested subtests report their own earlier).
+  const last = (name) => {
+    const all = [...text.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))];
+    return all.length ? Number(all[all.length - 1][1]) : 0;
+  };
+  totals.passed += last('pass');
+  totals.failed += last('fail') + last('cancelled');
+  totals.skipped += last('skipped') + last('todo');
+}
 const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 };
 
 // ---------------------------------------------------------------------------
@@ -72,7 +93,8 @@ let interruptedBy = null;
 
 function runNodeTest(files, extraEnv) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...NODE_TEST_ARGS, ...files], {
+    const tap = path.join(os.tmpdir(), `slipway-tests-${process.pid}-${Date.now()}.tap`);
+    const child = spawn(process.execPath, [...NODE_TEST_ARGS, '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files], {
       cwd: ROOT,
       stdio: 'inherit',
       env: { ...process.env, ...extraEnv },
@@ -85,6 +107,8 @@ function runNodeTest(files, extraEnv) {
     });
     child.on('exit', (code, signal) => {
       currentChild = null;
+      countTap(tap);
+      fs.rmSync(tap, { force: true });
       resolve(code ?? (signal ? 1 : 0));
     });
   });
@@ -241,6 +265,8 @@ async function main() {
   for (const { name, status, detail } of results) {
     console.log(`  ${name}: ${status}${detail ? ` (${detail})` : ''}`);
   }
+
+  console.log(`\n${totals.passed} passed, ${totals.failed} failed${totals.skipped ? `, ${totals.skipped} skipped` : ''}`);
 
   if (interruptedBy) return SIGNAL_EXIT_CODES[interruptedBy] ?? 1;
   return results.some((r) => r.status === 'failed') ? 1 : 0;
