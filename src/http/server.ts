@@ -53,7 +53,12 @@ class AccessLog extends LogController {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
-const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i;
+/** The token of `Authorization: Bearer <token>` (RFC 6750 §2.1: scheme case-insensitive), or null. */
+function bearerToken(header: string): string | null {
+  if (header.length < 8 || header.slice(0, 7).toLowerCase() !== 'bearer ') return null;
+  const token = header.slice(7).trim();
+  return token === '' || token.includes(' ') ? null : token;
+}
 
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
   const app = Fastify({
@@ -104,9 +109,9 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     if (access === undefined) return;
     const header = req.headers.authorization;
     if (header === undefined) throw errors.missingToken();
-    const match = BEARER.exec(header);
-    if (!match) throw errors.invalidToken('The Authorization header must be "Bearer <access token>".');
-    const principal = await deps.verifier.verify(match[1]!);
+    const token = bearerToken(header);
+    if (token === null) throw errors.invalidToken('The Authorization header must be "Bearer <access token>".');
+    const principal = await deps.verifier.verify(token);
     req.principal = principal;
     req.ctx = {
       requestId: req.id,

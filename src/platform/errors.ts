@@ -23,7 +23,12 @@ export class AppError extends Error {
     readonly extras: ProblemExtras = {},
     readonly headers: Record<string, string> = {},
   ) {
+    // An AppError is an answer, not a fault: no stack trace, whose capture costs more than the
+    // rest of a refused request (a flood of bad tokens must stay cheap to refuse).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(detail);
+    Error.stackTraceLimit = limit;
     this.name = 'AppError';
   }
 }

@@ -29,7 +29,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    // Lines are gathered into writes of up to 4 KiB: one write(2) per request line is the largest
+    // single cost of a small request. pino flushes what is buffered when the process exits.
+    destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 }),
   );
 }
 

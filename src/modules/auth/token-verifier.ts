@@ -128,8 +128,10 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       const state = await deps.principals.get(claims.subject);
       if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
       if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
-      const { forThisApi: _, ...principal } = claims;
-      return { ...principal, role: state.role, instanceAdmin: state.instanceAdmin };
+      return {
+        subject: claims.subject, clientId: claims.clientId, orgId: claims.orgId, tokenId: claims.tokenId, scopes: claims.scopes,
+        expiresAt: claims.expiresAt, role: state.role, instanceAdmin: state.instanceAdmin,
+      };
     },
     forget(token: string): void {
       verified.delete(token);

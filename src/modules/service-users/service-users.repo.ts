@@ -1,4 +1,4 @@
-import type { Executor } from '../../platform/db/database.js';
+import { runPrepared, type Db, type Executor } from '../../platform/db/database.js';
 import type { ClientSecretsTable, ServiceUsersTable } from '../../platform/db/schema.js';
 
 export type ServiceUserRow = ServiceUsersTable;
@@ -14,13 +14,12 @@ export const serviceUsersRepo = {
   },
 
   /** A service user and its live client secrets in one round trip (the token endpoint's read). */
-  async findWithSecrets(db: Executor, id: string): Promise<{ user: ServiceUserRow; secrets: ClientSecretRow[] } | null> {
-    const rows = await db.selectFrom('service_users as u')
+  async findWithSecrets(db: Db, id: string): Promise<{ user: ServiceUserRow; secrets: ClientSecretRow[] } | null> {
+    const rows = await runPrepared(db, 'serviceUsers.findWithSecrets', [id], () => db.selectFrom('service_users as u')
       .leftJoin('client_secrets as s', 's.service_user_id', 'u.id')
       .selectAll('u')
       .select(['s.id as secret_id', 's.hash', 's.hint', 's.created_at as secret_created_at', 's.last_used_at'])
-      .where('u.id', '=', id)
-      .execute();
+      .where('u.id', '=', id));
     const first = rows[0];
     if (first === undefined) return null;
     const { secret_id: _i, hash: _h, hint: _n, secret_created_at: _c, last_used_at: _l, ...user } = first;

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, type DatabaseConnection, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, type Compilable, type DatabaseConnection, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Schema } from './schema.js';
 
@@ -119,4 +119,27 @@ export function isUniqueViolation(error: unknown): boolean {
 
 export function nowIso(): string {
   return new Date().toISOString();
+}
+
+/**
+ * Runs a query whose SQL is built once per database and reused with new values. Kysely compiles
+ * a query anew on every call, which on a hot path (the token endpoint's one read) costs more than
+ * SQLite takes to answer it. `build` is called only the first time; `params` are the values it
+ * binds, in order (checked against that first compilation).
+ */
+const prepared = new WeakMap<object, Map<string, string>>();
+
+export async function runPrepared<Row>(db: Db, name: string, params: readonly unknown[], build: () => Compilable<Row>): Promise<Row[]> {
+  let cache = prepared.get(db);
+  if (cache === undefined) prepared.set(db, (cache = new Map()));
+  let text = cache.get(name);
+  if (text === undefined) {
+    const compiled = build().compile();
+    if (compiled.parameters.length !== params.length || compiled.parameters.some((value, i) => value !== params[i])) {
+      throw new Error(`prepared query ${name}: its parameters are not the ones given`);
+    }
+    text = compiled.sql;
+    cache.set(name, text);
+  }
+  return (await db.executeQuery<Row>(CompiledQuery.raw(text, [...params]))).rows;
 }
