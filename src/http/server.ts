@@ -53,11 +53,14 @@ class AccessLog extends LogController {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
-/** The token of `Authorization: Bearer <token>` (RFC 6750 §2.1: scheme case-insensitive), or null. */
+/** RFC 6750 §2.1 b64token. */
+const TOKEN68 = /^[A-Za-z0-9._~+/-]+=*$/;
+
+/** The token of `Authorization: Bearer <token>` (the scheme is case-insensitive), or null. */
 function bearerToken(header: string): string | null {
   if (header.length < 8 || header.slice(0, 7).toLowerCase() !== 'bearer ') return null;
   const token = header.slice(7).trim();
-  return token === '' || token.includes(' ') ? null : token;
+  return TOKEN68.test(token) ? token : null;
 }
 
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
