@@ -7,29 +7,10 @@
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
-import { makeBody } from './lib/bodies.js';
-import type { LoadJob, LoadMessage, LoadResult, SequenceJob, ThroughputJob } from './lib/load-protocol.js';
-import { percentile } from './lib/stats.js';
-
-function send(message: LoadMessage): void {
-  process.send?.(message);
-}
-
-class Stopwatch {
-  private readonly wall0 = performance.now();
-  private readonly cpu0 = process.cpuUsage();
-  /** Wall seconds and CPU % of one core since construction. */
-  read(): { wallSec: number; cpuPct: number } {
-    const wallSec = (performance.now() - this.wall0) / 1000;
-    const cpu = process.cpuUsage(this.cpu0);
-    const cpuSec = (cpu.user + cpu.system) / 1e6;
-    return { wallSec, cpuPct: wallSec > 0 ? (100 * cpuSec) / wallSec : 0 };
-  }
-}
-
-function isSuccess(status: number): boolean {
-  return status >= 200 && status < 300;
-}
+import { fillTemplate, makeBody } from './lib/bodies.js';
+import { runClaimLatency } from './lib/claim-latency-client.js';
+import { isSuccess, send, Stopwatch, summarize } from './lib/load-kit.js';
+import type { LoadJob, LoadResult, SequenceJob, ThroughputJob } from './lib/load-protocol.js';
 
 // ---------------------------------------------------------------------------
 // throughput: autocannon
@@ -41,7 +22,12 @@ interface CannonRun {
   firstError?: string;
 }
 
-function cannon(job: ThroughputJob, seconds: number, collect: boolean): Promise<CannonRun> {
+/** Counts the requests built from a template across the warm-up and measured runs of one job. */
+interface Counter {
+  n: number;
+}
+
+function cannon(job: ThroughputJob, seconds: number, collect: boolean, counter: Counter): Promise<CannonRun> {
   return new Promise((resolve, reject) => {
     // autocannon's own histogram has 1 ms resolution and keeps 2xx only; record
     // every response time ourselves for sub-millisecond percentiles.
@@ -58,6 +44,20 @@ function cannon(job: ThroughputJob, seconds: number, collect: boolean): Promise<
       timeout: 10,
     };
     if (job.body !== undefined) options.body = job.body;
+    if (job.template) {
+      // autocannon rebuilds a request that has setupRequest every time it sends one.
+      const { path, body, slots } = job.template;
+      options.requests = [
+        {
+          setupRequest(req: { path: string; body?: string }) {
+            const n = counter.n++;
+            req.path = fillTemplate(path, n, slots);
+            if (body !== undefined) req.body = fillTemplate(body, n, slots);
+            return req;
+          },
+        },
+      ];
+    }
     const instance = autocannon(options, (err, result) => {
       if (err) reject(err);
       else resolve({ result, latencies: latencies.subarray(0, count), count, ...(firstError ? { firstError } : {}) });
@@ -79,10 +79,11 @@ function cannon(job: ThroughputJob, seconds: number, collect: boolean): Promise<
 }
 
 async function runThroughput(job: ThroughputJob): Promise<LoadResult> {
-  if (job.warmupSeconds > 0) await cannon(job, job.warmupSeconds, false);
+  const counter: Counter = { n: 0 };
+  if (job.warmupSeconds > 0) await cannon(job, job.warmupSeconds, false, counter);
   send({ type: 'phase', phase: 'measure-start' });
   const watch = new Stopwatch();
-  const run = await cannon(job, job.durationSeconds, true);
+  const run = await cannon(job, job.durationSeconds, true, counter);
   const { cpuPct } = watch.read();
   send({ type: 'phase', phase: 'measure-end' });
 
@@ -95,9 +96,7 @@ async function runThroughput(job: ThroughputJob): Promise<LoadResult> {
     responses += count;
     if (!isSuccess(Number(status))) non2xx += count;
   }
-  const sorted = Float64Array.from(run.latencies).sort();
-  let sum = 0;
-  for (const v of sorted) sum += v;
+  const { p50Ms, p99Ms, meanMs, maxMs } = summarize(run.latencies);
   const durationSec = result.duration > 0 ? result.duration : job.durationSeconds;
   const firstNon2xx = Object.keys(statusCounts).find((s) => !isSuccess(Number(s)));
   const firstFailure = run.firstError ?? (firstNon2xx ? `HTTP ${firstNon2xx}` : undefined);
@@ -105,10 +104,10 @@ async function runThroughput(job: ThroughputJob): Promise<LoadResult> {
     requests: responses + result.errors,
     durationSec,
     rps: responses / durationSec,
-    p50Ms: percentile(sorted, 50),
-    p99Ms: percentile(sorted, 99),
-    meanMs: sorted.length ? sum / sorted.length : NaN,
-    maxMs: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    p50Ms,
+    p99Ms,
+    meanMs,
+    maxMs,
     statusCounts,
     non2xx,
     errors: result.errors,
@@ -188,18 +187,13 @@ async function runSequence(job: SequenceJob): Promise<LoadResult> {
   send({ type: 'phase', phase: 'measure-end' });
   agent.destroy();
 
-  const sorted = Float64Array.from(latencies).sort();
-  let sumMs = 0;
-  for (const v of sorted) sumMs += v;
+  const { sumMs, ...summary } = summarize(latencies);
   const durationSec = sumMs / 1000;
   const result: LoadResult = {
     requests: job.requests,
     durationSec,
     rps: job.requests / durationSec,
-    p50Ms: percentile(sorted, 50),
-    p99Ms: percentile(sorted, 99),
-    meanMs: sumMs / job.requests,
-    maxMs: sorted[sorted.length - 1] ?? NaN,
+    ...summary,
     statusCounts,
     non2xx,
     errors,
@@ -222,6 +216,8 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
       return runThroughput(job);
     case 'sequence':
       return runSequence(job);
+    case 'claimLatency':
+      return runClaimLatency(job);
   }
 }
 

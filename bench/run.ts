@@ -6,6 +6,7 @@
 //   BENCH_ONLY=orgs,token,ceiling  rows (by row id) and/or single probes (by probe id)
 //   BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_CONNECTIONS=10      throughput rows
 //   BENCH_BULK_REQUESTS=40 BENCH_BULK_WARMUP=5 BENCH_BULK_SIZE=1000   bulk rows
+//   BENCH_CLAIM_ROUNDS=200 BENCH_CLAIM_WARMUP=10                      claim-latency row
 //   BENCH_PIN=auto|0|1   pin servers to CPU 0 and the load generator to CPU 1 (taskset)
 //   BENCH_KEEP=1         keep the run directory (logs, databases) even on success
 //   BENCH_SLIPWAY_X=…    passed to Slipway as SLIPWAY_X (e.g. BENCH_SLIPWAY_DATABASE_URL)
@@ -54,6 +55,8 @@ function readConfig(): BenchConfig {
     bulkRequests: Math.max(1, Math.round(numberEnv('BENCH_BULK_REQUESTS', 40))),
     bulkWarmup: Math.round(numberEnv('BENCH_BULK_WARMUP', 5)),
     bulkSize: Math.max(1, Math.round(numberEnv('BENCH_BULK_SIZE', 1000))),
+    claimRounds: Math.max(1, Math.round(numberEnv('BENCH_CLAIM_ROUNDS', 200))),
+    claimWarmup: Math.round(numberEnv('BENCH_CLAIM_WARMUP', 10)),
     pin,
     serverCpu: pin ? 0 : undefined,
     loadCpu: pin ? 1 : undefined,
@@ -105,7 +108,8 @@ function printHeader(config: BenchConfig, runDir: string): void {
     `  slipway   ${slipwayRevision()} (working tree as built in dist/)`,
     `  pinning   ${config.pin ? `servers on CPU ${config.serverCpu}, load generator on CPU ${config.loadCpu} (taskset)` : 'off'}`,
     `  load      throughput rows: ${config.connections} connections, ${config.warmupSec} s warm-up + ${config.durationSec} s measured; ` +
-      `bulk rows: ${config.bulkSize} secrets/request, ${config.bulkWarmup} warm-up + ${config.bulkRequests} measured requests, one at a time`,
+      `bulk rows: ${config.bulkSize} secrets/request, ${config.bulkWarmup} warm-up + ${config.bulkRequests} measured requests, one at a time; ` +
+      `claim latency: ${config.claimWarmup} warm-up + ${config.claimRounds} measured rounds`,
     `  run dir   ${runDir}`,
     '',
   ];
@@ -261,7 +265,7 @@ function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Ou
   const separators = references.length > 0 && lines.length > references.length ? [references.length - 1] : [];
   const out = [renderTable(columns, lines, separators), ''];
   out.push(
-    'req/s: responses per second (throughput rows: 2xx and non-2xx over the measured window; bulk rows: requests / summed latency).',
+    'req/s: responses per second (throughput rows: 2xx and non-2xx over the measured window; bulk rows: requests / summed latency; claim latency: claims / summed create→claim time).',
     'items/s: secrets written per second in bulk rows.',
     'cpu srv/load/other: CPU of the server, of the load generator and of everything else on the machine (noise) during the measured phase, % of one core.',
     'ratio: subject req/s ÷ reference req/s for throughput targets, subject p50 ÷ reference p50 for latency targets; both measured in this run.',

@@ -11,9 +11,19 @@ export interface BulkSecretsParams {
   value: string;
 }
 
-// Add new generators to this union and to makeBody (e.g. a bulk upsert where
-// half of the names already exist).
-export type BodySpec = { generator: 'bulkSecrets'; params: BulkSecretsParams };
+/**
+ * A bulk upsert whose first `existing` names were created beforehand (see upsertSetupBody) with
+ * other values, so that they come back `updated` and the rest `created`.
+ */
+export interface BulkUpsertParams extends BulkSecretsParams {
+  existing: number;
+}
+
+export type BulkSecretsBody = { generator: 'bulkSecrets'; params: BulkSecretsParams };
+export type BulkUpsertBody = { generator: 'bulkUpsert'; params: BulkUpsertParams };
+
+// Add new generators to this union and to makeBody.
+export type BodySpec = BulkSecretsBody | BulkUpsertBody;
 
 export function secretName(prefix: string, seq: number, index: number): string {
   return `${prefix}-${seq}-${index}`;
@@ -27,12 +37,27 @@ function bulkSecrets(p: BulkSecretsParams, seq: number): string {
   return JSON.stringify({ secrets });
 }
 
+/**
+ * The bulk create that makes the existing part of upsert request `seq`: the same names, values
+ * that differ from the upsert's.
+ */
+export function upsertSetupBody(p: BulkUpsertParams, seq: number): string {
+  return bulkSecrets({ ...p, count: p.existing, value: `${p.value}-before` }, seq);
+}
+
 /** The body of request number `seq` (0-based, warm-up requests included) of a job. */
 export function makeBody(spec: BodySpec, seq: number): string {
   switch (spec.generator) {
     case 'bulkSecrets':
+    case 'bulkUpsert':
+      // An upsert body is a bulk-create body; only the setup before it differs.
       return bulkSecrets(spec.params, seq);
   }
+}
+
+/** `{{n}}` → n and `{{slot}}` → n mod slots (see RequestTemplate). */
+export function fillTemplate(text: string, n: number, slots: number): string {
+  return text.replaceAll('{{n}}', String(n)).replaceAll('{{slot}}', String(n % slots));
 }
 
 /** A short random tag so that names never collide across jobs and runs. */

@@ -20,6 +20,8 @@ function jobBudgetMs(job: LoadJob): number {
       return (job.warmupSeconds + job.durationSeconds) * 1000 * 2 + 30_000;
     case 'sequence':
       return (job.warmupRequests + job.requests) * 5_000 + 60_000;
+    case 'claimLatency':
+      return (job.warmupRounds + job.rounds) * (job.settleMs + 2_000) + 60_000;
   }
 }
 

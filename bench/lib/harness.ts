@@ -57,6 +57,8 @@ export interface BenchConfig {
   bulkRequests: number;
   bulkWarmup: number;
   bulkSize: number;
+  claimRounds: number;
+  claimWarmup: number;
   pin: boolean;
   serverCpu: number | undefined;
   loadCpu: number | undefined;

@@ -11,9 +11,23 @@ export interface ThroughputJob {
   method: string;
   headers: Record<string, string>;
   body?: string;
+  /** When set, every request is built from it instead of `url`'s path and `body`. */
+  template?: RequestTemplate;
   connections: number;
   warmupSeconds: number;
   durationSeconds: number;
+}
+
+/**
+ * A request that differs per request, for writes that must really change something each time
+ * (an identical PATCH makes no new version and is cheaper). In `path` and `body`, `{{n}}` is a
+ * counter unique within the job (warm-up included) and `{{slot}}` is n mod `slots`, so a few
+ * rows take turns instead of one hot row.
+ */
+export interface RequestTemplate {
+  path: string;
+  body?: string;
+  slots: number;
 }
 
 /**
@@ -34,9 +48,31 @@ export interface SequenceJob {
   itemsLabel?: string;
 }
 
+/**
+ * Create→claim latency with a runner already waiting. Each round: the runner's claim is sent and
+ * left waiting for `settleMs`, the owner creates a deployment, and the time from sending the
+ * create to the end of the claim's answer is recorded; then the runner completes the deployment
+ * so that the next one of the same service and environment can be claimed.
+ */
+export interface ClaimLatencyJob {
+  kind: 'claimLatency';
+  baseUrl: string;
+  orgId: string;
+  /** Bearer token of a developer (or higher): creates the deployments. */
+  ownerToken: string;
+  /** Bearer token of a `runner` service user: claims and completes them. */
+  runnerToken: string;
+  service: string;
+  environment: string;
+  warmupRounds: number;
+  rounds: number;
+  /** How long the claim waits on its own before the create is sent, so that it is really waiting. */
+  settleMs: number;
+}
+
 // Add a new job kind here (and a runner in bench/load.ts) for rows that need a
-// different client, e.g. a long-polling runner for create→claim latency.
-export type LoadJob = ThroughputJob | SequenceJob;
+// different client.
+export type LoadJob = ThroughputJob | SequenceJob | ClaimLatencyJob;
 
 export interface LoadResult {
   /** Responses (any status) and failed requests in the measured phase. */

@@ -4,7 +4,8 @@
 
 import type { BenchContext } from './harness.js';
 import { ProbeError } from './harness.js';
-import type { SequenceJob, ThroughputJob } from './load-protocol.js';
+import type { BulkSecretsBody, BulkUpsertBody } from './bodies.js';
+import type { RequestTemplate, SequenceJob, ThroughputJob } from './load-protocol.js';
 
 export interface PlainRequest {
   url: string;
@@ -69,7 +70,7 @@ export function expectJwtTokenResponse(json: unknown): string | undefined {
 /** The standard saturation load: the configured connections, warm-up and duration. */
 export function throughputJob(
   ctx: BenchContext,
-  req: { url: string; method: string; headers?: Record<string, string>; body?: string },
+  req: { url: string; method: string; headers?: Record<string, string>; body?: string; template?: RequestTemplate },
 ): ThroughputJob {
   return {
     kind: 'throughput',
@@ -77,6 +78,7 @@ export function throughputJob(
     method: req.method,
     headers: req.headers ?? {},
     ...(req.body !== undefined ? { body: req.body } : {}),
+    ...(req.template !== undefined ? { template: req.template } : {}),
     connections: ctx.config.connections,
     warmupSeconds: ctx.config.warmupSec,
     durationSeconds: ctx.config.durationSec,
@@ -87,7 +89,7 @@ export function throughputJob(
 export function bulkSecretsJob(
   ctx: BenchContext,
   req: { url: string; method: string; headers?: Record<string, string>; prefix: string },
-): SequenceJob {
+): SequenceJob & { body: BulkSecretsBody } {
   return {
     kind: 'sequence',
     url: req.url,
@@ -99,4 +101,16 @@ export function bulkSecretsJob(
     itemsPerRequest: ctx.config.bulkSize,
     itemsLabel: 'secrets/s',
   };
+}
+
+/**
+ * The bulk-upsert latency load: the bulk-secrets shape, where the first half of every request's
+ * names exist already (the probe creates them beforehand with upsertSetupBody) and get new values.
+ */
+export function bulkUpsertJob(
+  ctx: BenchContext,
+  req: { url: string; headers?: Record<string, string>; prefix: string },
+): SequenceJob & { body: BulkUpsertBody } {
+  const job = bulkSecretsJob(ctx, { ...req, method: 'PUT' });
+  return { ...job, body: { generator: 'bulkUpsert', params: { ...job.body.params, existing: Math.floor(ctx.config.bulkSize / 2) } } };
 }
