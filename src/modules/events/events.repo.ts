@@ -1,14 +1,11 @@
-import type { Executor } from '../../platform/db/database.js';
+import { insertRows, type Executor } from '../../platform/db/database.js';
 import type { EventsTable } from '../../platform/db/schema.js';
 
 export type EventRow = EventsTable;
 
 export const eventsRepo = {
   async insert(db: Executor, rows: EventRow[]): Promise<void> {
-    // One statement per few hundred rows keeps big batches under SQLite's parameter limit.
-    for (let i = 0; i < rows.length; i += 500) {
-      await db.insertInto('events').values(rows.slice(i, i + 500)).execute();
-    }
+    await insertRows(db, 'events', rows);
   },
 
   async list(db: Executor, orgId: string, opts: { after: string | null; limit: number; type?: string | undefined; subjectId?: string | undefined }): Promise<EventRow[]> {

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Executor } from '../../platform/db/database.js';
+import { insertRows, type Executor } from '../../platform/db/database.js';
 import type { SecretsTable, SecretVersionsTable } from '../../platform/db/schema.js';
 
 export type SecretRow = SecretsTable;
@@ -14,10 +14,6 @@ function chunks<T>(items: T[]): T[][] {
   return out;
 }
 
-async function insertChunked<T extends 'secrets' | 'secret_versions'>(db: Executor, table: T, rows: Array<T extends 'secrets' ? SecretRow : SecretVersionRow>): Promise<void> {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  for (const part of chunks(rows)) await db.insertInto(table).values(part as any).execute();
-}
 
 /** How rows are read before a change: `lock` takes PostgreSQL row locks (SQLite serializes writers anyway). */
 export interface ReadOptions {
@@ -119,11 +115,11 @@ export const secretsRepo = {
   },
 
   async insertSecrets(db: Executor, rows: SecretRow[]): Promise<void> {
-    await insertChunked(db, 'secrets', rows);
+    await insertRows(db, 'secrets', rows);
   },
 
   async insertVersions(db: Executor, rows: SecretVersionRow[]): Promise<void> {
-    await insertChunked(db, 'secret_versions', rows);
+    await insertRows(db, 'secret_versions', rows);
   },
 
   /**

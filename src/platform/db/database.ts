@@ -122,16 +122,18 @@ export function nowIso(): string {
 }
 
 /**
- * Runs a query whose SQL is built once per database and reused with new values. Kysely compiles
- * a query anew on every call, which on a hot path (the token endpoint's one read) costs more than
- * SQLite takes to answer it. `build` is called only the first time; `params` are the values it
- * binds, in order (checked against that first compilation).
+ * Runs a query whose SQL is built once per kind of database and reused with new values. Kysely
+ * compiles a query anew on every call, which on a hot path costs more than SQLite takes to answer
+ * it. `build` is called only the first time; `params` are the values it binds, in order (checked
+ * against that first compilation). The SQL is kept per dialect adapter, so a transaction reuses
+ * what its database compiled.
  */
 const prepared = new WeakMap<object, Map<string, string>>();
 
-export async function runPrepared<Row>(db: Db, name: string, params: readonly unknown[], build: () => Compilable<Row>): Promise<Row[]> {
-  let cache = prepared.get(db);
-  if (cache === undefined) prepared.set(db, (cache = new Map()));
+export async function runPrepared<Row>(db: Executor, name: string, params: readonly unknown[], build: () => Compilable<Row>): Promise<Row[]> {
+  const adapter = db.getExecutor().adapter;
+  let cache = prepared.get(adapter);
+  if (cache === undefined) prepared.set(adapter, (cache = new Map()));
   let text = cache.get(name);
   if (text === undefined) {
     const compiled = build().compile();
@@ -142,4 +144,22 @@ export async function runPrepared<Row>(db: Db, name: string, params: readonly un
     cache.set(name, text);
   }
   return (await db.executeQuery<Row>(CompiledQuery.raw(text, [...params]))).rows;
+}
+
+/** Rows per INSERT statement: well under SQLite's (32,766) and PostgreSQL's (65,535) bound-parameter limits. */
+const INSERT_CHUNK = 500;
+
+/**
+ * Inserts many rows of one table, a few statements of up to INSERT_CHUNK rows each, their SQL
+ * compiled once per shape. Every row must have the same columns in the same order.
+ */
+export async function insertRows<T extends keyof Schema & string>(db: Executor, table: T, rows: ReadonlyArray<Schema[T]>): Promise<void> {
+  if (rows.length === 0) return;
+  const columns = Object.keys(rows[0] as object);
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const part = rows.slice(i, i + INSERT_CHUNK);
+    const params = part.flatMap((row) => columns.map((c) => (row as Record<string, unknown>)[c]));
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    await runPrepared(db, `insert:${table}:${columns.join(',')}:${part.length}`, params, () => db.insertInto(table).values(part as any));
+  }
 }
