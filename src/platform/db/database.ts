@@ -143,7 +143,7 @@ export async function runPrepared<Row>(db: Executor, name: string, params: reado
     text = compiled.sql;
     cache.set(name, text);
   }
-  return (await db.executeQuery<Row>(CompiledQuery.raw(text, [...params]))).rows;
+  return (await db.executeQuery<Row>(CompiledQuery.raw(text, params as unknown[]))).rows;
 }
 
 /** Rows per INSERT statement: well under SQLite's (32,766) and PostgreSQL's (65,535) bound-parameter limits. */
@@ -158,7 +158,9 @@ export async function insertRows<T extends keyof Schema & string>(db: Executor, 
   const columns = Object.keys(rows[0] as object);
   for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
     const part = rows.slice(i, i + INSERT_CHUNK);
-    const params = part.flatMap((row) => columns.map((c) => (row as Record<string, unknown>)[c]));
+    const params = new Array<unknown>(part.length * columns.length);
+    let n = 0;
+    for (const row of part) for (const column of columns) params[n++] = (row as Record<string, unknown>)[column];
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     await runPrepared(db, `insert:${table}:${columns.join(',')}:${part.length}`, params, () => db.insertInto(table).values(part as any));
   }

@@ -56,6 +56,8 @@ export const deployments: MigrationStep = {
     await db.schema.createIndex('deployments_org_state').on('deployments').columns(['org_id', 'state', 'id']).execute();
     await db.schema.createIndex('deployments_pair').on('deployments').columns(['service_id', 'environment_id', 'state']).execute();
     await db.schema.createIndex('deployments_environment').on('deployments').columns(['environment_id', 'id']).execute();
+    // A runner claims in its environments, oldest first: a backlog elsewhere in the organization is not scanned.
+    await db.schema.createIndex('deployments_environment_state').on('deployments').columns(['environment_id', 'state', 'id']).execute();
     // Partial: only leases in force are indexed, so creating a (queued) deployment writes one index fewer.
     await db.schema.createIndex('deployments_lease').on('deployments').column('lease_expires_at').where(sql.ref('state'), '=', 'in_progress').execute();
     // The database itself refuses a second in-progress deployment of one service into one environment.
