@@ -26,8 +26,4 @@ export const signingKeysRepo = {
       .where('retired_at', 'is', null).where('activated_at', 'is not', null).where('kid', '!=', exceptKid)
       .execute();
   },
-
-  async updateSealed(db: Executor, kid: string, sealed: Buffer, masterKeyId: string): Promise<void> {
-    await db.updateTable('signing_keys').set({ private_sealed: sealed, master_key_id: masterKeyId }).where('kid', '=', kid).execute();
-  },
 };

@@ -19,12 +19,4 @@ export const instanceRepo = {
   async insertKeyOnce(db: Executor, row: { name: string; sealed: Buffer; master_key_id: string; created_at: string }): Promise<void> {
     await db.insertInto('instance_keys').values(row).onConflict((oc) => oc.column('name').doNothing()).execute();
   },
-
-  async listKeys(db: Executor) {
-    return db.selectFrom('instance_keys').selectAll().execute();
-  },
-
-  async updateKeySealed(db: Executor, name: string, sealed: Buffer, masterKeyId: string): Promise<void> {
-    await db.updateTable('instance_keys').set({ sealed, master_key_id: masterKeyId }).where('name', '=', name).execute();
-  },
 };

@@ -5,6 +5,9 @@ import type { Db } from '../../platform/db/database.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import { instanceRepo } from './instance.repo.js';
 
+/** What an instance key's wrapping is bound to (master-key rotation re-wraps with the same binding). */
+export const instanceKeyBinding = (name: string) => `instance/${name}`;
+
 export const PEPPER_KEY = 'client-secret-pepper';
 
 export interface InstanceIdentity {
@@ -32,8 +35,8 @@ export async function loadInstanceIdentity(db: Db, ring: MasterKeyring, configur
  * master key, so every node (and every restart) uses the same one.
  */
 export async function loadInstanceKey(db: Db, ring: MasterKeyring, name: string): Promise<Buffer> {
-  const wrapped = wrapKey(ring, randomBytes(32), `instance/${name}`);
+  const wrapped = wrapKey(ring, randomBytes(32), instanceKeyBinding(name));
   await instanceRepo.insertKeyOnce(db, { name, sealed: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() });
   const row = (await instanceRepo.getKey(db, name))!;
-  return unwrapKey(ring, row.sealed, row.master_key_id, `instance/${name}`);
+  return unwrapKey(ring, row.sealed, row.master_key_id, instanceKeyBinding(name));
 }

@@ -4,6 +4,8 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Dialect, Executor } from '../../platform/db/database.js';
 import { signingKeyBinding } from '../auth/signing-keys.js';
+import { instanceKeyBinding } from '../instance/instance.service.js';
+import { dataKeyBinding } from '../secrets/data-keys.js';
 
 export interface WrappedRow {
   table: WrappedTable;
@@ -18,9 +20,9 @@ type Row = Record<string, unknown>;
 
 /** Primary key, sealed column and wrap binding of each table; the bindings are the ones its writer uses. */
 const WRAPPED = {
-  org_data_keys: { id: 'id', sealed: 'wrapped', binding: (r: Row) => `org-data-key/${String(r.org_id)}/${String(r.id)}` },
+  org_data_keys: { id: 'id', sealed: 'wrapped', binding: (r: Row) => dataKeyBinding(String(r.org_id), String(r.id)) },
   signing_keys: { id: 'kid', sealed: 'private_sealed', binding: (r: Row) => signingKeyBinding(String(r.kid)) },
-  instance_keys: { id: 'name', sealed: 'sealed', binding: (r: Row) => `instance/${String(r.name)}` },
+  instance_keys: { id: 'name', sealed: 'sealed', binding: (r: Row) => instanceKeyBinding(String(r.name)) },
 } as const;
 
 export type WrappedTable = keyof typeof WRAPPED;

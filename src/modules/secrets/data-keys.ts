@@ -12,7 +12,8 @@ export interface DataKey {
   key: Buffer;
 }
 
-const binding = (orgId: string, dataKeyId: string) => `org-data-key/${orgId}/${dataKeyId}`;
+/** What a data key's wrapping is bound to (master-key rotation re-wraps with the same binding). */
+export const dataKeyBinding = (orgId: string, dataKeyId: string) => `org-data-key/${orgId}/${dataKeyId}`;
 const valuesBinding = (orgId: string, secretId: string, version: number) => `slipway/secret/${orgId}/${secretId}/${version}`;
 
 export function createDataKeys(deps: { ring: MasterKeyring }) {
@@ -23,7 +24,7 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
     const hit = unwrapped.get(id);
     if (hit) return hit;
     const row = await db.selectFrom('org_data_keys').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-    const key = unwrapKey(deps.ring, row.wrapped, row.master_key_id, binding(row.org_id, row.id));
+    const key = unwrapKey(deps.ring, row.wrapped, row.master_key_id, dataKeyBinding(row.org_id, row.id));
     unwrapped.set(id, key);
     return key;
   }
@@ -40,7 +41,7 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
       }
       const id = newId('dataKey');
       const key = randomBytes(32);
-      const wrapped = wrapKey(deps.ring, key, binding(orgId, id));
+      const wrapped = wrapKey(deps.ring, key, dataKeyBinding(orgId, id));
       await db.insertInto('org_data_keys').values({ id, org_id: orgId, wrapped: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() }).execute();
       // Cached only after commit would be stricter; a rolled-back key is simply never found again.
       unwrapped.set(id, key);

@@ -9,10 +9,6 @@ export const serviceUsersRepo = {
     await db.insertInto('service_users').values(row).execute();
   },
 
-  async findById(db: Executor, id: string): Promise<ServiceUserRow | undefined> {
-    return db.selectFrom('service_users').selectAll().where('id', '=', id).executeTakeFirst();
-  },
-
   /** A service user and its live client secrets in one round trip (the token endpoint's read). */
   async findWithSecrets(db: Db, id: string): Promise<{ user: ServiceUserRow; secrets: ClientSecretRow[] } | null> {
     const rows = await runPrepared(db, 'serviceUsers.findWithSecrets', [id], () => db.selectFrom('service_users as u')
