@@ -29,9 +29,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       formatters: { level: (label) => ({ level: label }) },
     },
-    // Lines are gathered into writes of up to 4 KiB: one write(2) per request line is the largest
-    // single cost of a small request. pino flushes what is buffered when the process exits.
-    destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 }),
+    // Lines are gathered into writes of up to 4 KiB (one write(2) per request line is the largest
+    // single cost of a small request), and whatever is gathered goes out within 250 ms, so a quiet
+    // server's last lines are never held back. pino flushes the rest when the process exits.
+    destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 }),
   );
 }
 
