@@ -93,7 +93,9 @@ function readCredentialsFile(file: string, read: (file: string) => string): Cred
   try {
     parsed = JSON.parse(read(file));
   } catch (error) {
-    throw new UsageError(`--credentials ${file}: ${(error as Error).message}`);
+    // Never JSON.parse's own message: it quotes the file, and the file holds the client secret.
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`--credentials ${file}: ${code ? `cannot read it (${code})` : 'is not valid JSON'}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--credentials ${file} must hold a JSON object with clientId, clientSecret, tokenUrl, scope and orgId`);
   const out: CredentialsFile = {};

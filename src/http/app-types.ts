@@ -16,6 +16,11 @@ declare module 'fastify' {
     operation?: string;
     /** Problem format: RFC 9457 for the API, RFC 6749 §5.2 for the OAuth endpoints. */
     errorFormat?: 'problem' | 'oauth';
+    /**
+     * false: the route does not take Idempotency-Key. For answers that must not be kept or
+     * replayed: a reveal (each one audited) and a runner's claim (both carry secret values).
+     */
+    idempotent?: false;
   }
   interface FastifyRequest {
     principal: Principal | null;

@@ -205,13 +205,15 @@ describe('Idempotency-Key', () => {
     assert.equal((await createSecret('k'.repeat(255), uniqueName('long-key'))).status, 201);
   });
 
-  it('documents the header, 409 and 422 on every POST of the API, and nowhere else', async () => {
+  it('documents the header, 409 and 422 on every POST of the API but reveal and claim, and nowhere else', async () => {
     const doc = (await server.http().get('/openapi.json')).body;
+    // Their answers carry secret values: never kept, never replayed (a reveal is audited each time).
+    const notKept = new Set(['/v1/orgs/{orgId}/secrets/{name}/reveal', '/v1/orgs/{orgId}/runner/claim']);
     let posts = 0;
     for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {
         const header = (op.parameters ?? []).find((p: any) => p.in === 'header' && p.name === 'idempotency-key');
-        if (method === 'post' && path.startsWith('/v1/')) {
+        if (method === 'post' && path.startsWith('/v1/') && !notKept.has(path)) {
           posts++;
           assert.ok(header, `${method} ${path} lacks Idempotency-Key`);
           assert.equal(header.required, false);
@@ -222,6 +224,21 @@ describe('Idempotency-Key', () => {
       }
     }
     assert.ok(posts >= 4);
+  });
+
+  it('never keeps a reveal: the same key reveals again, audited each time, and nothing is stored', async () => {
+    const name = uniqueName('revealed');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'kept-nowhere-Zq9' } }] })).status, 201);
+    const key = randomUUID();
+    for (let i = 0; i < 2; i++) {
+      const res = await server.owner.http.post(`/v1/orgs/default/secrets/${name}/reveal`, {}, { headers: { 'idempotency-key': key } });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('idempotent-replayed'), null);
+    }
+    const events = await server.owner.http.get('/v1/orgs/default/events?type=secret.revealed&limit=200');
+    assert.equal(events.body.events.filter((e: any) => e.data.name === name).length, 2);
+    const stored = await server.core.db.selectFrom('idempotency_keys').select('idempotency_key').where('idempotency_key', '=', key).execute();
+    assert.deepEqual(stored, []);
   });
 
   it('still replays after a restart (all state is in the database)', async () => {

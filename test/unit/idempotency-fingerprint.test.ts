@@ -7,6 +7,8 @@ import fc from 'fast-check';
 import { IdempotencyKeyHeader, isIdempotentRoute } from '../../src/modules/idempotency/idempotency.schemas.js';
 import { canonicalJson, requestFingerprint } from '../../src/modules/idempotency/idempotency.service.js';
 
+const KEY = Buffer.alloc(32, 7);
+
 /** The same object with its keys inserted in reverse order, at every depth. */
 function reversedKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(reversedKeys);
@@ -22,7 +24,7 @@ describe('request fingerprint', () => {
   it('ignores key order at every depth', () => {
     fc.assert(fc.property(json, (body) => {
       assert.equal(canonicalJson(reversedKeys(body)), canonicalJson(body));
-      assert.equal(requestFingerprint({ method: 'POST', path: '/v1/x', body: reversedKeys(body) }), requestFingerprint({ method: 'POST', path: '/v1/x', body }));
+      assert.equal(requestFingerprint(KEY, { method: 'POST', path: '/v1/x', body: reversedKeys(body) }), requestFingerprint(KEY, { method: 'POST', path: '/v1/x', body }));
     }));
   });
 
@@ -30,12 +32,12 @@ describe('request fingerprint', () => {
     // isDeepStrictEqual ignores key order, as a retry may.
     fc.assert(fc.property(json, json, (a, b) => {
       const same = isDeepStrictEqual(a, b);
-      assert.equal(requestFingerprint({ method: 'POST', path: '/v1/x', body: a }) === requestFingerprint({ method: 'POST', path: '/v1/x', body: b }), same);
+      assert.equal(requestFingerprint(KEY, { method: 'POST', path: '/v1/x', body: a }) === requestFingerprint(KEY, { method: 'POST', path: '/v1/x', body: b }), same);
     }));
   });
 
   it('keeps array order, and tells apart method and path', () => {
-    const fp = (method: string, path: string, body: unknown) => requestFingerprint({ method, path, body });
+    const fp = (method: string, path: string, body: unknown) => requestFingerprint(KEY, { method, path, body });
     assert.notEqual(fp('POST', '/v1/x', [1, 2]), fp('POST', '/v1/x', [2, 1]));
     assert.notEqual(fp('POST', '/v1/orgs/a/secrets', {}), fp('POST', '/v1/orgs/b/secrets', {}));
     assert.notEqual(fp('POST', '/v1/x', {}), fp('PUT', '/v1/x', {}));

@@ -6,7 +6,7 @@ import type { App } from '../../http/app-types.js';
 import type { RateLimiter } from '../../http/rate-limit.js';
 import { errors } from '../../platform/errors.js';
 import { oauthErrors } from './oauth-errors.js';
-import { audienceScope, STANDARD_SCOPES } from './scopes.js';
+import { audienceScope, orgClaim, STANDARD_SCOPES } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
 import type { ClientCredentials, TokenService } from './token.service.js';
 
@@ -224,7 +224,7 @@ export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpNam
     introspection_endpoint_auth_methods_supported: authMethods,
     revocation_endpoint_auth_methods_supported: authMethods,
     scopes_supported: [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)],
-    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', `urn:${deps.idpName}:iam:user:resourceowner:id`],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', orgClaim(deps.idpName)],
     access_token_signing_alg_values_supported: [SIGNING_ALG],
     service_documentation: `${deps.baseUrl}/docs`,
   };

@@ -26,3 +26,8 @@ export function parseScopes(scope: string | undefined, idpName: string, projectI
   const granted = [...new Set(requested)];
   return { ok: true, granted, audience: granted.includes(audience) };
 }
+
+/** The claim that names the token's organization, in the form ZITADEL uses for its resource owner. */
+export function orgClaim(idpName: string): string {
+  return `urn:${idpName}:iam:user:resourceowner:id`;
+}

@@ -8,7 +8,7 @@ import { errors } from '../../platform/errors.js';
 import type { Principal } from './principal.js';
 import type { PrincipalDirectory } from './principal-directory.js';
 import type { RevocationList } from './revocations.js';
-import { audienceScope } from './scopes.js';
+import { audienceScope, orgClaim } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
 
 interface VerifiedClaims {
@@ -53,7 +53,7 @@ function describe(error: unknown): string {
 
 export function createTokenVerifier(deps: TokenVerifierDeps) {
   const audience = audienceScope(deps.idpName, deps.projectId);
-  const orgClaimName = `urn:${deps.idpName}:iam:user:resourceowner:id`;
+  const orgClaimName = orgClaim(deps.idpName);
   const verified = new LRUCache<string, VerifiedClaims>({ max: 20_000, ttlAutopurge: false });
   let jwks: ReturnType<typeof createLocalJWKSet> | null = null;
   let jwksKids = new Set<string>();

@@ -9,7 +9,9 @@ import { serviceUsersRepo, type ServiceUserRow } from '../service-users/service-
 import { oauthErrors } from './oauth-errors.js';
 import type { Principal } from './principal.js';
 import type { RevocationList } from './revocations.js';
-import { audienceScope, parseScopes, STANDARD_SCOPES } from './scopes.js';
+import { audienceScope, orgClaim, parseScopes, STANDARD_SCOPES } from './scopes.js';
+
+export { orgClaim };
 import { signEs256Compact } from './jws.js';
 import type { SigningKeys } from './signing-keys.js';
 import type { TokenVerifier } from './token-verifier.js';
@@ -38,10 +40,6 @@ export interface TokenServiceDeps {
   ttlSeconds: number;
 }
 
-/** The claim that names the token's organization, in the form ZITADEL uses for its resource owner. */
-export function orgClaim(idpName: string): string {
-  return `urn:${idpName}:iam:user:resourceowner:id`;
-}
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 

@@ -21,8 +21,8 @@ interface RouteShape {
 
 /** Every authenticated POST of the API; not the OAuth endpoints, whose retry semantics RFC 6749 fixes. */
 export function isIdempotentRoute(route: RouteShape): boolean {
-  return [route.method].flat().includes('POST') && route.url.startsWith('/v1/')
-    && (route.config as { auth?: unknown } | undefined)?.auth !== undefined;
+  const config = route.config as { auth?: unknown; idempotent?: false } | undefined;
+  return [route.method].flat().includes('POST') && route.url.startsWith('/v1/') && config?.auth !== undefined && config.idempotent !== false;
 }
 
 const IN_PROGRESS = 'a request with the same Idempotency-Key is still in progress (Retry-After)';

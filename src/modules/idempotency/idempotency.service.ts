@@ -3,7 +3,7 @@
 // A retry with the same request gets that response again, byte for byte; the same key with a
 // different request is refused; a retry while the first is still running is told to wait. Every
 // bit of state is in the database, so retries may land on any node, before or after a restart.
-import { createHash, randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { open, seal } from '../../platform/crypto/aead.js';
 import type { Db } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -54,8 +54,12 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(sorted(value)) ?? 'null';
 }
 
-export function requestFingerprint(request: Pick<IdempotentRequest, 'method' | 'path' | 'body'>): string {
-  return createHash('sha256').update(`${request.method} ${request.path}\n`).update(canonicalJson(request.body)).digest('hex');
+/**
+ * Keyed (HMAC-SHA-256 under the instance's idempotency key), not a plain hash: a request body may
+ * hold secret values, and a plain hash of a weak value could be guessed from a database dump.
+ */
+export function requestFingerprint(key: Buffer, request: Pick<IdempotentRequest, 'method' | 'path' | 'body'>): string {
+  return createHmac('sha256', key).update(`${request.method} ${request.path}\n`).update(canonicalJson(request.body)).digest('hex');
 }
 
 // The sealed body is bound to its row: moved to another caller's key, it does not open.
@@ -90,7 +94,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer }) {
   return {
     /** Decides whether this request runs (and holds the key until `finish`) or replays the first response. */
     async admit(request: IdempotentRequest): Promise<Admission> {
-      const fingerprint = requestFingerprint(request);
+      const fingerprint = requestFingerprint(sealKey, request);
       // Each pass either decides or loses a race that changed the row; a few passes always suffice
       // unless the key is being hammered, which is exactly the in-progress case.
       for (let attempt = 0; attempt < 3; attempt++) {

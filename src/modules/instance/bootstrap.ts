@@ -21,8 +21,17 @@ export async function bootstrapIfEmpty(deps: { db: Db; dataDir: string; orgs: Or
   if ((await instanceRepo.setSettingOnce(deps.db, 'bootstrapped_by', claim)) !== claim) return null;
 
   const ctx = cliContext();
-  const org = await deps.orgs.create(ctx, { slug: 'default', name: 'Default' });
-  const owner = await deps.serviceUsers.create(ctx, org.id, { name: 'bootstrap-owner', description: 'Created on first start', role: 'owner', instanceAdmin: true });
+  let owner;
+  let org;
+  try {
+    org = await deps.orgs.create(ctx, { slug: 'default', name: 'Default' });
+    owner = await deps.serviceUsers.create(ctx, org.id, { name: 'bootstrap-owner', description: 'Created on first start', role: 'owner', instanceAdmin: true });
+  } catch (error) {
+    // Give the claim back, so that the next start tries again instead of leaving an empty instance.
+    // (An organization made before the failure stays; `slipway service-user create --instance-admin` gives it an owner.)
+    await deps.db.deleteFrom('instance_settings').where('key', '=', 'bootstrapped_by').where('value', '=', claim).execute();
+    throw error;
+  }
   const file = path.join(deps.dataDir, BOOTSTRAP_FILE);
   fs.mkdirSync(deps.dataDir, { recursive: true, mode: 0o700 });
   const body = { orgId: org.id, clientId: owner.clientId, clientSecret: owner.clientSecret, tokenUrl: owner.tokenUrl, scope: owner.scope };

@@ -14,7 +14,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
   const { runner } = deps;
 
   app.post(RUNNER_ROUTES.claim, {
-    config: { auth: 'runner', operation: 'runner.claim' },
+    config: { auth: 'runner', operation: 'runner.claim', idempotent: false },
     schema: {
       tags,
       summary: 'Claim the oldest claimable deployment (long poll)',

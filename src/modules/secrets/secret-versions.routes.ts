@@ -38,7 +38,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
   }, async (req) => secrets.getVersion(req.org!.id, req.params.name, req.params.version));
 
   app.post('/v1/orgs/:orgId/secrets/:name/reveal', {
-    config: { auth: 'admin', operation: 'secrets.reveal' },
+    config: { auth: 'admin', operation: 'secrets.reveal', idempotent: false },
     preValidation: emptyBodyIsEmptyObject,
     schema: {
       tags,

@@ -202,11 +202,10 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
 
     async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
       const now = new Date().toISOString();
-      const id = await change(ctx, orgId, idOrName, async (trx, row) => {
+      await change(ctx, orgId, idOrName, async (trx, row) => {
         await assertNotLastOwner(trx, row, 'removed');
         await serviceUsersRepo.delete(trx, row.id);
         await appendEvents(trx, ctx, [event(orgId, row, 'deleted', { name: row.name })], now);
-        return row.id;
       });
     },
 

@@ -53,7 +53,7 @@ function exportsOf(ref: SecretReferenceT, keys: readonly string[]): string[] {
 
 /**
  * Pins each reference to the secret's current version, after checking that every named key
- * exists in it (422 `unknown_secret_reference`) and that no variable would be set twice (422
+ * exists in it (422 `unknown_secret_reference`; a missing secret is the secrets service's 422 `unknown_secrets`) and that no variable would be set twice (422
  * `variable_conflict`), whether by two references or by a reference and a plain variable.
  */
 export function pinSecretReferences(

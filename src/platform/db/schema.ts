@@ -115,7 +115,7 @@ export interface IdempotencyKeysTable {
   idempotency_key: string;
   method: string;
   path: string;
-  /** SHA-256 (hex) of method, path and body: a retry must match it. */
+  /** HMAC-SHA-256 (hex, under the instance's idempotency key) of method, path and body: a retry must match it. */
   fingerprint: string;
   state: 'in_progress' | 'completed';
   /** Whoever holds the row; changes when an abandoned or expired row is taken over. */
