@@ -74,7 +74,9 @@ describe('deployments', () => {
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { DB_URL: 'postgres://one', DB_PASSWORD: 'pw-one' } }] })).status, 201);
     const { env, svc, claim } = await pair({ command: ['run'], variables: { GREETING: 'hello' }, secrets: [{ secret, key: 'DB_URL', as: 'DATABASE_URL' }, { secret }] });
     const first = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
-    assert.deepEqual(first.spec.secrets, [{ secret, key: 'DB_URL', as: 'DATABASE_URL', version: 1 }, { secret, version: 1 }]);
+    const secretId = first.spec.secrets[0].secretId;
+    assert.equal(typeof secretId, 'string');
+    assert.deepEqual(first.spec.secrets, [{ secret, secretId, key: 'DB_URL', as: 'DATABASE_URL', version: 1 }, { secret, secretId, version: 1 }]);
 
     const changed = await developer.http.put(`/v1/orgs/${orgId}/secrets/${secret}`, { values: { DB_URL: 'postgres://two', DB_PASSWORD: 'pw-two' } });
     assert.equal(changed.status, 200, changed.text);

@@ -195,6 +195,35 @@ describe('runner protocol', () => {
     assert.match(failed.reason, new RegExp(secret));
   });
 
+  it('fails a deployment whose pinned secret was deleted for good, even when a new secret has taken its name', async () => {
+    const secret = unique('reborn');
+    const [oldValue, newValue] = ['old-value-A', 'new-value-B-must-not-reach-the-old-deployment'];
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { K: oldValue } }] })).status, 201);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['x'], secrets: [{ secret }] } });
+    const doomed = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.deepEqual(doomed.spec.secrets.map((s: any) => ({ secret: s.secret, version: s.version })), [{ secret, version: 1 }]);
+    const destroyed = await admin.http.delete(`/v1/orgs/${orgId}/secrets/${secret}?permanent=true`);
+    assert.equal(destroyed.status, 204, destroyed.text);
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { K: newValue } }] })).status, 201);
+
+    const claimed = await runner.claim({ environments: [env.id], waitSeconds: 0 });
+    assert.equal(claimed.status, 204, claimed.text);
+    assert.ok(!claimed.text.includes(newValue) && !claimed.text.includes(oldValue));
+    const failed = await getDeployment(developer.http, orgId, doomed.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, new RegExp(`${secret}@1`));
+    assert.ok(!JSON.stringify(failed).includes(newValue));
+
+    // A new deployment pins the new secret (another id) and gets its values.
+    const fresh = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.notEqual(fresh.spec.secrets[0].secretId, doomed.spec.secrets[0].secretId);
+    const taken = await runner.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal(taken.deployment.id, fresh.id);
+    assert.deepEqual(taken.run.secrets, { K: newValue });
+    assert.equal((await runner.complete(fresh.id, taken.lease.token)).status, 200);
+  });
+
   it('hands each of 100 queued deployments to exactly one of 4 racing runners', async () => {
     const org = (await server.createOrg()).id;
     const [adm, dev] = [await server.actor(org, 'admin'), await server.actor(org, 'developer')];

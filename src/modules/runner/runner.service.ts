@@ -95,7 +95,7 @@ export function createRunnerService(deps: RunnerDeps) {
     const { spec } = JSON.parse(row.snapshot) as Snapshot;
     const { variables, secrets: refs, ...run } = spec;
     try {
-      const values = await deps.secrets.resolveValues(trx, orgId, refs.map((r) => ({ name: r.secret, version: r.version })));
+      const values = await deps.secrets.resolveValues(trx, orgId, refs.map((r) => ({ secretId: r.secretId, name: r.secret, version: r.version })));
       return { ...run, variables, secrets: secretVariables(spec, values) };
     } catch (error) {
       if (isAppError(error)) return error;

@@ -14,7 +14,9 @@ function toVersion(row: SecretVersionRow): SecretVersionT {
   return { version: row.version, keys: JSON.parse(row.keys) as string[], createdAt: row.created_at, createdBy: row.created_by };
 }
 
+/** A pinned secret version: the secret's id and version are what count; the name is for messages. */
 export interface SecretRef {
+  secretId: string;
   name: string;
   version: number;
 }
@@ -67,35 +69,41 @@ export function createSecretReads(store: SecretStore) {
     },
 
     /**
-     * The current version and keys of each named secret, for a deployment to pin. A name that
+     * The id, current version and keys of each named secret, for a deployment to pin. A name that
      * does not exist or is deleted fails the whole call with a 422 that lists every such name.
      */
-    async currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, { version: number; keys: string[] }>> {
+    async currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, { secretId: string; version: number; keys: string[] }>> {
       const wanted = [...new Set(names)];
       const rows = await secretsRepo.findByNames(executor, orgId, wanted, unlocked);
       const live = new Map(rows.filter((r) => r.deleted_at === null).map((r) => [r.name, r]));
       const missing = wanted.filter((n) => !live.has(n));
       if (missing.length > 0) throw errors.unknownSecrets(missing);
-      return new Map(wanted.map((n) => [n, { version: live.get(n)!.version, keys: JSON.parse(live.get(n)!.keys) as string[] }]));
+      return new Map(wanted.map((n) => {
+        const row = live.get(n)!;
+        return [n, { secretId: row.id, version: row.version, keys: JSON.parse(row.keys) as string[] }];
+      }));
     },
 
     /**
-     * The values of pinned (name, version) pairs, for a runner's claim. A pinned version stays
-     * resolvable while its secret exists, deleted or not (a soft delete frees nothing by surprise,
-     * so a queued deployment or a rollback still gets what it pinned); after a permanent delete
-     * or a purge it is gone, and the call fails with a 422 naming every `name@version` missing.
+     * The values of pinned (secret id, version) pairs, for a runner's claim, keyed by secret id.
+     * A pinned version stays resolvable while its secret exists, deleted or not (a soft delete
+     * frees nothing by surprise, so a queued deployment or a rollback still gets what it pinned);
+     * after a permanent delete or a purge it is gone, even if a new secret has taken the name
+     * since, and the call fails with a 422 naming every `name@version` missing.
      */
     async resolveValues(executor: Executor, orgId: string, refs: SecretRef[]): Promise<Map<string, Values>> {
       const out = new Map<string, Values>();
       if (refs.length === 0) return out;
-      const rows = new Map((await secretsRepo.findByNames(executor, orgId, [...new Set(refs.map((r) => r.name))], unlocked)).map((r) => [r.name, r]));
-      const pinned = refs.flatMap((ref) => { const row = rows.get(ref.name); return row ? [{ secretId: row.id, version: ref.version }] : []; });
-      const versions = new Map((await secretsRepo.findVersions(executor, pinned)).map((v) => [`${v.secret_id}@${v.version}`, v]));
+      // Only this organization's secrets, by id: never by name, which a new secret may have taken.
+      const ids = [...new Set(refs.map((r) => r.secretId).filter((id): id is string => typeof id === 'string'))];
+      const owned = new Set((await secretsRepo.findByIds(executor, orgId, ids)).map((r) => r.id));
+      const pinned = refs.filter((ref) => owned.has(ref.secretId)).map((ref) => ({ secretId: ref.secretId, version: ref.version }));
+      const versions = new Map((pinned.length > 0 ? await secretsRepo.findVersions(executor, pinned) : []).map((v) => [`${v.secret_id}@${v.version}`, v]));
       const missing: string[] = [];
       for (const ref of refs) {
-        const v = versions.get(`${rows.get(ref.name)?.id}@${ref.version}`);
+        const v = owned.has(ref.secretId) ? versions.get(`${ref.secretId}@${ref.version}`) : undefined;
         if (v === undefined) missing.push(`${ref.name}@${ref.version}`);
-        else out.set(ref.name, await store.open(executor, orgId, v));
+        else if (!out.has(ref.secretId)) out.set(ref.secretId, await store.open(executor, orgId, v));
       }
       if (missing.length > 0) throw errors.unknownSecrets(missing);
       return out;

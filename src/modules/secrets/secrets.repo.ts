@@ -39,6 +39,13 @@ export const secretsRepo = {
     return found;
   },
 
+  /** The organization's rows with these ids, deleted ones included. */
+  async findByIds(db: Executor, orgId: string, ids: string[]): Promise<SecretRow[]> {
+    const found: SecretRow[] = [];
+    for (const part of chunks(ids)) found.push(...await db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('id', 'in', part).execute());
+    return found;
+  },
+
   async findByName(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<SecretRow | undefined> {
     let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', '=', name);
     if (opts.lock) q = q.forUpdate();

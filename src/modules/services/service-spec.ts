@@ -8,6 +8,7 @@ import type { DeploymentSpecT, PinnedSecretReferenceT, SecretReferenceT, Service
 
 /** What the secret store tells us about a secret's current version. */
 export interface SecretVersionInfo {
+  secretId: string;
   version: number;
   keys: string[];
 }
@@ -20,8 +21,11 @@ export interface SecretVersionSource {
 
 /** What a runner's claim needs besides: the values of exact (pinned) versions, the only read of values besides reveal. */
 export interface SecretStore extends SecretVersionSource {
-  /** Values per name; throws a problem naming every `name@version` that is gone (destroyed or purged). */
-  resolveValues(executor: Executor, orgId: string, refs: Array<{ name: string; version: number }>): Promise<Map<string, Record<string, string>>>;
+  /**
+   * Values per secret id, of exact (secret id, version) pairs; throws a problem naming every
+   * `name@version` that is gone (destroyed, purged, or its secret deleted for good).
+   */
+  resolveValues(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<Map<string, Record<string, string>>>;
 }
 
 /** Defaults filled in, and the structural rules checked; `pointer` is where the spec sits in the body. */
@@ -84,17 +88,21 @@ export function pinSecretReferences(
   });
   if (conflicts.length > 0) throw errors.variableConflict(conflicts);
 
-  return refs.map((ref) => ({ ...ref, version: versions.get(ref.secret)!.version }));
+  return refs.map((ref) => {
+    const info = versions.get(ref.secret)!;
+    return { ...ref, secretId: info.secretId, version: info.version };
+  });
 }
 
 /**
- * The environment variables a deployment's secrets export, from the values of the pinned versions.
- * A version or key that is not there (destroyed since) is a 404 problem, which fails the deployment.
+ * The environment variables a deployment's secrets export, from the values of the pinned versions
+ * (keyed by secret id). A version or key that is not there (destroyed since) is a 404 problem,
+ * which fails the deployment.
  */
 export function secretVariables(spec: Pick<DeploymentSpecT, 'secrets'>, values: ReadonlyMap<string, Readonly<Record<string, string>>>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const ref of spec.secrets) {
-    const held = values.get(ref.secret);
+    const held = values.get(ref.secretId);
     if (held === undefined) throw errors.notFound('secret version', `${ref.secret}@${ref.version}`);
     for (const key of ref.key !== undefined ? [ref.key] : Object.keys(held)) {
       const value = held[key];

@@ -106,7 +106,8 @@ export const ServiceList = Type.Object({ services: Type.Array(ServiceSchema), ne
 
 /** A secret reference pinned to the version a deployment uses. */
 export const PinnedSecretReference = Type.Object({
-  secret: Type.String(),
+  secret: Type.String({ description: 'The secret\'s name when the deployment was created (for display).' }),
+  secretId: Type.String({ description: 'The exact secret pinned: a secret deleted for good and created again under the same name is another secret.' }),
   key: Type.Optional(Type.String()),
   as: Type.Optional(Type.String()),
   version: Type.Integer({ minimum: 1, description: 'The secret version this deployment uses, whatever happens to the secret later.' }),
