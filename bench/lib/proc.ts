@@ -6,7 +6,6 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -175,19 +174,7 @@ export function disarmReaper(): void {
   reaper = undefined;
 }
 
-/** A TCP port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../src/runner-agent/local-process.js';
 
 /** CPU seconds (user + system, all threads) used so far by a Linux process. */
 export function processCpuSeconds(pid: number): number | undefined {

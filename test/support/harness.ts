@@ -2,12 +2,12 @@
 // throwaway PostgreSQL cluster when SLIPWAY_TEST_DB=postgres) listening on a real port, and gives
 // tests an HTTP client and factories. Every log line the server writes is kept for assertions.
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { createSlipway, type Core, type Slipway } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
+import { freePort } from '../../src/runner-agent/local-process.js';
 import { cliContext } from '../../src/platform/context.js';
 import type { Role } from '../../src/modules/auth/roles.js';
 import type { Organization } from '../../src/modules/orgs/orgs.schemas.js';
@@ -22,17 +22,7 @@ interface PostgresScript {
 
 let dbCounter = 0;
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** A database for one test server: its URL (null = SQLite in the data dir) and how to drop it. */
 export async function testDatabase(): Promise<{ url: string | null; drop: () => Promise<void> }> {

@@ -1,5 +1,5 @@
 import { sql, type Updateable } from 'kysely';
-import type { Executor } from '../../platform/db/database.js';
+import { insertRows, type Executor } from '../../platform/db/database.js';
 import type { DeploymentLogsTable, DeploymentsTable } from '../../platform/db/schema.js';
 
 export type DeploymentRow = DeploymentsTable;
@@ -13,9 +13,6 @@ export interface DeploymentFilter {
   after: string | null;
   limit: number;
 }
-
-// Rows per INSERT statement: well under both databases' bound-parameter limits.
-const CHUNK = 500;
 
 export const deploymentsRepo = {
   async insert(db: Executor, row: DeploymentRow): Promise<void> {
@@ -119,7 +116,7 @@ export const deploymentsRepo = {
   },
 
   async insertLogs(db: Executor, rows: LogRow[]): Promise<void> {
-    for (let i = 0; i < rows.length; i += CHUNK) await db.insertInto('deployment_logs').values(rows.slice(i, i + CHUNK)).execute();
+    await insertRows(db, 'deployment_logs', rows);
   },
 
   async readLogs(db: Executor, deploymentId: string, after: number, limit: number): Promise<LogRow[]> {
