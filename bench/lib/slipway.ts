@@ -88,6 +88,11 @@ function parseBootstrap(text: string, file: string): SlipwayBootstrap {
   return json as unknown as SlipwayBootstrap;
 }
 
+function profileArgs(): string[] {
+  const dir = process.env.BENCH_PROFILE;
+  return dir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(dir)] : [];
+}
+
 export async function startSlipway(opts: ServerStartOptions): Promise<SlipwayServer> {
   const entry = path.join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
   if (!fs.existsSync(entry)) throw new Error(`Slipway is not built: ${path.relative(REPO_ROOT, entry)} is missing`);
@@ -98,7 +103,8 @@ export async function startSlipway(opts: ServerStartOptions): Promise<SlipwaySer
   const baseUrl = `http://127.0.0.1:${port}`;
   const proc = startProcess({
     name: 'Slipway',
-    args: [path.join(REPO_ROOT, 'bin', 'slipway'), 'serve'],
+    // BENCH_PROFILE=DIR writes a V8 CPU profile of the server there when it stops.
+    args: [...profileArgs(), path.join(REPO_ROOT, 'bin', 'slipway'), 'serve'],
     cwd: REPO_ROOT,
     env: slipwayEnv({
       SLIPWAY_DATA_DIR: dataDir,

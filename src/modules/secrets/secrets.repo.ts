@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { insertRows, type Executor } from '../../platform/db/database.js';
+import { insertRows, runPrepared, type Executor } from '../../platform/db/database.js';
 import type { SecretsTable, SecretVersionsTable } from '../../platform/db/schema.js';
 
 export type SecretRow = SecretsTable;
@@ -58,13 +58,14 @@ export const secretsRepo = {
    * concurrent change, re-check the join against the version row it saw before and lose the secret.
    */
   async findWithCurrent(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<{ secret: SecretRow; current: SecretVersionRow } | undefined> {
-    if (opts.lock) await db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate().execute();
-    const row = await db.selectFrom('secrets')
+    if (opts.lock) {
+      await runPrepared(db, 'secrets.lockByName', [orgId, name], () => db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate());
+    }
+    const [row] = await runPrepared(db, 'secrets.findWithCurrent', [orgId, name], () => db.selectFrom('secrets')
       .innerJoin('secret_versions as v', (j) => j.onRef('v.secret_id', '=', 'secrets.id').onRef('v.version', '=', 'secrets.version'))
       .selectAll('secrets')
       .select(['v.keys as v_keys', 'v.data_key_id as v_data_key_id', 'v.ciphertext as v_ciphertext', 'v.created_at as v_created_at', 'v.created_by as v_created_by'])
-      .where('secrets.org_id', '=', orgId).where('secrets.name', '=', name)
-      .executeTakeFirst();
+      .where('secrets.org_id', '=', orgId).where('secrets.name', '=', name));
     if (row === undefined) return undefined;
     const { v_keys, v_data_key_id, v_ciphertext, v_created_at, v_created_by, ...secret } = row;
     return { secret, current: { secret_id: secret.id, version: secret.version, keys: v_keys, data_key_id: v_data_key_id, ciphertext: v_ciphertext, created_at: v_created_at, created_by: v_created_by } };
@@ -134,6 +135,14 @@ export const secretsRepo = {
    * than a joined VALUES list: SQLite plans and runs them several times faster, PostgreSQL alike.
    */
   async bumpVersions(db: Executor, bumps: VersionBump[], at: string, by: string): Promise<number> {
+    if (bumps.length === 1) {
+      // The common case, one secret changed: SQL compiled once.
+      const [{ id, expected, keys }] = bumps as [VersionBump];
+      const [row] = await runPrepared(db, 'secrets.bumpOne', [keys, at, by, id, expected], () => db.updateTable('secrets')
+        .set((eb) => ({ version: eb('version', '+', eb.lit(1)), keys, updated_at: at, updated_by: by }))
+        .where('id', '=', id).where('version', '=', expected).returning('id'));
+      return row === undefined ? 0 : 1;
+    }
     let moved = 0;
     for (const part of chunks(bumps)) {
       const keys = sql.join(part.map((b) => sql`when ${b.id} then ${b.keys}`), sql` `);

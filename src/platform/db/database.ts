@@ -3,9 +3,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, type Compilable, type DatabaseConnection, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, type Compilable, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Schema } from './schema.js';
+import { GroupCommitSqliteDialect } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Schema>;
@@ -20,24 +21,6 @@ export interface Database {
   close(): Promise<void>;
 }
 
-// A write transaction must take SQLite's write lock when it begins: a deferred BEGIN that
-// upgrades later fails with SQLITE_BUSY at once when another process (a second worker, the CLI)
-// holds it, whereas BEGIN IMMEDIATE waits for busy_timeout like any other statement.
-class ImmediateSqliteDriver extends SqliteDriver {
-  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
-  }
-}
-
-class ImmediateSqliteDialect extends SqliteDialect {
-  constructor(private readonly database: SQLite.Database) {
-    super({ database });
-  }
-  override createDriver() {
-    return new ImmediateSqliteDriver({ database: this.database });
-  }
-}
-
 /**
  * Kysely prepares every statement anew; preparing costs more than running a small query in
  * SQLite, so statements are kept per SQL text (the set is small: it is our own query shapes,
@@ -47,7 +30,7 @@ function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database
   const cache = new Map<string, SQLite.Statement>();
   const prepare = sqlite.prepare.bind(sqlite);
   return new Proxy(sqlite, {
-    get(target, prop, receiver) {
+    get(target, prop) {
       if (prop === 'prepare') {
         return (source: string) => {
           let stmt = cache.get(source);
@@ -59,7 +42,7 @@ function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database
           return stmt;
         };
       }
-      const value = Reflect.get(target, prop, receiver);
+      const value = Reflect.get(target, prop);
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
@@ -74,7 +57,7 @@ function openSqlite(file: string): Database {
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');
-  const db = new Kysely<Schema>({ dialect: new ImmediateSqliteDialect(withStatementCache(sqlite)) });
+  const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite)) });
   return {
     db,
     dialect: 'sqlite',

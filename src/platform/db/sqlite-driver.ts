@@ -1,0 +1,239 @@
+// SQLite's one connection, shared by every request of the process, with group commit.
+//
+// A write transaction's cost on SQLite is mostly its COMMIT: each dirty page goes to the WAL with
+// its own system calls, and the same index and table pages are dirtied by every small change. So
+// transactions that arrive together are run one after another inside one SQLite transaction, each
+// in a savepoint of its own, and committed together when no more are waiting (at the latest after
+// MAX_GROUP of them or MAX_GROUP_MS). A transaction that fails rolls back to its savepoint and
+// leaves the others alone. Nobody is told that a transaction committed before the COMMIT that
+// made it durable has succeeded; if that COMMIT fails, every transaction of the group fails.
+//
+// A statement outside a transaction never runs inside an open group: the group is committed
+// first, so a read never sees a change that might still fail.
+import type SQLite from 'better-sqlite3';
+import { CompiledQuery, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler, type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult } from 'kysely';
+
+/** Transactions committed together at most (their rows stay locked, so latency grows with it). */
+const MAX_GROUP = 64;
+/** How long a group may stay open, in ms, before the next release commits it. */
+const MAX_GROUP_MS = 10;
+
+/** Who holds the connection, in arrival order: a FIFO hand-over, so nobody starves. */
+class Mutex {
+  #held = false;
+  #waiting: Array<() => void> = [];
+
+  get held(): boolean {
+    return this.#held;
+  }
+
+  get waiters(): number {
+    return this.#waiting.length;
+  }
+
+  lock(): Promise<void> {
+    if (!this.#held) {
+      this.#held = true;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  tryLock(): boolean {
+    if (this.#held) return false;
+    this.#held = true;
+    return true;
+  }
+
+  unlock(): void {
+    const next = this.#waiting.shift();
+    if (next === undefined) this.#held = false;
+    else next();
+  }
+}
+
+interface Group {
+  started: number;
+  jobs: number;
+  /** Transactions that released their savepoint and wait for the group's COMMIT. */
+  waiting: Array<{ resolve: () => void; reject: (error: unknown) => void }>;
+}
+
+/** One hold of the connection, from acquireConnection to releaseConnection (Kysely passes it back to the driver). */
+class Lease implements DatabaseConnection {
+  /** Between beginTransaction and its commit or rollback. */
+  inJob = false;
+  /** The hold was given back early (a transaction's end) or normally. */
+  released = false;
+
+  constructor(readonly driver: GroupCommitSqliteDriver) {}
+
+  executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.released) return Promise.reject(new Error('the SQLite connection was used after it was released'));
+    try {
+      if (!this.inJob) this.driver.commitGroup();
+      return Promise.resolve(this.driver.run<R>(query));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  // eslint-disable-next-line require-yield
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error('streaming queries are not used with SQLite');
+  }
+}
+
+export class GroupCommitSqliteDriver implements Driver {
+  readonly #db: SQLite.Database;
+  readonly #mutex = new Mutex();
+  #group: Group | null = null;
+  #flushScheduled = false;
+
+  constructor(db: SQLite.Database) {
+    this.#db = db;
+  }
+
+  async init(): Promise<void> {}
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    await this.#mutex.lock();
+    return new Lease(this);
+  }
+
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    const group = this.#group;
+    if (group !== null && (group.jobs >= MAX_GROUP || Date.now() - group.started >= MAX_GROUP_MS)) this.commitGroup();
+    if (this.#group === null) {
+      // IMMEDIATE: take the write lock now, waiting busy_timeout for another process to give it
+      // up, rather than fail at once when a deferred transaction upgrades later.
+      this.run(CompiledQuery.raw('begin immediate'));
+      this.#group = { started: Date.now(), jobs: 0, waiting: [] };
+    }
+    this.run(CompiledQuery.raw('savepoint job'));
+    (connection as Lease).inJob = true;
+  }
+
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    const lease = connection as Lease;
+    this.run(CompiledQuery.raw('release job'));
+    lease.inJob = false;
+    const group = this.#group!;
+    group.jobs++;
+    const durable = new Promise<void>((resolve, reject) => group.waiting.push({ resolve, reject }));
+    this.#release(lease);
+    await durable;
+  }
+
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    const lease = connection as Lease;
+    // Kysely rolls back after a failed commit too; by then this job has left the connection.
+    if (lease.released) return;
+    lease.inJob = false;
+    if (this.#db.inTransaction) {
+      this.run(CompiledQuery.raw('rollback to job'));
+      this.run(CompiledQuery.raw('release job'));
+    } else {
+      // Some errors (I/O, a full disk) make SQLite roll back the whole transaction: every job
+      // of the group is lost with it.
+      this.#failGroup(new Error('SQLite rolled back the transaction after an error; retry'));
+    }
+    this.#release(lease);
+  }
+
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    const lease = connection as Lease;
+    if (!lease.released) this.#release(lease);
+  }
+
+  async destroy(): Promise<void> {
+    // Whoever still holds the connection finishes first; then the last group is committed.
+    await this.#mutex.lock();
+    try {
+      this.commitGroup();
+    } finally {
+      this.#db.close();
+    }
+  }
+
+  run<R>(query: CompiledQuery): QueryResult<R> {
+    const stmt = this.#db.prepare(query.sql);
+    if (stmt.reader) return { rows: stmt.all(query.parameters) as R[] };
+    const { changes, lastInsertRowid } = stmt.run(query.parameters);
+    return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
+  }
+
+  /** Commits the open group and tells its transactions; the caller holds the connection. */
+  commitGroup(): void {
+    const group = this.#group;
+    if (group === null) return;
+    this.#group = null;
+    try {
+      this.run(CompiledQuery.raw('commit'));
+    } catch (error) {
+      if (this.#db.inTransaction) this.#db.exec('rollback');
+      for (const w of group.waiting) w.reject(error);
+      return;
+    }
+    for (const w of group.waiting) w.resolve();
+  }
+
+  #failGroup(error: unknown): void {
+    const group = this.#group;
+    if (group === null) return;
+    this.#group = null;
+    if (this.#db.inTransaction) this.#db.exec('rollback');
+    for (const w of group.waiting) w.reject(error);
+  }
+
+  /**
+   * Gives the connection to the next in line. An open group stays open while transactions are
+   * waiting for the connection (they join it); otherwise it is committed once the event loop has
+   * taken in what else arrived together (requests parsed in the same turn join it too).
+   */
+  #release(lease: Lease): void {
+    lease.released = true;
+    const group = this.#group;
+    if (group !== null && (group.jobs >= MAX_GROUP || Date.now() - group.started >= MAX_GROUP_MS)) this.commitGroup();
+    if (this.#group !== null && this.#mutex.waiters === 0) this.#scheduleFlush();
+    this.#mutex.unlock();
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      if (this.#group === null) return;
+      // Someone holds the connection: their release commits or schedules again.
+      if (!this.#mutex.tryLock()) return;
+      try {
+        this.commitGroup();
+      } finally {
+        this.#mutex.unlock();
+      }
+    });
+  }
+}
+
+/** Kysely's SQLite dialect on the group-committing driver. */
+export class GroupCommitSqliteDialect implements Dialect {
+  constructor(private readonly database: SQLite.Database) {}
+
+  createDriver(): Driver {
+    return new GroupCommitSqliteDriver(this.database);
+  }
+
+  createQueryCompiler() {
+    return new SqliteQueryCompiler();
+  }
+
+  createAdapter() {
+    return new SqliteAdapter();
+  }
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  createIntrospector(db: Kysely<any>) {
+    return new SqliteIntrospector(db);
+  }
+}

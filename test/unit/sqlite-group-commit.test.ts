@@ -1,0 +1,96 @@
+// SQLite's group commit: transactions that arrive together commit together, each one fails or
+// succeeds on its own, and nobody hears "done" before the COMMIT that made it durable.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import SQLite from 'better-sqlite3';
+import { sql, type Kysely } from 'kysely';
+import { isUniqueViolation, openDatabase, type Database } from '../../src/platform/db/database.js';
+
+describe('SQLite group commit', () => {
+  let database: Database;
+  let db: Kysely<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** A second connection to the same file, as another process would have: it sees only committed rows. */
+  let other: SQLite.Database;
+  const seenByOther = (): string[] => (other.prepare('select name from items order by name').all() as Array<{ name: string }>).map((r) => r.name);
+
+  before(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-group-'));
+    database = openDatabase({ databaseUrl: null, dataDir: dir });
+    db = database.db as unknown as Kysely<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    await sql`create table items (name text primary key)`.execute(db);
+    other = new SQLite(database.file!, { readonly: true });
+  });
+
+  after(async () => {
+    other.close();
+    await database.close();
+  });
+
+  const reset = () => sql`delete from items`.execute(db);
+  const insert = (name: string) => db.transaction().execute((trx) => trx.insertInto('items').values({ name }).execute());
+
+  it('commits concurrent transactions together, and only tells them once the rows are durable', async () => {
+    await reset();
+    const seenAtResolve: string[][] = [];
+    await Promise.all(Array.from({ length: 10 }, (_, i) => insert(`a${i}`).then(() => seenAtResolve.push(seenByOther()))));
+    // Every transaction heard "committed" only when another connection could already read all ten:
+    // they were made durable by one COMMIT, after the last of them had run.
+    assert.equal(seenAtResolve.length, 10);
+    for (const seen of seenAtResolve) assert.equal(seen.length, 10);
+  });
+
+  it('fails one transaction of a group without losing the others', async () => {
+    await reset();
+    const results = await Promise.allSettled([
+      insert('b1'),
+      db.transaction().execute(async (trx) => {
+        await trx.insertInto('items').values({ name: 'b2' }).execute();
+        throw new Error('refused by the caller');
+      }),
+      insert('b3'),
+      insert('b1'), // a unique violation inside the group
+      insert('b4'),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled']);
+    assert.equal(((results[1] as PromiseRejectedResult).reason as Error).message, 'refused by the caller');
+    assert.ok(isUniqueViolation((results[3] as PromiseRejectedResult).reason));
+    assert.deepEqual(seenByOther(), ['b1', 'b3', 'b4']);
+  });
+
+  it('commits the open group before a statement outside a transaction runs', async () => {
+    await reset();
+    const writes = [insert('c1'), insert('c2')];
+    const read = db.selectFrom('items').select('name').orderBy('name').execute();
+    const rows = await read;
+    // The read ran after both transactions (it queued behind them) and saw them committed.
+    assert.deepEqual(rows.map((r) => r.name), ['c1', 'c2']);
+    assert.deepEqual(seenByOther(), ['c1', 'c2']);
+    await Promise.all(writes);
+  });
+
+  it('commits a lone transaction without waiting for others', async () => {
+    await reset();
+    await insert('d1');
+    assert.deepEqual(seenByOther(), ['d1']);
+  });
+
+  it('commits the last group when the database closes', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-group-'));
+    const own = openDatabase({ databaseUrl: null, dataDir: dir });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const ownDb = own.db as unknown as Kysely<any>;
+    await sql`create table items (name text primary key)`.execute(ownDb);
+    const pending = ownDb.transaction().execute((trx) => trx.insertInto('items').values({ name: 'e1' }).execute());
+    await own.close();
+    await pending;
+    const check = new SQLite(own.file!, { readonly: true });
+    try {
+      assert.deepEqual(check.prepare('select name from items').all(), [{ name: 'e1' }]);
+    } finally {
+      check.close();
+    }
+  });
+});
