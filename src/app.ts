@@ -47,6 +47,8 @@ export interface CoreOptions {
   logger?: Logger;
   /** Run migrations before anything else (the CLI's `serve` and `migrate` do; workers do not need to). */
   migrate?: boolean;
+  /** SQLite: checkpoint in a worker thread, off the event loop (servers do; short CLI commands need not). */
+  backgroundCheckpoints?: boolean;
 }
 
 /** Everything but HTTP: what the CLI needs to act on the same database as the server. */
@@ -59,7 +61,11 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     onGenerated: (file) => logger.warn({ file }, 'generated a master key file; back it up, or set SLIPWAY_MASTER_KEY (losing it loses every secret)'),
     onChanged: (keys) => logger.info({ masterKeyId: keys.current, accepted: keys.accepted }, 'master keyring reloaded'),
   });
-  const database: Database = openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database: Database = openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    ...(options.backgroundCheckpoints ? { onBackgroundCheckpointError: (message: string) => logger.warn({ error: message }, 'SQLite background checkpoint failed; retrying') } : {}),
+  });
   try {
     if (options.migrate !== false) await migrateToLatest(database);
     const { db } = database;
@@ -122,7 +128,7 @@ export interface Slipway {
 }
 
 export async function createSlipway(config: Config, options: SlipwayOptions = {}): Promise<Slipway> {
-  const core = await openCore(config, options);
+  const core = await openCore(config, { backgroundCheckpoints: true, ...options });
   const bootstrapFile = options.bootstrap === false ? null
     : await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
 

@@ -32,9 +32,11 @@ export const secretsRepo = {
   async findByNames(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<SecretRow[]> {
     const found: SecretRow[] = [];
     for (const part of chunks([...names].sort())) {
-      let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', 'in', part).orderBy('name');
-      if (opts.lock) q = q.forUpdate();
-      found.push(...await q.execute());
+      // Compiled once per list length (and lock mode): a batch of a thousand names is three statements.
+      found.push(...await runPrepared(db, `secrets.findByNames:${opts.lock}:${part.length}`, [orgId, ...part], () => {
+        const q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', 'in', part).orderBy('name');
+        return opts.lock ? q.forUpdate() : q;
+      }));
     }
     return found;
   },
@@ -75,8 +77,9 @@ export const secretsRepo = {
   async currentVersions(db: Executor, secretIds: string[]): Promise<SecretVersionRow[]> {
     const found: SecretVersionRow[] = [];
     for (const part of chunks(secretIds)) {
-      found.push(...await db.selectFrom('secret_versions').innerJoin('secrets', (j) => j.onRef('secrets.id', '=', 'secret_versions.secret_id').onRef('secrets.version', '=', 'secret_versions.version'))
-        .selectAll('secret_versions').where('secrets.id', 'in', part).execute());
+      found.push(...await runPrepared(db, `secrets.currentVersions:${part.length}`, part, () => db.selectFrom('secret_versions')
+        .innerJoin('secrets', (j) => j.onRef('secrets.id', '=', 'secret_versions.secret_id').onRef('secrets.version', '=', 'secret_versions.version'))
+        .selectAll('secret_versions').where('secrets.id', 'in', part)));
     }
     return found;
   },
@@ -145,11 +148,15 @@ export const secretsRepo = {
     }
     let moved = 0;
     for (const part of chunks(bumps)) {
-      const keys = sql.join(part.map((b) => sql`when ${b.id} then ${b.keys}`), sql` `);
-      const expected = sql.join(part.map((b) => sql`when ${b.id} then cast(${b.expected} as integer)`), sql` `);
-      const result = await sql`update secrets set version = version + 1, keys = case id ${keys} end, updated_at = ${at}, updated_by = ${by}
-        where id in (${sql.join(part.map((b) => b.id))}) and version = case id ${expected} end`.execute(db);
-      moved += Number(result.numAffectedRows ?? 0);
+      const params = [...part.flatMap((b) => [b.id, b.keys]), at, by, ...part.map((b) => b.id), ...part.flatMap((b) => [b.id, b.expected])];
+      const rows = await runPrepared(db, `secrets.bumpMany:${part.length}`, params, () => {
+        const keys = sql.join(part.map((b) => sql`when ${b.id} then ${b.keys}`), sql` `);
+        const expected = sql.join(part.map((b) => sql`when ${b.id} then cast(${b.expected} as integer)`), sql` `);
+        const update = sql<{ id: string }>`update secrets set version = version + 1, keys = case id ${keys} end, updated_at = ${at}, updated_by = ${by}
+          where id in (${sql.join(part.map((b) => b.id))}) and version = case id ${expected} end returning id`;
+        return { compile: () => update.compile(db) };
+      });
+      moved += rows.length;
     }
     return moved;
   },

@@ -6,6 +6,7 @@ import SQLite from 'better-sqlite3';
 import { CompiledQuery, Kysely, PostgresDialect, type Compilable, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Schema } from './schema.js';
+import { startCheckpointer } from './checkpointer.js';
 import { GroupCommitSqliteDialect } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -48,7 +49,7 @@ function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database
   });
 }
 
-function openSqlite(file: string): Database {
+function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null): Database {
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   // Create the file owner-only before SQLite does; its -wal and -shm files inherit the mode.
   fs.closeSync(fs.openSync(file, 'a', 0o600));
@@ -57,12 +58,17 @@ function openSqlite(file: string): Database {
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');
+  // A server copies the log back in a worker thread; its own automatic checkpoint (inside a
+  // COMMIT, on the event loop) is left only as a backstop should the worker fall behind.
+  const checkpointer = onCheckpointError === null ? null : startCheckpointer(file, onCheckpointError);
+  if (checkpointer !== null) sqlite.pragma(`wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
   const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite)) });
   return {
     db,
     dialect: 'sqlite',
     file,
     close: async () => {
+      await checkpointer?.stop();
       await db.destroy();
     },
   };
@@ -87,10 +93,22 @@ function openPostgres(url: string, poolSize: number): Database {
   };
 }
 
-export function openDatabase(options: { databaseUrl: string | null; dataDir: string; poolSize?: number }): Database {
+/** WAL pages (4 KiB each) after which a COMMIT checkpoints by itself when a worker does it normally. */
+const BACKSTOP_CHECKPOINT_PAGES = 10_000;
+
+export interface OpenOptions {
+  databaseUrl: string | null;
+  dataDir: string;
+  poolSize?: number;
+  /** SQLite: checkpoint in a worker thread (long-running servers); called when one fails. */
+  onBackgroundCheckpointError?: (message: string) => void;
+}
+
+export function openDatabase(options: OpenOptions): Database {
   const url = options.databaseUrl;
-  if (url === null) return openSqlite(path.join(options.dataDir, 'slipway.db'));
-  if (url.startsWith('sqlite:')) return openSqlite(path.resolve(url.slice('sqlite:'.length)));
+  const checkpoints = options.onBackgroundCheckpointError ?? null;
+  if (url === null) return openSqlite(path.join(options.dataDir, 'slipway.db'), checkpoints);
+  if (url.startsWith('sqlite:')) return openSqlite(path.resolve(url.slice('sqlite:'.length)), checkpoints);
   return openPostgres(url, options.poolSize ?? 20);
 }
 

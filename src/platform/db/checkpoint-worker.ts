@@ -1,0 +1,26 @@
+// Runs in a worker thread: copies the SQLite write-ahead log back into the database file every
+// few hundred milliseconds, so that the server's own thread never does it inside a COMMIT. A
+// PASSIVE checkpoint takes no lock that writers need; it copies what no reader still needs, and
+// the next write transaction starts the log over once everything has been copied.
+import { parentPort, workerData } from 'node:worker_threads';
+import SQLite from 'better-sqlite3';
+
+const { file, intervalMs } = workerData as { file: string; intervalMs: number };
+const db = new SQLite(file, { fileMustExist: true });
+
+const timer = setInterval(() => {
+  try {
+    db.pragma('wal_checkpoint(PASSIVE)');
+  } catch (error) {
+    // Busy or failing now: the next round tries again, and the server's own automatic
+    // checkpoint (set high, as a backstop) bounds the log meanwhile.
+    parentPort!.postMessage({ error: (error as Error).message });
+  }
+}, intervalMs);
+
+parentPort!.on('message', (message: unknown) => {
+  if (message !== 'stop') return;
+  clearInterval(timer);
+  db.close();
+  parentPort!.close();
+});
