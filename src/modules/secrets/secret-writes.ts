@@ -71,23 +71,19 @@ export function createSecretWrites(store: SecretStore) {
      */
     async bulkCreate(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<SecretMetadataT[]> {
       assertDistinct(items);
-      const names = items.map((i) => i.name);
       const now = nowIso();
+      // Names are usually free: insert at once, and look at what holds them only when one is taken
+      // (a live secret, a deletion still restorable, or one past retention that is purged first).
       try {
-        return await db.transaction().execute(async (trx) => {
-          const existing = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, names, store.lock), ctx, now);
-          if (existing.length > 0) throw existingConflict(items, existing.map((r) => r.name));
-          const dataKey = await dataKeys.current(trx, orgId);
-          const made = new Map(byName(items).map((item) => [item.name, store.newSecret(dataKey, orgId, item.name, item.values, now, ctx)]));
-          const rows = [...made.values()];
-          await secretsRepo.insertSecrets(trx, rows.map((r) => r.secret));
-          await secretsRepo.insertVersions(trx, rows.map((r) => r.version));
-          await appendEvents(trx, ctx, items.map((item) => createdEvent(made.get(item.name)!.secret)), now);
-          return items.map((item) => toMetadata(made.get(item.name)!.secret));
-        });
+        return await createAll(ctx, orgId, items, now, { check: false });
+      } catch (error) {
+        if (!isUniqueViolation(error)) throw error;
+      }
+      try {
+        return await createAll(ctx, orgId, items, now, { check: true });
       } catch (error) {
         // A concurrent batch took a name between our check and our insert: report it like any other.
-        if (isUniqueViolation(error)) throw existingConflict(items, (await secretsRepo.findByNames(db, orgId, names, { lock: false })).map((r) => r.name));
+        if (isUniqueViolation(error)) throw existingConflict(items, (await secretsRepo.findByNames(db, orgId, items.map((i) => i.name), { lock: false })).map((r) => r.name));
         throw error;
       }
     },
@@ -110,6 +106,22 @@ export function createSecretWrites(store: SecretStore) {
       }
     },
   };
+
+  function createAll(ctx: RequestContext, orgId: string, items: SecretInput[], now: string, opts: { check: boolean }): Promise<SecretMetadataT[]> {
+    return db.transaction().execute(async (trx) => {
+      if (opts.check) {
+        const existing = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, items.map((i) => i.name), store.lock), ctx, now);
+        if (existing.length > 0) throw existingConflict(items, existing.map((r) => r.name));
+      }
+      const dataKey = await dataKeys.current(trx, orgId);
+      const made = new Map(byName(items).map((item) => [item.name, store.newSecret(dataKey, orgId, item.name, item.values, now, ctx)]));
+      const rows = [...made.values()];
+      await secretsRepo.insertSecrets(trx, rows.map((r) => r.secret));
+      await secretsRepo.insertVersions(trx, rows.map((r) => r.version));
+      await appendEvents(trx, ctx, items.map((item) => createdEvent(made.get(item.name)!.secret)), now);
+      return items.map((item) => toMetadata(made.get(item.name)!.secret));
+    });
+  }
 
   async function upsertOnce(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
     const now = nowIso();
