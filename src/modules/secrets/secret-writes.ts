@@ -126,11 +126,12 @@ export function createSecretWrites(store: SecretStore) {
   async function upsertOnce(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
     const now = nowIso();
     return db.transaction().execute(async (trx) => {
-      const found = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, items.map((i) => i.name), store.lock), ctx, now);
+      const pairs = await secretsRepo.findManyWithCurrent(trx, orgId, items.map((i) => i.name), store.lock);
+      const found = await dropExpired(trx, pairs.map((p) => p.secret), ctx, now);
       const deleted = found.filter((r) => r.deleted_at !== null);
       if (deleted.length > 0) throw deletedConflict(items, deleted.map((r) => r.name));
       const existing = new Map(found.map((r) => [r.name, r]));
-      const current = new Map((await secretsRepo.currentVersions(trx, found.map((r) => r.id))).map((v) => [v.secret_id, v]));
+      const current = new Map(pairs.map((p) => [p.secret.id, p.current]));
       const dataKey = await dataKeys.current(trx, orgId);
 
       const newSecrets: SecretRow[] = [];

@@ -27,6 +27,26 @@ export interface VersionBump {
   keys: string;
 }
 
+export interface WithCurrent {
+  secret: SecretRow;
+  current: SecretVersionRow;
+}
+
+/** Secrets joined with their current version, whose columns come back prefixed `v_`. */
+function withCurrent(db: Executor) {
+  return db.selectFrom('secrets')
+    .innerJoin('secret_versions as v', (j) => j.onRef('v.secret_id', '=', 'secrets.id').onRef('v.version', '=', 'secrets.version'))
+    .selectAll('secrets')
+    .select(['v.keys as v_keys', 'v.data_key_id as v_data_key_id', 'v.ciphertext as v_ciphertext', 'v.created_at as v_created_at', 'v.created_by as v_created_by']);
+}
+
+type JoinedRow = SecretRow & { v_keys: string; v_data_key_id: string; v_ciphertext: Buffer; v_created_at: string; v_created_by: string | null };
+
+function splitCurrent(row: JoinedRow): WithCurrent {
+  const { v_keys, v_data_key_id, v_ciphertext, v_created_at, v_created_by, ...secret } = row;
+  return { secret, current: { secret_id: secret.id, version: secret.version, keys: v_keys, data_key_id: v_data_key_id, ciphertext: v_ciphertext, created_at: v_created_at, created_by: v_created_by } };
+}
+
 export const secretsRepo = {
   /** The organization's rows with these names, deleted ones included, ordered by name (the lock order). */
   async findByNames(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<SecretRow[]> {
@@ -59,27 +79,25 @@ export const secretsRepo = {
    * by a statement of its own first: a locking read through the join would, after waiting for a
    * concurrent change, re-check the join against the version row it saw before and lose the secret.
    */
-  async findWithCurrent(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<{ secret: SecretRow; current: SecretVersionRow } | undefined> {
+  async findWithCurrent(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<WithCurrent | undefined> {
     if (opts.lock) {
       await runPrepared(db, 'secrets.lockByName', [orgId, name], () => db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate());
     }
-    const [row] = await runPrepared(db, 'secrets.findWithCurrent', [orgId, name], () => db.selectFrom('secrets')
-      .innerJoin('secret_versions as v', (j) => j.onRef('v.secret_id', '=', 'secrets.id').onRef('v.version', '=', 'secrets.version'))
-      .selectAll('secrets')
-      .select(['v.keys as v_keys', 'v.data_key_id as v_data_key_id', 'v.ciphertext as v_ciphertext', 'v.created_at as v_created_at', 'v.created_by as v_created_by'])
-      .where('secrets.org_id', '=', orgId).where('secrets.name', '=', name));
-    if (row === undefined) return undefined;
-    const { v_keys, v_data_key_id, v_ciphertext, v_created_at, v_created_by, ...secret } = row;
-    return { secret, current: { secret_id: secret.id, version: secret.version, keys: v_keys, data_key_id: v_data_key_id, ciphertext: v_ciphertext, created_at: v_created_at, created_by: v_created_by } };
+    const [row] = await runPrepared(db, 'secrets.findWithCurrent', [orgId, name], () => withCurrent(db).where('secrets.org_id', '=', orgId).where('secrets.name', '=', name));
+    return row === undefined ? undefined : splitCurrent(row);
   },
 
-  /** The current version rows of these secrets (callers hold them locked, so `version` cannot move). */
-  async currentVersions(db: Executor, secretIds: string[]): Promise<SecretVersionRow[]> {
-    const found: SecretVersionRow[] = [];
-    for (const part of chunks(secretIds)) {
-      found.push(...await runPrepared(db, `secrets.currentVersions:${part.length}`, part, () => db.selectFrom('secret_versions')
-        .innerJoin('secrets', (j) => j.onRef('secrets.id', '=', 'secret_versions.secret_id').onRef('secrets.version', '=', 'secret_versions.version'))
-        .selectAll('secret_versions').where('secrets.id', 'in', part)));
+  /** The organization's secrets with these names (deleted ones included), each with its current version's row, by name; locked as findWithCurrent. */
+  async findManyWithCurrent(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<WithCurrent[]> {
+    const found: WithCurrent[] = [];
+    for (const part of chunks([...names].sort())) {
+      if (opts.lock) {
+        await runPrepared(db, `secrets.lockByNames:${part.length}`, [orgId, ...part], () => db.selectFrom('secrets').select('id')
+          .where('org_id', '=', orgId).where('name', 'in', part).orderBy('name').forUpdate());
+      }
+      const rows = await runPrepared(db, `secrets.findManyWithCurrent:${part.length}`, [orgId, ...part], () => withCurrent(db)
+        .where('secrets.org_id', '=', orgId).where('secrets.name', 'in', part).orderBy('secrets.name'));
+      for (const row of rows) found.push(splitCurrent(row));
     }
     return found;
   },
