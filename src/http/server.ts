@@ -3,13 +3,15 @@
 // feature modules' routes.
 import { randomUUID } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import FindMyWay from 'find-my-way';
 import type { Logger } from '../platform/logging.js';
 import { errors } from '../platform/errors.js';
-import { allows } from '../modules/auth/roles.js';
+import { allows, type Access } from '../modules/auth/roles.js';
+import type { Principal } from '../modules/auth/principal.js';
 import type { TokenVerifier } from '../modules/auth/token-verifier.js';
 import type { OrgsService } from '../modules/orgs/orgs.service.js';
+import type { Organization } from '../modules/orgs/orgs.schemas.js';
 import type { App } from './app-types.js';
 import { createErrorHandler, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
@@ -41,7 +43,7 @@ class AccessLog extends LogController {
     const line = {
       method: req.method,
       route: req.routeOptions.url ?? null,
-      path: req.url.split('?')[0],
+      path: pathOf(req.url),
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
       sub: req.principal?.subject,
@@ -50,6 +52,12 @@ class AccessLog extends LogController {
     else req.log.info(line, 'request');
   }
 }
+
+/** The path of a request URL, without its query string. */
+const pathOf = (url: string) => {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
+};
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
@@ -61,6 +69,16 @@ function bearerToken(header: string): string | null {
   if (header.length < 8 || header.slice(0, 7).toLowerCase() !== 'bearer ') return null;
   const token = header.slice(7).trim();
   return TOKEN68.test(token) ? token : null;
+}
+
+function checkRole(access: Access, principal: Principal): void {
+  if (!allows(access, principal.role, principal.instanceAdmin)) throw errors.roleTooLow(access, principal.role);
+}
+
+function admitToOrg(req: FastifyRequest, access: Access, principal: Principal, orgParam: string, org: Organization | null): void {
+  if (org === null || (org.id !== principal.orgId && !principal.instanceAdmin)) throw errors.notFound('organization', orgParam);
+  req.org = org;
+  return checkRole(access, principal);
 }
 
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
@@ -105,16 +123,18 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path), req, reply);
   });
 
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
-    const access = req.routeOptions.config?.auth;
-    if (access === undefined) return;
-    const header = req.headers.authorization;
-    if (header === undefined) throw errors.missingToken();
-    const token = bearerToken(header);
-    if (token === null) throw errors.invalidToken('The Authorization header must be "Bearer <access token>".');
-    const principal = await deps.verifier.verify(token);
+    done();
+  });
+
+  /**
+   * Admits a verified caller: its rate limit, the organization of the path (anything but the
+   * caller's own is a 404, never a 403), the route's role. Waits only for an organization this node
+   * does not remember.
+   */
+  const admit = (req: FastifyRequest, reply: FastifyReply, access: Access, principal: Principal): Promise<void> | void => {
     req.principal = principal;
     req.ctx = {
       requestId: req.id,
@@ -123,14 +143,32 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const decision = deps.apiLimiter.hit(principal.subject);
     reply.headers(decision.headers);
     if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
-    // The organization comes from the path and must be the caller's: anything else is a 404, never a 403.
     const orgParam = (req.params as { orgId?: string }).orgId;
-    if (orgParam !== undefined) {
-      const org = await deps.orgs.find(orgParam);
-      if (org === null || (org.id !== principal.orgId && !principal.instanceAdmin)) throw errors.notFound('organization', orgParam);
-      req.org = org;
-    }
-    if (!allows(access, principal.role, principal.instanceAdmin)) throw errors.roleTooLow(access, principal.role);
+    if (orgParam === undefined) return checkRole(access, principal);
+    const org = deps.orgs.known(orgParam);
+    if (org !== undefined) return admitToOrg(req, access, principal, orgParam, org);
+    return deps.orgs.find(orgParam).then((found) => admitToOrg(req, access, principal, orgParam, found));
+  };
+
+  // Authentication is a hook of the routes that declare `auth`, so public routes pay nothing for it.
+  // A callback hook rather than an async one: a token this node has seen, with its subject and
+  // organization remembered, is admitted without a promise or a microtask (the common case).
+  app.addHook('onRoute', (route) => {
+    const access = route.config?.auth;
+    if (access === undefined) return;
+    const authenticate = (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      const header = req.headers.authorization;
+      if (header === undefined) throw errors.missingToken();
+      const token = bearerToken(header);
+      if (token === null) throw errors.invalidToken('The Authorization header must be "Bearer <access token>".');
+      const principal = deps.verifier.known(token);
+      const admitted = principal === undefined
+        ? deps.verifier.verify(token).then((verified) => admit(req, reply, access, verified))
+        : admit(req, reply, access, principal);
+      if (admitted instanceof Promise) admitted.then(() => done(), done);
+      else done();
+    };
+    route.onRequest = [route.onRequest ?? []].flat().concat(authenticate);
   });
 
   // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold

@@ -1,14 +1,15 @@
-// parseScopes: RFC 6749 §3.3 scope strings. Any arrangement of known scopes is granted (each once,
+// scopeParser: RFC 6749 §3.3 scope strings. Any arrangement of known scopes is granted (each once,
 // in the order first asked); any unknown scope refuses the whole request and is named.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { audienceScope, fullScope, parseScopes, STANDARD_SCOPES } from '../../src/modules/auth/scopes.js';
+import { audienceScope, fullScope, scopeParser, STANDARD_SCOPES } from '../../src/modules/auth/scopes.js';
 
 const IDP = 'slipway';
 const PROJECT = '318206273917';
 const AUDIENCE = audienceScope(IDP, PROJECT);
 const KNOWN = [...STANDARD_SCOPES, AUDIENCE];
+const parseScopes = scopeParser(IDP, PROJECT);
 
 /** Space-separated, with runs of spaces and leading/trailing ones as clients sometimes send. */
 const joined = (parts: string[], gaps: number[]) => parts.map((p, i) => p + ' '.repeat(gaps[i] ?? 1)).join('');
@@ -18,21 +19,21 @@ const known = fc.array(fc.constantFrom(...KNOWN), { maxLength: 20 });
 const unknownScope = fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789:_-.~!#$%&()*+,/;<=>?@[]^`{|}'.split('')), minLength: 1, maxLength: 30 })
   .filter((s) => !KNOWN.includes(s));
 
-describe('parseScopes', () => {
+describe('scopeParser', () => {
   it('grants the spec\'s five scopes and marks the audience', () => {
-    const parsed = parseScopes(fullScope(IDP, PROJECT), IDP, PROJECT);
+    const parsed = parseScopes(fullScope(IDP, PROJECT));
     assert.deepEqual(parsed, { ok: true, granted: [...KNOWN], audience: true });
     assert.equal(fullScope(IDP, PROJECT), `openid email profile offline_access urn:slipway:iam:org:project:id:${PROJECT}:aud`);
   });
 
   it('grants nothing, without the audience, when no scope is asked', () => {
-    assert.deepEqual(parseScopes(undefined, IDP, PROJECT), { ok: true, granted: [], audience: false });
-    assert.deepEqual(parseScopes('', IDP, PROJECT), { ok: true, granted: [], audience: false });
+    assert.deepEqual(parseScopes(undefined), { ok: true, granted: [], audience: false });
+    assert.deepEqual(parseScopes(''), { ok: true, granted: [], audience: false });
   });
 
   it('grants any permutation or repetition of known scopes, each once, in first-asked order', () => {
     fc.assert(fc.property(known, gaps, fc.integer({ min: 0, max: 2 }), (scopes, g, lead) => {
-      const parsed = parseScopes(' '.repeat(lead) + joined(scopes, g), IDP, PROJECT);
+      const parsed = parseScopes(' '.repeat(lead) + joined(scopes, g));
       assert.equal(parsed.ok, true);
       if (!parsed.ok) return;
       assert.deepEqual(parsed.granted, [...new Set(scopes)]);
@@ -45,7 +46,7 @@ describe('parseScopes', () => {
       // Unknown scopes inserted at positions the seed picks.
       const all = [...good];
       bad.forEach((b, i) => all.splice((seed + i * 7) % (all.length + 1), 0, b));
-      const parsed = parseScopes(joined(all, g), IDP, PROJECT);
+      const parsed = parseScopes(joined(all, g));
       assert.equal(parsed.ok, false);
       if (parsed.ok) return;
       assert.deepEqual(new Set(parsed.unknown), new Set(bad));
@@ -55,7 +56,7 @@ describe('parseScopes', () => {
 
   it('is case-sensitive and exact: near misses of known scopes are unknown', () => {
     for (const near of ['OpenID', 'openid,email', `${AUDIENCE} `.trim().toUpperCase(), audienceScope(IDP, '1'), audienceScope('zitadel', PROJECT), `${AUDIENCE}x`, 'openid\temail']) {
-      const parsed = parseScopes(near, IDP, PROJECT);
+      const parsed = parseScopes(near);
       assert.equal(parsed.ok, false, near);
     }
   });

@@ -5,9 +5,15 @@ import { sign, type KeyObject } from 'node:crypto';
 
 const encode = (value: object) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
-/** A compact JWS (RFC 7515 §7.1) over `payload`, ES256 with `key`. */
-export function signEs256Compact(header: Record<string, unknown>, payload: Record<string, unknown>, key: KeyObject): string {
-  const input = `${encode({ ...header, alg: 'ES256' })}.${encode(payload)}`;
-  const signature = sign('sha256', Buffer.from(input, 'ascii'), { key, dsaEncoding: 'ieee-p1363' });
-  return `${input}.${signature.toString('base64url')}`;
+/**
+ * Signs compact JWSs (RFC 7515 §7.1), ES256 with `key`, under one protected header: the header is
+ * the same for every token a key signs, so it is encoded once, not once per token.
+ */
+export function es256Signer(header: Record<string, unknown>, key: KeyObject): (payload: Record<string, unknown>) => string {
+  const encodedHeader = encode({ ...header, alg: 'ES256' });
+  return (payload) => {
+    const input = `${encodedHeader}.${encode(payload)}`;
+    const signature = sign('sha256', Buffer.from(input, 'latin1'), { key, dsaEncoding: 'ieee-p1363' });
+    return `${input}.${signature.toString('base64url')}`;
+  };
 }

@@ -14,10 +14,17 @@ export interface SubjectState {
 
 export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
   const cache = new LRUCache<string, SubjectState | 'missing'>({ max: 50_000, ttl: deps.ttlMs ?? 5_000 });
+  /** What this node remembers of `subject` (null: it does not exist), or undefined when it must be read. */
+  function known(subject: string): SubjectState | null | undefined {
+    const hit = cache.get(subject);
+    return hit === 'missing' ? null : hit;
+  }
+
   return {
+    known,
     async get(subject: string): Promise<SubjectState | null> {
-      const hit = cache.get(subject);
-      if (hit !== undefined) return hit === 'missing' ? null : hit;
+      const hit = known(subject);
+      if (hit !== undefined) return hit;
       const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at']).where('id', '=', subject).executeTakeFirst();
       const state: SubjectState | 'missing' = row
         ? { orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null }

@@ -20,12 +20,18 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
     for (const [jti, exp] of revoked) if (exp < now) revoked.delete(jti);
   }
 
+  /** Whether `jti` is revoked, or undefined when the list is due for a refresh first. */
+  function revokedNow(jti: string): boolean | undefined {
+    return Date.now() - lastSync > refreshMs ? undefined : revoked.has(jti);
+  }
+
   return {
+    revokedNow,
     async isRevoked(jti: string): Promise<boolean> {
-      if (Date.now() - lastSync > refreshMs) {
-        inflight ??= sync().finally(() => { inflight = null; });
-        await inflight;
-      }
+      const known = revokedNow(jti);
+      if (known !== undefined) return known;
+      inflight ??= sync().finally(() => { inflight = null; });
+      await inflight;
       return revoked.has(jti);
     },
     async revoke(entry: { jti: string; serviceUserId: string; expiresAt: number }): Promise<void> {

@@ -16,15 +16,20 @@ export type ScopeParse =
   | { ok: true; granted: string[]; audience: boolean }
   | { ok: false; unknown: string[] };
 
-/** RFC 6749 §3.3: space-delimited, case-sensitive; repeated scopes count once. */
-export function parseScopes(scope: string | undefined, idpName: string, projectId: string): ScopeParse {
-  const requested = (scope ?? '').split(' ').filter((s) => s !== '');
+/**
+ * RFC 6749 §3.3: space-delimited, case-sensitive; repeated scopes count once. The parser is made
+ * once per server, so a token request does not rebuild the set of known scopes.
+ */
+export function scopeParser(idpName: string, projectId: string): (scope: string | undefined) => ScopeParse {
   const audience = audienceScope(idpName, projectId);
   const known = new Set<string>([...STANDARD_SCOPES, audience]);
-  const unknown = requested.filter((s) => !known.has(s));
-  if (unknown.length > 0) return { ok: false, unknown: [...new Set(unknown)] };
-  const granted = [...new Set(requested)];
-  return { ok: true, granted, audience: granted.includes(audience) };
+  return (scope) => {
+    const requested = (scope ?? '').split(' ').filter((s) => s !== '');
+    const unknown = requested.filter((s) => !known.has(s));
+    if (unknown.length > 0) return { ok: false, unknown: [...new Set(unknown)] };
+    const granted = [...new Set(requested)];
+    return { ok: true, granted, audience: granted.includes(audience) };
+  };
 }
 
 /** The claim that names the token's organization, in the form ZITADEL uses for its resource owner. */

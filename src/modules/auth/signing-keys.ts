@@ -1,10 +1,11 @@
 // Token signing keys: ES256, kept in the database (private part wrapped by the master key) so every
 // node signs with the same key and publishes the same JWKS. Rotation starts a new key and keeps the
 // old one in the JWKS until every token it signed has expired.
-import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Db } from '../../platform/db/database.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import { es256Signer } from './jws.js';
 import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
 
 export const SIGNING_ALG = 'ES256';
@@ -12,8 +13,11 @@ export const SIGNING_ALG = 'ES256';
 export interface ActiveSigner {
   kid: string;
   privateKey: CryptoKey;
-  /** The same key for node:crypto, which signs without a thread-pool hop (see jws.ts). */
-  keyObject: KeyObject;
+  /**
+   * An RFC 9068 access token (`typ: at+jwt`, this key's kid) carrying `claims`, signed through
+   * node:crypto, which needs no thread-pool hop (see jws.ts).
+   */
+  signAccessToken: (claims: Record<string, unknown>) => string;
 }
 
 export interface KeySet {
@@ -89,7 +93,9 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     const active = rows.find((r) => r.retired_at === null)!;
     const privateJwk = JSON.parse(unwrapKey(deps.ring, active.private_sealed, active.master_key_id, signingKeyBinding(active.kid)).toString('utf8')) as JWK;
     const privateKey = (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey;
-    const set = { signer: { kid: active.kid, privateKey, keyObject: createPrivateKey({ key: privateJwk as never, format: 'jwk' }) }, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
+    const keyObject = createPrivateKey({ key: privateJwk as never, format: 'jwk' });
+    const signer = { kid: active.kid, privateKey, signAccessToken: es256Signer({ typ: 'at+jwt', kid: active.kid }, keyObject) };
+    const set = { signer, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
     cached = { set, loadedAt: Date.now() };
     return set;
   }

@@ -9,10 +9,9 @@ import { serviceUsersRepo, type ServiceUserRow } from '../service-users/service-
 import { oauthErrors } from './oauth-errors.js';
 import type { Principal } from './principal.js';
 import type { RevocationList } from './revocations.js';
-import { audienceScope, orgClaim, parseScopes, STANDARD_SCOPES } from './scopes.js';
+import { audienceScope, orgClaim, scopeParser, STANDARD_SCOPES } from './scopes.js';
 
 export { orgClaim };
-import { signEs256Compact } from './jws.js';
 import type { SigningKeys } from './signing-keys.js';
 import type { TokenVerifier } from './token-verifier.js';
 
@@ -55,6 +54,7 @@ function inactiveUnlessBroken(error: unknown): { active: false } {
 export function createTokenService(deps: TokenServiceDeps) {
   const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
   const claimName = orgClaim(deps.idpName);
+  const parseScopes = scopeParser(deps.idpName, deps.projectId);
   // last_used_at is written at most once a minute per secret, not on every token request.
   const lastTouched = new Map<string, number>();
 
@@ -83,25 +83,25 @@ export function createTokenService(deps: TokenServiceDeps) {
 
     /** Issues a token to a client that `authenticate` has accepted: only it learns what is wrong with its scope. */
     async clientCredentialsGrant(user: ServiceUserRow, scope: string | undefined): Promise<TokenResponse> {
-      const parsed = parseScopes(scope, deps.idpName, deps.projectId);
+      const parsed = parseScopes(scope);
       if (!parsed.ok) throw oauthErrors.invalidScope(parsed.unknown, supported);
       const { signer } = await deps.keys.current();
       const now = Math.floor(Date.now() / 1000);
-      const audience = parsed.audience ? [deps.projectId, user.id] : [user.id];
-      const accessToken = signEs256Compact({ typ: 'at+jwt', kid: signer.kid }, {
+      const granted = parsed.granted.join(' ');
+      const accessToken = signer.signAccessToken({
         iss: deps.issuer,
         sub: user.id,
-        aud: audience,
+        aud: parsed.audience ? [deps.projectId, user.id] : [user.id],
         iat: now,
         nbf: now,
         exp: now + deps.ttlSeconds,
         jti: newId('token'),
         client_id: user.id,
-        scope: parsed.granted.join(' '),
+        scope: granted,
         [claimName]: user.org_id,
-      }, signer.keyObject);
+      });
       // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
-      return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.granted.join(' ') };
+      return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: granted };
     },
 
     /**

@@ -30,9 +30,15 @@ export function createOrgsService(deps: { db: Db }) {
     pages.clear();
   };
 
-  async function find(idOrSlug: string): Promise<Organization | null> {
+  /** What this node remembers of an organization (null: there is none), or undefined when it must be read. */
+  function known(idOrSlug: string): Organization | null | undefined {
     const hit = byKey.get(idOrSlug);
-    if (hit !== undefined) return hit === 'missing' ? null : hit;
+    return hit === 'missing' ? null : hit;
+  }
+
+  async function find(idOrSlug: string): Promise<Organization | null> {
+    const hit = known(idOrSlug);
+    if (hit !== undefined) return hit;
     const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
     const org = row ? toOrganization(row) : null;
     byKey.set(idOrSlug, org ?? 'missing');
@@ -64,6 +70,7 @@ export function createOrgsService(deps: { db: Db }) {
     },
 
     find,
+    known,
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
