@@ -41,6 +41,33 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
     if (set) for (const wake of [...set]) wake();
   }
 
+  /** Per organization with a pg_notify on its way: whether another one is owed once it is sent. */
+  const sending = new Map<string, boolean>();
+
+  /**
+   * At most one pg_notify per organization at a time: notifies that come while one is on its way
+   * are folded into a single one sent after it. That one still starts after each of them, so a
+   * waiter on another node always looks again after the change it is told about; and a burst of
+   * deployments costs a few queries instead of one each.
+   */
+  function tellOtherNodes(orgId: string): void {
+    if (sending.has(orgId)) {
+      sending.set(orgId, true);
+      return;
+    }
+    sending.set(orgId, false);
+    const payload = `${node}:${orgId}`;
+    const sent = listener !== null
+      ? listener.query('SELECT pg_notify($1, $2)', [CHANNEL, payload])
+      : sql`select pg_notify(${CHANNEL}, ${payload})`.execute(deps.db);
+    sent.catch((err: unknown) => deps.logger.warn({ err }, 'could not signal other nodes; their waiting claims will poll'))
+      .finally(() => {
+        const owed = sending.get(orgId) === true;
+        sending.delete(orgId);
+        if (owed && !closed) tellOtherNodes(orgId);
+      });
+  }
+
   /** One LISTEN connection per process, opened when the first claim waits, reopened when lost. */
   function listen(): Promise<void> {
     if (deps.dialect !== 'postgres' || deps.databaseUrl === null || closed) return Promise.resolve();
@@ -78,15 +105,14 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
     /** A counter per organization; a claim reads it before looking, and waits for it to move. */
     version,
 
-    /** Something in `orgId` may be claimable now: wake this process's waiters and tell the other nodes. */
+    /**
+     * Something in `orgId` may be claimable now: wake this process's waiters (a map update when
+     * nobody waits) and tell the other nodes.
+     */
     notify(orgId: string): void {
       bump(orgId);
       if (deps.dialect !== 'postgres' || closed) return;
-      const payload = `${node}:${orgId}`;
-      const sent = listener !== null
-        ? listener.query('SELECT pg_notify($1, $2)', [CHANNEL, payload])
-        : sql`select pg_notify(${CHANNEL}, ${payload})`.execute(deps.db);
-      sent.catch((err: unknown) => deps.logger.warn({ err }, 'could not signal other nodes; their waiting claims will poll'));
+      tellOtherNodes(orgId);
     },
 
     /**

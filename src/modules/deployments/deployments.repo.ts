@@ -1,5 +1,5 @@
 import { sql, type Updateable } from 'kysely';
-import { insertRows, type Executor } from '../../platform/db/database.js';
+import { insertRows, runPrepared, type Executor } from '../../platform/db/database.js';
 import type { DeploymentLogsTable, DeploymentsTable } from '../../platform/db/schema.js';
 
 export type DeploymentRow = DeploymentsTable;
@@ -15,12 +15,16 @@ export interface DeploymentFilter {
 }
 
 export const deploymentsRepo = {
+  /** Through the shared insert of SQL compiled once: every deployment created or rolled back comes here. */
   async insert(db: Executor, row: DeploymentRow): Promise<void> {
-    await db.insertInto('deployments').values(row).execute();
+    await insertRows(db, 'deployments', [row]);
   },
 
+  /** Every read of one deployment (the API, each runner call, each state change): SQL compiled once. */
   async findInOrg(db: Executor, orgId: string, id: string): Promise<DeploymentRow | undefined> {
-    return db.selectFrom('deployments').selectAll().where('id', '=', id).where('org_id', '=', orgId).executeTakeFirst();
+    const [row] = await runPrepared(db, 'deployments.findInOrg', [id, orgId],
+      () => db.selectFrom('deployments').selectAll().where('id', '=', id).where('org_id', '=', orgId));
+    return row;
   },
 
   /** Newest first. */

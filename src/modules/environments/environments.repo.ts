@@ -1,4 +1,4 @@
-import type { Executor } from '../../platform/db/database.js';
+import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { EnvironmentsTable } from '../../platform/db/schema.js';
 import { isId } from '../../platform/ids.js';
 
@@ -9,10 +9,12 @@ export const environmentsRepo = {
     await db.insertInto('environments').values(row).execute();
   },
 
-  /** By id or by name, inside one organization. */
+  /** By id or by name, inside one organization; every deployment starts with it, so its SQL is compiled once. */
   async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
-    return db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).executeTakeFirst();
+    const [row] = await runPrepared(db, `environments.findInOrg.${column}`, [orgId, idOrName],
+      () => db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName));
+    return row;
   },
 
   /** Those of `idsOrNames` that exist, by id or by name. */

@@ -90,7 +90,7 @@ export function pinSecretReferences(
 
   return refs.map((ref) => {
     const info = versions.get(ref.secret)!;
-    return { ...ref, secretId: info.secretId, version: info.version };
+    return Object.assign({}, ref, { secretId: info.secretId, version: info.version });
   });
 }
 

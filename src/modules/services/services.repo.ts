@@ -1,4 +1,4 @@
-import type { Executor } from '../../platform/db/database.js';
+import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { ServicesTable } from '../../platform/db/schema.js';
 import { isId } from '../../platform/ids.js';
 
@@ -9,10 +9,12 @@ export const servicesRepo = {
     await db.insertInto('services').values(row).execute();
   },
 
-  /** By id or by name, inside one organization. */
+  /** By id or by name, inside one organization; every deployment starts with it, so its SQL is compiled once. */
   async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceRow | undefined> {
     const column = isId('service', idOrName) ? 'id' : 'name';
-    return db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).executeTakeFirst();
+    const [row] = await runPrepared(db, `services.findInOrg.${column}`, [orgId, idOrName],
+      () => db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName));
+    return row;
   },
 
   async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<ServiceRow[]> {
