@@ -18,7 +18,8 @@ describe('SQLite group commit', () => {
 
   before(async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-group-'));
-    database = openDatabase({ databaseUrl: null, dataDir: dir });
+    // No time limit: which transactions share a group must not depend on how busy the machine is.
+    database = openDatabase({ databaseUrl: null, dataDir: dir, groupLimits: { maxTransactions: 64, maxMs: 60_000 } });
     db = database.db as unknown as Kysely<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
     await sql`create table items (name text primary key)`.execute(db);
     other = new SQLite(database.file!, { readonly: true });
@@ -69,6 +70,24 @@ describe('SQLite group commit', () => {
     assert.deepEqual(rows.map((r) => r.name), ['c1', 'c2']);
     assert.deepEqual(seenByOther(), ['c1', 'c2']);
     await Promise.all(writes);
+  });
+
+  it('commits a full group before starting the next one', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-group-'));
+    const small = openDatabase({ databaseUrl: null, dataDir: dir, groupLimits: { maxTransactions: 3, maxMs: 60_000 } });
+    const check = new SQLite(small.file!, { readonly: true, fileMustExist: false });
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const smallDb = small.db as unknown as Kysely<any>;
+      await sql`create table items (name text primary key)`.execute(smallDb);
+      const seenAtResolve: number[] = [];
+      await Promise.all(Array.from({ length: 7 }, (_, i) => smallDb.transaction().execute((trx) => trx.insertInto('items').values({ name: `f${i}` }).execute())
+        .then(() => seenAtResolve.push((check.prepare('select count(*) as n from items').get() as { n: number }).n))));
+      assert.deepEqual(seenAtResolve, [3, 3, 3, 6, 6, 6, 7]);
+    } finally {
+      check.close();
+      await small.close();
+    }
   });
 
   it('commits a lone transaction without waiting for others', async () => {

@@ -7,7 +7,7 @@ import { CompiledQuery, Kysely, PostgresDialect, type Compilable, type Transacti
 import pg from 'pg';
 import type { Schema } from './schema.js';
 import { startCheckpointer } from './checkpointer.js';
-import { GroupCommitSqliteDialect } from './sqlite-driver.js';
+import { GroupCommitSqliteDialect, type GroupLimits } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Schema>;
@@ -49,7 +49,7 @@ function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database
   });
 }
 
-function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null): Database {
+function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null, groupLimits: GroupLimits | undefined): Database {
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   // Create the file owner-only before SQLite does; its -wal and -shm files inherit the mode.
   fs.closeSync(fs.openSync(file, 'a', 0o600));
@@ -62,7 +62,7 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   // COMMIT, on the event loop) is left only as a backstop should the worker fall behind.
   const checkpointer = onCheckpointError === null ? null : startCheckpointer(file, onCheckpointError);
   if (checkpointer !== null) sqlite.pragma(`wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
-  const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite)) });
+  const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite), groupLimits) });
   return {
     db,
     dialect: 'sqlite',
@@ -102,13 +102,15 @@ export interface OpenOptions {
   poolSize?: number;
   /** SQLite: checkpoint in a worker thread (long-running servers); called when one fails. */
   onBackgroundCheckpointError?: (message: string) => void;
+  /** SQLite: how many transactions, or how long, one group commit may hold. */
+  groupLimits?: GroupLimits;
 }
 
 export function openDatabase(options: OpenOptions): Database {
   const url = options.databaseUrl;
   const checkpoints = options.onBackgroundCheckpointError ?? null;
-  if (url === null) return openSqlite(path.join(options.dataDir, 'slipway.db'), checkpoints);
-  if (url.startsWith('sqlite:')) return openSqlite(path.resolve(url.slice('sqlite:'.length)), checkpoints);
+  if (url === null) return openSqlite(path.join(options.dataDir, 'slipway.db'), checkpoints, options.groupLimits);
+  if (url.startsWith('sqlite:')) return openSqlite(path.resolve(url.slice('sqlite:'.length)), checkpoints, options.groupLimits);
   return openPostgres(url, options.poolSize ?? 20);
 }
 

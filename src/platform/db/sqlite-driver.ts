@@ -3,20 +3,24 @@
 // A write transaction's cost on SQLite is mostly its COMMIT: each dirty page goes to the WAL with
 // its own system calls, and the same index and table pages are dirtied by every small change. So
 // transactions that arrive together are run one after another inside one SQLite transaction, each
-// in a savepoint of its own, and committed together when no more are waiting (at the latest after
-// MAX_GROUP of them or MAX_GROUP_MS). A transaction that fails rolls back to its savepoint and
+// in a savepoint of its own, and committed together when no more are waiting. A transaction that fails rolls back to its savepoint and
 // leaves the others alone. Nobody is told that a transaction committed before the COMMIT that
 // made it durable has succeeded; if that COMMIT fails, every transaction of the group fails.
+// A group holds at most DEFAULT_GROUP_LIMITS.
 //
 // A statement outside a transaction never runs inside an open group: the group is committed
 // first, so a read never sees a change that might still fail.
 import type SQLite from 'better-sqlite3';
 import { CompiledQuery, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler, type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult } from 'kysely';
 
-/** Transactions committed together at most (their rows stay locked, so latency grows with it). */
-const MAX_GROUP = 64;
-/** How long a group may stay open, in ms, before the next release commits it. */
-const MAX_GROUP_MS = 10;
+export interface GroupLimits {
+  /** Transactions committed together at most (the write lock is held meanwhile, so latency grows with it). */
+  maxTransactions: number;
+  /** How long a group may stay open, in ms, before the next transaction's end commits it. */
+  maxMs: number;
+}
+
+export const DEFAULT_GROUP_LIMITS: GroupLimits = { maxTransactions: 64, maxMs: 10 };
 
 /** Who holds the connection, in arrival order: a FIFO hand-over, so nobody starves. */
 class Mutex {
@@ -86,12 +90,18 @@ class Lease implements DatabaseConnection {
 
 export class GroupCommitSqliteDriver implements Driver {
   readonly #db: SQLite.Database;
+  readonly #limits: GroupLimits;
   readonly #mutex = new Mutex();
   #group: Group | null = null;
   #flushScheduled = false;
 
-  constructor(db: SQLite.Database) {
+  constructor(db: SQLite.Database, limits: GroupLimits) {
     this.#db = db;
+    this.#limits = limits;
+  }
+
+  #full(group: Group): boolean {
+    return group.jobs >= this.#limits.maxTransactions || Date.now() - group.started >= this.#limits.maxMs;
   }
 
   async init(): Promise<void> {}
@@ -103,7 +113,7 @@ export class GroupCommitSqliteDriver implements Driver {
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
     const group = this.#group;
-    if (group !== null && (group.jobs >= MAX_GROUP || Date.now() - group.started >= MAX_GROUP_MS)) this.commitGroup();
+    if (group !== null && this.#full(group)) this.commitGroup();
     if (this.#group === null) {
       // IMMEDIATE: take the write lock now, waiting busy_timeout for another process to give it
       // up, rather than fail at once when a deferred transaction upgrades later.
@@ -194,7 +204,7 @@ export class GroupCommitSqliteDriver implements Driver {
   #release(lease: Lease): void {
     lease.released = true;
     const group = this.#group;
-    if (group !== null && (group.jobs >= MAX_GROUP || Date.now() - group.started >= MAX_GROUP_MS)) this.commitGroup();
+    if (group !== null && this.#full(group)) this.commitGroup();
     if (this.#group !== null && this.#mutex.waiters === 0) this.#scheduleFlush();
     this.#mutex.unlock();
   }
@@ -218,10 +228,10 @@ export class GroupCommitSqliteDriver implements Driver {
 
 /** Kysely's SQLite dialect on the group-committing driver. */
 export class GroupCommitSqliteDialect implements Dialect {
-  constructor(private readonly database: SQLite.Database) {}
+  constructor(private readonly database: SQLite.Database, private readonly limits: GroupLimits = DEFAULT_GROUP_LIMITS) {}
 
   createDriver(): Driver {
-    return new GroupCommitSqliteDriver(this.database);
+    return new GroupCommitSqliteDriver(this.database, this.limits);
   }
 
   createQueryCompiler() {
