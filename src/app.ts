@@ -139,6 +139,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     verifier: core.verifier,
     orgs: core.orgs,
     apiLimiter: createRateLimiter({ name: 'api', limit: config.rateLimits.apiPerMinute, windowSeconds: 60 }),
+    maxEventLoopDelayMs: config.maxEventLoopDelayMs,
     openapi: { baseUrl: config.baseUrl, tokenUrl: core.tokenUrl, scope: core.scope, version: VERSION },
     ready: async () => {
       await core.db.selectFrom('instance_settings').select('key').limit(1).execute();

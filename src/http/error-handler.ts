@@ -120,7 +120,7 @@ export function problemBody(error: AppError, req: FastifyRequest): Record<string
 
 /** OAuth endpoints answer in RFC 6749 §5.2 form; any non-OAuth code becomes the closest one. */
 function oauthBody(error: AppError): Record<string, unknown> {
-  const oauthCode = error.status >= 500 ? 'server_error' : error.status === 429 ? 'slow_down' : error.code.match(/^(invalid_|unsupported_|unauthorized_|access_denied|server_error|temporarily_unavailable)/) ? error.code : 'invalid_request';
+  const oauthCode = error.status === 503 ? 'temporarily_unavailable' : error.status >= 500 ? 'server_error' : error.status === 429 ? 'slow_down' : error.code.match(/^(invalid_|unsupported_|unauthorized_|access_denied|server_error|temporarily_unavailable)/) ? error.code : 'invalid_request';
   return { error: oauthCode, error_description: error.detail };
 }
 

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
+import underPressure from '@fastify/under-pressure';
 import FindMyWay from 'find-my-way';
 import type { Logger } from '../platform/logging.js';
 import { errors } from '../platform/errors.js';
@@ -25,6 +26,8 @@ export interface ServerDeps {
   verifier: TokenVerifier;
   orgs: OrgsService;
   apiLimiter: RateLimiter;
+  /** Mean event-loop delay, ms, past which requests are refused with 503 (0: never). */
+  maxEventLoopDelayMs: number;
   openapi: OpenApiOptions;
   /** Ready when the database answers. */
   ready: () => Promise<boolean>;
@@ -60,6 +63,8 @@ const pathOf = (url: string) => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
+const OVERLOAD_RETRY_SECONDS = 2;
 const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
 /** RFC 6750 §2.1 b64token. */
 const TOKEN68 = /^[A-Za-z0-9._~+/-]+=*$/;
@@ -129,6 +134,18 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     done();
   });
 
+  // Overloaded (the event loop lags behind by more than the setting, on average over the last
+  // second): refuse new requests with 503 and Retry-After rather than let every request queue
+  // until its client times out. Liveness keeps answering; readiness says 503, so a load balancer
+  // sends traffic elsewhere until the node catches up.
+  if (deps.maxEventLoopDelayMs > 0) {
+    await app.register(underPressure, {
+      maxEventLoopDelay: deps.maxEventLoopDelayMs,
+      pressureHandler: (_req, _reply, _type, value) => Promise.reject(errors.unavailable(
+        `The server is overloaded (its event loop lags ${Math.round(value ?? 0)} ms behind, above SLIPWAY_MAX_EVENT_LOOP_DELAY_MS); retry later.`, OVERLOAD_RETRY_SECONDS)),
+    });
+  }
+
   /**
    * Admits a verified caller: its rate limit, the organization of the path (anything but the
    * caller's own is a 404, never a 403), the route's role. Waits only for an organization this node
@@ -186,7 +203,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
 
   await registerOpenApi(app, deps.openapi);
 
-  app.get('/healthz', { config: { operation: 'health.live' }, schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
+  app.get('/healthz', { config: { operation: 'health.live', pressureHandler: () => undefined }, schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
     async () => ({ status: 'ok' }));
   app.get('/readyz', { config: { operation: 'health.ready' }, schema: { tags: ['health'], summary: 'Readiness: the database answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
     async () => {
