@@ -2,11 +2,11 @@
 //
 // A write transaction's cost on SQLite is mostly its COMMIT: each dirty page goes to the WAL with
 // its own system calls, and the same index and table pages are dirtied by every small change. So
-// transactions that arrive together are run one after another inside one SQLite transaction, each
-// in a savepoint of its own, and committed together when no more are waiting. A transaction that fails rolls back to its savepoint and
-// leaves the others alone. Nobody is told that a transaction committed before the COMMIT that
-// made it durable has succeeded; if that COMMIT fails, every transaction of the group fails.
-// A group holds at most DEFAULT_GROUP_LIMITS.
+// transactions that arrive together run one after another inside one SQLite transaction, each in
+// a savepoint of its own, and are committed together once no more are waiting (or the group is
+// full, see GroupLimits). A transaction that fails rolls back to its savepoint and leaves the
+// others alone. None is told it succeeded before the COMMIT that made it durable; if that COMMIT
+// fails, every transaction of the group fails.
 //
 // A statement outside a transaction never runs inside an open group: the group is committed
 // first, so a read never sees a change that might still fail.
@@ -26,10 +26,6 @@ export const DEFAULT_GROUP_LIMITS: GroupLimits = { maxTransactions: 64, maxMs: 1
 class Mutex {
   #held = false;
   #waiting: Array<() => void> = [];
-
-  get held(): boolean {
-    return this.#held;
-  }
 
   get waiters(): number {
     return this.#waiting.length;
@@ -181,8 +177,7 @@ export class GroupCommitSqliteDriver implements Driver {
     try {
       this.run(CompiledQuery.raw('commit'));
     } catch (error) {
-      if (this.#db.inTransaction) this.#db.exec('rollback');
-      for (const w of group.waiting) w.reject(error);
+      this.#abandon(group, error);
       return;
     }
     for (const w of group.waiting) w.resolve();
@@ -192,7 +187,16 @@ export class GroupCommitSqliteDriver implements Driver {
     const group = this.#group;
     if (group === null) return;
     this.#group = null;
-    if (this.#db.inTransaction) this.#db.exec('rollback');
+    this.#abandon(group, error);
+  }
+
+  /** Rolls back what is left of a group's transaction and fails every transaction in it. */
+  #abandon(group: Group, error: unknown): void {
+    try {
+      if (this.#db.inTransaction) this.#db.exec('rollback');
+    } catch {
+      // Nothing more can be done here; the group's transactions fail either way.
+    }
     for (const w of group.waiting) w.reject(error);
   }
 
