@@ -75,8 +75,9 @@ export function retention(days: number) {
 }
 type Retention = ReturnType<typeof retention>;
 
-export function toMetadata(row: SecretRow, keep?: Retention): SecretMetadataT {
-  const meta: SecretMetadataT = { name: row.name, version: row.version, keys: JSON.parse(row.keys) as string[], createdAt: row.created_at, updatedAt: row.updated_at };
+/** `keys`: the row's key names when the caller has them as a list already (its `keys` column is their JSON). */
+export function toMetadata(row: SecretRow, keep?: Retention, keys = JSON.parse(row.keys) as string[]): SecretMetadataT {
+  const meta: SecretMetadataT = { name: row.name, version: row.version, keys, createdAt: row.created_at, updatedAt: row.updated_at };
   if (row.deleted_at !== null && keep) {
     meta.deletedAt = row.deleted_at;
     meta.restorableUntil = keep.until(row.deleted_at);

@@ -77,13 +77,14 @@ export function createSecretStore(deps: SecretsDeps) {
 
     sealVersion,
 
-    /** A new secret at version 1: its row and its first version. */
-    newSecret(dataKey: DataKey, orgId: string, name: string, values: Values, now: string, ctx: RequestContext): { secret: SecretRow; version: SecretVersionRow } {
+    /** A new secret at version 1: its row, its first version, and its key names as a list. */
+    newSecret(dataKey: DataKey, orgId: string, name: string, values: Values, now: string, ctx: RequestContext): NewSecret {
       const id = newId('secret');
       const version = sealVersion(dataKey, orgId, id, 1, values, now, ctx);
       return {
         secret: { id, org_id: orgId, name, version: 1, keys: version.keys, created_at: now, updated_at: now, created_by: ctx.actor.id, updated_by: ctx.actor.id, deleted_at: null },
         version,
+        keys: keysOf(values),
       };
     },
 
@@ -100,3 +101,9 @@ export function createSecretStore(deps: SecretsDeps) {
 }
 
 export type SecretStore = ReturnType<typeof createSecretStore>;
+
+export interface NewSecret {
+  secret: SecretRow;
+  version: SecretVersionRow;
+  keys: string[];
+}

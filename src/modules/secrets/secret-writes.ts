@@ -5,7 +5,7 @@ import { isUniqueViolation, nowIso, type Executor } from '../../platform/db/data
 import { errors } from '../../platform/errors.js';
 import { appendEvents, type NewEvent } from '../events/event-log.js';
 import { duplicateNamePointers, keyDiff, keysOf, sameValues, toMetadata, type SecretInput } from './secret-model.js';
-import type { SecretStore } from './secret-store.js';
+import type { NewSecret, SecretStore } from './secret-store.js';
 import { secretsRepo, type SecretRow, type SecretVersionRow, type VersionBump } from './secrets.repo.js';
 import type { SecretMetadataT, UpsertItemT } from './secrets.schemas.js';
 
@@ -51,8 +51,8 @@ function byName(items: SecretInput[]): SecretInput[] {
   return [...items].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-const createdEvent = (s: SecretRow): NewEvent => ({
-  orgId: s.org_id, type: 'secret.created', subject: { type: 'secret', id: s.id }, data: { name: s.name, version: 1, keys: JSON.parse(s.keys) as string[] },
+const createdEvent = ({ secret: s, keys }: NewSecret): NewEvent => ({
+  orgId: s.org_id, type: 'secret.created', subject: { type: 'secret', id: s.id }, data: { name: s.name, version: 1, keys },
 });
 
 export function createSecretWrites(store: SecretStore) {
@@ -118,8 +118,11 @@ export function createSecretWrites(store: SecretStore) {
       const rows = [...made.values()];
       await secretsRepo.insertSecrets(trx, rows.map((r) => r.secret));
       await secretsRepo.insertVersions(trx, rows.map((r) => r.version));
-      await appendEvents(trx, ctx, items.map((item) => createdEvent(made.get(item.name)!.secret)), now);
-      return items.map((item) => toMetadata(made.get(item.name)!.secret));
+      await appendEvents(trx, ctx, items.map((item) => createdEvent(made.get(item.name)!)), now);
+      return items.map((item) => {
+        const { secret, keys } = made.get(item.name)!;
+        return toMetadata(secret, undefined, keys);
+      });
     });
   }
 
@@ -145,8 +148,8 @@ export function createSecretWrites(store: SecretStore) {
           const made = store.newSecret(dataKey, orgId, item.name, item.values, now, ctx);
           newSecrets.push(made.secret);
           versions.push(made.version);
-          events.push(createdEvent(made.secret));
-          results.set(item.name, { ...toMetadata(made.secret), result: 'created' });
+          events.push(createdEvent(made));
+          results.set(item.name, { ...toMetadata(made.secret, undefined, made.keys), result: 'created' });
           continue;
         }
         const before = await store.open(trx, orgId, current.get(row.id)!);
