@@ -105,13 +105,19 @@ function fromFastify(error: FastifyError, req: FastifyRequest, bodyLimit: number
   return null;
 }
 
+/** The path of a request URL, without its query string (problems' `instance`, the access log, 404/405). */
+export function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
+}
+
 export function problemBody(error: AppError, req: FastifyRequest): Record<string, unknown> {
   return {
     type: PROBLEM_BASE + error.code.replace(/_/g, '-'),
     title: error.title,
     status: error.status,
     detail: error.detail,
-    instance: req.url.split('?')[0]!,
+    instance: pathOf(req.url),
     code: error.code,
     requestId: req.id,
     ...error.extras,

@@ -14,7 +14,7 @@ import type { TokenVerifier } from '../modules/auth/token-verifier.js';
 import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { Organization } from '../modules/orgs/orgs.schemas.js';
 import type { App } from './app-types.js';
-import { createErrorHandler, sendError } from './error-handler.js';
+import { createErrorHandler, pathOf, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
 import { registerOpenApi, type OpenApiOptions } from './openapi.js';
@@ -55,12 +55,6 @@ class AccessLog extends LogController {
     else req.log.info(line, 'request');
   }
 }
-
-/** The path of a request URL, without its query string. */
-const pathOf = (url: string) => {
-  const query = url.indexOf('?');
-  return query < 0 ? url : url.slice(0, query);
-};
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
@@ -121,7 +115,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     }
   });
   app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split('?')[0]!;
+    const path = pathOf(req.url);
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => m !== req.method && shadow.find(m as 'GET', path) !== null);
     // Fastify answers HEAD wherever it answers GET.
     if (allowed[0] === 'GET') allowed.splice(1, 0, 'HEAD');

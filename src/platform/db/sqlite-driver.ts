@@ -96,8 +96,10 @@ export class GroupCommitSqliteDriver implements Driver {
     this.#limits = limits;
   }
 
-  #full(group: Group): boolean {
-    return group.jobs >= this.#limits.maxTransactions || Date.now() - group.started >= this.#limits.maxMs;
+  /** A group that holds as many transactions, or as long, as the limits allow is committed now. */
+  #commitIfFull(): void {
+    const group = this.#group;
+    if (group !== null && (group.jobs >= this.#limits.maxTransactions || Date.now() - group.started >= this.#limits.maxMs)) this.commitGroup();
   }
 
   async init(): Promise<void> {}
@@ -108,8 +110,7 @@ export class GroupCommitSqliteDriver implements Driver {
   }
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    const group = this.#group;
-    if (group !== null && this.#full(group)) this.commitGroup();
+    this.#commitIfFull();
     if (this.#group === null) {
       // IMMEDIATE: take the write lock now, waiting busy_timeout for another process to give it
       // up, rather than fail at once when a deferred transaction upgrades later.
@@ -207,8 +208,7 @@ export class GroupCommitSqliteDriver implements Driver {
    */
   #release(lease: Lease): void {
     lease.released = true;
-    const group = this.#group;
-    if (group !== null && this.#full(group)) this.commitGroup();
+    this.#commitIfFull();
     if (this.#group !== null && this.#mutex.waiters === 0) this.#scheduleFlush();
     this.#mutex.unlock();
   }
