@@ -4,7 +4,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { freePort, REPO_ROOT, startProcess, tail, waitForHttpOk } from './proc.js';
+import { BENCH_DIST_DIR, freePort, REPO_ROOT, startProcess, tail, waitForHttpOk } from './proc.js';
 import type { RunningServer, ServerStartOptions } from './servers.js';
 
 export interface SlipwayBootstrap {
@@ -94,7 +94,8 @@ function profileArgs(): string[] {
 }
 
 export async function startSlipway(opts: ServerStartOptions): Promise<SlipwayServer> {
-  const entry = path.join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
+  // The Slipway built beside this bench (dist/ normally; another build directory when run from there).
+  const entry = path.join(BENCH_DIST_DIR, '..', 'src', 'cli', 'main.js');
   if (!fs.existsSync(entry)) throw new Error(`Slipway is not built: ${path.relative(REPO_ROOT, entry)} is missing`);
 
   const dataDir = path.join(opts.runDir, 'slipway-data');
