@@ -1,4 +1,4 @@
-// Start Slipway the way an operator would (`node bin/slipway serve`) on a fresh
+// Start Slipway the way an operator would (`slipway serve`, from the build beside this bench) on a fresh
 // data directory, wait for /readyz, read the bootstrap credentials and get
 // tokens. Reused by every Slipway row.
 
@@ -95,7 +95,7 @@ function profileArgs(): string[] {
 
 export async function startSlipway(opts: ServerStartOptions): Promise<SlipwayServer> {
   // The Slipway built beside this bench (dist/ normally; another build directory when run from there).
-  const entry = path.join(BENCH_DIST_DIR, '..', 'src', 'cli', 'main.js');
+  const entry = path.join(BENCH_DIST_DIR, '..', 'src', 'cli', 'run.js');
   if (!fs.existsSync(entry)) throw new Error(`Slipway is not built: ${path.relative(REPO_ROOT, entry)} is missing`);
 
   const dataDir = path.join(opts.runDir, 'slipway-data');
@@ -105,7 +105,8 @@ export async function startSlipway(opts: ServerStartOptions): Promise<SlipwaySer
   const proc = startProcess({
     name: 'Slipway',
     // BENCH_PROFILE=DIR writes a V8 CPU profile of the server there when it stops.
-    args: [...profileArgs(), path.join(REPO_ROOT, 'bin', 'slipway'), 'serve'],
+    // What bin/slipway loads.
+    args: [...profileArgs(), entry, 'serve'],
     cwd: REPO_ROOT,
     env: slipwayEnv({
       SLIPWAY_DATA_DIR: dataDir,
