@@ -104,8 +104,8 @@ export async function startSlipway(opts: ServerStartOptions): Promise<SlipwaySer
   const baseUrl = `http://127.0.0.1:${port}`;
   const proc = startProcess({
     name: 'Slipway',
-    // BENCH_PROFILE=DIR writes a V8 CPU profile of the server there when it stops.
-    // What bin/slipway loads.
+    // BENCH_PROFILE=DIR writes a V8 CPU profile of the server there when it stops. The entry is
+    // what bin/slipway loads.
     args: [...profileArgs(), entry, 'serve'],
     cwd: REPO_ROOT,
     env: slipwayEnv({

@@ -6,7 +6,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import FindMyWay from 'find-my-way';
-import type { Logger } from '../platform/logging.js';
+import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
 import { errors } from '../platform/errors.js';
 import { allows, type Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
@@ -40,10 +40,15 @@ export interface ServerDeps {
  * "incoming"/"completed" pair is two lines and logs the whole request object).
  */
 class AccessLog extends LogController {
+  constructor(private readonly write: (line: AccessLine) => void) {
+    super({ requestIdLogLabel: 'requestId' });
+  }
+
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply): void {
     const line = {
+      requestId: req.id,
       method: req.method,
       route: req.routeOptions.url ?? null,
       path: pathOf(req.url),
@@ -51,8 +56,9 @@ class AccessLog extends LogController {
       ms: Math.round(reply.elapsedTime * 10) / 10,
       sub: req.principal?.subject,
     };
-    if (error) req.log.error({ ...line, err: { message: error.message } }, 'request failed');
-    else req.log.info(line, 'request');
+    if (error === null || error === undefined) return this.write(line);
+    const { requestId: _bound, ...fields } = line; // the request's logger carries it
+    req.log.error({ ...fields, err: { message: error.message } }, 'request failed');
   }
 }
 
@@ -63,11 +69,10 @@ const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null,
 /** RFC 6750 §2.1 b64token. */
 const TOKEN68 = /^[A-Za-z0-9._~+/-]+=*$/;
 
-/** The token of `Authorization: Bearer <token>` (the scheme is case-insensitive), or null. */
-function bearerToken(header: string): string | null {
+/** The credentials of `Authorization: Bearer <credentials>` (the scheme is case-insensitive), or null. */
+function bearerCredentials(header: string): string | null {
   if (header.length < 8 || header.slice(0, 7).toLowerCase() !== 'bearer ') return null;
-  const token = header.slice(7).trim();
-  return TOKEN68.test(token) ? token : null;
+  return header.slice(7).trim();
 }
 
 function checkRole(access: Access, principal: Principal): void {
@@ -84,7 +89,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   const app = Fastify({
     loggerInstance: deps.logger,
     // One access-log line per request, written by our onResponse hook.
-    logController: new AccessLog({ requestIdLogLabel: 'requestId' }),
+    logController: new AccessLog(accessLogWriter(deps.logger)),
+    childLoggerFactory: (logger, bindings) => new RequestLogger(logger as Logger, bindings) as unknown as Logger,
     bodyLimit: deps.bodyLimit,
     requestIdHeader: false,
     // A caller's X-Request-Id is kept when it is a sane token, so it can follow a call across services.
@@ -170,9 +176,12 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const authenticate = (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
       const header = req.headers.authorization;
       if (header === undefined) throw errors.missingToken();
-      const token = bearerToken(header);
-      if (token === null) throw errors.invalidToken('The Authorization header must be "Bearer <access token>".');
+      const token = bearerCredentials(header);
+      const malformed = () => errors.invalidToken('The Authorization header must be "Bearer <access token>".');
+      if (token === null) throw malformed();
+      // A token this node has verified before is well-formed: only a new one needs the format check.
       const principal = deps.verifier.known(token);
+      if (principal === undefined && !TOKEN68.test(token)) throw malformed();
       const admitted = principal === undefined
         ? deps.verifier.verify(token).then((verified) => admit(req, reply, access, verified))
         : admit(req, reply, access, principal);
