@@ -111,6 +111,13 @@ describe('HTTP contract', () => {
       assert.equal(lines.length, 1, `${method} ${path}`);
       assert.deepEqual([lines[0]!.method, lines[0]!.path, lines[0]!.status], [method, path, status]);
     }
+    // The shape of every structured log line, with who asked and how long it took.
+    const [line] = await accessLog(server, 'contract-log-4');
+    assert.deepEqual(Object.keys(line!), ['level', 'time', 'service', 'pid', 'requestId', 'method', 'route', 'path', 'status', 'ms', 'sub', 'msg']);
+    assert.equal(line!.level, 'info');
+    assert.ok(!Number.isNaN(Date.parse(String(line!.time))) && String(line!.time).endsWith('Z'));
+    assert.deepEqual([line!.service, line!.route, line!.sub], ['slipway', '/v1/orgs/:orgId', server.bootstrap.clientId]);
+    assert.equal(typeof line!.ms, 'number');
   });
 
   it('never logs a credential', async () => {

@@ -1,0 +1,57 @@
+// Structured logs: the access-log writer's lines are the lines pino itself would write for the same
+// fields (every log reader sees one format), and a request's logger is only made when it is used.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { accessLogWriter, createLogger, RequestLogger, type AccessLine } from '../../src/platform/logging.js';
+
+function memoryLogger(level = 'info') {
+  const lines: string[] = [];
+  const logger = createLogger(level, { write: (line: string) => { lines.push(line); } });
+  return { logger, lines };
+}
+
+describe('logging', () => {
+  it('writes access-log lines exactly as pino does, whatever the fields hold', () => {
+    const text = fc.string({ unit: 'binary', maxLength: 40 });
+    fc.assert(fc.property(
+      fc.record({
+        requestId: text, method: fc.constantFrom('GET', 'POST', 'PATCH'), route: fc.option(text, { nil: null }), path: text,
+        status: fc.integer({ min: 100, max: 599 }), ms: fc.double({ min: 0, max: 1e6, noNaN: true }), sub: fc.option(text, { nil: undefined }),
+      }),
+      (line: AccessLine) => {
+        const { logger, lines } = memoryLogger();
+        accessLogWriter(logger)(line);
+        const { requestId, ...fields } = line;
+        logger.child({ requestId }).info(fields, 'request');
+        assert.equal(lines.length, 2);
+        const [ours, pinos] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+        // The two were written a moment apart.
+        delete ours!.time;
+        delete pinos!.time;
+        assert.deepEqual(Object.entries(ours!), Object.entries(pinos!));
+        assert.ok(lines[0]!.endsWith('}\n'));
+      },
+    ));
+  });
+
+  it('writes no access-log line below its level', () => {
+    const { logger, lines } = memoryLogger('warn');
+    accessLogWriter(logger)({ requestId: 'r', method: 'GET', route: '/', path: '/', status: 200, ms: 1, sub: undefined });
+    assert.deepEqual(lines, []);
+  });
+
+  it("makes a request's logger only when the request logs, with the request's bindings", () => {
+    const { logger, lines } = memoryLogger();
+    let children = 0;
+    const counting = Object.create(logger, { child: { value: (...args: Parameters<typeof logger.child>) => { children++; return logger.child(...args); } } }) as typeof logger;
+    const requestLogger = new RequestLogger(counting, { requestId: 'req-1' });
+    assert.equal(requestLogger.isLevelEnabled('debug'), false);
+    assert.equal(children, 0);
+    requestLogger.warn({ detail: 'x' }, 'first');
+    requestLogger.error('second');
+    assert.equal(children, 1);
+    const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.deepEqual(parsed.map((l) => [l.level, l.requestId, l.msg]), [['warn', 'req-1', 'first'], ['error', 'req-1', 'second']]);
+  });
+});
