@@ -164,6 +164,18 @@ describe('API token checks', () => {
       assert.deepEqual((await introspect(server.bootstrap, victim.token)).body, { active: false });
     });
 
+    it('keeps refusing the tokens that disabling ended once the user is enabled again; new tokens work', async () => {
+      const victim = await server.actor(server.bootstrap.orgId, 'developer');
+      await usedOnce(victim.token);
+      const user = `/v1/orgs/default/service-users/${victim.id}`;
+      assert.equal((await server.owner.http.patch(user, { disabled: true })).status, 200);
+      assert.equal((await server.owner.http.patch(user, { disabled: false })).status, 200);
+      assertBearer401(await bearer(victim.token), 'invalid_token', /issued before its service user was disabled/);
+      assert.deepEqual((await introspect(server.bootstrap, victim.token)).body, { active: false });
+      const fresh = (await requestToken(server, victim)).body.access_token;
+      assert.equal((await bearer(fresh)).status, 200);
+    });
+
     it('refuses at once the token of a deleted service user', async () => {
       const victim = await server.actor(server.bootstrap.orgId, 'developer');
       await usedOnce(victim.token);

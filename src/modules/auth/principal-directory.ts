@@ -10,6 +10,8 @@ export interface SubjectState {
   role: Role;
   instanceAdmin: boolean;
   disabled: boolean;
+  /** Tokens issued before this (ms) are void: the user was disabled after they were issued. */
+  tokensNotBefore: number | null;
 }
 
 export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
@@ -25,9 +27,10 @@ export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
     async get(subject: string): Promise<SubjectState | null> {
       const hit = known(subject);
       if (hit !== undefined) return hit;
-      const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at']).where('id', '=', subject).executeTakeFirst();
+      const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at', 'tokens_not_before']).where('id', '=', subject).executeTakeFirst();
       const state: SubjectState | 'missing' = row
-        ? { orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null }
+        ? { orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null,
+          tokensNotBefore: row.tokens_not_before === null ? null : new Date(row.tokens_not_before).getTime() }
         : 'missing';
       cache.set(subject, state);
       return state === 'missing' ? null : state;

@@ -5,6 +5,7 @@
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { errors } from '../../platform/errors.js';
+import { idTime } from '../../platform/ids.js';
 import type { Principal } from './principal.js';
 import type { PrincipalDirectory, SubjectState } from './principal-directory.js';
 import type { RevocationList } from './revocations.js';
@@ -18,6 +19,8 @@ interface VerifiedClaims {
   tokenId: string;
   scopes: string[];
   expiresAt: number;
+  /** When the token was issued, ms: its jti (an id made at that millisecond), or else iat. */
+  issuedAt: number;
   /** Whether `aud` names this API's project: a token without it is ours but not for the API. */
   forThisApi: boolean;
 }
@@ -101,6 +104,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       tokenId: payload.jti!,
       scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
       expiresAt: payload.exp! * 1000,
+      issuedAt: idTime('token', payload.jti!) ?? payload.iat! * 1000,
       forThisApi: aud.includes(deps.projectId),
     };
   }
@@ -124,6 +128,9 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
   function principalOf(claims: VerifiedClaims, state: SubjectState | null): Principal {
     if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
     if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
+    if (state.tokensNotBefore !== null && claims.issuedAt < state.tokensNotBefore) {
+      throw errors.invalidToken('The access token was issued before its service user was disabled; request a new one.');
+    }
     return {
       subject: claims.subject, clientId: claims.clientId, orgId: claims.orgId, tokenId: claims.tokenId, scopes: claims.scopes,
       expiresAt: claims.expiresAt, role: state.role, instanceAdmin: state.instanceAdmin,
