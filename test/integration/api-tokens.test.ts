@@ -75,6 +75,11 @@ describe('API token checks', () => {
       const token = await signWithServerKey(server, claims());
       return `Bearer ${tamper(token, (p) => { p[orgClaim('slipway')] = otherOrgId; })}`;
     }, 'invalid_token', /signature is invalid/],
+    ['a tampered payload under the signature of a token already accepted', async () => {
+      const token = await signWithServerKey(server, claims());
+      assert.equal((await get(`Bearer ${token}`)).status, 200);
+      return `Bearer ${tamper(token, (p) => { p[orgClaim('slipway')] = otherOrgId; })}`;
+    }, 'invalid_token', /signature is invalid/],
     ['a signature by another key under our kid, that key in the header', async () => `Bearer ${await signWithForeignKey(server, claims())}`, 'invalid_token', /signature is invalid/],
     ['an unknown kid', async () => `Bearer ${await signWithForeignKey(server, claims(), { kid: 'not-a-key-of-ours' })}`, 'invalid_token', /unknown key/],
     ['typ JWT instead of at+jwt', async () => `Bearer ${await signWithServerKey(server, claims(), { typ: 'JWT' })}`, 'invalid_token', /wrong type/],

@@ -57,7 +57,10 @@ function describe(error: unknown): string {
 export function createTokenVerifier(deps: TokenVerifierDeps) {
   const audience = audienceScope(deps.idpName, deps.projectId);
   const orgClaimName = orgClaim(deps.idpName);
-  const verified = new LRUCache<string, VerifiedClaims>({ max: 20_000, ttlAutopurge: false });
+  // Keyed by the signature, the token's last and shortest part: hashing a whole ~800-character
+  // token on every request costs more than comparing it with the one remembered.
+  const verified = new LRUCache<string, { token: string; claims: VerifiedClaims }>({ max: 20_000, ttlAutopurge: false });
+  const signatureOf = (token: string) => token.slice(token.lastIndexOf('.') + 1);
   let jwks: ReturnType<typeof createLocalJWKSet> | null = null;
   let jwksKids = new Set<string>();
   let lastReload = 0;
@@ -111,9 +114,10 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
 
   /** The claims of a token verified before, or undefined when its signature has yet to be checked. */
   function remembered(token: string): VerifiedClaims | undefined {
-    const claims = verified.get(token);
+    const entry = verified.get(signatureOf(token));
+    const claims = entry !== undefined && entry.token === token ? entry.claims : undefined;
     if (claims !== undefined && claims.expiresAt + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE) * 1000 <= Date.now()) {
-      verified.delete(token);
+      verified.delete(signatureOf(token));
       throw errors.invalidToken('The access token has expired; request a new one.');
     }
     return claims;
@@ -121,7 +125,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
 
   async function verifyAndRemember(token: string): Promise<VerifiedClaims> {
     const claims = await verifySignature(token);
-    verified.set(token, claims, { ttl: Math.max(1, claims.expiresAt - Date.now()) });
+    verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, claims.expiresAt - Date.now()) });
     return claims;
   }
 
@@ -168,7 +172,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       return state === undefined ? undefined : principalOf(claims, state);
     },
     forget(token: string): void {
-      verified.delete(token);
+      verified.delete(signatureOf(token));
     },
   };
 }
