@@ -62,6 +62,7 @@ class AccessLog extends LogController {
   }
 }
 
+const MAX_PATH_PARAMETER = 512;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
 const OVERLOAD_RETRY_SECONDS = 2;
@@ -86,10 +87,11 @@ function admitToOrg(req: FastifyRequest, access: Access, principal: Principal, o
 }
 
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
+  const accessLog = new AccessLog(accessLogWriter(deps.logger));
   const app = Fastify({
     loggerInstance: deps.logger,
     // One access-log line per request, written by our onResponse hook.
-    logController: new AccessLog(accessLogWriter(deps.logger)),
+    logController: accessLog,
     childLoggerFactory: (logger, bindings) => new RequestLogger(logger as Logger, bindings) as unknown as Logger,
     bodyLimit: deps.bodyLimit,
     requestIdHeader: false,
@@ -97,6 +99,18 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    // Secret, service and environment names are at most 128 characters: a parameter can be longer
+    // than Fastify's default of 100 and, percent-encoded, longer still.
+    maxParamLength: MAX_PATH_PARAMETER,
+    // What the router itself refuses (a parameter past that length, a malformed escape) is a
+    // problem like every other refusal, with the request id the onRequest hook would have set.
+    frameworkErrors: (error, req, reply) => {
+      reply.header('x-request-id', req.id);
+      // Fastify does not follow these responses to their end: the access-log line is ours to write.
+      reply.raw.once('finish', () => accessLog.requestCompleted(null, req, reply));
+      const problem = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? errors.pathSegmentTooLong(MAX_PATH_PARAMETER) : errors.malformedPath(pathOf(req.url));
+      return sendError(problem, req, reply);
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',

@@ -56,6 +56,8 @@ export const errors = {
     new AppError(400, 'empty_batch', 'Empty batch', `The request must contain at least one item in \`${what}\`.`, {
       errors: [{ pointer: `/${what}`, message: 'must contain at least one item' }],
     }),
+  malformedPath: (path: string) =>
+    new AppError(400, 'malformed_path', 'Malformed path', `The path ${JSON.stringify(path)} has a malformed percent-encoding (% must be followed by two hex digits).`),
   duplicateNames: (pointers: FieldError[]) =>
     new AppError(400, 'duplicate_names', 'Duplicate names in request', 'Each name may appear only once in one request.', { errors: pointers }),
 
@@ -121,6 +123,9 @@ export const errors = {
     new AppError(413, 'payload_too_large', 'Payload too large', `The request body is larger than the limit of ${limit} bytes (SLIPWAY_BODY_LIMIT_BYTES).`, {
       limit: { name: 'SLIPWAY_BODY_LIMIT_BYTES', value: limit },
     }),
+  // 414
+  pathSegmentTooLong: (limit: number) =>
+    new AppError(414, 'uri_too_long', 'URI too long', `A segment of the path is longer than ${limit} characters; no name or id is that long.`),
   // 415
   unsupportedMediaType: (got: string | undefined, expected: string) =>
     new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Send the body as ${expected}${got ? `, not ${got}` : ''}.`),

@@ -102,6 +102,25 @@ describe('HTTP contract', () => {
     assert.notEqual(first.headers.get('x-request-id'), second.headers.get('x-request-id'));
   });
 
+  it('reaches a secret by a name of the longest length allowed', async () => {
+    const name = `a${'b'.repeat(127)}`;
+    const created = await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'v' } }] });
+    assert.equal(created.status, 201, created.text);
+    const read = await server.owner.http.get(`/v1/orgs/default/secrets/${name}`);
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.body.name, name);
+  });
+
+  it('answers what the router refuses with problems: an overlong path segment, a malformed escape', async () => {
+    const long = await server.owner.http.get(`/v1/orgs/default/secrets/${'x'.repeat(600)}`, { headers: { 'x-request-id': 'contract-long-segment' } });
+    assert.match(String(assertProblem(long, 414, 'uri_too_long').detail), /512 characters/);
+    assert.equal(long.headers.get('x-request-id'), 'contract-long-segment');
+    assert.equal((await accessLog(server, 'contract-long-segment'))[0]?.status, 414);
+    const escape = await server.owner.http.get('/v1/orgs/default/secrets/%zz');
+    assert.match(String(assertProblem(escape, 400, 'malformed_path').detail), /percent-encoding/);
+    assert.match(escape.headers.get('x-request-id') ?? '', UUID);
+  });
+
   it('writes exactly one access-log line per request', async () => {
     const requests: Array<[string, string, number]> = [['GET', '/healthz', 200], ['GET', '/v1/orgs', 200], ['DELETE', '/v1/orgs', 405], ['GET', '/nope', 404], ['GET', '/v1/orgs/default', 200]];
     for (const [i, [method, path, status]] of requests.entries()) {
