@@ -16,6 +16,9 @@ export interface SubjectState {
 
 export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
   const cache = new LRUCache<string, SubjectState | 'missing'>({ max: 50_000, ttl: deps.ttlMs ?? 5_000 });
+  // Counts what this node forgets: a read that started before a change here finished must not put
+  // the state from before the change back for the cache's lifetime.
+  let forgotten = 0;
   /** What this node remembers of `subject` (null: it does not exist), or undefined when it must be read. */
   function known(subject: string): SubjectState | null | undefined {
     const hit = cache.get(subject);
@@ -27,15 +30,17 @@ export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
     async get(subject: string): Promise<SubjectState | null> {
       const hit = known(subject);
       if (hit !== undefined) return hit;
+      const before = forgotten;
       const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at', 'tokens_not_before']).where('id', '=', subject).executeTakeFirst();
       const state: SubjectState | 'missing' = row
         ? { orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null,
           tokensNotBefore: row.tokens_not_before === null ? null : new Date(row.tokens_not_before).getTime() }
         : 'missing';
-      cache.set(subject, state);
+      if (forgotten === before) cache.set(subject, state);
       return state === 'missing' ? null : state;
     },
     forget(subject: string): void {
+      forgotten++;
       cache.delete(subject);
     },
   };

@@ -5,16 +5,18 @@ import type { Db } from '../../platform/db/database.js';
 export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
   const refreshMs = deps.refreshMs ?? 5_000;
   const revoked = new Map<string, number>(); // jti → expiry (ms)
-  let syncedUpTo: string | null = null;
   let lastSync = 0;
   let inflight: Promise<void> | null = null;
 
+  /**
+   * Reads every live revocation, not those since the last read: a watermark taken from one node's
+   * clock misses what another node, whose clock is behind, or a slow transaction, wrote "earlier".
+   * Live revocations are few (they end when their tokens expire), and one is never undone, so what
+   * is read is added to what this node knows.
+   */
   async function sync(): Promise<void> {
-    const startedAt = new Date(Date.now() - 2_000).toISOString(); // overlap covers clock skew between nodes
-    let q = deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', new Date().toISOString());
-    if (syncedUpTo !== null) q = q.where('revoked_at', '>=', syncedUpTo);
-    for (const row of await q.execute()) revoked.set(row.jti, Date.parse(row.expires_at));
-    syncedUpTo = startedAt;
+    const rows = await deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', new Date().toISOString()).execute();
+    for (const row of rows) revoked.set(row.jti, Date.parse(row.expires_at));
     lastSync = Date.now();
     const now = Date.now();
     for (const [jti, exp] of revoked) if (exp < now) revoked.delete(jti);

@@ -25,7 +25,11 @@ export function createOrgsService(deps: { db: Db }) {
   const byKey = new LRUCache<string, Organization | 'missing'>({ max: 10_000, ttl: CACHE_TTL_MS });
   // Pages of the instance-wide list, for instance administrators, kept the same few seconds.
   const pages = new LRUCache<string, Page<Organization>>({ max: 1_000, ttl: CACHE_TTL_MS });
+  // Counts what this node forgets, so that a read which started before a change here does not put
+  // what it read back.
+  let forgotten = 0;
   const forget = () => {
+    forgotten++;
     byKey.clear();
     pages.clear();
   };
@@ -39,9 +43,10 @@ export function createOrgsService(deps: { db: Db }) {
   async function find(idOrSlug: string): Promise<Organization | null> {
     const hit = known(idOrSlug);
     if (hit !== undefined) return hit;
+    const before = forgotten;
     const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
     const org = row ? toOrganization(row) : null;
-    byKey.set(idOrSlug, org ?? 'missing');
+    if (forgotten === before) byKey.set(idOrSlug, org ?? 'missing');
     return org;
   }
 
@@ -83,10 +88,11 @@ export function createOrgsService(deps: { db: Db }) {
       const key = `${page.after ?? ''}\0${page.limit}`;
       const cached = pages.get(key);
       if (cached) return cached;
+      const before = forgotten;
       const rows = await orgsRepo.list(db, { ...page });
       const result = toPage(rows, page.limit, (r) => r.id);
       const listed = { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
-      pages.set(key, listed);
+      if (forgotten === before) pages.set(key, listed);
       return listed;
     },
 
