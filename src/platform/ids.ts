@@ -72,14 +72,6 @@ export function newId(kind: IdKind, now = Date.now()): string {
   return `${ID_PREFIXES[kind]}_${encode(time, random)}`;
 }
 
-/** The millisecond an id of this kind was made (its first ten characters), or null when it is not one. */
-export function idTime(kind: IdKind, value: string): number | null {
-  if (!isId(kind, value)) return null;
-  let time = 0;
-  for (const c of value.slice(ID_PREFIXES[kind].length + 1, ID_PREFIXES[kind].length + 11)) time = time * 32 + ALPHABET.indexOf(c);
-  return time;
-}
-
 /** True when `value` has the shape of an id of this kind (used to tell ids from slugs in paths). */
 export function isId(kind: IdKind, value: string): boolean {
   return value.length === ID_PREFIXES[kind].length + 27 && value.startsWith(`${ID_PREFIXES[kind]}_`)

@@ -22,7 +22,7 @@ describe('auth caches', () => {
     await migrateToLatest(database);
     await database.db.insertInto('organizations').values({ id: 'org_a', slug: 'a', name: 'A', created_at: iso(0), updated_at: iso(0) }).execute();
     await database.db.insertInto('service_users').values({
-      id: 'su_a', org_id: 'org_a', name: 'ci', description: '', role: 'developer', instance_admin: 0, disabled_at: null, tokens_not_before: null,
+      id: 'su_a', org_id: 'org_a', name: 'ci', description: '', role: 'developer', instance_admin: 0, disabled_at: null, token_generation: 0,
       created_at: iso(0), updated_at: iso(0),
     }).execute();
   });

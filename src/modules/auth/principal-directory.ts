@@ -10,8 +10,8 @@ export interface SubjectState {
   role: Role;
   instanceAdmin: boolean;
   disabled: boolean;
-  /** Tokens issued before this (ms) are void: the user was disabled after they were issued. */
-  tokensNotBefore: number | null;
+  /** The generation of the user's tokens accepted now (each disable starts a new one). */
+  tokenGeneration: number;
 }
 
 export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
@@ -31,10 +31,10 @@ export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
       const hit = known(subject);
       if (hit !== undefined) return hit;
       const before = forgotten;
-      const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at', 'tokens_not_before']).where('id', '=', subject).executeTakeFirst();
+      const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at', 'token_generation']).where('id', '=', subject).executeTakeFirst();
       const state: SubjectState | 'missing' = row
         ? { orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null,
-          tokensNotBefore: row.tokens_not_before === null ? null : new Date(row.tokens_not_before).getTime() }
+          tokenGeneration: Number(row.token_generation) }
         : 'missing';
       if (forgotten === before) cache.set(subject, state);
       return state === 'missing' ? null : state;

@@ -36,3 +36,8 @@ export function scopeParser(idpName: string, projectId: string): (scope: string 
 export function orgClaim(idpName: string): string {
   return `urn:${idpName}:iam:user:resourceowner:id`;
 }
+
+/** The claim that carries the generation of its service user's tokens a token was issued in (see token_generation). */
+export function tokenGenerationClaim(idpName: string): string {
+  return `urn:${idpName}:iam:user:token_generation`;
+}

@@ -5,11 +5,10 @@
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { errors } from '../../platform/errors.js';
-import { idTime } from '../../platform/ids.js';
 import type { Principal } from './principal.js';
 import type { PrincipalDirectory, SubjectState } from './principal-directory.js';
 import type { RevocationList } from './revocations.js';
-import { audienceScope, orgClaim } from './scopes.js';
+import { audienceScope, orgClaim, tokenGenerationClaim } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
 
 interface VerifiedClaims {
@@ -19,8 +18,8 @@ interface VerifiedClaims {
   tokenId: string;
   scopes: string[];
   expiresAt: number;
-  /** When the token was issued, ms: its jti (an id made at that millisecond), or else iat. */
-  issuedAt: number;
+  /** The generation of its subject's tokens it was issued in (none: issued before there were any, 0). */
+  generation: number;
   /** Whether `aud` names this API's project: a token without it is ours but not for the API. */
   forThisApi: boolean;
 }
@@ -57,6 +56,7 @@ function describe(error: unknown): string {
 export function createTokenVerifier(deps: TokenVerifierDeps) {
   const audience = audienceScope(deps.idpName, deps.projectId);
   const orgClaimName = orgClaim(deps.idpName);
+  const generationClaimName = tokenGenerationClaim(deps.idpName);
   // Keyed by the signature, the token's last and shortest part: hashing a whole ~800-character
   // token on every request costs more than comparing it with the one remembered.
   const verified = new LRUCache<string, { token: string; claims: VerifiedClaims }>({ max: 20_000, ttlAutopurge: false });
@@ -107,7 +107,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       tokenId: payload.jti!,
       scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
       expiresAt: payload.exp! * 1000,
-      issuedAt: idTime('token', payload.jti!) ?? payload.iat! * 1000,
+      generation: typeof payload[generationClaimName] === 'number' ? payload[generationClaimName] : 0,
       forThisApi: aud.includes(deps.projectId),
     };
   }
@@ -132,7 +132,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
   function principalOf(claims: VerifiedClaims, state: SubjectState | null): Principal {
     if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
     if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
-    if (state.tokensNotBefore !== null && claims.issuedAt < state.tokensNotBefore) {
+    if (claims.generation !== state.tokenGeneration) {
       throw errors.invalidToken('The access token was issued before its service user was disabled; request a new one.');
     }
     return {

@@ -9,7 +9,7 @@ import { serviceUsersRepo, type ServiceUserRow } from '../service-users/service-
 import { oauthErrors } from './oauth-errors.js';
 import type { Principal } from './principal.js';
 import type { RevocationList } from './revocations.js';
-import { audienceScope, orgClaim, scopeParser, STANDARD_SCOPES } from './scopes.js';
+import { audienceScope, orgClaim, scopeParser, STANDARD_SCOPES, tokenGenerationClaim } from './scopes.js';
 
 export { orgClaim };
 import type { SigningKeys } from './signing-keys.js';
@@ -54,6 +54,7 @@ function inactiveUnlessBroken(error: unknown): { active: false } {
 export function createTokenService(deps: TokenServiceDeps) {
   const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
   const claimName = orgClaim(deps.idpName);
+  const generationClaimName = tokenGenerationClaim(deps.idpName);
   const parseScopes = scopeParser(deps.idpName, deps.projectId);
   // last_used_at is written at most once a minute per secret, not on every token request.
   const lastTouched = new Map<string, number>();
@@ -99,6 +100,8 @@ export function createTokenService(deps: TokenServiceDeps) {
         client_id: user.id,
         scope: granted,
         [claimName]: user.org_id,
+        // Disabling the user starts a new generation: this token dies with its generation.
+        [generationClaimName]: Number(user.token_generation),
       });
       // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
       return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: granted };

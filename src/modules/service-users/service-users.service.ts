@@ -135,7 +135,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       const now = new Date().toISOString();
       const row: ServiceUserRow = {
         id: newId('serviceUser'), org_id: orgId, name: input.name, description: input.description ?? '', role: input.role,
-        instance_admin: input.instanceAdmin ? 1 : 0, disabled_at: null, tokens_not_before: null, created_at: now, updated_at: now,
+        instance_admin: input.instanceAdmin ? 1 : 0, disabled_at: null, token_generation: 0, created_at: now, updated_at: now,
       };
       const { row: secretRow, secret } = issueSecret(row.id, now);
       try {
@@ -186,7 +186,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
           if (roleChanged) set.role = patch.role!;
           if (disabling || enabling) set.disabled_at = disabling ? now : null;
           // Enabling again does not bring back the tokens that disabling ended.
-          if (disabling) set.tokens_not_before = now;
+          if (disabling) set.token_generation = Number(row.token_generation) + 1;
           const next = (await serviceUsersRepo.update(trx, row.id, set))!;
           await appendEvents(trx, ctx, [
             ...(roleChanged ? [event(orgId, row, 'role_changed', { from: row.role, to: patch.role })] : []),

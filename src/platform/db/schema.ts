@@ -53,8 +53,8 @@ export interface ServiceUsersTable {
   role: string;
   instance_admin: number;
   disabled_at: string | null;
-  /** Tokens issued before this moment are refused (set when the user is disabled). */
-  tokens_not_before: string | null;
+  /** Only tokens of this generation are accepted; each disable starts a new one. */
+  token_generation: number;
   created_at: string;
   updated_at: string;
 }

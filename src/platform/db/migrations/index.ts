@@ -5,10 +5,10 @@ import { core } from './0001-core.js';
 import { secretsLifecycle } from './0002-secrets-lifecycle.js';
 import { idempotency } from './0003-idempotency.js';
 import { deployments } from './0004-deployments.js';
-import { serviceUserTokensNotBefore } from './0005-service-user-tokens-not-before.js';
+import { serviceUserTokenGeneration } from './0005-service-user-token-generation.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokensNotBefore];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration];
 
 export interface MigrationOutcome {
   applied: string[];
