@@ -82,6 +82,16 @@ export async function generateSigningKeyRow(ring: MasterKeyring, now: string): P
 
 export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlSeconds: number }) {
   let cached: { set: KeySet; loadedAt: number } | null = null;
+  // The requests that find the cache expired all wait for the same read.
+  let refreshing: Promise<KeySet> | null = null;
+
+  /** The signer of `row`: its private key unwrapped and made into a KeyObject, once per key. */
+  async function signerOf(row: SigningKeyRow): Promise<ActiveSigner> {
+    const privateJwk = JSON.parse(unwrapKey(deps.ring, row.private_sealed, row.master_key_id, signingKeyBinding(row.kid)).toString('utf8')) as JWK;
+    const privateKey = (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey;
+    const keyObject = createPrivateKey({ key: privateJwk as never, format: 'jwk' });
+    return { kid: row.kid, privateKey, signAccessToken: es256Signer({ typ: 'at+jwt', kid: row.kid }, keyObject) };
+  }
 
   async function load(): Promise<KeySet> {
     const retiredAfter = new Date(Date.now() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
@@ -91,10 +101,8 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
       rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
     }
     const active = rows.find((r) => r.retired_at === null)!;
-    const privateJwk = JSON.parse(unwrapKey(deps.ring, active.private_sealed, active.master_key_id, signingKeyBinding(active.kid)).toString('utf8')) as JWK;
-    const privateKey = (await importJWK(privateJwk, SIGNING_ALG)) as CryptoKey;
-    const keyObject = createPrivateKey({ key: privateJwk as never, format: 'jwk' });
-    const signer = { kid: active.kid, privateKey, signAccessToken: es256Signer({ typ: 'at+jwt', kid: active.kid }, keyObject) };
+    // Most reads find the key already signing (a master-key rotation re-wraps it, the key stays the same).
+    const signer = cached?.set.signer.kid === active.kid ? cached.set.signer : await signerOf(active);
     const set = { signer, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
     cached = { set, loadedAt: Date.now() };
     return set;
@@ -112,7 +120,8 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     /** The current key set; re-read every minute so a rotation on another node reaches this one. */
     async current(): Promise<KeySet> {
       if (cached && Date.now() - cached.loadedAt < SIGNER_CACHE_MS) return cached.set;
-      return load();
+      refreshing ??= load().finally(() => { refreshing = null; });
+      return refreshing;
     },
     /** Re-reads now: a token names a kid this node has not seen yet. */
     reload: load,

@@ -1,11 +1,12 @@
 // The authorization server's side: authenticate a client, issue an RFC 9068 JWT access token,
 // introspect (RFC 7662) and revoke (RFC 7009).
 import { decodeJwt } from 'jose';
-import { secretMatches } from '../../platform/crypto/client-secret.js';
+import { LRUCache } from 'lru-cache';
+import { hashClientSecret, pepperKey, sameSecretHash, secretDigest } from '../../platform/crypto/client-secret.js';
 import type { Db } from '../../platform/db/database.js';
 import { isAppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { serviceUsersRepo, type ServiceUserRow } from '../service-users/service-users.repo.js';
+import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from '../service-users/service-users.repo.js';
 import { oauthErrors } from './oauth-errors.js';
 import type { Principal } from './principal.js';
 import type { RevocationList } from './revocations.js';
@@ -39,8 +40,50 @@ export interface TokenServiceDeps {
   ttlSeconds: number;
 }
 
-
 const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * How long this process trusts a client record it has read (the service user and its secrets'
+ * hashes) to accept the client again without a database read: the window in which the API's
+ * checks of a token's subject and of revocations see a change (principal-directory.ts,
+ * revocations.ts). A change made through this process's service-users service is forgotten here
+ * at once (`forgetClient`). A change made by another process on the same database - the CLI's
+ * `service-user disable` or `rotate-secret`, another worker of `serve --workers N`, another node
+ * on PostgreSQL - reaches this one within the window: until then, a service user disabled or
+ * deleted there, or a secret removed there, can still get tokens here.
+ */
+export const CLIENT_CACHE_MS = 5_000;
+/** Clients remembered at once; past this, the least recently used is read again when it comes back. */
+const CLIENT_CACHE_MAX = 10_000;
+
+interface ClientRecord {
+  user: ServiceUserRow;
+  secrets: Array<Pick<ClientSecretRow, 'id' | 'hash'>>;
+  /**
+   * Digests (`secretDigest`) of the secrets presented and matched since the record was read, and
+   * which secret each was: a client that comes back is recognized without another HMAC, which
+   * costs several times as much inside a busy server.
+   */
+  recognized: Array<{ digest: Buffer; secretId: string }>;
+}
+
+/** The presented secret: its digest, and its keyed hash, computed only when needed and only once. */
+interface Presented {
+  digest: Buffer;
+  keyedHash: () => Buffer;
+}
+
+/** The client and which of its secrets was presented, when that client may have a token. */
+function accepted(record: ClientRecord | undefined, presented: Presented): { user: ServiceUserRow; secretId: string } | undefined {
+  if (record === undefined || record.user.disabled_at !== null) return undefined;
+  let secretId = record.recognized.find((r) => sameSecretHash(presented.digest, r.digest))?.secretId;
+  if (secretId === undefined) {
+    const candidate = presented.keyedHash();
+    secretId = record.secrets.find((s) => sameSecretHash(candidate, s.hash))?.id;
+    if (secretId !== undefined) record.recognized.push({ digest: presented.digest, secretId });
+  }
+  return secretId === undefined ? undefined : { user: record.user, secretId };
+}
 
 /**
  * A token the verifier refuses is simply not active (introspection) or nothing to revoke. Anything
@@ -56,31 +99,55 @@ export function createTokenService(deps: TokenServiceDeps) {
   const claimName = orgClaim(deps.idpName);
   const generationClaimName = tokenGenerationClaim(deps.idpName);
   const parseScopes = scopeParser(deps.idpName, deps.projectId);
+  const pepper = pepperKey(deps.pepper);
   // last_used_at is written at most once a minute per secret, not on every token request.
   const lastTouched = new Map<string, number>();
+  // The last record read of each existing client, for CLIENT_CACHE_MS.
+  const clients = new LRUCache<string, ClientRecord>({ max: CLIENT_CACHE_MAX, ttl: CLIENT_CACHE_MS });
+  // Counts forgetClient calls: a read under way when a change committed must not be kept after it.
+  let forgotten = 0;
+
+  /** The client's record as the database has it now (undefined: no such client), remembered. */
+  async function readClient(clientId: string): Promise<ClientRecord | undefined> {
+    const before = forgotten;
+    const found = await serviceUsersRepo.findWithSecrets(deps.db, clientId);
+    if (found === null) {
+      clients.delete(clientId);
+      return undefined;
+    }
+    const record = { user: found.user, secrets: found.secrets.map(({ id, hash }) => ({ id, hash })), recognized: [] };
+    if (forgotten === before) clients.set(clientId, record);
+    return record;
+  }
 
   async function authenticate(creds: ClientCredentials): Promise<ServiceUserRow> {
     // Every failure says the same to the caller: which one it was is for the log, not the client.
     const fail = () => oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
     if (!creds.clientId.startsWith('su_') || creds.clientId.length > 64) throw fail();
-    // Read afresh every time (one query): a removed secret or a disabled client is refused at once,
-    // on every node, whatever process made the change.
-    const found = await serviceUsersRepo.findWithSecrets(deps.db, creds.clientId);
-    if (!found) throw fail();
-    const { user, secrets } = found;
-    const match = secrets.find((s) => secretMatches(deps.pepper, creds.clientSecret, s.hash));
-    if (!match || user.disabled_at !== null) throw fail();
+    let keyed: Buffer | undefined;
+    const presented = { digest: secretDigest(creds.clientSecret), keyedHash: () => (keyed ??= hashClientSecret(pepper, creds.clientSecret)) };
+    // The cache only ever accepts. Whatever it would refuse is decided on a fresh read, so a secret
+    // just added or a user just enabled, on any node, works at once, and a wrong guess costs the
+    // database read it always did.
+    const client = accepted(clients.get(creds.clientId), presented) ?? accepted(await readClient(creds.clientId), presented);
+    if (client === undefined) throw fail();
     const now = Date.now();
-    if (now - (lastTouched.get(match.id) ?? 0) > LAST_USED_RESOLUTION_MS) {
-      lastTouched.set(match.id, now);
+    if (now - (lastTouched.get(client.secretId) ?? 0) > LAST_USED_RESOLUTION_MS) {
+      lastTouched.set(client.secretId, now);
       if (lastTouched.size > 100_000) lastTouched.clear();
-      await serviceUsersRepo.touchSecret(deps.db, match.id, new Date(now).toISOString());
+      await serviceUsersRepo.touchSecret(deps.db, client.secretId, new Date(now).toISOString());
     }
-    return user;
+    return client.user;
   }
 
   return {
     authenticate,
+
+    /** Called once a change to this service user (role, state, secrets, deletion) has committed. */
+    forgetClient(serviceUserId: string): void {
+      forgotten++;
+      clients.delete(serviceUserId);
+    },
 
     /** Issues a token to a client that `authenticate` has accepted: only it learns what is wrong with its scope. */
     async clientCredentialsGrant(user: ServiceUserRow, scope: string | undefined): Promise<TokenResponse> {

@@ -38,7 +38,11 @@ export interface ServiceUsersDeps {
   pepper: Buffer;
   tokenUrl: string;
   scope: string;
-  /** Told whenever a service user changes, so cached token checks see it at once on this node. */
+  /**
+   * Told once a change to a service user has committed, so this process's caches of it (the API's
+   * token checks, the token endpoint's client records) see it at once. A new one needs no call: the
+   * token endpoint remembers only clients it has found.
+   */
   onChanged: (serviceUserId: string) => void;
 }
 
