@@ -35,6 +35,28 @@ describe('bulk create secrets', () => {
     assert.equal(res.body.secrets.length, 1000);
     assert.deepEqual(res.body.secrets.map((s: any) => s.name), secrets.map((s) => s.name));
   });
+
+  it('keeps each secret\'s own keys, values and event, in batches where some or all secrets share their key names', async () => {
+    const http = server.owner.http;
+    // 600 items: more than one insert statement's worth, with key names that differ (every third
+    // item) and that all agree (the second batch).
+    const mixed = Array.from({ length: 600 }, (_, i) => ({ name: `own-${i}`, values: i % 3 === 0 ? { [`K${i}`]: `v${i}` } : { A: `a${i}`, B: `b${i}` } }));
+    const same = Array.from({ length: 3 }, (_, i) => ({ name: `same-${i}`, values: { A: `same${i}` } }));
+    for (const secrets of [mixed, same]) {
+      const res = await http.post('/v1/orgs/default/secrets', { secrets });
+      assert.equal(res.status, 201, res.text);
+      assert.deepEqual(res.body.secrets.map((s: any) => [s.name, s.keys]), secrets.map((s) => [s.name, Object.keys(s.values).sort()]));
+      const listed = await http.get(`/v1/orgs/default/secrets?prefix=${secrets[0]!.name.split('-')[0]}-&limit=200`);
+      for (const s of listed.body.secrets) assert.deepEqual(s.keys, Object.keys(secrets.find((x) => x.name === s.name)!.values).sort());
+      for (const i of [0, 1, secrets.length - 1]) {
+        const revealed = await http.post(`/v1/orgs/default/secrets/${secrets[i]!.name}/reveal`, {});
+        assert.deepEqual(revealed.body.values, secrets[i]!.values);
+      }
+      const { id } = await server.core.db.selectFrom('secrets').select('id').where('name', '=', secrets[1]!.name).executeTakeFirstOrThrow();
+      const events = await http.get(`/v1/orgs/default/events?type=secret.created&subject=${id}`);
+      assert.deepEqual(events.body.events.map((e: any) => [e.subject.id, e.data.name, e.data.keys, e.requestId]), [[id, secrets[1]!.name, Object.keys(secrets[1]!.values).sort(), res.headers.get('x-request-id')]]);
+    }
+  });
 });
 
 describe('bulk create secrets: refusals', () => {

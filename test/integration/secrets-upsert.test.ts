@@ -1,7 +1,9 @@
 // PUT /v1/orgs/{orgId}/secrets: create the missing, version the changed, leave the identical.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startServer, type TestServer } from '../support/harness.js';
+import { CompiledQuery } from 'kysely';
+import { bumpManyStatement } from '../../src/modules/secrets/secrets.repo.js';
+import { startServer, TEST_DB, type TestServer } from '../support/harness.js';
 
 const base = '/v1/orgs/default/secrets';
 
@@ -76,6 +78,34 @@ describe('bulk upsert secrets', () => {
     assert.deepEqual(tally, { created: 500, updated: 250, unchanged: 250 });
     assert.deepEqual((await http.post(`${base}/half-0002/reveal`, {})).body.values, { K1: 'new', K2: 'same' });
     assert.deepEqual((await http.post(`${base}/half-0002/reveal`, { version: 1 })).body.values, { K1: 'old', K2: 'same' });
+  });
+
+  it('versions more changed secrets than one statement holds, and only those', async () => {
+    const http = server.owner.http;
+    const names = Array.from({ length: 450 }, (_, i) => `many-${String(i).padStart(3, '0')}`);
+    assert.equal((await http.post(base, { secrets: names.map((name) => ({ name, values: { V: 'old' } })) })).status, 201);
+    // The same names in another organization: a bump must find its rows by id, never by name or version.
+    const other = await server.createOrg();
+    const otherOwner = await server.actor(other.id, 'owner');
+    assert.equal((await otherOwner.http.post(`/v1/orgs/${other.id}/secrets`, { secrets: names.slice(0, 5).map((name) => ({ name, values: { V: 'old' } })) })).status, 201);
+
+    const res = await http.put(base, { secrets: names.map((name, i) => ({ name, values: { V: i === 7 ? 'old' : `new-${i}` } })) });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body.secrets.map((s: any) => [s.name, s.result, s.version]), names.map((name, i) => (i === 7 ? [name, 'unchanged', 1] : [name, 'updated', 2])));
+    for (const i of [0, 7, 399, 400, 449]) {
+      const revealed = await http.post(`${base}/${names[i]}/reveal`, {});
+      assert.deepEqual([revealed.body.version, revealed.body.values], i === 7 ? [1, { V: 'old' }] : [2, { V: `new-${i}` }], names[i]);
+    }
+    const untouched = await otherOwner.http.get(`/v1/orgs/${other.id}/secrets/${names[0]}`);
+    assert.equal(untouched.body.version, 1);
+  });
+
+  it('bumps many secrets by looking each up through its id, never by scanning the table (SQLite plan)', { skip: TEST_DB !== 'sqlite' }, async () => {
+    const bumps = Array.from({ length: 400 }, (_, i) => ({ id: `sec_${i}`, keys: '["A"]', expected: 1 }));
+    const { sql, parameters } = bumpManyStatement(server.core.db, bumps, new Date().toISOString(), 'su_1').compile();
+    const plan = (await server.core.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`explain query plan ${sql}`, [...parameters]))).rows.map((r) => r.detail);
+    assert.ok(plan.some((d) => /^SEARCH secrets USING .*\(id=\?\)$/.test(d)), plan.join(' | '));
+    assert.ok(!plan.some((d) => /^SCAN secrets/.test(d)), plan.join(' | '));
   });
 
   it('concurrent upserts of the same new and existing names all succeed, one version per change', async () => {

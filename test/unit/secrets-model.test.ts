@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isAppError } from '../../src/platform/errors.js';
-import { applyPatch, etagOf, keyDiff, parseIfMatch, retention, sameValues } from '../../src/modules/secrets/secret-model.js';
+import { applyPatch, etagOf, keyDiff, parseIfMatch, retention, sameValues, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
+import type { SecretRow } from '../../src/modules/secrets/secrets.repo.js';
 
 const key = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,5}$/);
 const values = fc.dictionary(key, fc.string({ maxLength: 8 }), { minKeys: 1, maxKeys: 8 });
@@ -52,6 +53,25 @@ describe('secret values', () => {
 
   it('keyDiff names added, removed and changed keys only', () => {
     assert.deepEqual(keyDiff({ A: '1', B: '2', C: '3' }, { A: '1', B: 'x', D: '4' }), { added: ['D'], removed: ['C'], changed: ['B'] });
+  });
+
+  it('keyDiff lists sorted key names that partition the keys of both sides (property)', () => {
+    fc.assert(fc.property(values, values, (before, after) => {
+      const { added, removed, changed } = keyDiff(before, after);
+      for (const list of [added, removed, changed]) assert.deepEqual(list, [...list].sort());
+      assert.deepEqual(added, Object.keys(after).filter((k) => !(k in before)).sort());
+      assert.deepEqual(removed, Object.keys(before).filter((k) => !(k in after)).sort());
+      assert.deepEqual(changed, Object.keys(after).filter((k) => k in before && before[k] !== after[k]).sort());
+    }));
+  });
+
+  it('toChange is the metadata of a live secret and the result, keys from the row unless given', () => {
+    const row: SecretRow = {
+      id: 'sec_1', org_id: 'org_1', name: 'db', version: 3, keys: '["A","B"]', created_at: '2026-01-01T00:00:00.000Z',
+      updated_at: '2026-01-02T00:00:00.000Z', created_by: 'su_1', updated_by: 'su_2', deleted_at: null,
+    };
+    assert.deepEqual(toChange(row, 'updated'), { ...toMetadata(row), result: 'updated' });
+    assert.deepEqual(toChange(row, 'created', ['X']), { ...toMetadata(row, undefined, ['X']), result: 'created' });
   });
 });
 

@@ -29,6 +29,10 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
     return key;
   }
 
+  function openWith(key: Buffer, orgId: string, secretId: string, version: number, sealed: Buffer): Record<string, string> {
+    return JSON.parse(open(key, sealed, valuesBinding(orgId, secretId, version)).toString('utf8')) as Record<string, string>;
+  }
+
   return {
     /** The organization's current data key, made on first use inside the caller's transaction. */
     async current(db: Executor, orgId: string): Promise<DataKey> {
@@ -55,9 +59,11 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
     },
 
     async openValues(db: Executor, dataKeyId: string, orgId: string, secretId: string, version: number, sealed: Buffer): Promise<Record<string, string>> {
-      const key = await byId(db, dataKeyId);
-      return JSON.parse(open(key, sealed, valuesBinding(orgId, secretId, version)).toString('utf8')) as Record<string, string>;
+      return openWith(await byId(db, dataKeyId), orgId, secretId, version, sealed);
     },
+
+    /** openValues with the data key in hand (byId of the version's data_key_id), for many versions at once. */
+    openWith,
   };
 }
 

@@ -5,7 +5,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
-import { applyPatch, keyDiff, keysOf, sameValues, toMetadata, type Values } from './secret-model.js';
+import { applyPatch, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
 import type { SecretStore } from './secret-store.js';
 import { concurrentChange } from './secret-writes.js';
 import { secretsRepo, type SecretRow } from './secrets.repo.js';
@@ -41,16 +41,17 @@ export function createSecretChanges(store: SecretStore) {
       checkExpected(row, expected);
       const current = await store.open(trx, orgId, currentVersion);
       const next = await how.next(current, trx, row);
-      if (sameValues(current, next)) return { ...toMetadata(row), result: 'unchanged' as const };
+      if (sameValues(current, next)) return toChange(row, 'unchanged');
 
-      const version = store.sealVersion(await dataKeys.current(trx, orgId), orgId, row.id, row.version + 1, next, now, ctx);
+      const keys = keysOf(next);
+      const version = store.sealVersion(await dataKeys.current(trx, orgId), orgId, row.id, row.version + 1, next, now, ctx, keys);
       await secretsRepo.insertVersions(trx, [version]);
       if (await secretsRepo.bumpVersions(trx, [{ id: row.id, expected: row.version, keys: version.keys }], now, ctx.actor.id) !== 1) throw concurrentChange();
       await appendEvents(trx, ctx, [{
         orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
-        data: { name, version: version.version, keys: keysOf(next), change: how.kind, ...keyDiff(current, next), ...how.data },
+        data: { name, version: version.version, keys, change: how.kind, ...keyDiff(current, next), ...how.data },
       }], now);
-      return { ...toMetadata({ ...row, version: version.version, keys: version.keys, updated_at: now }), result: 'updated' as const };
+      return toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys);
     });
   }
 
@@ -105,7 +106,7 @@ export function createSecretChanges(store: SecretStore) {
         }
         if (!(await secretsRepo.markRestored(trx, row.id, row.deleted_at))) throw concurrentChange();
         await appendEvents(trx, ctx, [{ orgId, type: 'secret.restored', subject: { type: 'secret', id: row.id }, data: { name, version: row.version, deletedAt: row.deleted_at } }], now);
-        return { ...toMetadata({ ...row, deleted_at: null }), result: 'restored' as const };
+        return toChange(row, 'restored');
       });
     },
 

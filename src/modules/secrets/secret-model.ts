@@ -24,10 +24,11 @@ export function sameValues(a: Values, b: Values): boolean {
 
 /** Key names only, for events: which keys a change added, removed or gave another value. */
 export function keyDiff(before: Values, after: Values): { added: string[]; removed: string[]; changed: string[] } {
+  const afterKeys = keysOf(after);
   return {
-    added: keysOf(after).filter((k) => !Object.hasOwn(before, k)),
+    added: afterKeys.filter((k) => !Object.hasOwn(before, k)),
     removed: keysOf(before).filter((k) => !Object.hasOwn(after, k)),
-    changed: keysOf(after).filter((k) => Object.hasOwn(before, k) && before[k] !== after[k]),
+    changed: afterKeys.filter((k) => Object.hasOwn(before, k) && before[k] !== after[k]),
   };
 }
 
@@ -83,6 +84,14 @@ export function toMetadata(row: SecretRow, keep?: Retention, keys = JSON.parse(r
     meta.restorableUntil = keep.until(row.deleted_at);
   }
   return meta;
+}
+
+/**
+ * A live secret's metadata with what a write did to it, built as one literal: a spread copy of
+ * toMetadata's object serializes several times slower, which a thousand-item answer feels.
+ */
+export function toChange<R extends string>(row: SecretRow, result: R, keys = JSON.parse(row.keys) as string[]): SecretMetadataT & { result: R } {
+  return { name: row.name, version: row.version, keys, createdAt: row.created_at, updatedAt: row.updated_at, result };
 }
 
 /** The ETag of a secret's current version. */

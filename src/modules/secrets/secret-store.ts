@@ -8,7 +8,7 @@ import { newId } from '../../platform/ids.js';
 import { appendEvents } from '../events/event-log.js';
 import type { DataKey, DataKeys } from './data-keys.js';
 import { keysOf, retention, type Values } from './secret-model.js';
-import { secretsRepo, type SecretRow, type SecretVersionRow } from './secrets.repo.js';
+import { secretsRepo, type SecretRow, type SecretVersionRow, type WithCurrent } from './secrets.repo.js';
 
 export interface SecretsDeps {
   db: Db;
@@ -37,9 +37,10 @@ export function createSecretStore(deps: SecretsDeps) {
     if (row.deleted_at !== null) throw errors.secretDeleted(name, keep.until(row.deleted_at));
   }
 
-  function sealVersion(dataKey: DataKey, orgId: string, secretId: string, version: number, values: Values, now: string, ctx: RequestContext): SecretVersionRow {
+  /** `keys`: the values' key names, when the caller has them already. */
+  function sealVersion(dataKey: DataKey, orgId: string, secretId: string, version: number, values: Values, now: string, ctx: RequestContext, keys = keysOf(values)): SecretVersionRow {
     return {
-      secret_id: secretId, version, keys: JSON.stringify(keysOf(values)), data_key_id: dataKey.id,
+      secret_id: secretId, version, keys: JSON.stringify(keys), data_key_id: dataKey.id,
       ciphertext: dataKeys.sealValues(dataKey, orgId, secretId, version, values), created_at: now, created_by: ctx.actor.id,
     };
   }
@@ -75,16 +76,24 @@ export function createSecretStore(deps: SecretsDeps) {
       return dataKeys.openValues(db, v.data_key_id, orgId, v.secret_id, v.version, v.ciphertext);
     },
 
+    /** Each secret's current values, by secret id; each data key is looked up once, not once per secret. */
+    async openCurrent(db: Executor, orgId: string, pairs: WithCurrent[]): Promise<Map<string, Values>> {
+      const keys = new Map<string, Buffer>();
+      for (const { current: v } of pairs) if (!keys.has(v.data_key_id)) keys.set(v.data_key_id, await dataKeys.byId(db, v.data_key_id));
+      return new Map(pairs.map(({ secret, current: v }) => [secret.id, dataKeys.openWith(keys.get(v.data_key_id)!, orgId, v.secret_id, v.version, v.ciphertext)]));
+    },
+
     sealVersion,
 
     /** A new secret at version 1: its row, its first version, and its key names as a list. */
     newSecret(dataKey: DataKey, orgId: string, name: string, values: Values, now: string, ctx: RequestContext): NewSecret {
       const id = newId('secret');
-      const version = sealVersion(dataKey, orgId, id, 1, values, now, ctx);
+      const keys = keysOf(values);
+      const version = sealVersion(dataKey, orgId, id, 1, values, now, ctx, keys);
       return {
         secret: { id, org_id: orgId, name, version: 1, keys: version.keys, created_at: now, updated_at: now, created_by: ctx.actor.id, updated_by: ctx.actor.id, deleted_at: null },
         version,
-        keys: keysOf(values),
+        keys,
       };
     },
 

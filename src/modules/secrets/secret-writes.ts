@@ -4,7 +4,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents, type NewEvent } from '../events/event-log.js';
-import { duplicateNamePointers, keyDiff, keysOf, sameValues, toMetadata, type SecretInput } from './secret-model.js';
+import { duplicateNamePointers, keyDiff, keysOf, sameValues, toChange, toMetadata, type SecretInput } from './secret-model.js';
 import type { NewSecret, SecretStore } from './secret-store.js';
 import { secretsRepo, type SecretRow, type SecretVersionRow, type VersionBump } from './secrets.repo.js';
 import type { SecretMetadataT, UpsertItemT } from './secrets.schemas.js';
@@ -134,7 +134,7 @@ export function createSecretWrites(store: SecretStore) {
       const deleted = found.filter((r) => r.deleted_at !== null);
       if (deleted.length > 0) throw deletedConflict(items, deleted.map((r) => r.name));
       const existing = new Map(found.map((r) => [r.name, r]));
-      const current = new Map(pairs.map((p) => [p.secret.id, p.current]));
+      const current = await store.openCurrent(trx, orgId, pairs.filter((p) => existing.has(p.secret.name)));
       const dataKey = await dataKeys.current(trx, orgId);
 
       const newSecrets: SecretRow[] = [];
@@ -149,22 +149,23 @@ export function createSecretWrites(store: SecretStore) {
           newSecrets.push(made.secret);
           versions.push(made.version);
           events.push(createdEvent(made));
-          results.set(item.name, { ...toMetadata(made.secret, undefined, made.keys), result: 'created' });
+          results.set(item.name, toChange(made.secret, 'created', made.keys));
           continue;
         }
-        const before = await store.open(trx, orgId, current.get(row.id)!);
+        const before = current.get(row.id)!;
         if (sameValues(before, item.values)) {
-          results.set(item.name, { ...toMetadata(row), result: 'unchanged' });
+          results.set(item.name, toChange(row, 'unchanged'));
           continue;
         }
-        const version = store.sealVersion(dataKey, orgId, row.id, row.version + 1, item.values, now, ctx);
+        const keys = keysOf(item.values);
+        const version = store.sealVersion(dataKey, orgId, row.id, row.version + 1, item.values, now, ctx, keys);
         versions.push(version);
         bumps.push({ id: row.id, expected: row.version, keys: version.keys });
         events.push({
           orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
-          data: { name: row.name, version: version.version, keys: keysOf(item.values), change: 'upsert', ...keyDiff(before, item.values) },
+          data: { name: row.name, version: version.version, keys, change: 'upsert', ...keyDiff(before, item.values) },
         });
-        results.set(item.name, { ...toMetadata({ ...row, version: version.version, keys: version.keys, updated_at: now }), result: 'updated' });
+        results.set(item.name, toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys));
       }
 
       await secretsRepo.insertSecrets(trx, newSecrets);
