@@ -20,19 +20,23 @@ export const ID_PREFIXES = {
 
 export type IdKind = keyof typeof ID_PREFIXES;
 
-let lastTime = 0;
-let lastRandom: Buffer = Buffer.alloc(10);
+const CHARS = Buffer.from(ALPHABET, 'latin1');
 
-/** The time and random part of the next id, ordered after every id this process made before. */
-function next(now: number): { time: number; random: Buffer } {
+let lastTime = 0;
+/** The random part of the last id: drawn anew each millisecond, incremented within one. */
+const random = Buffer.alloc(10);
+/** An id's characters, written here and read out once as a flat string (bulk writes make thousands per request). */
+const chars = Buffer.alloc(64);
+
+/** The time of the next id; `random` then holds its random part, ordered after every id this process made before. */
+function advance(now: number): number {
   if (now > lastTime) {
     lastTime = now;
-    lastRandom = randomBytesPooled(10);
-    return { time: now, random: lastRandom };
+    randomBytesPooled(10).copy(random);
+    return now;
   }
   // Same (or earlier, after a clock step back) millisecond: keep the last time and increment the
   // random part, so order still holds.
-  const random = Buffer.from(lastRandom);
   for (let i = random.length - 1; i >= 0; i--) {
     const byte = random[i]!;
     if (byte < 0xff) {
@@ -41,35 +45,35 @@ function next(now: number): { time: number; random: Buffer } {
     }
     random[i] = 0;
   }
-  lastRandom = random;
-  return { time: lastTime, random };
-}
-
-function encode(time: number, random: Buffer): string {
-  let out = '';
-  let t = time;
-  for (let i = 0; i < 10; i++) {
-    out = ALPHABET[t % 32]! + out;
-    t = Math.floor(t / 32);
-  }
-  // 80 random bits = 16 base32 characters, 5 bits at a time.
-  let bits = 0;
-  let value = 0;
-  for (const byte of random) {
-    value = (value << 8) | byte;
-    bits += 8;
-    while (bits >= 5) {
-      out += ALPHABET[(value >>> (bits - 5)) & 31]!;
-      bits -= 5;
-    }
-    value &= (1 << bits) - 1;
-  }
-  return out;
+  return lastTime;
 }
 
 export function newId(kind: IdKind, now = Date.now()): string {
-  const { time, random } = next(now);
-  return `${ID_PREFIXES[kind]}_${encode(time, random)}`;
+  const time = advance(now);
+  let n = chars.write(ID_PREFIXES[kind], 0, 'latin1');
+  chars[n++] = 0x5f; // _
+  // 48-bit milliseconds: 10 characters, most significant first.
+  let t = time;
+  for (let i = n + 9; i >= n; i--) {
+    chars[i] = CHARS[t % 32]!;
+    t = Math.floor(t / 32);
+  }
+  n += 10;
+  // 80 random bits: 16 characters, from four groups of 20 bits.
+  for (let b = 0; b < 10; b += 5) {
+    n = put20((random[b]! << 12) | (random[b + 1]! << 4) | (random[b + 2]! >> 4), n);
+    n = put20(((random[b + 2]! & 0x0f) << 16) | (random[b + 3]! << 8) | random[b + 4]!, n);
+  }
+  return chars.toString('latin1', 0, n);
+}
+
+/** Writes 20 bits as four characters at `at`; returns the position after them. */
+function put20(bits: number, at: number): number {
+  chars[at] = CHARS[bits >> 15]!;
+  chars[at + 1] = CHARS[(bits >> 10) & 31]!;
+  chars[at + 2] = CHARS[(bits >> 5) & 31]!;
+  chars[at + 3] = CHARS[bits & 31]!;
+  return at + 4;
 }
 
 /** True when `value` has the shape of an id of this kind (used to tell ids from slugs in paths). */
