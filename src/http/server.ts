@@ -102,7 +102,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     },
     // Secret, service and environment names are at most 128 characters: a parameter can be longer
     // than Fastify's default of 100 and, percent-encoded, longer still.
-    maxParamLength: MAX_PATH_PARAMETER,
+    routerOptions: { maxParamLength: MAX_PATH_PARAMETER },
     // What the router itself refuses (a parameter past that length, a malformed escape) is a
     // problem like every other refusal, with the request id the onRequest hook would have set.
     frameworkErrors: (error, req, reply) => {

@@ -102,6 +102,15 @@ describe('slipway serve (child process)', () => {
     assert.deepEqual(await first.exited, { code: 0, signal: null });
     agent.destroy();
     assert.ok(first.logs().some((l) => l.msg === 'stopped cleanly'), first.output.join('\n'));
+    // Everything it wrote is a structured log line: no runtime or framework warning on stderr.
+    const notLogLines = first.output.filter((line) => {
+      try {
+        return typeof JSON.parse(line) !== 'object';
+      } catch {
+        return true;
+      }
+    });
+    assert.deepEqual(notLogLines, []);
     // A clean SQLite close checkpoints the write-ahead log into the database file and removes it.
     if (TEST_DB === 'sqlite') assert.equal(fs.existsSync(path.join(dataDir, 'slipway.db-wal')), false);
   });
