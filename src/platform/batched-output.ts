@@ -16,6 +16,8 @@ export class BatchedOutput {
   /** UTF-16 length of what is gathered: close enough to its size to decide when to write. */
   #gathered = 0;
   readonly #chunkBytes: number;
+  readonly #timer: NodeJS.Timeout;
+  readonly #atExit = () => this.flushSync();
 
   /**
    * @param shared whether other processes write to the same descriptor (the workers of `serve
@@ -24,8 +26,15 @@ export class BatchedOutput {
    */
   constructor(private readonly fd: number, shared = cluster.isWorker) {
     this.#chunkBytes = shared ? ATOMIC_PIPE_WRITE : BATCH_BYTES;
-    setInterval(() => this.flushSync(), FLUSH_MS).unref();
-    process.once('exit', () => this.flushSync());
+    this.#timer = setInterval(() => this.flushSync(), FLUSH_MS).unref();
+    process.once('exit', this.#atExit);
+  }
+
+  /** Writes what is gathered and stops the periodic flush and the one at exit. */
+  end(): void {
+    clearInterval(this.#timer);
+    process.removeListener('exit', this.#atExit);
+    this.flushSync();
   }
 
   write(line: string): void {

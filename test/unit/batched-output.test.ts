@@ -25,35 +25,35 @@ function recordWrites(behaviour: (call: number, data: Buffer, offset: number) =>
 const line = fc.string({ unit: 'binary', maxLength: 300 }).map((s) => `{"msg":${JSON.stringify(s)}}\n`);
 
 describe('batched log output', () => {
+  /** The writes BatchedOutput makes for `lines`, flushed once. */
+  function writesOf(lines: string[], shared: boolean): string[] {
+    const { writes, restore } = recordWrites();
+    const out = new BatchedOutput(99, shared);
+    try {
+      for (const l of lines) out.write(l);
+      out.flushSync();
+      return writes;
+    } finally {
+      out.end();
+      restore();
+    }
+  }
+
   it('writes every line once and in order, in one write when it has the descriptor to itself', () => {
     fc.assert(fc.property(fc.array(line, { maxLength: 200 }), (lines) => {
-      const { writes, restore } = recordWrites();
-      try {
-        const out = new BatchedOutput(99, false);
-        for (const l of lines) out.write(l);
-        out.flushSync();
-        assert.equal(writes.join(''), lines.join(''));
-        assert.ok(writes.length <= 1 + Math.floor(Buffer.byteLength(lines.join('')) / (64 * 1024)));
-      } finally {
-        restore();
-      }
+      const writes = writesOf(lines, false);
+      assert.equal(writes.join(''), lines.join(''));
+      assert.ok(writes.length <= 1 + Math.floor(Buffer.byteLength(lines.join('')) / (64 * 1024)));
     }));
   });
 
   it('keeps each write to whole lines within PIPE_BUF when other processes share the descriptor', () => {
     fc.assert(fc.property(fc.array(line, { minLength: 1, maxLength: 300 }), (lines) => {
-      const { writes, restore } = recordWrites();
-      try {
-        const out = new BatchedOutput(99, true);
-        for (const l of lines) out.write(l);
-        out.flushSync();
-        assert.equal(writes.join(''), lines.join(''));
-        for (const w of writes) {
-          assert.ok(Buffer.byteLength(w) <= 4096, `a write of ${Buffer.byteLength(w)} bytes`);
-          assert.ok(w.endsWith('\n'));
-        }
-      } finally {
-        restore();
+      const writes = writesOf(lines, true);
+      assert.equal(writes.join(''), lines.join(''));
+      for (const w of writes) {
+        assert.ok(Buffer.byteLength(w) <= 4096, `a write of ${Buffer.byteLength(w)} bytes`);
+        assert.ok(w.endsWith('\n'));
       }
     }));
   });
@@ -68,6 +68,7 @@ describe('batched log output', () => {
       out.write('{"a":1}\n');
       out.write('{"b":"two"}\n');
       out.flushSync();
+      out.end();
       assert.equal(partial.writes.join(''), '{"a":1}\n{"b":"two"}\n');
     } finally {
       partial.restore();
@@ -78,9 +79,24 @@ describe('batched log output', () => {
       out.write('{"lost":true}\n');
       assert.doesNotThrow(() => out.flushSync());
       out.write('{"next":true}\n');
-      assert.doesNotThrow(() => out.flushSync());
+      assert.doesNotThrow(() => out.end());
     } finally {
       gone.restore();
+    }
+  });
+
+  it('leaves no exit listener behind once ended, and writes what it gathered', () => {
+    const listeners = process.listenerCount('exit');
+    const { writes, restore } = recordWrites();
+    try {
+      const out = new BatchedOutput(99, false);
+      assert.equal(process.listenerCount('exit'), listeners + 1);
+      out.write('{"last":true}\n');
+      out.end();
+      assert.equal(process.listenerCount('exit'), listeners);
+      assert.deepEqual(writes, ['{"last":true}\n']);
+    } finally {
+      restore();
     }
   });
 
