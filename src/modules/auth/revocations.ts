@@ -17,8 +17,8 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
   async function sync(): Promise<void> {
     const rows = await deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', new Date().toISOString()).execute();
     for (const row of rows) revoked.set(row.jti, Date.parse(row.expires_at));
-    lastSync = Date.now();
     const now = Date.now();
+    lastSync = now;
     for (const [jti, exp] of revoked) if (exp < now) revoked.delete(jti);
   }
 

@@ -6,9 +6,10 @@ import { secretsLifecycle } from './0002-secrets-lifecycle.js';
 import { idempotency } from './0003-idempotency.js';
 import { deployments } from './0004-deployments.js';
 import { serviceUserTokenGeneration } from './0005-service-user-token-generation.js';
+import { revokedTokensExpiryIndex } from './0006-revoked-tokens-expiry-index.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex];
 
 export interface MigrationOutcome {
   applied: string[];
