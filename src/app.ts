@@ -78,10 +78,11 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     await keys.ensureActiveKey();
     const principals = createPrincipalDirectory({ db });
     const revocations = createRevocationList({ db });
-    const verifier = createTokenVerifier({ keys, principals, revocations, issuer, idpName: config.idpName, projectId: identity.projectId });
+    const orgs = createOrgsService({ db });
+    const external = config.externalIssuer === null ? undefined : { issuer: config.externalIssuer, jwksUrl: config.externalJwksUrl, orgs };
+    const verifier = createTokenVerifier({ keys, principals, revocations, issuer, idpName: config.idpName, projectId: identity.projectId, external });
     const tokens = createTokenService({ db, pepper: identity.pepper, keys, revocations, verifier, issuer, idpName: config.idpName, projectId: identity.projectId, ttlSeconds: config.tokenTtlSeconds });
 
-    const orgs = createOrgsService({ db });
     const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, onChanged: (id) => { principals.forget(id); tokens.forgetClient(id); } });
     const dataKeys = createDataKeys({ ring });
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });

@@ -5,6 +5,7 @@ import { openCore, type Core } from '../app.js';
 import { cliContext } from '../platform/context.js';
 import { createLogger } from '../platform/logging.js';
 import { isRole, ROLES, type Role } from '../modules/auth/roles.js';
+import { EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
 import { parse, required, UsageError, type Parsed } from './args.js';
 import { printFields, printJson, printTable } from './output.js';
 
@@ -24,6 +25,17 @@ async function orgId(core: Core, idOrSlug: string): Promise<string> {
   return (await core.orgs.get(idOrSlug)).id;
 }
 
+/** `--external-id`: the external issuer's organization id (its resource owner claim). */
+function externalId(value: string): string {
+  if (!new RegExp(EXTERNAL_ID_PATTERN).test(value)) throw new UsageError('--external-id must be the external issuer\'s organization id (letters, digits and . _ : @ -, at most 128)');
+  return value;
+}
+
+function printOrg(org: Organization, json: unknown): void {
+  if (json) printJson(org);
+  else printFields({ id: org.id, slug: org.slug, name: org.name, externalId: org.externalId ?? '' });
+}
+
 function role(value: string): Role {
   if (!isRole(value)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
   return value;
@@ -41,8 +53,10 @@ async function allPages<T>(fetch: (cursor: string | undefined) => Promise<{ item
 }
 
 export const ORG_USAGE = [
-  'slipway org create --slug S --name N [--json]',
+  'slipway org create --slug S --name N [--external-id ID] [--json]',
   'slipway org list [--json]',
+  'slipway org link --org ORG --external-id ID [--json]',
+  'slipway org unlink --org ORG [--json]',
 ];
 
 export const SERVICE_USER_USAGE = [
@@ -74,18 +88,26 @@ export async function orgCommand(argv: string[], env: Env): Promise<number> {
   if (wantsHelp(argv, ORG_USAGE)) return 0;
   // Every flag is checked before the database is opened: a usage mistake touches nothing.
   if (sub === 'create') {
-    const p = parse(rest, { slug: { type: 'string' }, name: { type: 'string' } }, env);
-    const input = { slug: required(p.values, 'slug'), name: required(p.values, 'name') };
-    const org = await withCore(p, (core) => core.orgs.create(cliContext(), input));
-    if (p.values.json) printJson(org);
-    else printFields({ id: org.id, slug: org.slug, name: org.name });
+    const p = parse(rest, { slug: { type: 'string' }, name: { type: 'string' }, 'external-id': { type: 'string' } }, env);
+    const input = {
+      slug: required(p.values, 'slug'), name: required(p.values, 'name'),
+      ...(p.values['external-id'] !== undefined ? { externalId: externalId(required(p.values, 'external-id')) } : {}),
+    };
+    printOrg(await withCore(p, (core) => core.orgs.create(cliContext(), input)), p.values.json);
     return 0;
   }
   if (sub === 'list') {
     const p = parse(rest, {}, env);
     const orgs = await withCore(p, (core) => allPages((cursor) => core.orgs.list({ orgId: null, all: true }, { limit: 200, ...(cursor ? { cursor } : {}) })));
     if (p.values.json) printJson({ orgs });
-    else printTable(orgs, ['id', 'slug', 'name', 'createdAt']);
+    else printTable(orgs.map((o) => ({ ...o, externalId: o.externalId ?? null })), ['id', 'slug', 'name', 'externalId', 'createdAt']);
+    return 0;
+  }
+  if (sub === 'link' || sub === 'unlink') {
+    // Tokens of the external issuer whose organization is ID act in ORG from then on (on a running server within 5 seconds).
+    const p = parse(rest, { org: { type: 'string' }, ...(sub === 'link' ? { 'external-id': { type: 'string' } } : {}) }, env);
+    const [org, linked] = [required(p.values, 'org'), sub === 'link' ? externalId(required(p.values, 'external-id')) : null];
+    printOrg(await withCore(p, (core) => core.orgs.update(cliContext(), org, { externalId: linked })), p.values.json);
     return 0;
   }
   throw new UsageError(`${sub === undefined ? 'an org command is needed' : `unknown org command "${sub}"`}; usage: ${ORG_USAGE.join(' | ')}`);

@@ -32,6 +32,10 @@ export interface Config {
   masterKeyPrevious: string[];
   idpName: string;
   projectId: string | null;
+  /** An issuer whose access tokens the API accepts beside its own (a ZITADEL): their exact `iss`. */
+  externalIssuer: string | null;
+  /** Where that issuer's keys are, when its discovery document is not to be asked. */
+  externalJwksUrl: string | null;
   tokenTtlSeconds: number;
   logLevel: string;
   workers: number;
@@ -63,6 +67,8 @@ export const CONFIG_VARIABLES = {
   masterKeyPrevious: 'SLIPWAY_MASTER_KEY_PREVIOUS',
   idpName: 'SLIPWAY_IDP_NAME',
   projectId: 'SLIPWAY_PROJECT_ID',
+  externalIssuer: 'SLIPWAY_EXTERNAL_ISSUER',
+  externalJwksUrl: 'SLIPWAY_EXTERNAL_JWKS_URL',
   tokenTtl: 'SLIPWAY_TOKEN_TTL',
   logLevel: 'SLIPWAY_LOG_LEVEL',
   workers: 'SLIPWAY_WORKERS',
@@ -106,8 +112,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     }
     return Number(value);
   };
-  const url = (key: ConfigKey, fallback: string): string => {
-    const value = raw(key) ?? fallback;
+  const httpUrl = (key: ConfigKey, value: string): URL => {
     let parsed: URL;
     try {
       parsed = new URL(value);
@@ -117,6 +122,11 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
       throw new ConfigError(`${label(key)} must be an http(s) URL, got "${value}"`);
     }
+    return parsed;
+  };
+  const url = (key: ConfigKey, fallback: string): string => {
+    const value = raw(key) ?? fallback;
+    httpUrl(key, value);
     return value.replace(/\/+$/, '');
   };
 
@@ -153,6 +163,24 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     throw new ConfigError(`SLIPWAY_PROJECT_ID must be numeric, got "${projectId}"`);
   }
 
+  const externalIssuer = raw('externalIssuer') ?? null;
+  const externalJwksUrl = raw('externalJwksUrl') ?? null;
+  const baseUrl = url('baseUrl', defaultUrl);
+  const authUrl = url('authUrl', defaultUrl);
+  if (externalIssuer !== null) {
+    // Kept exactly as given: a token's `iss` must equal it character for character (OpenID Connect Discovery §4.3).
+    const parsed = httpUrl('externalIssuer', externalIssuer);
+    if (parsed.search !== '' || parsed.hash !== '') throw new ConfigError(`${label('externalIssuer')} must be an issuer URL without query or fragment, got "${externalIssuer}"`);
+    if (projectId === null) {
+      throw new ConfigError(`${label('externalIssuer')} needs SLIPWAY_PROJECT_ID: the id of the issuer's project that external tokens must name in aud`);
+    }
+    if (externalIssuer.replace(/\/+$/, '') === authUrl) throw new ConfigError(`${label('externalIssuer')} must differ from SLIPWAY_AUTH_URL, Slipway's own issuer`);
+  }
+  if (externalJwksUrl !== null) {
+    httpUrl('externalJwksUrl', externalJwksUrl);
+    if (externalIssuer === null) throw new ConfigError(`${label('externalJwksUrl')} needs SLIPWAY_EXTERNAL_ISSUER: the issuer whose keys it serves`);
+  }
+
   const logLevel = raw('logLevel') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`SLIPWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
@@ -163,12 +191,14 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     port,
     dataDir,
     databaseUrl,
-    baseUrl: url('baseUrl', defaultUrl),
-    authUrl: url('authUrl', defaultUrl),
+    baseUrl,
+    authUrl,
     masterKey,
     masterKeyPrevious,
     idpName,
     projectId,
+    externalIssuer,
+    externalJwksUrl,
     tokenTtlSeconds: int('tokenTtl', 43200, 60, 31 * 86400),
     logLevel,
     workers: int('workers', 1, 1, 256),

@@ -79,6 +79,16 @@ export const errors = {
     new AppError(403, 'forbidden', 'Forbidden', `This operation needs the role ${required}; this service user is ${actual}.`, {
       requiredRole: required,
     }),
+  /** A genuine token of the external issuer whose organization no Slipway organization is linked to. */
+  orgNotLinked: (externalOrgId: string) =>
+    new AppError(403, 'org_not_linked', 'Forbidden',
+      `The access token's organization "${externalOrgId}" (its issuer's resource owner) is linked to no organization here: an instance operator links it with \`slipway org link --org ORG --external-id ${externalOrgId}\`.`,
+      { externalOrgId }),
+  /** A genuine token of the external issuer that grants none of our roles in its organization. */
+  roleNotGranted: (externalOrgId: string, roles: readonly string[], rolesClaim: string, rolesScope: string) =>
+    new AppError(403, 'role_not_granted', 'Forbidden',
+      `The access token grants none of the roles ${roles.join(', ')} in its organization "${externalOrgId}": grant the user one of these project roles at the issuer, and request the token with the scope \`${rolesScope}\` so that it carries ${rolesClaim}.`,
+      { externalOrgId }),
   protectedEnvironment: (environment: string, role: string) =>
     new AppError(403, 'environment_protected', 'Forbidden', `The environment "${environment}" is protected: only an admin or owner may deploy to it; this service user is ${role}.`, {
       requiredRole: 'admin',

@@ -30,6 +30,8 @@ describe('configuration', () => {
     assert.equal(config.tokenTtlSeconds, 43200);
     assert.equal(config.logLevel, 'info');
     assert.equal(config.workers, 1);
+    assert.equal(config.externalIssuer, null);
+    assert.equal(config.externalJwksUrl, null);
   });
 
   it('takes flags over environment variables, and treats empty values as unset', () => {
@@ -58,12 +60,39 @@ describe('configuration', () => {
       ['SLIPWAY_TOKEN_TTL', '10'], ['SLIPWAY_LOG_LEVEL', 'loud'], ['SLIPWAY_WORKERS', '0'],
       ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'],
       ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'],
+      ['SLIPWAY_EXTERNAL_ISSUER', 'zitadel.example.test'], ['SLIPWAY_EXTERNAL_ISSUER', 'ftp://zitadel.example.test'],
+      ['SLIPWAY_EXTERNAL_JWKS_URL', 'not a url'],
     ];
     for (const [variable, value] of cases) {
       const message = refusal({ [variable]: value });
       assert.ok(message.startsWith(variable), `${variable}=${value}: ${message}`);
       assert.ok(!message.includes('\n'), `${variable}: more than one line`);
     }
+  });
+
+  it('takes an external issuer exactly as given, with the project id its tokens must name', () => {
+    const config = loadConfig({ SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example/', SLIPWAY_PROJECT_ID: '263952365928112131' });
+    assert.equal(config.externalIssuer, 'https://acme.zitadel.example/');
+    assert.equal(config.externalJwksUrl, null);
+    const pinned = loadConfig({}, { externalIssuer: 'https://acme.zitadel.example', externalJwksUrl: 'https://keys.example/jwks', projectId: '1' });
+    assert.deepEqual([pinned.externalIssuer, pinned.externalJwksUrl], ['https://acme.zitadel.example', 'https://keys.example/jwks']);
+  });
+
+  it('refuses an external issuer set up halfway, with one line each', () => {
+    const project = { SLIPWAY_PROJECT_ID: '263952365928112131' };
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example' }, /^SLIPWAY_EXTERNAL_ISSUER needs SLIPWAY_PROJECT_ID/],
+      [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example/?tenant=1' }, /^SLIPWAY_EXTERNAL_ISSUER must be an issuer URL without query or fragment/],
+      [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'http://127.0.0.1:8080/' }, /^SLIPWAY_EXTERNAL_ISSUER must differ from SLIPWAY_AUTH_URL/],
+      [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'https://id.example', SLIPWAY_AUTH_URL: 'https://id.example' }, /^SLIPWAY_EXTERNAL_ISSUER must differ/],
+      [{ SLIPWAY_EXTERNAL_JWKS_URL: 'https://keys.example/jwks' }, /^SLIPWAY_EXTERNAL_JWKS_URL needs SLIPWAY_EXTERNAL_ISSUER/],
+    ];
+    for (const [env, message] of cases) {
+      const refused = refusal(env);
+      assert.match(refused, message);
+      assert.ok(!refused.includes('\n'), refused);
+    }
+    assert.match(refusal({}, { externalIssuer: 'https://acme.zitadel.example' }), /^--external-issuer \(SLIPWAY_EXTERNAL_ISSUER\) needs SLIPWAY_PROJECT_ID/);
   });
 
   it('names the flag when the bad value came from one', () => {

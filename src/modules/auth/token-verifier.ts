@@ -2,16 +2,24 @@
 // request, so a token's signature and claims are checked once and the result is kept (bounded, and
 // never past the token's expiry). What can change while a token lives - revocation, a disabled or
 // deleted service user, its role - is checked on every request against short-lived caches.
-import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+// With an external issuer configured (a ZITADEL), tokens are routed by `iss`: that issuer's are
+// verified against its keys and act in the organization linked to theirs (external-issuer.ts,
+// zitadel-claims.ts); any other `iss` meets the checks of our own tokens, and fails them.
+import { createLocalJWKSet, decodeJwt, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { errors } from '../../platform/errors.js';
+import type { Organization } from '../orgs/orgs.schemas.js';
+import { createExternalKeys, EXTERNAL_ALGORITHMS, type ExternalIssuerConfig } from './external-issuer.js';
 import type { Principal } from './principal.js';
 import type { PrincipalDirectory, SubjectState } from './principal-directory.js';
 import type { RevocationList } from './revocations.js';
+import { ROLES } from './roles.js';
 import { audienceScope, orgClaim, tokenGenerationClaim } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
+import { zitadelAudienceScope, zitadelClaims, zitadelRolesClaim, ZITADEL_ROLES_SCOPE, type ExternalClaims } from './zitadel-claims.js';
 
-interface VerifiedClaims {
+interface OwnClaims {
+  external: false;
   subject: string;
   clientId: string;
   orgId: string;
@@ -24,6 +32,18 @@ interface VerifiedClaims {
   forThisApi: boolean;
 }
 
+type VerifiedClaims = OwnClaims | (ExternalClaims & { external: true });
+
+/** The organizations external tokens act in, by the external issuer's organization id (cached like `find`). */
+export interface ExternalOrgs {
+  knownByExternalId(externalId: string): Organization | null | undefined;
+  findByExternalId(externalId: string): Promise<Organization | null>;
+}
+
+export interface ExternalIssuerDeps extends ExternalIssuerConfig {
+  orgs: ExternalOrgs;
+}
+
 export interface TokenVerifierDeps {
   keys: SigningKeys;
   principals: PrincipalDirectory;
@@ -33,11 +53,17 @@ export interface TokenVerifierDeps {
   projectId: string;
   /** Allowed clock difference for exp and nbf, seconds. */
   clockToleranceSeconds?: number;
+  /** An issuer whose tokens are accepted beside ours; absent: ours only. */
+  external?: ExternalIssuerDeps;
 }
 
 const CLOCK_TOLERANCE = 5;
+/** RFC 7515 §4.1.9: compared case-insensitively, with or without `application/`. */
+const EXTERNAL_TYPES = new Set(['jwt', 'at+jwt']);
+const listed = (items: string[]) => `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
 
-function describe(error: unknown): string {
+/** What jose found wrong with a token, in words; `algorithms` is what it should have been signed with. */
+function describe(error: unknown, algorithms = SIGNING_ALG): string {
   if (error instanceof joseErrors.JWTExpired) return 'The access token has expired; request a new one.';
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
     switch (error.claim) {
@@ -47,7 +73,7 @@ function describe(error: unknown): string {
       default: return `The access token's ${error.claim} claim is invalid.`;
     }
   }
-  if (error instanceof joseErrors.JOSEAlgNotAllowed) return `The access token must be signed with ${SIGNING_ALG}.`;
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return `The access token must be signed with ${algorithms}.`;
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
   if (error instanceof joseErrors.JWKSNoMatchingKey) return 'The access token was signed with an unknown key.';
   return 'The access token is malformed.';
@@ -81,7 +107,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     return jwks;
   }
 
-  async function verifySignature(token: string): Promise<VerifiedClaims> {
+  async function verifyOwn(token: string): Promise<OwnClaims> {
     let payload: JWTPayload;
     try {
       const result = await jwtVerify(token, async (header, input) => (await keySet(header.kid))(header, input), {
@@ -101,6 +127,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     const orgId = payload[orgClaimName];
     if (typeof orgId !== 'string' || typeof payload.client_id !== 'string') throw errors.invalidToken('The access token lacks the organization or client claim.');
     return {
+      external: false,
       subject: payload.sub!,
       clientId: payload.client_id,
       orgId,
@@ -110,6 +137,44 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       generation: typeof payload[generationClaimName] === 'number' ? payload[generationClaimName] : 0,
       forThisApi: aud.includes(deps.projectId),
     };
+  }
+
+  const external = deps.external;
+  const externalKeys: JWTVerifyGetKey | null = external ? createExternalKeys(external) : null;
+  const externalAudience = zitadelAudienceScope(deps.projectId);
+  const externalAlgorithms = listed(EXTERNAL_ALGORITHMS);
+
+  async function verifyExternal(token: string): Promise<VerifiedClaims> {
+    let verified;
+    try {
+      verified = await jwtVerify(token, externalKeys!, {
+        algorithms: EXTERNAL_ALGORITHMS,
+        issuer: external!.issuer,
+        clockTolerance: deps.clockToleranceSeconds ?? CLOCK_TOLERANCE,
+        requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+      });
+    } catch (error) {
+      if (!(error instanceof joseErrors.JOSEError)) throw error;
+      throw errors.invalidToken(describe(error, externalAlgorithms));
+    }
+    const typ = verified.protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
+    if (typ === undefined || !EXTERNAL_TYPES.has(typ)) throw errors.invalidToken('The access token has the wrong type; expected a JWT (or at+jwt) access token.');
+    return { external: true, ...zitadelClaims(verified.payload, deps.projectId) };
+  }
+
+  /**
+   * Our checks, or the external issuer's for a token that names it in `iss`. The authorization
+   * server's own endpoints (`ownOnly`) speak for our tokens only.
+   */
+  function verifySignature(token: string, ownOnly: boolean): Promise<VerifiedClaims> {
+    if (external === undefined || ownOnly) return verifyOwn(token);
+    let iss: unknown;
+    try {
+      iss = decodeJwt(token).iss;
+    } catch {
+      // Malformed: our checks say so in our words.
+    }
+    return iss === external.issuer ? verifyExternal(token) : verifyOwn(token);
   }
 
   /** The claims of a token verified before, or undefined when its signature has yet to be checked. */
@@ -123,13 +188,26 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     return claims;
   }
 
-  async function verifyAndRemember(token: string): Promise<VerifiedClaims> {
-    const claims = await verifySignature(token);
+  async function verifyAndRemember(token: string, ownOnly: boolean): Promise<VerifiedClaims> {
+    const claims = await verifySignature(token, ownOnly);
     verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, claims.expiresAt - Date.now()) });
     return claims;
   }
 
-  function principalOf(claims: VerifiedClaims, state: SubjectState | null): Principal {
+  /**
+   * An external token's caller: the organization linked to its issuer's organization, the role it
+   * grants there. Never an instance administrator: that is decided here, not at the issuer.
+   */
+  function externalPrincipal(claims: ExternalClaims, org: Organization | null): Principal {
+    if (org === null) throw errors.orgNotLinked(claims.externalOrgId);
+    if (claims.role === null) throw errors.roleNotGranted(claims.externalOrgId, ROLES, zitadelRolesClaim(deps.projectId), ZITADEL_ROLES_SCOPE);
+    return {
+      subject: claims.subject, clientId: claims.clientId, orgId: org.id, tokenId: claims.tokenId, scopes: claims.scopes,
+      expiresAt: claims.expiresAt, role: claims.role, instanceAdmin: false,
+    };
+  }
+
+  function principalOf(claims: OwnClaims, state: SubjectState | null): Principal {
     if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
     if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
     if (claims.generation !== state.tokenGeneration) {
@@ -150,9 +228,12 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
      * revoking an already revoked token is not an error (`allowRevoked`).
      */
     async verify(token: string, options: { allowRevoked?: boolean; anyAudience?: boolean } = {}): Promise<Principal> {
-      const claims = remembered(token) ?? (await verifyAndRemember(token));
-      if (!claims.forThisApi && !options.anyAudience) throw errors.wrongAudience(audience);
+      const ownOnly = options.anyAudience === true;
+      const claims = remembered(token) ?? (await verifyAndRemember(token, ownOnly));
+      if (claims.external && ownOnly) throw errors.invalidToken('The access token was issued by another issuer.');
+      if (!claims.forThisApi && !options.anyAudience) throw errors.wrongAudience(claims.external ? externalAudience : audience);
       if (!options.allowRevoked && (await deps.revocations.isRevoked(claims.tokenId))) throw revokedError();
+      if (claims.external) return externalPrincipal(claims, await external!.orgs.findByExternalId(claims.externalOrgId));
       return principalOf(claims, await deps.principals.get(claims.subject));
     },
 
@@ -164,10 +245,14 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     known(token: string): Principal | undefined {
       const claims = remembered(token);
       if (claims === undefined) return undefined;
-      if (!claims.forThisApi) throw errors.wrongAudience(audience);
+      if (!claims.forThisApi) throw errors.wrongAudience(claims.external ? externalAudience : audience);
       const revoked = deps.revocations.revokedNow(claims.tokenId);
       if (revoked === undefined) return undefined;
       if (revoked) throw revokedError();
+      if (claims.external) {
+        const org = external!.orgs.knownByExternalId(claims.externalOrgId);
+        return org === undefined ? undefined : externalPrincipal(claims, org);
+      }
       const state = deps.principals.known(claims.subject);
       return state === undefined ? undefined : principalOf(claims, state);
     },

@@ -4,7 +4,7 @@ import { PageQuery } from '../../http/schemas.js';
 export const EventSchema = Type.Object({
   id: Type.String({ description: 'evt_…, time-ordered' }),
   type: Type.String({ examples: ['secret.created'] }),
-  actor: Type.Union([Type.String(), Type.Null()], { description: 'Service user id, or `cli` for the command line.' }),
+  actor: Type.Union([Type.String(), Type.Null()], { description: 'Service user id, the `sub` of an external issuer\'s token, or `cli` for the command line.' }),
   requestId: Type.Union([Type.String(), Type.Null()]),
   subject: Type.Object({ type: Type.String(), id: Type.String() }),
   data: Type.Record(Type.String(), Type.Unknown()),

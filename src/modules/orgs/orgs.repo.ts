@@ -13,6 +13,10 @@ export const orgsRepo = {
     return db.selectFrom('organizations').selectAll().where(column, '=', idOrSlug).executeTakeFirst();
   },
 
+  async findByExternalId(db: Executor, externalId: string): Promise<OrgRow | undefined> {
+    return db.selectFrom('organizations').selectAll().where('external_id', '=', externalId).executeTakeFirst();
+  },
+
   async list(db: Executor, opts: { after: string | null; limit: number }): Promise<OrgRow[]> {
     let q = db.selectFrom('organizations').selectAll();
     if (opts.after !== null) q = q.where('id', '>', opts.after);
@@ -28,7 +32,7 @@ export const orgsRepo = {
     await db.updateTable('organizations').set((eb) => ({ updated_at: eb.ref('updated_at') })).where('id', '=', id).execute();
   },
 
-  async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name'>>, at: string): Promise<OrgRow | undefined> {
+  async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name' | 'external_id'>>, at: string): Promise<OrgRow | undefined> {
     return db.updateTable('organizations').set({ ...patch, updated_at: at }).where('id', '=', id).returningAll().executeTakeFirst();
   },
 };

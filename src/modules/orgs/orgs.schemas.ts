@@ -5,11 +5,19 @@ export const SLUG_PATTERN = '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$';
 
 export const Slug = Type.String({ pattern: SLUG_PATTERN, description: 'lowercase letters, digits and inner dashes, 1-63 characters' });
 export const OrgName = Type.String({ minLength: 1, maxLength: 200 });
+/** An organization id of the external issuer (a ZITADEL organization id is numeric). */
+export const EXTERNAL_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$';
+export const ExternalId = Type.String({
+  pattern: EXTERNAL_ID_PATTERN,
+  description: 'The linked organization of the external issuer (its `urn:zitadel:iam:user:resourceowner:id`); its tokens act in this organization.',
+  examples: ['263952365928112131'],
+});
 
 export const OrganizationSchema = Type.Object({
   id: Type.String({ examples: ['org_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
   slug: Slug,
   name: Type.String(),
+  externalId: Type.Optional(ExternalId),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

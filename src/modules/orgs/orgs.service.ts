@@ -9,59 +9,88 @@ import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
 
 export function toOrganization(row: OrgRow): Organization {
-  return { id: row.id, slug: row.slug, name: row.name, createdAt: row.created_at, updatedAt: row.updated_at };
+  return {
+    id: row.id, slug: row.slug, name: row.name, ...(row.external_id !== null ? { externalId: row.external_id } : {}),
+    createdAt: row.created_at, updatedAt: row.updated_at,
+  };
 }
 
 const slugTaken = (slug: string) =>
   errors.conflict('org_slug_taken', `An organization with the slug "${slug}" already exists.`, { conflicts: [{ pointer: '/slug', slug }] });
+const externalIdTaken = (externalId: string, holder: string) =>
+  errors.conflict('org_external_id_taken', `The external organization "${externalId}" is already linked to the organization "${holder}"; unlink it there first.`,
+    { conflicts: [{ pointer: '/externalId', externalId, orgSlug: holder }] });
+
+/** What an update may change, by field of the representation and column. */
+const FIELDS = { slug: 'slug', name: 'name', externalId: 'external_id' } as const;
+type Field = keyof typeof FIELDS;
+export type OrgPatch = { slug?: string; name?: string; externalId?: string | null };
 
 /** How long a node may answer from its memory of an organization (a rename elsewhere shows within this). */
 const CACHE_TTL_MS = 5_000;
 
 export function createOrgsService(deps: { db: Db }) {
   const { db } = deps;
-  // Every organization-scoped request resolves `:orgId`; organizations change rarely, so the
-  // answer is kept a few seconds (and forgotten at once when this node changes one).
-  const byKey = new LRUCache<string, Organization | 'missing'>({ max: 10_000, ttl: CACHE_TTL_MS });
-  // Pages of the instance-wide list, for instance administrators, kept the same few seconds.
-  const pages = new LRUCache<string, Page<Organization>>({ max: 1_000, ttl: CACHE_TTL_MS });
   // Counts what this node forgets, so that a read which started before a change here does not put
   // what it read back.
   let forgotten = 0;
+  const lookups: Array<LRUCache<string, Organization | 'missing'>> = [];
+
+  /**
+   * Organizations by one of their keys, remembered a few seconds (null: there is none): `known`
+   * answers from memory only (undefined when it must be read), `find` reads what it lacks.
+   */
+  function lookup(read: (key: string) => Promise<OrgRow | undefined>) {
+    const cache = new LRUCache<string, Organization | 'missing'>({ max: 10_000, ttl: CACHE_TTL_MS });
+    lookups.push(cache);
+    const known = (key: string): Organization | null | undefined => {
+      const hit = cache.get(key);
+      return hit === 'missing' ? null : hit;
+    };
+    const find = async (key: string): Promise<Organization | null> => {
+      const hit = known(key);
+      if (hit !== undefined) return hit;
+      const before = forgotten;
+      const row = await read(key);
+      const org = row ? toOrganization(row) : null;
+      if (forgotten === before) cache.set(key, org ?? 'missing');
+      return org;
+    };
+    return { known, find };
+  }
+
+  // Every organization-scoped request resolves `:orgId`; organizations change rarely, so the
+  // answer is kept a few seconds (and forgotten at once when this node changes one).
+  const { known, find } = lookup((idOrSlug) => orgsRepo.findByIdOrSlug(db, idOrSlug));
+  // An external issuer's token names its organization by that issuer's id: resolved on each of its requests.
+  const byExternalId = lookup((externalId) => orgsRepo.findByExternalId(db, externalId));
+  // Pages of the instance-wide list, for instance administrators, kept the same few seconds.
+  const pages = new LRUCache<string, Page<Organization>>({ max: 1_000, ttl: CACHE_TTL_MS });
   const forget = () => {
     forgotten++;
-    byKey.clear();
+    for (const cache of lookups) cache.clear();
     pages.clear();
   };
 
-  /** What this node remembers of an organization (null: there is none), or undefined when it must be read. */
-  function known(idOrSlug: string): Organization | null | undefined {
-    const hit = byKey.get(idOrSlug);
-    return hit === 'missing' ? null : hit;
-  }
-
-  async function find(idOrSlug: string): Promise<Organization | null> {
-    const hit = known(idOrSlug);
-    if (hit !== undefined) return hit;
-    const before = forgotten;
-    const row = await orgsRepo.findByIdOrSlug(db, idOrSlug);
-    const org = row ? toOrganization(row) : null;
-    if (forgotten === before) byKey.set(idOrSlug, org ?? 'missing');
-    return org;
+  /** Which unique value a refused write collided with: the external id when another organization holds it, else the slug. */
+  async function conflictOf(error: unknown, input: OrgPatch): Promise<unknown> {
+    if (!isUniqueViolation(error)) return error;
+    const holder = typeof input.externalId === 'string' ? await orgsRepo.findByExternalId(db, input.externalId) : undefined;
+    return holder ? externalIdTaken(input.externalId!, holder.slug) : slugTaken(input.slug ?? '');
   }
 
   return {
-    async create(ctx: RequestContext, input: { slug: string; name: string }): Promise<Organization> {
+    async create(ctx: RequestContext, input: { slug: string; name: string; externalId?: string }): Promise<Organization> {
       const now = new Date().toISOString();
-      const row: OrgRow = { id: newId('org'), slug: input.slug, name: input.name, created_at: now, updated_at: now };
+      const row: OrgRow = { id: newId('org'), slug: input.slug, name: input.name, external_id: input.externalId ?? null, created_at: now, updated_at: now };
       try {
         await db.transaction().execute(async (trx) => {
           await orgsRepo.insert(trx, row);
-          await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.created', subject: { type: 'organization', id: row.id }, data: { slug: row.slug, name: row.name } }], now);
+          const data = { slug: row.slug, name: row.name, ...(input.externalId !== undefined ? { externalId: input.externalId } : {}) };
+          await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.created', subject: { type: 'organization', id: row.id }, data }], now);
         });
       } catch (error) {
-        if (isUniqueViolation(error)) throw slugTaken(input.slug);
-        throw error;
+        throw await conflictOf(error, input);
       }
       forget();
       return toOrganization(row);
@@ -76,6 +105,9 @@ export function createOrgsService(deps: { db: Db }) {
 
     find,
     known,
+    /** The organization linked to an external issuer's organization, as `find` and `known` by id or slug. */
+    findByExternalId: byExternalId.find,
+    knownByExternalId: byExternalId.known,
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
@@ -96,28 +128,29 @@ export function createOrgsService(deps: { db: Db }) {
       return listed;
     },
 
-    /** Renames or re-slugs; the event says what changed from what, and no change appends none. */
-    async update(ctx: RequestContext, orgId: string, patch: { slug?: string; name?: string }): Promise<Organization> {
+    /**
+     * Renames, re-slugs, or links to an external organization (`externalId`, null unlinks); the
+     * event says what changed from what, and no change appends none.
+     */
+    async update(ctx: RequestContext, orgId: string, patch: OrgPatch): Promise<Organization> {
       const now = new Date().toISOString();
       try {
         const updated = await db.transaction().execute(async (trx) => {
           const row = await orgsRepo.findByIdOrSlug(trx, orgId);
           if (!row) throw errors.notFound('organization', orgId);
-          const changed = (['slug', 'name'] as const).filter((field) => patch[field] !== undefined && patch[field] !== row[field]);
+          const changed = (Object.keys(FIELDS) as Field[]).filter((field) => patch[field] !== undefined && patch[field] !== row[FIELDS[field]]);
           if (changed.length === 0) return toOrganization(row);
-          const set = Object.fromEntries(changed.map((field) => [field, patch[field]]));
-          const next = (await orgsRepo.update(trx, row.id, set, now))!;
+          const next = (await orgsRepo.update(trx, row.id, Object.fromEntries(changed.map((f) => [FIELDS[f], patch[f]])), now))!;
           await appendEvents(trx, ctx, [{
             orgId: row.id, type: 'organization.updated', subject: { type: 'organization', id: row.id },
-            data: { changed, from: Object.fromEntries(changed.map((f) => [f, row[f]])), to: set },
+            data: { changed, from: Object.fromEntries(changed.map((f) => [f, row[FIELDS[f]]])), to: Object.fromEntries(changed.map((f) => [f, patch[f]])) },
           }], now);
           return toOrganization(next);
         });
         forget();
         return updated;
       } catch (error) {
-        if (isUniqueViolation(error)) throw slugTaken(patch.slug ?? '');
-        throw error;
+        throw await conflictOf(error, patch);
       }
     },
   };

@@ -33,6 +33,8 @@ export interface OrganizationsTable {
   id: string;
   slug: string;
   name: string;
+  /** The organization of the external issuer linked to this one (its resource owner id), if any. */
+  external_id: string | null;
   created_at: string;
   updated_at: string;
 }

@@ -1,0 +1,89 @@
+// The keys of an external issuer (a ZITADEL) whose access tokens the API accepts beside its own.
+// Where they are comes from the issuer's discovery document (or SLIPWAY_EXTERNAL_JWKS_URL); they
+// are fetched on first use, not at start-up, so neither `serve` nor the CLI waits for the issuer.
+// jose's remote key set keeps them (10 minutes) and reads them again when a token names a kid it
+// does not know, at most once a second: a rotation at the issuer is picked up without a restart.
+import { createRemoteJWKSet, customFetch, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
+import { errors } from '../../platform/errors.js';
+
+/** Asymmetric algorithms only: never an HMAC (whose key would be the public key), never `none`. */
+export const EXTERNAL_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+
+export interface ExternalIssuerConfig {
+  /** The tokens' `iss`, exactly. */
+  issuer: string;
+  /** The key set's URL; null: the `jwks_uri` of the issuer's discovery document. */
+  jwksUrl: string | null;
+}
+
+const FETCH_TIMEOUT_MS = 5_000;
+/** Least time between two reads of the key set for a kid it lacks (jose's default is 30 s). */
+const REFRESH_COOLDOWN_MS = 1_000;
+/** After a failed read the issuer is not asked again for this long: requests meanwhile get 503 at once. */
+const RETRY_AFTER_SECONDS = 5;
+
+/** OpenID Connect Discovery §4: the issuer without its trailing slash, then the well-known path. */
+export function discoveryUrl(issuer: string): string {
+  return `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
+}
+
+const unreachable = (reason: string) =>
+  errors.unavailable(`The external issuer's signing keys cannot be read now (${reason}); retry later.`, RETRY_AFTER_SECONDS);
+
+/**
+ * The key resolver for `jwtVerify`. A kid the issuer does not publish is the token's fault
+ * (jose's JWKSNoMatchingKey, a 401); an issuer that cannot be read is a 503 with Retry-After.
+ */
+export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKey {
+  // After a failure the issuer is left alone for a few seconds: a flood of tokens naming unknown
+  // kids while it is down (or misconfigured) costs it one request per RETRY_AFTER_SECONDS.
+  let failedUntil = 0;
+  let reason = '';
+  const fail = (why: string): never => {
+    failedUntil = Date.now() + RETRY_AFTER_SECONDS * 1000;
+    reason = why;
+    throw unreachable(why);
+  };
+  // Both documents come through here. Redirects are not followed (jose's choice for key sets): a moved document is a 3xx to fix.
+  const fetchFromIssuer = async (url: string, init: RequestInit): Promise<Response> => {
+    if (Date.now() < failedUntil) throw unreachable(reason);
+    let response: Response;
+    try {
+      response = await fetch(url, { ...init, redirect: 'manual', signal: init.signal ?? AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+    } catch (error) {
+      return fail(`${url}: ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}`);
+    }
+    if (response.status === 200) return response;
+    await response.body?.cancel();
+    return fail(`${url} answered ${response.status}`);
+  };
+  const remoteSet = (url: string) => createRemoteJWKSet(new URL(url), {
+    cooldownDuration: REFRESH_COOLDOWN_MS, timeoutDuration: FETCH_TIMEOUT_MS, [customFetch]: fetchFromIssuer,
+  });
+  let keys = config.jwksUrl === null ? null : remoteSet(config.jwksUrl);
+  let discovering: Promise<ReturnType<typeof remoteSet>> | null = null;
+
+  async function discover(): Promise<ReturnType<typeof remoteSet>> {
+    const url = discoveryUrl(config.issuer);
+    const response = await fetchFromIssuer(url, { headers: { accept: 'application/json' } });
+    const document = (await response.json().catch(() => null)) as { issuer?: unknown; jwks_uri?: unknown } | null;
+    // Discovery §4.3: the document must be the configured issuer's own.
+    if (document?.issuer !== config.issuer) return fail(`${url} names the issuer ${JSON.stringify(document?.issuer ?? null)}, not "${config.issuer}"`);
+    if (typeof document.jwks_uri !== 'string' || !/^https?:\/\//.test(document.jwks_uri)) return fail(`${url} has no http(s) jwks_uri`);
+    return remoteSet(document.jwks_uri);
+  }
+
+  return async (header, token) => {
+    if (keys === null) {
+      discovering ??= discover().finally(() => { discovering = null; });
+      keys = await discovering;
+    }
+    try {
+      return await keys(header, token);
+    } catch (error) {
+      if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) throw error;
+      if (error instanceof joseErrors.JOSEError) fail(`its key set: ${error.message}`);
+      throw error;
+    }
+  };
+}
