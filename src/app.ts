@@ -86,7 +86,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, onChanged: (id) => { principals.forget(id); tokens.forgetClient(id); } });
     const dataKeys = createDataKeys({ ring });
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
-    const events = createEventsService({ db });
+    const events = createEventsService({ db, dialect: database.dialect });
     const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
     const environments = createEnvironmentsService({ db });
     const services = createServicesService({ db, secrets });

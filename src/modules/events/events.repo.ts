@@ -1,16 +1,65 @@
-import { insertRows, type Executor } from '../../platform/db/database.js';
+import { sql, type Selectable } from 'kysely';
+import { insertRows, type Dialect, type Executor } from '../../platform/db/database.js';
 import type { EventsTable } from '../../platform/db/schema.js';
 
-export type EventRow = EventsTable;
+/** An event as written (its place in commit order is the database's to give). */
+export type EventRow = Omit<EventsTable, 'seq' | 'tx_id'>;
+/** An event as read back, with that place. */
+export type StoredEvent = Selectable<EventsTable>;
+
+/**
+ * Where a page starts: after the event at this place in commit order. SQLite numbers events as
+ * they commit (`seq`); PostgreSQL orders them by the transaction that wrote them, then by id.
+ */
+export type EventPosition = { seq: number } | { txId: string; id: string };
+
+export interface EventFilter {
+  after: EventPosition | null;
+  limit: number;
+  type?: string | undefined;
+  subjectId?: string | undefined;
+}
+
+/**
+ * PostgreSQL: the transaction id below which every transaction that could write this database's
+ * events has ended, as this statement's snapshot sees it. The transactions still running when the
+ * snapshot was taken hold it back, except those positively seen running in another database of
+ * the cluster (transaction ids are cluster-wide, and a busy neighbour must not hold this log back).
+ * A transaction that has ended since the snapshot was taken still counts: that errs on the side of
+ * showing an event one page later, never of passing it.
+ */
+const COMMITTED_HORIZON = sql`(
+  select coalesce(min(running.xid), pg_snapshot_xmax(pg_current_snapshot()))
+  from pg_snapshot_xip(pg_current_snapshot()) as running(xid)
+  where not exists (
+    select 1 from pg_stat_activity a
+    where a.datname <> current_database() and a.backend_xid::text::bigint = running.xid::text::bigint % 4294967296
+  )
+)`;
 
 export const eventsRepo = {
   async insert(db: Executor, rows: EventRow[]): Promise<void> {
     await insertRows(db, 'events', rows);
   },
 
-  async list(db: Executor, orgId: string, opts: { after: string | null; limit: number; type?: string | undefined; subjectId?: string | undefined }): Promise<EventRow[]> {
+  /** The place of one event in commit order (for cursors that name an event id), or undefined. */
+  async positionOf(db: Executor, dialect: Dialect, orgId: string, id: string): Promise<EventPosition | undefined> {
+    const q = db.selectFrom('events').where('org_id', '=', orgId).where('id', '=', id);
+    if (dialect === 'postgres') {
+      const row = await q.select('tx_id').executeTakeFirst();
+      return row === undefined ? undefined : { txId: String(row.tx_id), id };
+    }
+    const row = await q.select('seq').executeTakeFirst();
+    return row === undefined ? undefined : { seq: Number(row.seq) };
+  },
+
+  /**
+   * A page of events in commit order. On PostgreSQL only transactions older than every one still
+   * running in this database are read: one still committing can then never appear behind a page
+   * already returned.
+   */
+  async list(db: Executor, dialect: Dialect, orgId: string, opts: EventFilter): Promise<StoredEvent[]> {
     let q = db.selectFrom('events').selectAll().where('org_id', '=', orgId);
-    if (opts.after !== null) q = q.where('id', '>', opts.after);
     if (opts.type !== undefined) {
       // `secret.*` selects a family of types. The prefix is compared as it is: LIKE would read `_`
       // (as in `service_user.*`) and `%` as wildcards, and ignores case in SQLite.
@@ -19,6 +68,13 @@ export const eventsRepo = {
         : q.where((eb) => eb(eb.fn<string>('substr', [eb.ref('type'), eb.lit(1), eb.lit(prefix.length)]), '=', prefix));
     }
     if (opts.subjectId !== undefined) q = q.where('subject_id', '=', opts.subjectId);
-    return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
+    const after = opts.after;
+    if (dialect === 'postgres') {
+      q = q.where(sql<boolean>`tx_id < ${COMMITTED_HORIZON}`);
+      if (after !== null && 'txId' in after) q = q.where(sql<boolean>`(tx_id, id) > (${after.txId}::xid8, ${after.id})`);
+      return q.orderBy('tx_id', 'asc').orderBy('id', 'asc').limit(opts.limit + 1).execute();
+    }
+    if (after !== null && 'seq' in after) q = q.where('seq', '>', after.seq);
+    return q.orderBy('seq', 'asc').limit(opts.limit + 1).execute();
   },
 };

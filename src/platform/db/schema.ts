@@ -79,6 +79,10 @@ export interface RevokedTokensTable {
 }
 
 export interface EventsTable {
+  /** SQLite: the row's place in commit order (see migration 0008). */
+  seq?: Generated<number>;
+  /** PostgreSQL: the id of the transaction that wrote it, as text (xid8; see migration 0008). */
+  tx_id?: Generated<string>;
   id: string;
   org_id: string;
   type: string;

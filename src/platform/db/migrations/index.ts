@@ -8,9 +8,10 @@ import { deployments } from './0004-deployments.js';
 import { serviceUserTokenGeneration } from './0005-service-user-token-generation.js';
 import { revokedTokensExpiryIndex } from './0006-revoked-tokens-expiry-index.js';
 import { orgExternalId } from './0007-org-external-id.js';
+import { eventsCommitOrder } from './0008-events-commit-order.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder];
 
 export interface MigrationOutcome {
   applied: string[];

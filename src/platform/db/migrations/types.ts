@@ -3,12 +3,14 @@ import type { Dialect } from '../database.js';
 
 /** Column types that differ between the two databases; everything else is written once. */
 export interface ColumnTypes {
+  /** For the few steps that are written per database. */
+  dialect: Dialect;
   timestamp: 'timestamptz' | 'text';
   bytes: 'bytea' | 'blob';
 }
 
 export function columnTypes(dialect: Dialect): ColumnTypes {
-  return dialect === 'postgres' ? { timestamp: 'timestamptz', bytes: 'bytea' } : { timestamp: 'text', bytes: 'blob' };
+  return dialect === 'postgres' ? { dialect, timestamp: 'timestamptz', bytes: 'bytea' } : { dialect, timestamp: 'text', bytes: 'blob' };
 }
 
 export interface MigrationStep {
