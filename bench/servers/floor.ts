@@ -11,7 +11,7 @@
 // cipher work: ~7 µs per createCipheriv, i.e. ~7 ms more per 1,000 secrets.
 
 import { createCipheriv, randomBytes } from 'node:crypto';
-import Database from 'better-sqlite3';
+import { SQLite as Database } from '../../src/platform/db/sqlite-library.js';
 import Fastify from 'fastify';
 import { announceListening, requireEnv } from './child.js';
 

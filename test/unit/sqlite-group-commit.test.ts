@@ -5,9 +5,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import SQLite from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import { isUniqueViolation, openDatabase, type Database } from '../../src/platform/db/database.js';
+import { SQLite } from '../../src/platform/db/sqlite-library.js';
 
 describe('SQLite group commit', () => {
   let database: Database;

@@ -3,7 +3,7 @@
 // PASSIVE checkpoint takes no lock that writers need; it copies what no reader still needs, and
 // the next write transaction starts the log over once everything has been copied.
 import { parentPort, workerData } from 'node:worker_threads';
-import SQLite from 'better-sqlite3';
+import { SQLite } from './sqlite-library.js';
 
 const { file, intervalMs } = workerData as { file: string; intervalMs: number };
 const db = new SQLite(file, { fileMustExist: true });

@@ -2,11 +2,11 @@
 // when SLIPWAY_DATABASE_URL says postgres://. Both are reached through the same Kysely API.
 import fs from 'node:fs';
 import path from 'node:path';
-import SQLite from 'better-sqlite3';
 import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, sql, type Compilable, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Schema } from './schema.js';
 import { startCheckpointer } from './checkpointer.js';
+import { SQLite } from './sqlite-library.js';
 import { GroupCommitSqliteDialect, type GroupLimits } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
