@@ -87,6 +87,10 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const dataKeys = createDataKeys({ ring });
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db, dialect: database.dialect });
+    if (options.migrate !== false) {
+      const renumbered = await events.renumberRestored();
+      if (renumbered > 0) logger.warn({ events: renumbered }, 'events carried transaction ids of another PostgreSQL cluster (a restore?): renumbered to come first, in id order');
+    }
     const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
     const environments = createEnvironmentsService({ db });
     const services = createServicesService({ db, secrets });

@@ -23,10 +23,10 @@ export interface EventFilter {
 /**
  * PostgreSQL: the transaction id below which every transaction that could write this database's
  * events has ended, as this statement's snapshot sees it. The transactions still running when the
- * snapshot was taken hold it back, except those positively seen running in another database of
- * the cluster (transaction ids are cluster-wide, and a busy neighbour must not hold this log back).
- * A transaction that has ended since the snapshot was taken still counts: that errs on the side of
- * showing an event one page later, never of passing it.
+ * snapshot was taken hold it back, except those positively seen running (or prepared) in another
+ * database of the cluster: transaction ids are cluster-wide, and a busy neighbour must not hold
+ * this log back. A transaction that has ended since the snapshot was taken still counts: that errs
+ * on the side of showing an event one page later, never of passing it.
  */
 const COMMITTED_HORIZON = sql`(
   select coalesce(min(running.xid), pg_snapshot_xmax(pg_current_snapshot()))
@@ -34,12 +34,30 @@ const COMMITTED_HORIZON = sql`(
   where not exists (
     select 1 from pg_stat_activity a
     where a.datname <> current_database() and a.backend_xid::text::bigint = running.xid::text::bigint % 4294967296
+  ) and not exists (
+    select 1 from pg_prepared_xacts p
+    where p.database <> current_database() and p.transaction::text::bigint = running.xid::text::bigint % 4294967296
   )
 )`;
 
 export const eventsRepo = {
   async insert(db: Executor, rows: EventRow[]): Promise<void> {
     await insertRows(db, 'events', rows);
+  },
+
+  /**
+   * PostgreSQL: events restored from another cluster (a dump and restore, a logical-replication
+   * move) carry that cluster's transaction ids, which this one has not reached: they would stay
+   * hidden and sort after every new event. Such ids are the only ones at or past the next id to be
+   * given out; they are set to the lowest id, so those events come first, in id order. Returns how
+   * many were renumbered.
+   */
+  async renumberRestored(db: Executor): Promise<number> {
+    // Looked for organization by organization, through the (org_id, tx_id, id) index: this runs at every start.
+    const result = await db.updateTable('events').set({ tx_id: sql<string>`'1'::xid8` })
+      .where('org_id', 'in', (eb) => eb.selectFrom('organizations').select('id'))
+      .where(sql<boolean>`tx_id >= pg_snapshot_xmax(pg_current_snapshot())`).executeTakeFirst();
+    return Number(result.numUpdatedRows);
   },
 
   /** The place of one event in commit order (for cursors that name an event id), or undefined. */

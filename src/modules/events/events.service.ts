@@ -16,29 +16,33 @@ function toEvent(row: StoredEvent): Event {
   };
 }
 
-/** The sort key a cursor carries: the SQLite sequence number, or PostgreSQL's `<transaction id>.<event id>`. */
+/**
+ * The sort key a cursor carries. SQLite: the event's sequence number. PostgreSQL: the event's id,
+ * whose place is looked up when the cursor comes back: transaction ids mean something only in the
+ * cluster that gave them, so a cursor that held one would lose its place after a dump and restore.
+ */
 function keyOf(dialect: Dialect, row: StoredEvent): string {
-  return dialect === 'postgres' ? `${String(row.tx_id)}.${row.id}` : String(row.seq);
+  return dialect === 'postgres' ? row.id : String(row.seq);
 }
 
 export function createEventsService(deps: { db: Db; dialect: Dialect }) {
-  /** The position a cursor's key names. Cursors from before events were kept in commit order carry an event id. */
+  /** The position a cursor's key names (an event id on PostgreSQL, and in cursors from before SQLite numbered events). */
   async function positionOf(orgId: string, key: string): Promise<EventPosition> {
     if (key.startsWith('evt_')) {
       const position = await eventsRepo.positionOf(deps.db, deps.dialect, orgId, key);
       if (position === undefined) throw errors.invalidCursor();
       return position;
     }
-    if (deps.dialect === 'postgres') {
-      const match = /^(\d{1,20})\.(evt_[0-9a-z]+)$/.exec(key);
-      if (match === null) throw errors.invalidCursor();
-      return { txId: match[1]!, id: match[2]! };
-    }
-    if (!/^\d{1,15}$/.test(key)) throw errors.invalidCursor();
-    return { seq: Number(key) };
+    if (deps.dialect === 'sqlite' && /^\d{1,15}$/.test(key)) return { seq: Number(key) };
+    throw errors.invalidCursor();
   }
 
   return {
+    /** After a restore into another PostgreSQL cluster, puts the restored events back in order (see the repository); 0 on SQLite. */
+    async renumberRestored(): Promise<number> {
+      return deps.dialect === 'postgres' ? eventsRepo.renumberRestored(deps.db) : 0;
+    },
+
     /** The organization's events in the order they were committed, oldest first. */
     async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string }): Promise<Page<Event>> {
       const page = pageRequest(query);

@@ -21,22 +21,33 @@ export const eventsCommitOrder: MigrationStep = {
       await db.schema.createIndex('events_org_tx').on('events').columns(['org_id', 'tx_id', 'id']).execute();
       return;
     }
-    await db.schema.createTable('events_ordered')
-      .addColumn('seq', 'integer', (c) => c.primaryKey())
-      .addColumn('id', 'text', (c) => c.notNull().unique())
-      .addColumn('org_id', 'text', (c) => c.notNull().references('organizations.id'))
-      .addColumn('type', 'text', (c) => c.notNull())
-      .addColumn('actor_id', 'text')
-      .addColumn('request_id', 'text')
-      .addColumn('subject_type', 'text', (c) => c.notNull())
-      .addColumn('subject_id', 'text', (c) => c.notNull())
-      .addColumn('data', 'text', (c) => c.notNull())
-      .addColumn('created_at', t.timestamp, (c) => c.notNull())
-      .execute();
-    await sql`insert into events_ordered (id, org_id, type, actor_id, request_id, subject_type, subject_id, data, created_at)
-      select id, org_id, type, actor_id, request_id, subject_type, subject_id, data, created_at from events order by id`.execute(db);
-    await db.schema.dropTable('events').execute();
-    await db.schema.alterTable('events_ordered').renameTo('events').execute();
-    await db.schema.createIndex('events_org_seq').on('events').columns(['org_id', 'seq']).execute();
+    // One transaction (Kysely runs SQLite migrations without one, and a savepoint outside a
+    // transaction opens one): a crash, a kill or a full disk halfway leaves the old table as it
+    // was, and the next start does it all again.
+    await sql`savepoint events_rebuild`.execute(db);
+    try {
+      await db.schema.createTable('events_ordered')
+        .addColumn('seq', 'integer', (c) => c.primaryKey())
+        .addColumn('id', 'text', (c) => c.notNull().unique())
+        .addColumn('org_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('actor_id', 'text')
+        .addColumn('request_id', 'text')
+        .addColumn('subject_type', 'text', (c) => c.notNull())
+        .addColumn('subject_id', 'text', (c) => c.notNull())
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('created_at', t.timestamp, (c) => c.notNull())
+        .execute();
+      await sql`insert into events_ordered (id, org_id, type, actor_id, request_id, subject_type, subject_id, data, created_at)
+        select id, org_id, type, actor_id, request_id, subject_type, subject_id, data, created_at from events order by id`.execute(db);
+      await db.schema.dropTable('events').execute();
+      await db.schema.alterTable('events_ordered').renameTo('events').execute();
+      await db.schema.createIndex('events_org_seq').on('events').columns(['org_id', 'seq']).execute();
+    } catch (error) {
+      await sql`rollback to events_rebuild`.execute(db);
+      await sql`release events_rebuild`.execute(db);
+      throw error;
+    }
+    await sql`release events_rebuild`.execute(db);
   },
 };
