@@ -18,6 +18,12 @@ export interface RequestContext {
 
 export const CLI_ACTOR: Actor = { id: 'cli', kind: 'cli', orgId: null, role: null, instanceAdmin: true };
 
+/** The actor id of what Slipway does on its own (purges, lease expiry). */
+export const SYSTEM_ACTOR_ID = 'system';
+
+/** Actor ids that are Slipway's own, never a caller's. */
+export const BUILT_IN_ACTOR_IDS: readonly string[] = [CLI_ACTOR.id, SYSTEM_ACTOR_ID];
+
 export function cliContext(): RequestContext {
   return { requestId: null, actor: CLI_ACTOR };
 }

@@ -262,6 +262,31 @@ describe('external issuer (ZITADEL) tokens', () => {
     }
   });
 
+  it('keeps verifying under the keys last read when a refresh falls due while the issuer is down', async () => {
+    const keys = createExternalKeys({ issuer: issuer.url, jwksUrl: `${issuer.url}/oauth/v2/keys` });
+    const options = { issuer: issuer.url, algorithms: ['RS256'] };
+    await jwtVerify(await sign(claims(ZORG_A, ['viewer'])), keys, options);
+    // Signed now, verified (below) as if 11 minutes later.
+    const known = await sign(claims(ZORG_A, ['viewer']));
+    const unknown = await sign(claims(ZORG_A, ['viewer']), { kid: 'never-read' });
+    issuer.setJwksStatus(500);
+    const realNow = Date.now;
+    try {
+      // Past the 10 minutes a key set is kept: the next token makes it ask the issuer, which fails.
+      Date.now = () => realNow() + 11 * 60_000;
+      const hits = issuer.hits.jwks;
+      const { payload } = await jwtVerify(known, keys, { ...options, currentDate: new Date(realNow()) });
+      assert.equal(payload['urn:zitadel:iam:user:resourceowner:id'], ZORG_A);
+      assert.equal(issuer.hits.jwks, hits + 1, 'the refresh was tried');
+      // A kid the keys last read lack still waits for the issuer.
+      await assert.rejects(jwtVerify(unknown, keys, { ...options, currentDate: new Date(realNow()) }),
+        (error: unknown) => isAppError(error) && error.status === 503);
+    } finally {
+      Date.now = realNow;
+      issuer.setJwksStatus(200);
+    }
+  });
+
   it('keeps our own tokens working beside, and our authorization server speaks only for them', async () => {
     const own = await server.owner.http.get('/v1/orgs');
     assert.equal(own.status, 200);

@@ -77,6 +77,6 @@ describe('ZITADEL claims', () => {
     assert.match(refusal(payload({ [ZITADEL_ORG_CLAIM]: undefined })), /scope `urn:zitadel:iam:user:resourceowner`/);
     assert.match(refusal(payload({ [ZITADEL_ORG_CLAIM]: 42 })), /organization claim/);
     assert.match(refusal(payload({ client_id: undefined })), /client_id or azp/);
-    for (const sub of ['su_01jd6xq0m3b8c2v4w5x6y7z8a9', 'org_x', 'cli']) assert.match(refusal(payload({ sub })), /form of a Slipway id/, sub);
+    for (const sub of ['su_01jd6xq0m3b8c2v4w5x6y7z8a9', 'org_x', 'cli', 'system']) assert.match(refusal(payload({ sub })), /form of a Slipway id/, sub);
   });
 });

@@ -3,7 +3,7 @@
 // are fetched on first use, not at start-up, so neither `serve` nor the CLI waits for the issuer.
 // jose's remote key set keeps them (10 minutes) and reads them again when a token names a kid it
 // does not know, at most once a second: a rotation at the issuer is picked up without a restart.
-import { createRemoteJWKSet, customFetch, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
 import { errors } from '../../platform/errors.js';
 
 /** Asymmetric algorithms only: never an HMAC (whose key would be the public key), never `none`. */
@@ -70,6 +70,8 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
     // Discovery §4.3: the document must be the configured issuer's own.
     if (document?.issuer !== config.issuer) return fail(`${url} names the issuer ${JSON.stringify(document?.issuer ?? null)}, not "${config.issuer}"`);
     if (typeof document.jwks_uri !== 'string' || !/^https?:\/\//.test(document.jwks_uri)) return fail(`${url} has no http(s) jwks_uri`);
+    // Keys fetched in the clear would let anyone on the way swap in their own for an https issuer's.
+    if (config.issuer.startsWith('https:') && !document.jwks_uri.startsWith('https:')) return fail(`${url} names a jwks_uri that is not https`);
     return remoteSet(document.jwks_uri);
   }
 
@@ -78,10 +80,15 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
       discovering ??= discover().finally(() => { discovering = null; });
       keys = await discovering;
     }
+    const remote = keys;
     try {
-      return await keys(header, token);
+      return await remote(header, token);
     } catch (error) {
       if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) throw error;
+      // The issuer cannot be read now (its set is due for a refresh, or names no such kid): the
+      // keys last read still verify what they signed. Only a kid they lack waits for the issuer.
+      const lastRead = remote.jwks();
+      if (lastRead !== undefined && lastRead.keys.some((key) => key.kid === header.kid)) return createLocalJWKSet(lastRead)(header, token);
       if (error instanceof joseErrors.JOSEError) fail(`its key set: ${error.message}`);
       throw error;
     }

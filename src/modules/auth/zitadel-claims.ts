@@ -8,7 +8,7 @@
 //   is not read: it holds the roles of whichever project the requesting client belongs to, which
 //   need not be Slipway's.
 import type { JWTPayload } from 'jose';
-import { CLI_ACTOR } from '../../platform/context.js';
+import { BUILT_IN_ACTOR_IDS } from '../../platform/context.js';
 import { errors } from '../../platform/errors.js';
 import { ID_PREFIXES } from '../../platform/ids.js';
 import { ROLES, type Role } from './roles.js';
@@ -61,7 +61,7 @@ export function grantedRole(rolesClaim: unknown, orgId: string): Role | null {
  * idempotency keys and rate limits are kept per subject, so an external one must not collide.
  */
 function reservedSubject(subject: string): boolean {
-  return subject === CLI_ACTOR.id || Object.values(ID_PREFIXES).some((prefix) => subject.startsWith(`${prefix}_`));
+  return BUILT_IN_ACTOR_IDS.includes(subject) || Object.values(ID_PREFIXES).some((prefix) => subject.startsWith(`${prefix}_`));
 }
 
 /** Maps the payload of a token whose signature, issuer, type and times were checked. Throws a 401 for what it lacks. */

@@ -2,7 +2,7 @@
 // with one more attempt, or fails once the attempts are spent. Run by a periodic sweeper in every
 // server and lazily by claims; each move is a compare-and-set on the exact lease that expired, so
 // any number of sweepers on any number of nodes move each lease once.
-import type { RequestContext } from '../../platform/context.js';
+import { SYSTEM_ACTOR_ID, type RequestContext } from '../../platform/context.js';
 import type { Db } from '../../platform/db/database.js';
 import { compareAndSet } from './deployment-state.js';
 import { deploymentsRepo } from './deployments.repo.js';
@@ -11,7 +11,7 @@ import { deploymentsRepo } from './deployments.repo.js';
 export const SYSTEM_CONTEXT: RequestContext = {
   requestId: null,
   // Acts for no organization and with no role: it only moves deployments along the graph.
-  actor: { id: 'system', kind: 'cli', orgId: null, role: null, instanceAdmin: false },
+  actor: { id: SYSTEM_ACTOR_ID, kind: 'cli', orgId: null, role: null, instanceAdmin: false },
 };
 
 const BATCH = 100;

@@ -1,7 +1,7 @@
 // What every secrets operation shares: its dependencies, how a live secret is found and locked,
 // how a version is sealed and opened, and how expired deletions are purged.
 import type { Limits } from '../../platform/config.js';
-import type { RequestContext } from '../../platform/context.js';
+import { SYSTEM_ACTOR_ID, type RequestContext } from '../../platform/context.js';
 import type { Db, Dialect, Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -22,7 +22,7 @@ export interface SecretsDeps {
 
 /** Purges happen by rule, not by anyone's hand: their events name the system, and the request that triggered them if any. */
 function systemContext(requestId: string | null = null): RequestContext {
-  return { requestId, actor: { id: 'system', kind: 'cli', orgId: null, role: null, instanceAdmin: true } };
+  return { requestId, actor: { id: SYSTEM_ACTOR_ID, kind: 'cli', orgId: null, role: null, instanceAdmin: true } };
 }
 
 export function createSecretStore(deps: SecretsDeps) {
