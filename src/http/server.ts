@@ -2,6 +2,7 @@
 // problems, 404/405, authentication and the organization check, rate limits, OpenAPI), then the
 // feature modules' routes.
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import underPressure from '@fastify/under-pressure';
@@ -65,6 +66,7 @@ class AccessLog extends LogController {
 const MAX_PATH_PARAMETER = 512;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
+const OVERLOAD_SAMPLE_MS = 1_000;
 const OVERLOAD_RETRY_SECONDS = 2;
 const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
 /** RFC 6750 §2.1 b64token. */
@@ -153,9 +155,14 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   // until its client times out. Liveness keeps answering; readiness says 503, so a load balancer
   // sends traffic elsewhere until the node catches up.
   if (deps.maxEventLoopDelayMs > 0) {
+    // The reading covers the last second: until one has been taken wholly after the server began
+    // to listen, it measures start-up (loading code, migrations), not load.
+    let measuresLoadFrom = Infinity;
+    app.addHook('onListen', (done) => { measuresLoadFrom = performance.now() + 2 * OVERLOAD_SAMPLE_MS; done(); });
     await app.register(underPressure, {
       maxEventLoopDelay: deps.maxEventLoopDelayMs,
-      pressureHandler: (_req, _reply, _type, value) => Promise.reject(errors.unavailable(
+      sampleInterval: OVERLOAD_SAMPLE_MS,
+      pressureHandler: (_req, _reply, _type, value) => performance.now() < measuresLoadFrom ? undefined : Promise.reject(errors.unavailable(
         `The server is overloaded (its event loop lags ${Math.round(value ?? 0)} ms behind, above SLIPWAY_MAX_EVENT_LOOP_DELAY_MS); retry later.`, OVERLOAD_RETRY_SECONDS)),
     });
   }

@@ -183,9 +183,18 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     return body.access_token;
   }
 
-  const ownerToken = await token(bootstrap);
+  let ownerToken: string;
+  let ownerUser: Awaited<ReturnType<typeof slipway.core.serviceUsers.get>>;
+  try {
+    ownerToken = await token(bootstrap);
+    ownerUser = await slipway.core.serviceUsers.get(bootstrap.orgId, bootstrap.clientId);
+  } catch (error) {
+    // A server that started but cannot be used must not keep the test file's process alive.
+    await slipway.close();
+    if (!options.reuse) await database.drop();
+    throw error;
+  }
   let handedOver = false;
-  const ownerUser = await slipway.core.serviceUsers.get(bootstrap.orgId, bootstrap.clientId);
   const owner: Actor = { ...ownerUser, ...bootstrap, token: ownerToken, http: httpClient(url, ownerToken) };
 
   return {
