@@ -23,7 +23,8 @@ export function decodeCursor(cursor: string | undefined): string | null {
   if (cursor === undefined || cursor === '') return null;
   try {
     const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { k?: unknown };
-    if (typeof parsed.k === 'string') return parsed.k;
+    // No key holds a NUL, which PostgreSQL refuses in text (a 500 rather than this 400).
+    if (typeof parsed.k === 'string' && !parsed.k.includes('\0')) return parsed.k;
   } catch {
     // fall through to the problem below
   }

@@ -89,12 +89,14 @@ describe('events in commit order', () => {
     await change();
     const { events: before } = await tail(null);
     const middle = before[before.length - 2]!;
-    // What a dump restored into another cluster looks like: transaction ids that cluster has not reached.
-    await sql`update events set tx_id = (pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::text::xid8 where org_id = ${orgId}`
+    // What a dump restored into another cluster looks like: transaction ids of that cluster, some
+    // of them not reached here (the last event's), the others meaning something else here.
+    const last = before[before.length - 1]!;
+    await sql`update events set tx_id = (pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::text::xid8 where id = ${last.id}`
       .execute(fixture.server.core.db);
-    assert.deepEqual((await tail(null)).events, [], 'ids from the future look uncommitted');
+    assert.ok(!(await tail(null)).events.some((e) => e.id === last.id), 'an id from the future looks uncommitted');
 
-    assert.equal(await fixture.server.core.events.renumberRestored(), before.length);
+    assert.ok(await fixture.server.core.events.renumberRestored() >= before.length);
     await change();
     const { events: after } = await tail(null);
     assert.deepEqual(after.slice(0, before.length).map((e) => e.id), before.map((e) => e.id), 'the restored events come first, in order');
@@ -117,7 +119,7 @@ describe('events in commit order', () => {
     const unknown = await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${cursorFor('evt_00000000000000000000000000')}`);
     assert.equal(unknown.status, 400, unknown.text);
     assert.equal(unknown.body.code, 'invalid_cursor');
-    for (const bad of ['12.x', '99999999999999999999', '-1', '', 'evt_']) {
+    for (const bad of ['12.x', '99999999999999999999', '-1', '', 'evt_', 'evt_\u0000', 'evt_x\u0000']) {
       const garbage = await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${cursorFor(bad)}`);
       assert.equal(garbage.status, 400, `${bad}: ${garbage.text}`);
     }

@@ -1,6 +1,6 @@
-import { sql, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import { insertRows, type Dialect, type Executor } from '../../platform/db/database.js';
-import type { EventsTable } from '../../platform/db/schema.js';
+import type { EventsTable, Schema } from '../../platform/db/schema.js';
 
 /** An event as written (its place in commit order is the database's to give). */
 export type EventRow = Omit<EventsTable, 'seq' | 'tx_id'>;
@@ -47,16 +47,22 @@ export const eventsRepo = {
 
   /**
    * PostgreSQL: events restored from another cluster (a dump and restore, a logical-replication
-   * move) carry that cluster's transaction ids, which this one has not reached: they would stay
-   * hidden and sort after every new event. Such ids are the only ones at or past the next id to be
-   * given out; they are set to the lowest id, so those events come first, in id order. Returns how
-   * many were renumbered.
+   * move) carry that cluster's transaction ids. Those this cluster has not reached would stay
+   * hidden and sort after every new event; the others would keep a place among ids that mean
+   * something else here. An id at or past the next one to be given out can only come from a
+   * restore; when there is one, every event is set to the lowest id, so they come first, in id
+   * order (ids are time-ordered), before anything this cluster writes. One statement: a node that
+   * starts at the same time finds nothing left to do. Returns how many were renumbered.
    */
   async renumberRestored(db: Executor): Promise<number> {
     // Looked for organization by organization, through the (org_id, tx_id, id) index: this runs at every start.
+    const everyOrg = (eb: ExpressionBuilder<Schema, 'events'>) => eb('org_id', 'in', eb.selectFrom('organizations').select('id'));
     const result = await db.updateTable('events').set({ tx_id: sql<string>`'1'::xid8` })
-      .where('org_id', 'in', (eb) => eb.selectFrom('organizations').select('id'))
-      .where(sql<boolean>`tx_id >= pg_snapshot_xmax(pg_current_snapshot())`).executeTakeFirst();
+      .where(everyOrg)
+      .where(sql<boolean>`tx_id <> '1'::xid8`)
+      .where(({ exists, selectFrom }) => exists(selectFrom('events').select('id').where(everyOrg)
+        .where(sql<boolean>`tx_id >= pg_snapshot_xmax(pg_current_snapshot())`)))
+      .executeTakeFirst();
     return Number(result.numUpdatedRows);
   },
 

@@ -28,7 +28,7 @@ function keyOf(dialect: Dialect, row: StoredEvent): string {
 export function createEventsService(deps: { db: Db; dialect: Dialect }) {
   /** The position a cursor's key names (an event id on PostgreSQL, and in cursors from before SQLite numbered events). */
   async function positionOf(orgId: string, key: string): Promise<EventPosition> {
-    if (key.startsWith('evt_')) {
+    if (/^evt_[0-9a-z]{1,40}$/.test(key)) {
       const position = await eventsRepo.positionOf(deps.db, deps.dialect, orgId, key);
       if (position === undefined) throw errors.invalidCursor();
       return position;

@@ -44,8 +44,9 @@ export const eventsCommitOrder: MigrationStep = {
       await db.schema.alterTable('events_ordered').renameTo('events').execute();
       await db.schema.createIndex('events_org_seq').on('events').columns(['org_id', 'seq']).execute();
     } catch (error) {
-      await sql`rollback to events_rebuild`.execute(db);
-      await sql`release events_rebuild`.execute(db);
+      // SQLite may have rolled the whole transaction back itself (a full disk, an I/O error): the
+      // savepoint is gone then, and the cause is still the first error.
+      await sql`rollback to events_rebuild`.execute(db).then(() => sql`release events_rebuild`.execute(db)).catch(() => undefined);
       throw error;
     }
     await sql`release events_rebuild`.execute(db);
