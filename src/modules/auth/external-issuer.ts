@@ -19,6 +19,8 @@ export interface ExternalIssuerConfig {
 const FETCH_TIMEOUT_MS = 5_000;
 /** Least time between two reads of the key set for a kid it lacks (jose's default is 30 s). */
 const REFRESH_COOLDOWN_MS = 1_000;
+/** How long after the issuer last answered the keys it sent keep verifying while it is out of reach. */
+const LAST_READ_GRACE_MS = 60 * 60_000;
 /** After a failed read the issuer is not asked again for this long: requests meanwhile get 503 at once. */
 const RETRY_AFTER_SECONDS = 5;
 
@@ -39,9 +41,14 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
   // kids while it is down (or misconfigured) costs it one request per RETRY_AFTER_SECONDS.
   let failedUntil = 0;
   let reason = '';
-  const fail = (why: string): never => {
+  // When the issuer last answered, and whether it is only out of reach now (no answer, a 5xx)
+  // rather than answering something else (a 4xx, a moved document, a key set that is not one).
+  let answeredAt = 0;
+  let outOfReach = false;
+  const fail = (why: string, transient = false): never => {
     failedUntil = Date.now() + RETRY_AFTER_SECONDS * 1000;
     reason = why;
+    outOfReach = transient;
     throw unreachable(why);
   };
   // Both documents come through here. Redirects are not followed (jose's choice for key sets): a moved document is a 3xx to fix.
@@ -51,11 +58,14 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
     try {
       response = await fetch(url, { ...init, redirect: 'manual', signal: init.signal ?? AbortSignal.timeout(FETCH_TIMEOUT_MS) });
     } catch (error) {
-      return fail(`${url}: ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}`);
+      return fail(`${url}: ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}`, true);
     }
-    if (response.status === 200) return response;
+    if (response.status === 200) {
+      answeredAt = Date.now();
+      return response;
+    }
     await response.body?.cancel();
-    return fail(`${url} answered ${response.status}`);
+    return fail(`${url} answered ${response.status}`, response.status >= 500);
   };
   const remoteSet = (url: string) => createRemoteJWKSet(new URL(url), {
     cooldownDuration: REFRESH_COOLDOWN_MS, timeoutDuration: FETCH_TIMEOUT_MS, [customFetch]: fetchFromIssuer,
@@ -85,10 +95,13 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
       return await remote(header, token);
     } catch (error) {
       if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) throw error;
-      // The issuer cannot be read now (its set is due for a refresh, or names no such kid): the
-      // keys last read still verify what they signed. Only a kid they lack waits for the issuer.
+      // The issuer is out of reach (its set was due for a refresh): for a while the keys last read
+      // still verify what they signed. Not when it answered something else (the set moved, or is
+      // not one), and not for long: a key it has removed must not stay good while it is down.
       const lastRead = remote.jwks();
-      if (lastRead !== undefined && lastRead.keys.some((key) => key.kid === header.kid)) return createLocalJWKSet(lastRead)(header, token);
+      if (outOfReach && Date.now() - answeredAt < LAST_READ_GRACE_MS && lastRead !== undefined && lastRead.keys.some((key) => key.kid === header.kid)) {
+        return createLocalJWKSet(lastRead)(header, token);
+      }
       if (error instanceof joseErrors.JOSEError) fail(`its key set: ${error.message}`);
       throw error;
     }
