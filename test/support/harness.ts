@@ -172,9 +172,8 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     logStream,
     onUndeclaredStatus: (route, status) => undeclared.push(`${route} → ${status}`),
   });
-  await slipway.listen();
   const url = `http://127.0.0.1:${port}`;
-  const bootstrap = JSON.parse(fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8')) as Credentials;
+  let bootstrap!: Credentials;
 
   async function token(creds: { clientId: string; clientSecret: string }, scope = bootstrap.scope): Promise<string> {
     const res = await clientCredentialsGrant(`${url}/oauth/v2/token`, creds, scope);
@@ -186,12 +185,18 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   let ownerToken: string;
   let ownerUser: Awaited<ReturnType<typeof slipway.core.serviceUsers.get>>;
   try {
+    await slipway.listen();
+    bootstrap = JSON.parse(fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8')) as Credentials;
     ownerToken = await token(bootstrap);
     ownerUser = await slipway.core.serviceUsers.get(bootstrap.orgId, bootstrap.clientId);
   } catch (error) {
-    // A server that started but cannot be used must not keep the test file's process alive.
-    await slipway.close();
-    if (!options.reuse) await database.drop();
+    // A server that cannot be used (a port taken meanwhile, say) must not keep the test file's
+    // process alive; the first error is the one to see.
+    await slipway.close().catch(() => undefined);
+    if (!options.reuse) {
+      await database.drop().catch(() => undefined);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
     throw error;
   }
   let handedOver = false;

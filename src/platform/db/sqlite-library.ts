@@ -11,10 +11,17 @@ const NODE_MAJOR = Number(process.versions.node.split('.')[0]);
 function load(): typeof BetterSqlite3 {
   if (NODE_MAJOR >= 22) {
     try {
-      return require('better-sqlite3-13') as typeof BetterSqlite3;
+      const newer = require('better-sqlite3-13') as typeof BetterSqlite3;
+      // 13 loads its prebuilt binary only when a database is opened: one that is missing for this
+      // platform shows here, not at require.
+      new newer(':memory:').close();
+      return newer;
     } catch (error) {
-      // Not installed (an optional dependency): 12 still runs on Node 22.
-      if ((error as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw error;
+      // Not installed (an optional dependency), or no binary for this platform: 12, built at
+      // install, still runs on Node 22; on Node 24 it is the one that can crash.
+      if (NODE_MAJOR >= 24) {
+        process.emitWarning(`better-sqlite3 13 cannot be used here (${(error as Error).message}); falling back to 12, which can crash Node ${NODE_MAJOR}`);
+      }
     }
   }
   return require('better-sqlite3') as typeof BetterSqlite3;
