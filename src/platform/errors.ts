@@ -76,7 +76,7 @@ export const errors = {
   // 403
   forbidden: (detail: string) => new AppError(403, 'forbidden', 'Forbidden', detail),
   roleTooLow: (required: string, actual: string) =>
-    new AppError(403, 'forbidden', 'Forbidden', `This operation needs the role ${required}; this service user is ${actual}.`, {
+    new AppError(403, 'forbidden', 'Forbidden', `This operation needs the role ${required}; the caller's role here is ${actual}.`, {
       requiredRole: required,
     }),
   /** A genuine token of the external issuer whose organization no Slipway organization is linked to. */
