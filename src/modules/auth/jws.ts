@@ -5,6 +5,32 @@ import { sign, type KeyObject } from 'node:crypto';
 
 const encode = (value: object) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
+/** Bytes of each of r and s for P-256. */
+const P256_PART = 32;
+
+/**
+ * An ECDSA signature in DER (a SEQUENCE of the INTEGERs r and s) as JWS writes it: r and s, each
+ * unsigned, big-endian and left-padded to the curve's size. Node can produce this itself
+ * (`dsaEncoding: 'ieee-p1363'`), but since Node 24 that costs as much again as the signature.
+ */
+export function derToJoseSignature(der: Buffer, part = P256_PART): Buffer {
+  // The SEQUENCE's length takes one byte below 128 (always so for P-256), else 0x81 and one more.
+  let offset = der[0] === 0x30 ? (der[1]! === 0x81 ? 3 : 2) : -1;
+  const out = Buffer.alloc(part * 2);
+  for (let i = 0; i < 2; i++) {
+    if (offset < 0 || der[offset] !== 0x02) throw new Error('not a DER-encoded ECDSA signature');
+    const length = der[offset + 1]!;
+    let start = offset + 2;
+    let size = length;
+    // A leading zero keeps a high bit from reading as a sign; it is not part of the number.
+    while (size > part && der[start] === 0) { start++; size--; }
+    if (size > part) throw new Error('ECDSA signature part too long for the curve');
+    der.copy(out, i * part + (part - size), start, start + size);
+    offset += 2 + length;
+  }
+  return out;
+}
+
 /**
  * Signs compact JWSs (RFC 7515 §7.1), ES256 with `key`, under one protected header: the header is
  * the same for every token a key signs, so it is encoded once, not once per token.
@@ -13,7 +39,7 @@ export function es256Signer(header: Record<string, unknown>, key: KeyObject): (p
   const encodedHeader = encode({ ...header, alg: 'ES256' });
   return (payload) => {
     const input = `${encodedHeader}.${encode(payload)}`;
-    const signature = sign('sha256', Buffer.from(input, 'latin1'), { key, dsaEncoding: 'ieee-p1363' });
+    const signature = derToJoseSignature(sign('sha256', Buffer.from(input, 'latin1'), key));
     return `${input}.${signature.toString('base64url')}`;
   };
 }
