@@ -8,7 +8,7 @@ export function eventsRoutes(app: App, deps: { events: EventsService }): void {
     config: { auth: 'admin', operation: 'events.list' },
     schema: {
       tags: ['events'],
-      summary: 'Page through the audit log of an organization, oldest first',
+      summary: 'Page through the audit log of an organization in commit order, oldest first',
       description: 'Every change appends one event in its own transaction: who (`actor`), which request (`requestId`, the `X-Request-Id`), '
         + 'what (`type`, `subject`) and `data` without secret values. Types include `organization.created|updated`, '
         + '`service_user.created|updated|role_changed|disabled|enabled|deleted|secret_added|secret_removed|secret_rotated` and `secret.*`.',
