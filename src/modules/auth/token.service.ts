@@ -1,7 +1,7 @@
 // The authorization server's side: authenticate a client, issue an RFC 9068 JWT access token,
 // introspect (RFC 7662) and revoke (RFC 7009).
 import { decodeJwt } from 'jose';
-import { LRUCache } from 'lru-cache';
+import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { hashClientSecret, pepperKey, sameSecretHash, secretDigest } from '../../platform/crypto/client-secret.js';
 import type { Db } from '../../platform/db/database.js';
 import { isAppError } from '../../platform/errors.js';
@@ -74,8 +74,8 @@ interface Presented {
 }
 
 /** The client and which of its secrets was presented, when that client may have a token. */
-function accepted(record: ClientRecord | undefined, presented: Presented): { user: ServiceUserRow; secretId: string } | undefined {
-  if (record === undefined || record.user.disabled_at !== null) return undefined;
+function accepted(record: ClientRecord | null | undefined, presented: Presented): { user: ServiceUserRow; secretId: string } | undefined {
+  if (record === null || record === undefined || record.user.disabled_at !== null) return undefined;
   let secretId = record.recognized.find((r) => sameSecretHash(presented.digest, r.digest))?.secretId;
   if (secretId === undefined) {
     const candidate = presented.keyedHash();
@@ -103,22 +103,13 @@ export function createTokenService(deps: TokenServiceDeps) {
   // last_used_at is written at most once a minute per secret, not on every token request.
   const lastTouched = new Map<string, number>();
   // The last record read of each existing client, for CLIENT_CACHE_MS.
-  const clients = new LRUCache<string, ClientRecord>({ max: CLIENT_CACHE_MAX, ttl: CLIENT_CACHE_MS });
-  // Counts forgetClient calls: a read under way when a change committed must not be kept after it.
-  let forgotten = 0;
-
-  /** The client's record as the database has it now (undefined: no such client), remembered. */
-  async function readClient(clientId: string): Promise<ClientRecord | undefined> {
-    const before = forgotten;
-    const found = await serviceUsersRepo.findWithSecrets(deps.db, clientId);
-    if (found === null) {
-      clients.delete(clientId);
-      return undefined;
-    }
-    const record = { user: found.user, secrets: found.secrets.map(({ id, hash }) => ({ id, hash })), recognized: [] };
-    if (forgotten === before) clients.set(clientId, record);
-    return record;
-  }
+  const clients = new ReadThroughCache<string, ClientRecord>({
+    max: CLIENT_CACHE_MAX, ttlMs: CLIENT_CACHE_MS, rememberMissing: false,
+    load: async (clientId) => {
+      const found = await serviceUsersRepo.findWithSecrets(deps.db, clientId);
+      return found && { user: found.user, secrets: found.secrets.map(({ id, hash }) => ({ id, hash })), recognized: [] };
+    },
+  });
 
   async function authenticate(creds: ClientCredentials): Promise<ServiceUserRow> {
     // Every failure says the same to the caller: which one it was is for the log, not the client.
@@ -129,7 +120,7 @@ export function createTokenService(deps: TokenServiceDeps) {
     // The cache only ever accepts. Whatever it would refuse is decided on a fresh read, so a secret
     // just added or a user just enabled, on any node, works at once, and a wrong guess costs the
     // database read it always did.
-    const client = accepted(clients.get(creds.clientId), presented) ?? accepted(await readClient(creds.clientId), presented);
+    const client = accepted(clients.known(creds.clientId), presented) ?? accepted(await clients.read(creds.clientId), presented);
     if (client === undefined) throw fail();
     const now = Date.now();
     if (now - (lastTouched.get(client.secretId) ?? 0) > LAST_USED_RESOLUTION_MS) {
@@ -145,8 +136,7 @@ export function createTokenService(deps: TokenServiceDeps) {
 
     /** Called once a change to this service user (role, state, secrets, deletion) has committed. */
     forgetClient(serviceUserId: string): void {
-      forgotten++;
-      clients.delete(serviceUserId);
+      clients.forget(serviceUserId);
     },
 
     /** Issues a token to a client that `authenticate` has accepted: only it learns what is wrong with its scope. */

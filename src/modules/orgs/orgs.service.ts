@@ -1,9 +1,9 @@
-import { LRUCache } from 'lru-cache';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { appendEvents } from '../events/event-log.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
@@ -31,46 +31,21 @@ const CACHE_TTL_MS = 5_000;
 
 export function createOrgsService(deps: { db: Db }) {
   const { db } = deps;
-  // Counts what this node forgets, so that a read which started before a change here does not put
-  // what it read back.
-  let forgotten = 0;
-  const lookups: Array<LRUCache<string, Organization | 'missing'>> = [];
-
-  /**
-   * Organizations by one of their keys, remembered a few seconds (null: there is none): `known`
-   * answers from memory only (undefined when it must be read), `find` reads what it lacks.
-   */
-  function lookup(read: (key: string) => Promise<OrgRow | undefined>) {
-    const cache = new LRUCache<string, Organization | 'missing'>({ max: 10_000, ttl: CACHE_TTL_MS });
-    lookups.push(cache);
-    const known = (key: string): Organization | null | undefined => {
-      const hit = cache.get(key);
-      return hit === 'missing' ? null : hit;
-    };
-    const find = async (key: string): Promise<Organization | null> => {
-      const hit = known(key);
-      if (hit !== undefined) return hit;
-      const before = forgotten;
-      const row = await read(key);
-      const org = row ? toOrganization(row) : null;
-      if (forgotten === before) cache.set(key, org ?? 'missing');
-      return org;
-    };
-    return { known, find };
-  }
-
+  /** Organizations by one of their keys, remembered a few seconds (null: there is none). */
+  const lookup = (read: (key: string) => Promise<OrgRow | undefined>) =>
+    new ReadThroughCache<string, Organization>({ max: 10_000, ttlMs: CACHE_TTL_MS, load: async (key) => { const row = await read(key); return row && toOrganization(row); } });
   // Every organization-scoped request resolves `:orgId`; organizations change rarely, so the
   // answer is kept a few seconds (and forgotten at once when this node changes one).
-  const { known, find } = lookup((idOrSlug) => orgsRepo.findByIdOrSlug(db, idOrSlug));
+  const byKey = lookup((idOrSlug) => orgsRepo.findByIdOrSlug(db, idOrSlug));
   // An external issuer's token names its organization by that issuer's id: resolved on each of its requests.
   const byExternalId = lookup((externalId) => orgsRepo.findByExternalId(db, externalId));
   // Pages of the instance-wide list, for instance administrators, kept the same few seconds.
-  const pages = new LRUCache<string, Page<Organization>>({ max: 1_000, ttl: CACHE_TTL_MS });
+  const pages = new ReadThroughCache<string, Page<Organization>>({ max: 1_000, ttlMs: CACHE_TTL_MS });
   const forget = () => {
-    forgotten++;
-    for (const cache of lookups) cache.clear();
-    pages.clear();
+    for (const cache of [byKey, byExternalId, pages]) cache.forget();
   };
+  const find = (idOrSlug: string) => byKey.get(idOrSlug);
+  const known = (idOrSlug: string) => byKey.known(idOrSlug);
 
   /** Which unique value a refused write collided with: the external id when another organization holds it, else the slug. */
   async function conflictOf(error: unknown, input: OrgPatch): Promise<unknown> {
@@ -106,8 +81,8 @@ export function createOrgsService(deps: { db: Db }) {
     find,
     known,
     /** The organization linked to an external issuer's organization, as `find` and `known` by id or slug. */
-    findByExternalId: byExternalId.find,
-    knownByExternalId: byExternalId.known,
+    findByExternalId: (externalId: string) => byExternalId.get(externalId),
+    knownByExternalId: (externalId: string) => byExternalId.known(externalId),
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
@@ -117,15 +92,10 @@ export function createOrgsService(deps: { db: Db }) {
         const own = scope.orgId === null ? null : await find(scope.orgId);
         return { items: own && (page.after === null || own.id > page.after) ? [own] : [], nextCursor: null };
       }
-      const key = `${page.after ?? ''}\0${page.limit}`;
-      const cached = pages.get(key);
-      if (cached) return cached;
-      const before = forgotten;
-      const rows = await orgsRepo.list(db, { ...page });
-      const result = toPage(rows, page.limit, (r) => r.id);
-      const listed = { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
-      if (forgotten === before) pages.set(key, listed);
-      return listed;
+      return (await pages.get(`${page.after ?? ''}\0${page.limit}`, async () => {
+        const result = toPage(await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
+        return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
+      }))!;
     },
 
     /**
