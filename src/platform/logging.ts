@@ -23,13 +23,23 @@ export const REDACTED_PATHS = [
 
 let stampedAt = -1;
 let stamp = '';
+let secondAt = -1;
+let secondPrefix = '';
 
-/** pino's `"time"` field as an ISO 8601 string, formatted once per millisecond however many lines share it. */
+/**
+ * pino's `"time"` field as an ISO 8601 string, formatted once per millisecond however many lines
+ * share it; within one second only the milliseconds are written anew.
+ */
 function isoTime(): string {
   const now = Date.now();
   if (now !== stampedAt) {
     stampedAt = now;
-    stamp = `,"time":"${new Date(now).toISOString()}"`;
+    const ms = now % 1000;
+    if (now - ms !== secondAt) {
+      secondAt = now - ms;
+      secondPrefix = `,"time":"${new Date(secondAt).toISOString().slice(0, 20)}`;
+    }
+    stamp = `${secondPrefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
   }
   return stamp;
 }

@@ -35,6 +35,20 @@ describe('logging', () => {
     ));
   });
 
+  it('stamps each line with the time in ISO 8601, to the millisecond', (t) => {
+    const { logger, lines } = memoryLogger();
+    t.mock.timers.enable({ apis: ['Date'], now: 0 });
+    const instants = fc.sample(fc.integer({ min: 0, max: Date.UTC(9999, 11, 31, 23, 59, 59, 999) }), 300);
+    // Runs inside a second and across its boundaries, where only part of the stamp is rewritten.
+    const base = Date.UTC(2026, 10, 22, 5, 59, 59, 997);
+    instants.push(base, base + 1, base + 2, base + 3, base + 4, base + 1003, base - 1000, base - 1000 + 9, base - 1000 + 10, base - 1000 + 100);
+    for (const at of instants) {
+      t.mock.timers.setTime(at);
+      logger.info('tick');
+      assert.equal((JSON.parse(lines.at(-1)!) as { time: string }).time, new Date(at).toISOString());
+    }
+  });
+
   it('writes no access-log line below its level', () => {
     const { logger, lines } = memoryLogger('warn');
     accessLogWriter(logger)({ requestId: 'r', method: 'GET', route: '/', path: '/', status: 200, ms: 1, sub: undefined });

@@ -22,13 +22,13 @@ const unknownScope = fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstu
 describe('scopeParser', () => {
   it('grants the spec\'s five scopes and marks the audience', () => {
     const parsed = parseScopes(fullScope(IDP, PROJECT));
-    assert.deepEqual(parsed, { ok: true, granted: [...KNOWN], audience: true });
+    assert.deepEqual(parsed, { ok: true, granted: [...KNOWN], audience: true, scope: KNOWN.join(' ') });
     assert.equal(fullScope(IDP, PROJECT), `openid email profile offline_access urn:slipway:iam:org:project:id:${PROJECT}:aud`);
   });
 
   it('grants nothing, without the audience, when no scope is asked', () => {
-    assert.deepEqual(parseScopes(undefined), { ok: true, granted: [], audience: false });
-    assert.deepEqual(parseScopes(''), { ok: true, granted: [], audience: false });
+    assert.deepEqual(parseScopes(undefined), { ok: true, granted: [], audience: false, scope: '' });
+    assert.deepEqual(parseScopes(''), { ok: true, granted: [], audience: false, scope: '' });
   });
 
   it('grants any permutation or repetition of known scopes, each once, in first-asked order', () => {
@@ -37,6 +37,7 @@ describe('scopeParser', () => {
       assert.equal(parsed.ok, true);
       if (!parsed.ok) return;
       assert.deepEqual(parsed.granted, [...new Set(scopes)]);
+      assert.equal(parsed.scope, [...new Set(scopes)].join(' '));
       assert.equal(parsed.audience, scopes.includes(AUDIENCE));
     }));
   });
@@ -52,6 +53,17 @@ describe('scopeParser', () => {
       assert.deepEqual(new Set(parsed.unknown), new Set(bad));
       assert.equal(parsed.unknown.length, new Set(bad).size);
     }));
+  });
+
+  it('answers a scope string it has seen before the same, and nobody can change that answer', () => {
+    const parse = scopeParser(IDP, PROJECT);
+    const first = parse('openid email');
+    assert.equal(parse('openid email'), first);
+    assert.throws(() => { (first as { granted: string[] }).granted.push('profile'); }, TypeError);
+    assert.throws(() => { (first as { audience: boolean }).audience = true; }, TypeError);
+    // Past what it remembers, it parses again and still answers right.
+    for (let i = 0; i < 200; i++) assert.equal(parse(`openid x${i}`).ok, false);
+    assert.deepEqual(parse('openid email'), { ok: true, granted: ['openid', 'email'], audience: false, scope: 'openid email' });
   });
 
   it('is case-sensitive and exact: near misses of known scopes are unknown', () => {

@@ -8,7 +8,7 @@ import { errors } from '../../platform/errors.js';
 import { oauthErrors } from './oauth-errors.js';
 import { audienceScope, orgClaim, STANDARD_SCOPES } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
-import type { ClientCredentials, TokenService } from './token.service.js';
+import type { ClientCredentials, TokenResponse, TokenService } from './token.service.js';
 
 const FORM = 'application/x-www-form-urlencoded';
 
@@ -62,6 +62,16 @@ function clientCredentials(req: FastifyRequest, form: FormBody): ClientCredentia
   return { clientId: postId, clientSecret: postSecret };
 }
 
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The token response as JSON text, written from a template (Fastify sends a string as it is). An
+ * access token is a compact JWS, base64url parts joined by dots, so it needs no escaping.
+ */
+function tokenResponseJson(token: TokenResponse): string {
+  return `{"access_token":"${token.access_token}","token_type":"Bearer","expires_in":${token.expires_in},"scope":${JSON.stringify(token.scope)}}`;
+}
+
 const TokenResponseSchema = Type.Object({
   access_token: Type.String(),
   token_type: Type.Literal('Bearer'),
@@ -84,11 +94,11 @@ export interface OAuthRoutesDeps {
 }
 
 export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): void {
-  // Every body reaches the handler, so a wrong content type is an RFC 6749 error, not a 415.
+  // Every body reaches the handler, so a wrong content type is an RFC 6749 error, not a 415. The
+  // form has a parser of its own rather than a test inside the catch-all: Fastify remembers which
+  // parser a content type took only when one is registered for it.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
-    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-    if (type !== FORM) return done(null, { kind: 'other', fields: new Map(), duplicate: null } satisfies FormBody);
+  app.addContentTypeParser(FORM, { parseAs: 'string' }, (_req, body, done) => {
     const fields = new Map<string, string>();
     let duplicate: string | null = null;
     for (const [key, value] of new URLSearchParams(body as string)) {
@@ -96,6 +106,9 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       fields.set(key, value);
     }
     done(null, { kind: 'form', fields, duplicate } satisfies FormBody);
+  });
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, _body, done) => {
+    done(null, { kind: 'other', fields: new Map(), duplicate: null } satisfies FormBody);
   });
 
   const tags = ['oauth'];
@@ -143,8 +156,9 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     // Counted once authenticated, so that nobody else can spend a client's budget by naming it.
     limit(client.id, deps.limits.perClient, reply);
     const token = await deps.tokens.clientCredentialsGrant(client, form.fields.get('scope'));
-    reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
-    return token;
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache').type(JSON_TYPE);
+    // Sent as text: the response schema describes that JSON, and Fastify sends a string as it is.
+    return (reply as FastifyReply).send(tokenResponseJson(token));
   });
 
   app.post(`${prefix}/oauth/v2/introspect`, {

@@ -13,23 +13,42 @@ export function fullScope(idpName: string, projectId: string): string {
 }
 
 export type ScopeParse =
-  | { ok: true; granted: string[]; audience: boolean }
+  | { ok: true; granted: string[]; audience: boolean; scope: string }
   | { ok: false; unknown: string[] };
+
+/** Distinct scope strings whose parse is remembered: clients send the same one every time. */
+const REMEMBERED_SCOPES = 64;
 
 /**
  * RFC 6749 §3.3: space-delimited, case-sensitive; repeated scopes count once. The parser is made
- * once per server, so a token request does not rebuild the set of known scopes.
+ * once per server, so a token request does not rebuild the set of known scopes, and it remembers
+ * (frozen) what it answered for the last few scope strings.
  */
 export function scopeParser(idpName: string, projectId: string): (scope: string | undefined) => ScopeParse {
   const audience = audienceScope(idpName, projectId);
   const known = new Set<string>([...STANDARD_SCOPES, audience]);
-  return (scope) => {
-    const requested = (scope ?? '').split(' ').filter((s) => s !== '');
+  const remembered = new Map<string, ScopeParse>();
+  const parse = (scope: string): ScopeParse => {
+    const requested = scope.split(' ').filter((s) => s !== '');
     const unknown = requested.filter((s) => !known.has(s));
     if (unknown.length > 0) return { ok: false, unknown: [...new Set(unknown)] };
     const granted = [...new Set(requested)];
-    return { ok: true, granted, audience: granted.includes(audience) };
+    return { ok: true, granted, audience: granted.includes(audience), scope: granted.join(' ') };
   };
+  return (scope = '') => {
+    let parsed = remembered.get(scope);
+    if (parsed === undefined) {
+      parsed = deepFreeze(parse(scope));
+      if (remembered.size >= REMEMBERED_SCOPES) remembered.clear();
+      remembered.set(scope, parsed);
+    }
+    return parsed;
+  };
+}
+
+function deepFreeze(parsed: ScopeParse): ScopeParse {
+  Object.freeze(parsed.ok ? parsed.granted : parsed.unknown);
+  return Object.freeze(parsed);
 }
 
 /** The claim that names the token's organization, in the form ZITADEL uses for its resource owner. */

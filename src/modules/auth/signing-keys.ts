@@ -14,10 +14,10 @@ export interface ActiveSigner {
   kid: string;
   privateKey: CryptoKey;
   /**
-   * An RFC 9068 access token (`typ: at+jwt`, this key's kid) carrying `claims`, signed through
-   * node:crypto, which needs no thread-pool hop (see jws.ts).
+   * An RFC 9068 access token (`typ: at+jwt`, this key's kid) carrying the claims given as their
+   * JSON text, signed through node:crypto, which needs no thread-pool hop (see jws.ts).
    */
-  signAccessToken: (claims: Record<string, unknown>) => string;
+  signAccessToken: (claimsJson: string) => string;
 }
 
 export interface KeySet {

@@ -99,6 +99,20 @@ export function createTokenService(deps: TokenServiceDeps) {
   const claimName = orgClaim(deps.idpName);
   const generationClaimName = tokenGenerationClaim(deps.idpName);
   const parseScopes = scopeParser(deps.idpName, deps.projectId);
+  // An access token's claims as JSON text, from a template: the claim names and the fixed values
+  // are serialized once, the rest with JSON.stringify each (see es256Signer).
+  const str = JSON.stringify;
+  const issuerJson = str(deps.issuer);
+  const projectJson = str(deps.projectId);
+  const orgClaimJson = str(claimName);
+  const generationClaimJson = str(generationClaimName);
+  const accessTokenClaims = (user: ServiceUserRow, audience: boolean, scope: string, now: number): string => {
+    const sub = str(user.id);
+    return `{"iss":${issuerJson},"sub":${sub},"aud":[${audience ? `${projectJson},` : ''}${sub}],"iat":${now},"nbf":${now},`
+      + `"exp":${now + deps.ttlSeconds},"jti":${str(newId('token'))},"client_id":${sub},"scope":${str(scope)},`
+      // Disabling the user starts a new generation: this token dies with its generation.
+      + `${orgClaimJson}:${str(user.org_id)},${generationClaimJson}:${Number(user.token_generation)}}`;
+  };
   const pepper = pepperKey(deps.pepper);
   // last_used_at is written at most once a minute per secret, not on every token request.
   const lastTouched = new Map<string, number>();
@@ -144,24 +158,9 @@ export function createTokenService(deps: TokenServiceDeps) {
       const parsed = parseScopes(scope);
       if (!parsed.ok) throw oauthErrors.invalidScope(parsed.unknown, supported);
       const { signer } = await deps.keys.current();
-      const now = Math.floor(Date.now() / 1000);
-      const granted = parsed.granted.join(' ');
-      const accessToken = signer.signAccessToken({
-        iss: deps.issuer,
-        sub: user.id,
-        aud: parsed.audience ? [deps.projectId, user.id] : [user.id],
-        iat: now,
-        nbf: now,
-        exp: now + deps.ttlSeconds,
-        jti: newId('token'),
-        client_id: user.id,
-        scope: granted,
-        [claimName]: user.org_id,
-        // Disabling the user starts a new generation: this token dies with its generation.
-        [generationClaimName]: Number(user.token_generation),
-      });
+      const accessToken = signer.signAccessToken(accessTokenClaims(user, parsed.audience, parsed.scope, Math.floor(Date.now() / 1000)));
       // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
-      return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: granted };
+      return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.scope };
     },
 
     /**
