@@ -20,7 +20,7 @@ interface FormBody {
 
 /** RFC 6749 §2.3.1: each part of Basic credentials is form-url-encoded before base64. */
 function formDecode(value: string): string {
-  return decodeURIComponent(value.replace(/\+/g, ' '));
+  return value.includes('%') || value.includes('+') ? decodeURIComponent(value.replace(/\+/g, ' ')) : value;
 }
 
 function parseBasic(header: string | undefined): ClientCredentials | null {
