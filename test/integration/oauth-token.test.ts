@@ -170,6 +170,15 @@ describe('token endpoint', () => {
       });
     }
 
+    it('takes the form whatever the case of its media type, and with a charset parameter', async () => {
+      const raw = new URLSearchParams(grant()).toString();
+      for (const contentType of [`${FORM}; charset=UTF-8`, 'Application/X-WWW-Form-Urlencoded', `${FORM.toUpperCase()};charset=utf-8`, FORM]) {
+        const res = await oauthPost(server, 'token', { authorization: owner(), raw, contentType });
+        assert.equal(res.status, 200, contentType);
+        assert.equal(res.body.token_type, 'Bearer');
+      }
+    });
+
     it('names what to fix: the unknown scope, the grant type, the content type', async () => {
       const scopeRes = await oauthPost(server, 'token', { authorization: owner(), form: { ...grant(), scope: 'openid admin' } });
       assert.match(scopeRes.body.error_description, /"admin"/);

@@ -64,6 +64,10 @@ describe('scopeParser', () => {
     // Past what it remembers, it parses again and still answers right.
     for (let i = 0; i < 200; i++) assert.equal(parse(`openid x${i}`).ok, false);
     assert.deepEqual(parse('openid email'), { ok: true, granted: ['openid', 'email'], audience: false, scope: 'openid email' });
+    // A very long scope string is answered alike but not kept.
+    const long = `${'openid '.repeat(300)}email`;
+    assert.notEqual(parse(long), parse(long));
+    assert.deepEqual(parse(long), { ok: true, granted: ['openid', 'email'], audience: false, scope: 'openid email' });
   });
 
   it('is case-sensitive and exact: near misses of known scopes are unknown', () => {

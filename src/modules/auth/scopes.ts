@@ -18,6 +18,8 @@ export type ScopeParse =
 
 /** Distinct scope strings whose parse is remembered: clients send the same one every time. */
 const REMEMBERED_SCOPES = 64;
+/** Longer scope strings are parsed every time rather than kept. */
+const REMEMBERED_SCOPE_CHARS = 1024;
 
 /**
  * RFC 6749 §3.3: space-delimited, case-sensitive; repeated scopes count once. The parser is made
@@ -39,6 +41,7 @@ export function scopeParser(idpName: string, projectId: string): (scope: string 
     let parsed = remembered.get(scope);
     if (parsed === undefined) {
       parsed = deepFreeze(parse(scope));
+      if (scope.length > REMEMBERED_SCOPE_CHARS) return parsed;
       if (remembered.size >= REMEMBERED_SCOPES) remembered.clear();
       remembered.set(scope, parsed);
     }
