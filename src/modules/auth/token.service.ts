@@ -97,7 +97,6 @@ function inactiveUnlessBroken(error: unknown): { active: false } {
 export function createTokenService(deps: TokenServiceDeps) {
   const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
   const claimName = orgClaim(deps.idpName);
-  const generationClaimName = tokenGenerationClaim(deps.idpName);
   const parseScopes = scopeParser(deps.idpName, deps.projectId);
   // An access token's claims as JSON text, from a template: the claim names and the fixed values
   // are serialized once, the rest with JSON.stringify each (see es256Signer).
@@ -105,7 +104,7 @@ export function createTokenService(deps: TokenServiceDeps) {
   const issuerJson = str(deps.issuer);
   const projectJson = str(deps.projectId);
   const orgClaimJson = str(claimName);
-  const generationClaimJson = str(generationClaimName);
+  const generationClaimJson = str(tokenGenerationClaim(deps.idpName));
   const accessTokenClaims = (user: ServiceUserRow, audience: boolean, scope: string, now: number): string => {
     const sub = str(user.id);
     return `{"iss":${issuerJson},"sub":${sub},"aud":[${audience ? `${projectJson},` : ''}${sub}],"iat":${now},"nbf":${now},`
