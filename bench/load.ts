@@ -79,7 +79,7 @@ function cannon(job: ThroughputJob, seconds: number, collect: boolean, counter: 
 }
 
 async function runThroughput(job: ThroughputJob): Promise<LoadResult> {
-  const counter: Counter = { n: 0 };
+  const counter: Counter = { n: job.counterStart ?? 0 };
   if (job.warmupSeconds > 0) await cannon(job, job.warmupSeconds, false, counter);
   send({ type: 'phase', phase: 'measure-start' });
   const watch = new Stopwatch();
@@ -114,6 +114,7 @@ async function runThroughput(job: ThroughputJob): Promise<LoadResult> {
     timeouts: result.timeouts,
     loadCpuPct: cpuPct,
     ...(firstFailure ? { firstFailure } : {}),
+    ...(job.template ? { templateRequests: counter.n } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
-// Reference probes: what Slipway's rows are compared with. Each is measured at
-// most once per run, right before the first row that needs it.
+// Reference probes: what Slipway's rows are compared with. A throughput reference
+// takes turns with each row that uses it (see bench/run.ts); the floor is measured
+// once, right before the first row that needs it.
 
 import { makeBody, randomTag } from './lib/bodies.js';
 import type { Probe } from './lib/harness.js';

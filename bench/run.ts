@@ -5,6 +5,7 @@
 // Environment:
 //   BENCH_ONLY=orgs,token,ceiling  rows (by row id) and/or single probes (by probe id)
 //   BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_CONNECTIONS=10      throughput rows
+//   BENCH_ROUNDS=4       windows a throughput row and its reference alternate in
 //   BENCH_BULK_REQUESTS=40 BENCH_BULK_WARMUP=5 BENCH_BULK_SIZE=1000   bulk rows
 //   BENCH_CLAIM_ROUNDS=200 BENCH_CLAIM_WARMUP=10                      claim-latency row
 //   BENCH_PIN=auto|0|1   pin servers to CPU 0 and the load generator to CPU 1 (taskset)
@@ -15,8 +16,9 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createContext } from './lib/context.js';
-import { type BenchConfig, invalidReason, type Measurement, type Probe, ProbeError, type Row } from './lib/harness.js';
+import { createContext, type LoadRun, type RunContext } from './lib/context.js';
+import { type BenchConfig, combineWindows, invalidReason, type Measurement, type Probe, ProbeError, type Row } from './lib/harness.js';
+import type { ThroughputJob } from './lib/load-protocol.js';
 import { armCleanup, disarmReaper, REPO_ROOT, setPinning, stopAll, tasksetAvailable } from './lib/proc.js';
 import { type Column, formatMs, formatPct, formatRate, renderTable } from './lib/table.js';
 import { ceiling, floorBulkCreate, oidcToken } from './references.js';
@@ -26,6 +28,15 @@ import { ROWS } from './rows.js';
 const STANDALONE: Probe[] = [ceiling, oidcToken, floorBulkCreate];
 
 type Outcome = { ok: true; m: Measurement } | { ok: false; reason: string };
+
+/** What an alternating row measured: its own reference windows (combined) and each round's ratio. */
+interface Pairing {
+  reference: Outcome;
+  ratios: number[];
+}
+
+/** A later window starts with this much warm-up (new connections), not the first window's full one. */
+const REWARM_SECONDS = 0.5;
 
 function numberEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -57,6 +68,7 @@ function readConfig(): BenchConfig {
     bulkSize: Math.max(1, Math.round(numberEnv('BENCH_BULK_SIZE', 1000))),
     claimRounds: Math.max(1, Math.round(numberEnv('BENCH_CLAIM_ROUNDS', 200))),
     claimWarmup: Math.round(numberEnv('BENCH_CLAIM_WARMUP', 10)),
+    rounds: Math.max(1, Math.round(numberEnv('BENCH_ROUNDS', 4))),
     pin,
     serverCpu: pin ? 0 : undefined,
     loadCpu: pin ? 1 : undefined,
@@ -110,6 +122,7 @@ function printHeader(config: BenchConfig, runDir: string): void {
     `  load      throughput rows: ${config.connections} connections, ${config.warmupSec} s warm-up + ${config.durationSec} s measured; ` +
       `bulk rows: ${config.bulkSize} secrets/request, ${config.bulkWarmup} warm-up + ${config.bulkRequests} measured requests, one at a time; ` +
       `claim latency: ${config.claimWarmup} warm-up + ${config.claimRounds} measured rounds`,
+    `  rounds    throughput rows alternate with their reference in ${config.rounds} window(s) of ${+(config.durationSec / config.rounds).toFixed(2)} s each`,
     `  run dir   ${runDir}`,
     '',
   ];
@@ -160,8 +173,83 @@ async function main(): Promise<number> {
     return outcome;
   }
 
+  /** Every window measured per probe by alternating rows: a reference's ref line pools those of all its rows. */
+  const windows = new Map<string, Measurement[]>();
+  const pairings = new Map<string, Pairing>();
+  const windowCtx: RunContext = { ...ctx, config: { ...config, durationSec: config.durationSec / config.rounds } };
+
+  /** One measured window of a probe: the probe itself the first time, its load again after that. */
+  async function window(probe: Probe, previous: LoadRun | undefined): Promise<LoadRun> {
+    let run: LoadRun | undefined;
+    if (previous === undefined) {
+      await probe.run(windowCtx);
+      run = ctx.lastLoad();
+      if (run?.job.kind !== 'throughput') throw new ProbeError('an alternating row needs a throughput load on both sides');
+    } else {
+      const job = previous.job as ThroughputJob;
+      const next = previous.result.templateRequests;
+      await ctx.load(previous.server, { ...job, warmupSeconds: Math.min(job.warmupSeconds, REWARM_SECONDS), ...(next !== undefined ? { counterStart: next } : {}) });
+      run = ctx.lastLoad()!;
+    }
+    const exit = ctx.serverExit(probe.server);
+    if (exit) throw new ProbeError(`during the measurement, ${exit}`);
+    windows.set(probe.id, [...(windows.get(probe.id) ?? []), run.result]);
+    return run;
+  }
+
+  /**
+   * A throughput row against its throughput reference: reference and subject take turns for
+   * BENCH_ROUNDS windows, and the ratio is over all of them. The ratio of two measurements minutes
+   * apart mostly measured how the shared machine's speed had moved in between.
+   */
+  async function measureAlternating(row: Row, reference: Probe): Promise<void> {
+    if (interrupted) return;
+    process.stderr.write(`measuring ${reference.label} and ${row.subject.label}, taking turns over ${config.rounds} window(s)\n`);
+    const sides = { reference: [] as Measurement[], subject: [] as Measurement[] };
+    let refRun: LoadRun | undefined;
+    let subjectRun: LoadRun | undefined;
+    let failure: { side: 'reference' | 'subject'; reason: string } | undefined;
+    const ratios: number[] = [];
+    for (let i = 0; i < config.rounds && !interrupted && failure === undefined; i++) {
+      try {
+        refRun = await window(reference, refRun);
+        sides.reference.push(refRun.result);
+      } catch (err) {
+        failure = { side: 'reference', reason: reasonOf(err) };
+        break;
+      }
+      try {
+        subjectRun = await window(row.subject, subjectRun);
+        sides.subject.push(subjectRun.result);
+      } catch (err) {
+        failure = { side: 'subject', reason: reasonOf(err) };
+        break;
+      }
+      const ratio = subjectRun.result.rps / refRun.result.rps;
+      ratios.push(ratio);
+      ctx.log(`window ${i + 1}: ${formatRate(refRun.result.rps)} req/s reference, ${formatRate(subjectRun.result.rps)} req/s subject: ${ratio.toFixed(2)}×`);
+    }
+    const outcome = (side: 'reference' | 'subject', measured: Measurement[]): Outcome => {
+      if (failure?.side === side) return { ok: false, reason: failure.reason };
+      if (failure?.side === 'reference' && side === 'subject') return { ok: false, reason: `not measured: its reference failed (${failure.reason.split('\n')[0]})` };
+      if (measured.length === 0) return { ok: false, reason: 'interrupted' };
+      return { ok: true, m: combineWindows(measured) };
+    };
+    if (failure) ctx.log(`FAILED: ${failure.reason.split('\n')[0]}`);
+    pairings.set(row.id, { reference: outcome('reference', sides.reference), ratios });
+    outcomes.set(row.subject.id, outcome('subject', sides.subject));
+    // The ref line: every window of this reference so far, from whichever rows measured it.
+    const all = windows.get(reference.id);
+    if (all?.length) outcomes.set(reference.id, { ok: true, m: combineWindows(all) });
+    else if (!outcomes.get(reference.id)?.ok) outcomes.set(reference.id, pairings.get(row.id)!.reference);
+  }
+
   try {
     for (const row of plan.rows) {
+      if (row.reference && row.target.alternating) {
+        await measureAlternating(row, row.reference);
+        continue;
+      }
       if (row.reference) await measure(row.reference);
       await measure(row.subject);
     }
@@ -173,10 +261,10 @@ async function main(): Promise<number> {
     }
   }
 
-  return report(plan, outcomes, config, runDir);
+  return report(plan, outcomes, pairings, config, runDir);
 }
 
-function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Outcome>, config: BenchConfig, runDir: string): number {
+function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Outcome>, pairings: Map<string, Pairing>, config: BenchConfig, runDir: string): number {
   const columns: Column[] = [
     { title: 'row', align: 'left' },
     { title: 'measurement', align: 'left' },
@@ -241,7 +329,7 @@ function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Ou
   plan.rows.forEach((row) => {
     const index = ROWS.indexOf(row) + 1;
     const subject = outcomes.get(row.subject.id);
-    const reference = row.reference ? outcomes.get(row.reference.id) : undefined;
+    const reference = pairings.get(row.id)?.reference ?? (row.reference ? outcomes.get(row.reference.id) : undefined);
     let ratio = '';
     let result = probeStatus(row.subject, subject);
     if (result === 'ok' && subject?.ok) {
@@ -269,7 +357,13 @@ function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Ou
     'items/s: secrets written per second in bulk rows.',
     'cpu srv/load/other: CPU of the server, of the load generator and of everything else on the machine (noise) during the measured phase, % of one core.',
     'ratio: subject req/s ÷ reference req/s for throughput targets, subject p50 ÷ reference p50 for latency targets; both measured in this run.',
+    `Throughput rows and their reference take turns, ${config.rounds} window(s) each; a row's ratio is over its own windows and the reference windows between them, and a ref line pools the windows of every row that uses it. p50: the windows' median; p99: the highest window's.`,
   );
+  const perRound = plan.rows.filter((row) => (pairings.get(row.id)?.ratios.length ?? 0) > 1);
+  if (perRound.length) {
+    out.push('', 'Ratio in each window pair:');
+    for (const row of perRound) out.push(`  ${ROWS.indexOf(row) + 1}  ${pairings.get(row.id)!.ratios.map((r) => `${r.toFixed(2)}×`).join('  ')}`);
+  }
   if (notes.length) {
     out.push('', 'Notes:');
     notes.forEach((n, i) => out.push(`  [${i + 1}] ${n.split('\n').join('\n      ')}`));

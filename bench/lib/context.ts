@@ -9,9 +9,18 @@ import type { LoadJob, LoadMessage } from './load-protocol.js';
 import { BENCH_DIST_DIR, machineBusySeconds, processCpuSeconds, startProcess, tail } from './proc.js';
 import { type RunningServer, type ServerId, SERVERS, type ServerTypes } from './servers.js';
 
+/** A load that ran: enough to run it again for another window. */
+export interface LoadRun {
+  server: RunningServer;
+  job: LoadJob;
+  result: Measurement;
+}
+
 export interface RunContext extends BenchContext {
   /** If server `id` was started and has since exited: what happened, with the end of its log. */
   serverExit(id: ServerId): string | undefined;
+  /** The load that ran last, through any context derived from this one. */
+  lastLoad(): LoadRun | undefined;
 }
 
 function jobBudgetMs(job: LoadJob): number {
@@ -28,6 +37,7 @@ function jobBudgetMs(job: LoadJob): number {
 export function createContext(config: BenchConfig, runDir: string): RunContext {
   const servers = new Map<ServerId, Promise<RunningServer>>();
   const running = new Map<ServerId, RunningServer>();
+  let last: LoadRun | undefined;
 
   const ctx: RunContext = {
     config,
@@ -58,6 +68,8 @@ export function createContext(config: BenchConfig, runDir: string): RunContext {
         return server as ServerTypes[K];
       });
     },
+
+    lastLoad: () => last,
 
     serverExit(id) {
       const server = running.get(id);
@@ -100,6 +112,7 @@ export function createContext(config: BenchConfig, runDir: string): RunContext {
               if (busyPct !== undefined && serverCpuPct !== undefined) {
                 measurement.otherCpuPct = Math.max(0, busyPct - serverCpuPct - m.result.loadCpuPct);
               }
+              last = { server, job, result: measurement };
               resolve(measurement);
             } else if (m.type === 'error') {
               clearTimeout(timer);

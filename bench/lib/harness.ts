@@ -36,6 +36,11 @@ export interface Verdict {
 export interface Target {
   /** e.g. "≥ 0.50× ceiling req/s". */
   description: string;
+  /**
+   * Throughput against a throughput reference: the two are measured in alternating windows
+   * (BENCH_ROUNDS), so that a machine getting faster or slower during the run moves both alike.
+   */
+  alternating?: boolean;
   evaluate(subject: Measurement, reference: Measurement | undefined): Verdict;
 }
 
@@ -59,6 +64,8 @@ export interface BenchConfig {
   bulkSize: number;
   claimRounds: number;
   claimWarmup: number;
+  /** Windows per side for alternating rows (BENCH_ROUNDS); `durationSec` is split among them. */
+  rounds: number;
   pin: boolean;
   serverCpu: number | undefined;
   loadCpu: number | undefined;
@@ -96,6 +103,49 @@ export function invalidReason(m: Measurement): string | undefined {
   return problems.length ? problems.join('; ') : undefined;
 }
 
+/**
+ * Several measured windows of one load as one measurement: requests and time add up (so req/s is
+ * over all of them), CPU figures are time-weighted, p50 is the windows' median and p99 the
+ * highest window's (the windows' latencies are not kept, so these are not pooled percentiles).
+ */
+export function combineWindows(windows: Measurement[]): Measurement {
+  if (windows.length === 1) return windows[0]!;
+  const sum = (f: (m: Measurement) => number): number => windows.reduce((acc, m) => acc + f(m), 0);
+  const time = sum((m) => m.durationSec);
+  const weighted = (f: (m: Measurement) => number | undefined): number | undefined =>
+    windows.every((m) => f(m) !== undefined) ? sum((m) => f(m)! * m.durationSec) / time : undefined;
+  const median = (values: number[]): number => {
+    const sorted = [...values].sort((a, b) => a - b);
+    const mid = sorted.length >> 1;
+    return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  };
+  const statusCounts: Record<string, number> = {};
+  for (const m of windows) for (const [status, n] of Object.entries(m.statusCounts)) statusCounts[status] = (statusCounts[status] ?? 0) + n;
+  const requests = sum((m) => m.requests);
+  const responses = sum((m) => m.rps * m.durationSec);
+  const combined: Measurement = {
+    requests,
+    durationSec: time,
+    rps: responses / time,
+    p50Ms: median(windows.map((m) => m.p50Ms)),
+    p99Ms: Math.max(...windows.map((m) => m.p99Ms)),
+    meanMs: sum((m) => m.meanMs * m.requests) / requests,
+    maxMs: Math.max(...windows.map((m) => m.maxMs)),
+    statusCounts,
+    non2xx: sum((m) => m.non2xx),
+    errors: sum((m) => m.errors),
+    timeouts: sum((m) => m.timeouts),
+    loadCpuPct: weighted((m) => m.loadCpuPct)!,
+  };
+  const server = weighted((m) => m.serverCpuPct);
+  const other = weighted((m) => m.otherCpuPct);
+  const firstFailure = windows.find((m) => m.firstFailure !== undefined)?.firstFailure;
+  if (server !== undefined) combined.serverCpuPct = server;
+  if (other !== undefined) combined.otherCpuPct = other;
+  if (firstFailure !== undefined) combined.firstFailure = firstFailure;
+  return combined;
+}
+
 // ---------------------------------------------------------------------------
 // Targets
 
@@ -107,6 +157,7 @@ function times(x: number): string {
 export function throughputAtLeast(factor: number, referenceName: string): Target {
   return {
     description: `≥ ${times(factor)} ${referenceName} req/s`,
+    alternating: true,
     evaluate(subject, reference) {
       const ratio = reference ? subject.rps / reference.rps : NaN;
       return { ratioText: `${times(ratio)} ${referenceName}`, met: ratio >= factor };

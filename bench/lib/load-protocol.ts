@@ -16,6 +16,11 @@ export interface ThroughputJob {
   connections: number;
   warmupSeconds: number;
   durationSeconds: number;
+  /**
+   * Where the template's `{{n}}` counter starts: a later window of the same load continues where
+   * the one before stopped (its `templateRequests`), so no request repeats an earlier one.
+   */
+  counterStart?: number;
 }
 
 /**
@@ -95,6 +100,8 @@ export interface LoadResult {
   loadCpuPct: number;
   /** First failure seen (status + body snippet, or error message), for the report. */
   firstFailure?: string;
+  /** Throughput jobs with a template: the counter after the job (warm-up included). */
+  templateRequests?: number;
 }
 
 export type LoadMessage =
