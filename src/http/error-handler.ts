@@ -26,6 +26,14 @@ function pointerOf(error: AjvError, context: string | undefined): string {
   return pointer || '/';
 }
 
+const listOf = (values: unknown[]) => values.map((v) => JSON.stringify(v)).join(', ');
+
+/** The values of a union of literals (TypeBox compiles it to anyOf of consts), or undefined. */
+function constChoices(schema: Record<string, unknown>): unknown[] | undefined {
+  const branches = schema.anyOf as Array<Record<string, unknown>> | undefined;
+  return branches?.every((b) => 'const' in b) ? branches.map((b) => b.const) : undefined;
+}
+
 function messageOf(error: AjvError): string {
   const schema = error.parentSchema ?? {};
   const limit = schema['x-limit'] as string | undefined;
@@ -36,13 +44,25 @@ function messageOf(error: AjvError): string {
       return 'is required';
     case 'pattern': {
       if ((error as { propertyName?: string }).propertyName !== undefined) return `is not a valid key name: must match ${String(error.params.pattern)}`;
-      const hint = schema.description ? ` (${String(schema.description)})` : '';
+      // A field's own short hint; a long description (the whole story of a header, say) is for the docs.
+      const text = (schema['x-pattern-hint'] ?? schema.description) as string | undefined;
+      const hint = text !== undefined && text.length <= 200 ? ` (${text})` : '';
       return `must match ${String(error.params.pattern)}${hint}`;
     }
     case 'maxItems':
     case 'maxProperties':
     case 'maxLength':
       return `${error.message ?? 'is too large'}${limit ? ` (limit ${limit})` : ''}`;
+    case 'enum':
+      return `must be one of ${listOf(error.params.allowedValues as unknown[])}`;
+    case 'const':
+      return `must be ${JSON.stringify(error.params.allowedValue)}`;
+    case 'anyOf': {
+      const choices = constChoices(schema);
+      return choices ? `must be one of ${listOf(choices)}` : (error.message ?? 'is invalid');
+    }
+    case 'minProperties':
+      return Number(error.params.limit) === 1 ? 'must not be empty' : `must hold at least ${String(error.params.limit)} entries`;
     default:
       return error.message ?? 'is invalid';
   }
@@ -55,7 +75,9 @@ function fromValidation(error: FastifyError): AppError {
   const ajvErrors = (error.validation ?? []) as unknown as AjvError[];
   const context = (error as { validationContext?: string }).validationContext;
   // propertyNames reports the key's own failure and then once more for the object; keep the first.
-  const relevant = ajvErrors.filter((e) => e.keyword !== 'propertyNames' && e.keyword !== 'if');
+  // A union of literals fails once per literal and then as a whole: the whole names the choices.
+  const unions = new Set(ajvErrors.filter((e) => e.keyword === 'anyOf' && constChoices(e.parentSchema ?? {})).map((e) => e.instancePath));
+  const relevant = ajvErrors.filter((e) => e.keyword !== 'propertyNames' && e.keyword !== 'if' && !(e.keyword === 'const' && unions.has(e.instancePath)));
   const seen = new Set<string>();
   const fieldErrors: FieldError[] = [];
   for (const e of relevant.length ? relevant : ajvErrors) {

@@ -31,16 +31,35 @@ function syntaxError(text: string, error: SyntaxError): Error {
   return errors.malformedJson('The body is not valid JSON: it has an unexpected character (every key and string value needs double quotes).');
 }
 
+/** RFC 6901 pointer to the first string (or key) holding U+0000, or undefined. */
+function nulPointer(value: unknown, pointer: string): string | undefined {
+  if (typeof value === 'string') return value.includes('\0') ? pointer || '/' : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const here = `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    const found = key.includes('\0') ? here : nulPointer(item, here);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 export function parseJsonBody(text: string): unknown {
   // No body with a JSON content type is the same as no body: bodyless POSTs work from clients that
   // always send the header, and a route that needs a body says so through its schema.
   if (text.trim() === '') return undefined;
+  let value: unknown;
   try {
-    return MAYBE_POISONED.test(text) ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
+    value = MAYBE_POISONED.test(text) ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
   } catch (error) {
     if (error instanceof SyntaxError) throw syntaxError(text, error);
     throw error;
   }
+  // In JSON text, U+0000 can only be written escaped.
+  if (text.includes('\\u0000')) {
+    const pointer = nulPointer(value, '');
+    if (pointer !== undefined) throw errors.nulCharacter('A string in the body', [{ pointer, message: 'contains U+0000' }]);
+  }
+  return value;
 }
 
 export function registerJsonParser(app: App): void {

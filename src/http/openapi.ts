@@ -56,6 +56,7 @@ function enrich(route: RouteOptions): void {
       add('403', 'The caller\'s role is too low');
       add('429', 'Rate limited: see Retry-After and RateLimit');
       if (route.url.includes(':')) add('404', 'Unknown resource, or an organization the caller does not belong to');
+      if (takesBody) add('412', 'Precondition failed: an If-Match or If-None-Match that cannot hold');
     }
   }
   // The OAuth endpoints answer server errors in the same RFC 6749 shape as their other failures.
@@ -67,8 +68,9 @@ function markOptionalBodies<T>(doc: T): T {
   const paths = (doc as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { type?: unknown } }> } }>> }).paths ?? {};
   for (const item of Object.values(paths)) {
     for (const op of Object.values(item)) {
-      const type = op.requestBody?.content?.['application/json']?.schema?.type;
-      if (Array.isArray(type) && type.includes('null')) op.requestBody!.required = false;
+      const schema = op.requestBody?.content?.['application/json']?.schema;
+      // A body schema that admits null, or has no type at all (NoBody), may be left out.
+      if (schema !== undefined && (schema.type === undefined || (Array.isArray(schema.type) && schema.type.includes('null')))) op.requestBody!.required = false;
     }
   }
   return doc;

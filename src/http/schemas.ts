@@ -22,6 +22,16 @@ export const PageQuery = Type.Object({
   cursor: Type.Optional(Type.String({ maxLength: 500, description: 'The `nextCursor` of the previous page.' })),
 });
 
+/**
+ * Version and sequence numbers a request may name: 32-bit, as both databases store them. A bigger
+ * one names nothing that exists, and is refused as such rather than reaching the database.
+ */
+export const SequenceNumber = (options: { minimum: number; description?: string; default?: number }) =>
+  Type.Integer({ maximum: 2_147_483_647, ...options });
+
+/** For a POST that takes nothing: no body, or an empty object (a field in it is refused by name). */
+export const NoBody = Type.Unsafe<Record<string, never> | undefined>({ additionalProperties: false, description: 'No body, or {}.' });
+
 export const OrgIdParam = Type.String({ minLength: 1, maxLength: 64, description: 'Organization id (`org_…`) or slug.' });
 export const OrgParams = Type.Object({ orgId: OrgIdParam });
 

@@ -147,6 +147,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
+    if (req.url.includes('%00')) throw errors.nulCharacter('The URL');
     done();
   });
 
@@ -210,6 +211,25 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       else done();
     };
     route.onRequest = [route.onRequest ?? []].flat().concat(authenticate);
+  });
+
+  // A write to a resource without ETags cannot honour a precondition on one (RFC 9110 §13.1): it is
+  // refused rather than ignored, so a client that relies on it never overwrites by surprise.
+  const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+  app.addHook('onRoute', (route) => {
+    const headers = (route.schema as { headers?: { properties?: Record<string, unknown> } } | undefined)?.headers?.properties;
+    if (route.config?.auth === undefined || headers?.['if-match'] !== undefined || ![route.method].flat().some((m) => UNSAFE.has(m))) return;
+    const noPreconditions = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      const ifMatch = req.headers['if-match'];
+      if (ifMatch !== undefined && ifMatch.trim() !== '*') {
+        throw errors.preconditionFailed('This resource has no ETag, so no If-Match but "*" can hold; send the request without If-Match.');
+      }
+      if (req.headers['if-none-match']?.trim() === '*') {
+        throw errors.preconditionFailed('If-None-Match: * asks for a write only where nothing exists yet, and this resource exists; send the request without it.');
+      }
+      done();
+    };
+    route.preValidation = [route.preValidation ?? []].flat().concat(noPreconditions);
   });
 
   // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold

@@ -57,7 +57,10 @@ export const errors = {
       errors: [{ pointer: `/${what}`, message: 'must contain at least one item' }],
     }),
   malformedPath: (path: string) =>
-    new AppError(400, 'malformed_path', 'Malformed path', `The path ${JSON.stringify(path)} has a malformed percent-encoding (% must be followed by two hex digits).`),
+    new AppError(400, 'malformed_path', 'Malformed path', `The path ${JSON.stringify(path)} has a malformed percent-encoding: % must be followed by two hex digits, and the bytes they spell must be UTF-8.`),
+  /** PostgreSQL text cannot hold U+0000, and no name, key, value or variable of a process can either. */
+  nulCharacter: (where: string, fieldErrors: FieldError[] = []) =>
+    new AppError(400, 'invalid_request', 'Invalid request', `${where} contains a NUL character (U+0000), which no name, key, value or parameter may hold.`, fieldErrors.length ? { errors: fieldErrors } : {}),
   duplicateNames: (pointers: FieldError[]) =>
     new AppError(400, 'duplicate_names', 'Duplicate names in request', 'Each name may appear only once in one request.', { errors: pointers }),
 

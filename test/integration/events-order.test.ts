@@ -15,7 +15,7 @@ interface EventT {
   data: Record<string, unknown>;
 }
 
-const cursorFor = (key: string) => Buffer.from(JSON.stringify({ k: key }), 'utf8').toString('base64url');
+const cursorFor = (key: string) => Buffer.from(JSON.stringify({ l: 'events', k: key }), 'utf8').toString('base64url');
 
 describe('events in commit order', () => {
   let fixture: OrgFixture;

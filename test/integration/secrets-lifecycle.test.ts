@@ -98,13 +98,17 @@ describe('secrets lifecycle', () => {
 
     const ok = await dev.http.put(`${base}/guarded`, { values: { A: '2' } }, { headers: { 'if-match': '"1"' } });
     assert.equal(ok.status, 200);
+    // If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never matches.
     const weak = await dev.http.patch(`${base}/guarded`, { set: { B: 'b' } }, { headers: { 'if-match': 'W/"2"' } });
-    assert.equal(weak.status, 200);
-    assert.equal(weak.body.version, 3);
+    assert.equal(weak.status, 412);
+    const strong = await dev.http.patch(`${base}/guarded`, { set: { B: 'b' } }, { headers: { 'if-match': '"2"' } });
+    assert.equal(strong.body.version, 3);
     const any = await dev.http.patch(`${base}/guarded`, { set: { C: 'c' } }, { headers: { 'if-match': '*' } });
     assert.equal(any.body.version, 4);
+    // Not an entity tag at all: the request is malformed, and nothing is written.
     const garbage = await dev.http.patch(`${base}/guarded`, { set: { D: 'd' } }, { headers: { 'if-match': 'nonsense' } });
-    assert.equal(garbage.status, 412);
+    assert.equal(garbage.status, 400);
+    assert.equal((await dev.http.get(`${base}/guarded`)).body.version, 4);
     const restore = await admin.http.post(`${base}/guarded/restore`, { version: 1 }, { headers: { 'if-match': '"3"' } });
     assert.equal(restore.status, 412);
     const del = await dev.http.delete(`${base}/guarded`, { headers: { 'if-match': '"1"' } });

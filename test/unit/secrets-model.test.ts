@@ -76,13 +76,15 @@ describe('secret values', () => {
 });
 
 describe('If-Match and retention', () => {
-  it('parses strong, weak, lists and *', () => {
+  it('parses strong tags, lists and *; a weak or foreign tag matches nothing; a bare value is refused', () => {
     assert.equal(parseIfMatch(undefined), undefined);
     assert.equal(parseIfMatch('*'), undefined);
     assert.deepEqual(parseIfMatch('"3"'), [3]);
-    assert.deepEqual(parseIfMatch('W/"3", "5"'), [3, 5]);
-    assert.deepEqual(parseIfMatch('3'), []);
+    assert.deepEqual(parseIfMatch('W/"3", "5"'), [5]);
     assert.deepEqual(parseIfMatch('"abc"'), []);
+    for (const bad of ['3', 'nonsense', '"3', 'W/3']) {
+      assert.throws(() => parseIfMatch(bad), (e: unknown) => isAppError(e) && e.status === 400 && e.code === 'invalid_request', bad);
+    }
     fc.assert(fc.property(fc.integer({ min: 1, max: 1e9 }), (v) => assert.deepEqual(parseIfMatch(etagOf(v)), [v])));
   });
 

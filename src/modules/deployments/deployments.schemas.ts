@@ -1,6 +1,6 @@
 // Deployment shapes, shared by the API routes and the runner protocol.
 import { Type, type Static, type TObject } from '@sinclair/typebox';
-import { NullableCursor, OrgIdParam, PageQuery, Timestamp } from '../../http/schemas.js';
+import { NullableCursor, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { DeploymentSpec, variablesSchema } from '../services/services.schemas.js';
 import { DEPLOYMENT_STATES } from './deployment-state.js';
@@ -93,7 +93,7 @@ export type LogLineT = Static<typeof LogLine>;
 export const LOG_PAGE_MAX = 1000;
 
 export const LogQuery = Type.Object({
-  after: Type.Optional(Type.Integer({ minimum: 0, default: 0, description: 'Lines after this sequence number (0: from the start). Pass `nextAfter` to follow.' })),
+  after: Type.Optional(SequenceNumber({ minimum: 0, default: 0, description: 'Lines after this sequence number (0: from the start). Pass `nextAfter` to follow.' })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LOG_PAGE_MAX, default: 200 })),
 });
 

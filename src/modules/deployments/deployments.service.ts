@@ -122,11 +122,11 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string; service?: string; environment?: string; state?: string[] }): Promise<Page<Deployment>> {
-      const page = pageRequest(query);
+      const page = pageRequest('deployments', query);
       const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
       const environmentId = query.environment !== undefined ? (await loadEnvironment(db, orgId, query.environment)).id : undefined;
       const rows = await deploymentsRepo.list(db, orgId, { ...page, serviceId, environmentId, states: query.state });
-      const result = toPage(rows, page.limit, (r) => r.id);
+      const result = toPage('deployments', rows, page.limit, (r) => r.id);
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
 
@@ -166,10 +166,10 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
 
     /** What serves in an environment: its succeeded deployment per service. */
     async active(orgId: string, environment: string, query: { limit?: number; cursor?: string; service?: string }): Promise<Page<Deployment>> {
-      const page = pageRequest(query);
+      const page = pageRequest('active-deployments', query);
       const env = await loadEnvironment(db, orgId, environment);
       const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
-      const result = toPage(await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.id);
+      const result = toPage('active-deployments', await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.id);
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
 

@@ -56,8 +56,8 @@ export function createEnvironmentsService(deps: { db: Db }) {
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Environment>> {
-      const page = pageRequest(query);
-      const result = toPage(await environmentsRepo.list(db, orgId, page), page.limit, (r) => r.id);
+      const page = pageRequest('environments', query);
+      const result = toPage('environments', await environmentsRepo.list(db, orgId, page), page.limit, (r) => r.id);
       return { items: result.items.map(toEnvironment), nextCursor: result.nextCursor };
     },
 

@@ -45,10 +45,10 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
 
     /** The organization's events in the order they were committed, oldest first. */
     async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string }): Promise<Page<Event>> {
-      const page = pageRequest(query);
+      const page = pageRequest('events', query);
       const after = page.after === null ? null : await positionOf(orgId, page.after);
       const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, limit: page.limit, type: query.type, subjectId: query.subject });
-      const result = toPage(rows, page.limit, (r) => keyOf(deps.dialect, r));
+      const result = toPage('events', rows, page.limit, (r) => keyOf(deps.dialect, r));
       return { items: result.items.map(toEvent), nextCursor: result.nextCursor };
     },
   };

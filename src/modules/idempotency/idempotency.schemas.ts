@@ -7,6 +7,7 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 
 export const IdempotencyKeyHeader = Type.String({
   pattern: '^[\\x20-\\x7E]{1,255}$',
+  'x-pattern-hint': '1-255 printable ASCII characters; a UUID is a good choice',
   description: 'Makes the POST safe to retry: 1-255 printable ASCII characters (a UUID is a good choice), unique per request. '
     + 'A retry with the same key and body within 24 hours replays the first response (with `Idempotent-Replayed: true`) '
     + 'instead of running again; the same key with another body is a 422; a retry while the first is still running is a 409 '

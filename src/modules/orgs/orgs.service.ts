@@ -86,14 +86,14 @@ export function createOrgsService(deps: { db: Db }) {
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
-      const page = pageRequest(query);
+      const page = pageRequest('orgs', query);
       if (!scope.all) {
         // A member belongs to exactly one organization.
         const own = scope.orgId === null ? null : await find(scope.orgId);
         return { items: own && (page.after === null || own.id > page.after) ? [own] : [], nextCursor: null };
       }
       return (await pages.get(`${page.after ?? ''}\0${page.limit}`, async () => {
-        const result = toPage(await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
+        const result = toPage('orgs', await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
         return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
       }))!;
     },

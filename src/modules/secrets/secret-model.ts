@@ -106,7 +106,14 @@ export function etagOf(version: number): string {
 export function parseIfMatch(header: string | undefined): number[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
   return header.split(',').flatMap((tag) => {
-    const m = /^\s*(?:W\/)?"(\d{1,15})"\s*$/.exec(tag);
-    return m ? [Number(m[1])] : [];
+    const trimmed = tag.trim();
+    const version = /^"(\d{1,15})"$/.exec(trimmed);
+    if (version) return [Number(version[1])];
+    // RFC 9110 §13.1.1: If-Match compares strongly, so a weak tag never matches; nor does a
+    // well-formed tag that is not one of ours.
+    if (/^(?:W\/)?"[\x21\x23-\x7e]*"$/.test(trimmed)) return [];
+    throw errors.invalidRequest(`If-Match must be * or a list of quoted ETags, such as "3" (with the quotes); ${JSON.stringify(trimmed.slice(0, 40))} is not one.`, [
+      { pointer: '/headers/if-match', message: 'is not a quoted ETag' },
+    ]);
   });
 }

@@ -27,9 +27,9 @@ export function createSecretReads(store: SecretStore) {
 
   return {
     async list(orgId: string, query: { limit?: number; cursor?: string; prefix?: string; deleted?: boolean }): Promise<Page<SecretMetadataT>> {
-      const page = pageRequest(query);
+      const page = pageRequest('secrets', query);
       const rows = await secretsRepo.list(db, orgId, { ...page, prefix: query.prefix, deleted: query.deleted === true, restorableAfter: store.keep.cutoff(nowIso()) });
-      const result = toPage(rows, page.limit, (r) => r.name);
+      const result = toPage('secrets', rows, page.limit, (r) => r.name);
       return { items: result.items.map((r) => toMetadata(r, store.keep)), nextCursor: result.nextCursor };
     },
 
@@ -40,11 +40,11 @@ export function createSecretReads(store: SecretStore) {
     /** Newest first; the cursor is the last version number returned. */
     async listVersions(orgId: string, name: string, query: { limit?: number; cursor?: string }): Promise<Page<SecretVersionT>> {
       const row = await store.live(db, orgId, name, nowIso(), unlocked);
-      const page = pageRequest(query);
+      const page = pageRequest('secret-versions', query);
       const before = page.after === null ? null : Number(page.after);
       if (before !== null && !Number.isInteger(before)) throw errors.invalidCursor();
       const rows = await secretsRepo.listVersions(db, row.id, { before, limit: page.limit });
-      const result = toPage(rows, page.limit, (r) => String(r.version));
+      const result = toPage('secret-versions', rows, page.limit, (r) => String(r.version));
       return { items: result.items.map(toVersion), nextCursor: result.nextCursor };
     },
 

@@ -111,7 +111,10 @@ export function createSecretWrites(store: SecretStore) {
     return db.transaction().execute(async (trx) => {
       if (opts.check) {
         const existing = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, items.map((i) => i.name), store.lock), ctx, now);
-        if (existing.length > 0) throw existingConflict(items, existing.map((r) => r.name));
+        const live = existing.filter((r) => r.deleted_at === null);
+        // A deleted name is not free either, but PUT would refuse it too: say what does free it.
+        if (live.length > 0) throw existingConflict(items, live.map((r) => r.name));
+        if (existing.length > 0) throw deletedConflict(items, existing.map((r) => r.name));
       }
       const dataKey = await dataKeys.current(trx, orgId);
       const made = new Map(byName(items).map((item) => [item.name, store.newSecret(dataKey, orgId, item.name, item.values, now, ctx)]));

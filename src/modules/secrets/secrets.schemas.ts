@@ -1,7 +1,7 @@
 // Secret request and response shapes. Limits come from configuration, so the schemas are built
 // at start-up and the OpenAPI document shows the limits in force.
 import { Type, type Static } from '@sinclair/typebox';
-import { NullableCursor, OrgIdParam, PageQuery, Timestamp } from '../../http/schemas.js';
+import { NullableCursor, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 
 export const SECRET_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$';
@@ -75,7 +75,7 @@ export const UpsertList = Type.Object({
 export type UpsertItemT = Static<typeof UpsertList>['secrets'][number];
 
 export const SecretParams = Type.Object({ orgId: OrgIdParam, name: SecretName });
-export const SecretVersionParams = Type.Object({ orgId: OrgIdParam, name: SecretName, version: Type.Integer({ minimum: 1 }) });
+export const SecretVersionParams = Type.Object({ orgId: OrgIdParam, name: SecretName, version: SequenceNumber({ minimum: 1 }) });
 
 export function replaceBodySchema(limits: Limits) {
   return Type.Object({ values: valuesSchema(limits) }, { additionalProperties: false });
@@ -93,7 +93,7 @@ export const DeleteQuery = Type.Object({
 });
 
 export const VersionBody = Type.Object({
-  version: Type.Optional(Type.Integer({ minimum: 1 })),
+  version: Type.Optional(SequenceNumber({ minimum: 1 })),
 }, { additionalProperties: false });
 
 export const SecretVersion = Type.Object({

@@ -155,9 +155,9 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<ServiceUser>> {
-      const page = pageRequest(query);
+      const page = pageRequest('service-users', query);
       const rows = await serviceUsersRepo.list(db, orgId, page);
-      const result = toPage(rows, page.limit, (r) => r.id);
+      const result = toPage('service-users', rows, page.limit, (r) => r.id);
       const secrets = await serviceUsersRepo.secretsOf(db, result.items.map((r) => r.id));
       return { items: result.items.map((r) => toServiceUser(r, secrets.filter((s) => s.service_user_id === r.id))), nextCursor: result.nextCursor };
     },

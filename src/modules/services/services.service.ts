@@ -72,8 +72,8 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Service>> {
-      const page = pageRequest(query);
-      const result = toPage(await servicesRepo.list(db, orgId, page), page.limit, (r) => r.id);
+      const page = pageRequest('services', query);
+      const result = toPage('services', await servicesRepo.list(db, orgId, page), page.limit, (r) => r.id);
       return { items: result.items.map(toService), nextCursor: result.nextCursor };
     },
 

@@ -1,0 +1,109 @@
+// Input that no route should let reach the database or be quietly ignored: NUL characters and
+// numbers past 32 bits (PostgreSQL refuses both, as a 500 if nothing stops them first), refusals
+// that name what is allowed, and conditional headers on resources without ETags.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { startServer, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
+
+describe('request hygiene', () => {
+  let server: TestServer;
+  const org = '/v1/orgs/default';
+  const secret = `hygiene-${randomUUID().slice(0, 8)}`;
+
+  before(async () => {
+    server = await startServer();
+    const created = await server.owner.http.post(`${org}/secrets`, { secrets: [{ name: secret, values: { K: 'v1' } }] });
+    assert.equal(created.status, 201, created.text);
+  });
+  after(async () => { await server.close(); });
+
+  it('refuses a NUL character anywhere in the URL with a 400, never a 500', async () => {
+    for (const path of [`${org}/secrets?prefix=a%00`, `${org}/secrets/a%00`, `${org}/environments/a%00`, `${org}/events?type=a%00`, '/v1/orgs/a%00/secrets']) {
+      const body = assertProblem(await server.owner.http.get(path), 400, 'invalid_request', path);
+      assert.match(String(body.detail), /^The URL contains a NUL character/);
+    }
+  });
+
+  it('refuses a NUL character in a body string or key, pointing at it, and writes nothing', async () => {
+    const inValue = await server.owner.http.post(`${org}/secrets`, { secrets: [{ name: 'nul-value', values: { K: 'sentinel-\u0000-x' } }] });
+    const body = assertProblem(inValue, 400, 'invalid_request');
+    assert.deepEqual(body.errors, [{ pointer: '/secrets/0/values/K', message: 'contains U+0000' }]);
+    assert.ok(!inValue.text.includes('sentinel'), 'the value is not repeated');
+    const inKey = await server.owner.http.post(`${org}/environments`, { name: 'nul-key', ['de/sc\u0000']: 'x' });
+    assert.deepEqual(assertProblem(inKey, 400, 'invalid_request').errors, [{ pointer: '/de~1sc\u0000', message: 'contains U+0000' }]);
+    assert.equal((await server.owner.http.get(`${org}/secrets/nul-value`)).status, 404);
+    // An escaped backslash before "u0000" is text, not NUL.
+    const text = await server.owner.http.post(`${org}/environments`, { name: `bs-${randomUUID().slice(0, 8)}`, description: 'a\\u0000b' });
+    assert.equal(text.status, 201, text.text);
+  });
+
+  it('refuses version and sequence numbers past 32 bits as invalid requests', async () => {
+    for (const [method, path, body] of [
+      ['GET', `${org}/secrets/${secret}/versions/3000000000`, undefined],
+      ['POST', `${org}/secrets/${secret}/reveal`, { version: 3_000_000_000 }],
+      ['POST', `${org}/secrets/${secret}/restore`, { version: 3_000_000_000 }],
+      ['GET', `${org}/deployments/dep_01jd6xq0m3b8c2v4w5x6y7z8a9/logs?after=3000000000`, undefined],
+    ] as const) {
+      const res = await server.owner.http.request(method, path, body === undefined ? {} : { body });
+      assert.match(String(assertProblem(res, 400, 'invalid_request', path).detail), /must be <= 2147483647/, path);
+    }
+  });
+
+  it('names the allowed values when a choice is wrong, and says an empty change is empty', async () => {
+    const state = assertProblem(await server.owner.http.get(`${org}/deployments?state=bogus`), 400, 'invalid_request');
+    assert.match(String(state.detail), /must be one of "queued", /);
+    const role = assertProblem(await server.owner.http.post(`${org}/service-users`, { name: 'x', role: 'superuser' }), 400, 'invalid_request');
+    assert.deepEqual(role.errors, [{ pointer: '/role', message: 'must be one of "owner", "admin", "developer", "viewer", "runner"' }]);
+    const empty = assertProblem(await server.owner.http.patch(org, {}), 400, 'invalid_request');
+    assert.deepEqual(empty.errors, [{ pointer: '/', message: 'must not be empty' }]);
+  });
+
+  it('refuses a service-user name that begins like an id, and fields where a route takes none', async () => {
+    const res = await server.owner.http.post(`${org}/service-users`, { name: 'su_01m80ztq5jm5vg4dm9s179yk06', role: 'viewer' });
+    assert.equal((assertProblem(res, 400, 'invalid_request').errors as Array<{ pointer: string }>)[0]!.pointer, '/name');
+    const user = await server.owner.http.post(`${org}/service-users`, { name: `hygiene-${randomUUID().slice(0, 8)}`, role: 'viewer' });
+    assert.equal(user.status, 201, user.text);
+    const extra = await server.owner.http.post(`${org}/service-users/${user.body.id}/secrets`, { extra: 1 });
+    assert.deepEqual(assertProblem(extra, 400, 'invalid_request').errors, [{ pointer: '/extra', message: 'is not a known field' }]);
+    assert.equal((await server.owner.http.post(`${org}/service-users/${user.body.id}/secrets`)).status, 201);
+  });
+
+  it('says briefly what an Idempotency-Key must be', async () => {
+    const res = await server.owner.http.post(`${org}/secrets`, { secrets: [{ name: 'idem', values: { K: 'v' } }] }, { headers: { 'idempotency-key': 'caf\u00e9' } });
+    const body = assertProblem(res, 400, 'invalid_request');
+    assert.match(String(body.detail), /1-255 printable ASCII characters/);
+    assert.ok(String(body.detail).length < 300, String(body.detail));
+  });
+
+  it('answers a precondition on a resource without ETags with 412 and changes nothing; * still holds', async () => {
+    const before = (await server.owner.http.get(org)).body as { name: string };
+    const stale = await server.owner.http.patch(org, { name: 'Renamed' }, { headers: { 'if-match': '"99"' } });
+    assertProblem(stale, 412, 'precondition_failed');
+    assert.equal((await server.owner.http.get(org)).body.name, before.name);
+    const exists = await server.owner.http.put(`${org}/secrets`, { secrets: [{ name: secret, values: { K: 'v2' } }] }, { headers: { 'if-none-match': '*' } });
+    assertProblem(exists, 412, 'precondition_failed');
+    assert.equal((await server.owner.http.get(`${org}/secrets/${secret}`)).body.version, 1);
+    const any = await server.owner.http.patch(org, { name: before.name }, { headers: { 'if-match': '*' } });
+    assert.equal(any.status, 200, any.text);
+  });
+
+  it('compares a secret’s If-Match strongly and refuses one that is not a quoted ETag', async () => {
+    const weak = await server.owner.http.patch(`${org}/secrets/${secret}`, { set: { K: 'weak' } }, { headers: { 'if-match': 'W/"1"' } });
+    assertProblem(weak, 412, 'precondition_failed');
+    const unquoted = await server.owner.http.patch(`${org}/secrets/${secret}`, { set: { K: 'bare' } }, { headers: { 'if-match': '1' } });
+    assert.deepEqual(assertProblem(unquoted, 400, 'invalid_request').errors, [{ pointer: '/headers/if-match', message: 'is not a quoted ETag' }]);
+    assert.equal((await server.owner.http.get(`${org}/secrets/${secret}`)).body.version, 1);
+    const strong = await server.owner.http.patch(`${org}/secrets/${secret}`, { set: { K: 'strong' } }, { headers: { 'if-match': '"1"' } });
+    assert.equal(strong.status, 200, strong.text);
+  });
+
+  it('tells a bulk create that names a deleted secret how to free the name', async () => {
+    const name = `deleted-${randomUUID().slice(0, 8)}`;
+    assert.equal((await server.owner.http.post(`${org}/secrets`, { secrets: [{ name, values: { K: 'v' } }] })).status, 201);
+    assert.equal((await server.owner.http.delete(`${org}/secrets/${name}`)).status, 204);
+    const again = await server.owner.http.post(`${org}/secrets`, { secrets: [{ name, values: { K: 'v' } }] });
+    assert.match(String(assertProblem(again, 409, 'secret_deleted').detail), /restore them .* or delete them permanently/);
+  });
+});
