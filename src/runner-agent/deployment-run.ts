@@ -1,9 +1,10 @@
 // One claimed deployment, carried out: start the service's command as a local process with its
 // variables, secrets and PORT, send its output to the deployment's log, keep the lease alive, and
-// once the new process is healthy put it in place of the previous one of that service and
-// environment and report success. A launch that fails leaves the previous process serving and
+// once the new process is healthy report success and then put it in place of the previous one of
+// that service and environment. A launch that fails leaves the previous process serving and
 // reports the reason. When the server says the deployment is no longer ours (lease lost,
-// cancelled), stop what was started for it and report nothing.
+// cancelled, or a success it refuses), stop what was started for it and report nothing: the
+// previous process keeps serving.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import type { ClaimResponseT, LeaseT, OutcomeT } from '../modules/runner/runner.protocol.js';
@@ -104,20 +105,30 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       );
     } catch (error) {
       ctx.ports.release(port);
-      if (!(error instanceof LaunchError) || work.signal.aborted) throw error;
-      say(`failed: ${error.reason}; the previous process, if any, keeps serving`);
-      return await complete('failed', `The new process did not come up: ${error.reason}. What served before keeps serving.`);
+      if (work.signal.aborted) throw error;
+      // Anything else that went wrong starting it fails the deployment too, with its logs, rather
+      // than leave it in progress until the lease runs out. Only the error's name or code is
+      // said: a message can quote what the process was given.
+      const code = (error as { code?: unknown }).code;
+      const reason = error instanceof LaunchError ? error.reason : `the runner could not start it (${typeof code === 'string' ? code : (error as Error).name})`;
+      if (!(error instanceof LaunchError)) log.error({ code, name: (error as Error).name }, 'starting the process failed unexpectedly');
+      say(`failed: ${reason}; the previous process, if any, keeps serving`);
+      return await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
     }
     const proc = started;
     void proc.exited.then((status) => {
       ctx.ports.release(port);
       if (ctx.processes.current(key) === proc) log.warn({ pid: proc.pid, ...status }, 'the deployed process exited on its own');
     });
-    // Still ours? Asked before anything happens to the process that serves now.
-    await ctx.client.heartbeat(id, lease.token, work.signal);
-    const previous = await ctx.processes.replace(key, proc);
-    say(`healthy: pid ${proc.pid} on port ${port}${previous !== undefined ? `; stopped the previous process (pid ${previous.pid})` : ''}`);
-    return await complete('succeeded');
+    // The server hears of the success before anything happens to the process that serves now: if
+    // it refuses (the deployment was cancelled, the lease lost), the new process is stopped and
+    // the previous one keeps serving.
+    const previous = ctx.processes.current(key);
+    say(`healthy: pid ${proc.pid} on port ${port}${previous !== undefined ? `; the previous process (pid ${previous.pid}) stops once the server has taken the result` : ''}`);
+    const outcome = await complete('succeeded');
+    await ctx.processes.replace(key, proc);
+    if (previous !== undefined) log.info({ pid: previous.pid }, 'stopped the previous process');
+    return outcome;
   } catch (error) {
     const why = work.signal.aborted ? work.signal.reason : error;
     if (why instanceof Refused) {

@@ -12,6 +12,7 @@ import { stat } from 'node:fs/promises';
 import { get as httpGet } from 'node:http';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { TRUNCATED } from './log-shipper.js';
 
 export interface LaunchSpec {
   /** argv; command[0] is resolved via PATH like spawn does, no shell. */
@@ -72,7 +73,6 @@ const GROUP_POLL_INTERVAL_MS = 50;
 const OUTPUT_DRAIN_AFTER_EXIT_MS = 500;
 
 const MAX_LINE_BYTES = 16 * 1024;
-const TRUNCATION_MARKER = ' …[truncated]';
 
 export async function launch(spec: LaunchSpec, sink: OutputSink, signal?: AbortSignal): Promise<RunningProcess> {
   validateSpec(spec);
@@ -178,8 +178,10 @@ function spawnChild(spec: LaunchSpec): ChildProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
   } catch (err) {
-    // Synchronous failures are argument problems (e.g. NUL bytes), not runtime ones.
-    throw new LaunchError(`could not start ${file}: ${errorMessage(err)}`, { cause: err });
+    // Synchronous failures are argument problems, not runtime ones. Node's message quotes the
+    // offending argument, which may be a secret's value (one holding a NUL character, say).
+    const code = (err as { code?: string }).code;
+    throw new LaunchError(`could not start ${file}: its command or environment was refused${code ? ` (${code})` : ''}; no argument or variable may hold a NUL character`, { cause: err });
   }
 }
 
@@ -455,9 +457,9 @@ class LineSplitter {
       this.#length += piece.length;
       return;
     }
-    const room = MAX_LINE_BYTES - Buffer.byteLength(TRUNCATION_MARKER);
+    const room = MAX_LINE_BYTES - Buffer.byteLength(TRUNCATED);
     const head = Buffer.concat([...this.#parts, piece.subarray(0, Math.max(0, room - this.#length))]);
-    this.emit(head.subarray(0, utf8Boundary(head, room)).toString('utf8') + TRUNCATION_MARKER);
+    this.emit(head.subarray(0, utf8Boundary(head, room)).toString('utf8') + TRUNCATED);
     this.#reset();
     this.#discarding = true;
   }

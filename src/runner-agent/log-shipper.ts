@@ -30,7 +30,8 @@ export interface LogShipperOptions {
 export const MASK = '***';
 /** Shorter values are not masked: hiding every "on" or "1" would wreck the log and protect nothing. */
 export const MIN_MASKED_CHARS = 4;
-const TRUNCATED = ' …[truncated]';
+/** Ends a line that was cut short (by the runner's line limit or the protocol's). */
+export const TRUNCATED = ' …[truncated]';
 
 /** A function that replaces every occurrence of a secret value (each line of a multi-line one) with MASK. */
 export function secretMasker(values: Iterable<string>): (line: string) => string {
@@ -39,7 +40,22 @@ export function secretMasker(values: Iterable<string>): (line: string) => string
   // Longest first, so a value that contains another is masked whole.
   needles.sort((a, b) => b.length - a.length);
   const pattern = new RegExp(needles.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
-  return (line) => line.replace(pattern, MASK);
+  return (line) => {
+    const masked = line.replace(pattern, MASK);
+    if (!masked.endsWith(TRUNCATED)) return masked;
+    // A value that the cut went through left its beginning at the end of the line: mask that too.
+    const head = masked.slice(0, -TRUNCATED.length);
+    let cut = 0;
+    for (const n of needles) {
+      for (let k = Math.min(n.length - 1, head.length); k > cut; k--) {
+        if (head.endsWith(n.slice(0, k))) {
+          cut = k;
+          break;
+        }
+      }
+    }
+    return cut === 0 ? masked : head.slice(0, -cut) + MASK + TRUNCATED;
+  };
 }
 
 export class LogShipper {

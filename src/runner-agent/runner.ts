@@ -1,9 +1,11 @@
 // The reference runner's loop: claim a deployment of the given environments (a long poll), start
 // carrying it out, claim again; up to `concurrency` deployments at once. The processes it starts are the
 // deployed services: they keep running between deployments and stop when the runner stops.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS } from '../modules/runner/runner.protocol.js';
 import { carryOut, PortPool } from './deployment-run.js';
+import { Refused } from './http-call.js';
 import { ProcessTable } from './local-process.js';
 import type { ProtocolClient } from './protocol-client.js';
 
@@ -21,12 +23,16 @@ export interface Runner {
   readonly processes: ProcessTable;
   /**
    * Claims and carries out deployments until stop() is called, then stops every process it started
-   * and resolves. Rejects (after stopping them too) when the server refuses a claim, since no retry
-   * fixes wrong credentials, a role that is not `runner` or an unknown environment.
+   * and resolves. Rejects (after stopping them too) when the server refuses its first claim, since
+   * no retry fixes wrong credentials, a role that is not `runner` or a misspelt environment. An
+   * environment that disappears later (renamed or deleted) does not take down what runs: the
+   * runner keeps its services and asks again every ENVIRONMENT_GONE_RETRY_MS.
    */
   run(): Promise<void>;
   stop(): void;
 }
+
+const ENVIRONMENT_GONE_RETRY_MS = 15_000;
 
 export function createRunner(options: RunnerOptions): Runner {
   const { client, logger } = options;
@@ -40,6 +46,7 @@ export function createRunner(options: RunnerOptions): Runner {
 
   /** One long poll at a time: a claim goes out only when a slot is free to carry out what it brings. */
   async function claimLoop(active: Set<Promise<unknown>>): Promise<void> {
+    let answered = false;
     while (!stopping.signal.aborted) {
       if (active.size >= options.concurrency) {
         await Promise.race(active);
@@ -50,8 +57,12 @@ export function createRunner(options: RunnerOptions): Runner {
         claimed = await client.claim(claim, stopping.signal);
       } catch (error) {
         if (stopping.signal.aborted) return;
-        throw error;
+        if (!(answered && error instanceof Refused && error.code === 'environment_not_found')) throw error;
+        logger.error({ status: error.status, code: error.code }, `cannot claim: ${error.detail} The services already running keep running; asking again in ${ENVIRONMENT_GONE_RETRY_MS / 1000} s.`);
+        await sleep(ENVIRONMENT_GONE_RETRY_MS, undefined, { signal: stopping.signal }).catch(() => undefined);
+        continue;
       }
+      answered = true;
       if (claimed === null) continue;
       const { deployment, lease } = claimed;
       logger.info({ deployment: deployment.id, attempt: lease.attempt, serviceName: deployment.service.name, environmentName: deployment.environment.name }, 'claimed a deployment');

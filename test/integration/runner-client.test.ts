@@ -4,11 +4,14 @@
 // retrying a server it cannot reach until told to stop.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../../src/platform/logging.js';
 import { Refused } from '../../src/runner-agent/http-call.js';
+import { createRunner } from '../../src/runner-agent/runner.js';
 import { createProtocolClient } from '../../src/runner-agent/protocol-client.js';
 import { createTokenSource, type ClientCredentials } from '../../src/runner-agent/token-source.js';
 import { clientCredentialsGrant, freePort, type Actor } from '../support/harness.js';
-import { createEnvironment, createService, deploy, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventually, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
 
 describe('runner token source and protocol client', () => {
   let f: DeployFixture;
@@ -89,6 +92,26 @@ describe('runner token source and protocol client', () => {
     const strangerClient = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource({ ...credentials, clientId: stranger.clientId, clientSecret: stranger.clientSecret }) });
     await assert.rejects(strangerClient.claim({ waitSeconds: 0 }, never), (e: unknown) => e instanceof Refused && e.status === 404);
     assert.equal((await runnerClient(runner, f.orgId).claim()).status, 204);
+  });
+
+  it('stops at once when its first claim is refused, but outlives an environment renamed later', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => { lines.push(line); } });
+    const client = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
+    const misspelt = createRunner({ client, environments: ['no-such-environment'], concurrency: 1, logger, waitSeconds: 0 });
+    await assert.rejects(misspelt.run(), (e: unknown) => e instanceof Refused && e.code === 'environment_not_found');
+
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1 });
+    let settled = false;
+    const running = runner.run().finally(() => { settled = true; });
+    await sleep(1_500); // its first claims are answered (204: nothing queued)
+    const renamed = await f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${env.id}`, { name: `${env.name}-renamed` });
+    assert.equal(renamed.status, 200, renamed.text);
+    await eventually('the runner to say it cannot claim', async () => (lines.some((l) => l.includes('cannot claim') && l.includes('keep running')) ? true : undefined));
+    assert.equal(settled, false, 'the runner keeps running');
+    runner.stop();
+    await running;
   });
 
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {

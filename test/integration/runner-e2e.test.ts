@@ -49,8 +49,9 @@ describe('slipway runner', () => {
     const second = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, revision: 'v2', variables: { REVISION: 'v2' } });
     assert.equal((await settled(developer.http, orgId, second.id)).state, 'succeeded');
     const two = await servedBy(developer.http, orgId, second.id);
-    assert.match(two.line, new RegExp(`stopped the previous process \\(pid ${one.pid}\\)`));
-    assert.equal(alive(one.pid), false, 'the first process is gone');
+    assert.match(two.line, new RegExp(`the previous process \\(pid ${one.pid}\\) stops once the server has taken the result`));
+    // Stopped once the success was reported, not before.
+    await eventually('the first process is gone', async () => (alive(one.pid) ? undefined : true));
     assert.deepEqual(await ask(one.port), { error: 'ECONNREFUSED' });
     assert.deepEqual(await ask(two.port), { pid: two.pid, greeting: 'hello', apiKey: secretValues[1], revision: 'v2' });
     assert.equal((await getDeployment(developer.http, orgId, first.id)).state, 'superseded');
@@ -59,7 +60,7 @@ describe('slipway runner', () => {
     assert.equal(rollback.status, 201, rollback.text);
     assert.equal((await settled(developer.http, orgId, rollback.body.id)).state, 'succeeded');
     const three = await servedBy(developer.http, orgId, rollback.body.id);
-    assert.equal(alive(two.pid), false, 'the second process is gone');
+    await eventually('the second process is gone', async () => (alive(two.pid) ? undefined : true));
     // The first revision's answer: its variables and the secret version it pinned.
     assert.deepEqual(await ask(three.port), { pid: three.pid, greeting: 'hello', apiKey: secretValues[0], revision: 'v1' });
   });

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { LOG_LINE_MAX_CHARS, LOG_LINES_PER_CALL } from '../../src/modules/runner/runner.protocol.js';
-import { LogShipper, MASK, secretMasker, type LogEntry } from '../../src/runner-agent/log-shipper.js';
+import { LogShipper, MASK, secretMasker, TRUNCATED, type LogEntry } from '../../src/runner-agent/log-shipper.js';
 
 /** A receiving end that records batches and can be held up, to see what queues meanwhile. */
 function receiver(options: { delayMs?: number } = {}) {
@@ -109,6 +109,20 @@ describe('secret masker', () => {
     assert.equal(mask('key: MIIEvQIBADANBg'), `key: ${MASK}`);
     assert.equal(mask('t=token-1234-extended; u=token-1234'), `t=${MASK}; u=${MASK}`);
     assert.equal(mask('nothing here'), 'nothing here');
+  });
+
+  it('masks the beginning of a value that a truncated line was cut through', () => {
+    const mask = secretMasker(['SECRETVALUE-1234', 'other-secret']);
+    assert.equal(mask(`log xxxSECRETVA${TRUNCATED}`), `log xxx${MASK}${TRUNCATED}`);
+    assert.equal(mask(`log SECRETVALUE-1234 then oth${TRUNCATED}`), `log ${MASK} then ${MASK}${TRUNCATED}`);
+    // Only a cut line is treated so: the same text at the end of a whole line is left alone.
+    assert.equal(mask('log xxxSECRETVA'), 'log xxxSECRETVA');
+    assert.equal(mask(`nothing secret${TRUNCATED}`), `nothing secret${TRUNCATED}`);
+    // Wherever the cut falls inside a value, what is left of it is masked.
+    fc.assert(fc.property(fc.stringMatching(/^[A-Za-z0-9_-]{4,24}$/), fc.string(), fc.nat(), (value, before, n) => {
+      const kept = value.slice(0, 1 + (n % (value.length - 1)));
+      return secretMasker([value])(`${before}${kept}${TRUNCATED}`).endsWith(`${MASK}${TRUNCATED}`);
+    }));
   });
 
   it('never lets a value of four or more characters through, whatever surrounds it', () => {

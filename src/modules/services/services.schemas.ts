@@ -15,7 +15,7 @@ export const ServiceName = Type.String({ pattern: SLUG_PATTERN, description: 'lo
 export const VariableName = Type.String({ pattern: KEY_NAME_PATTERN, description: 'an environment-variable name: letters, digits and `_`, not starting with a digit' });
 
 export const HealthCheck = Type.Object({
-  path: Type.String({ pattern: '^/', maxLength: 1024, description: 'HTTP GET path; any 2xx answer is healthy.' }),
+  path: Type.String({ pattern: '^/[!-~]*$', maxLength: 1024, description: 'HTTP GET path, with a query if need be; any 2xx answer is healthy. Printable ASCII without spaces: percent-encode anything else.' }),
   timeoutSeconds: Type.Integer({ minimum: 1, maximum: 3600, description: 'How long a new process has to become healthy.' }),
 }, { additionalProperties: false });
 
