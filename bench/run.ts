@@ -178,7 +178,7 @@ async function main(): Promise<number> {
   const pairings = new Map<string, Pairing>();
   const windowCtx: RunContext = { ...ctx, config: { ...config, durationSec: config.durationSec / config.rounds } };
 
-  /** One measured window of a probe: the probe itself the first time, its load again after that. */
+  /** One window of a probe: the probe itself the first time (the prologue), its load again after that. */
   async function window(probe: Probe, previous: LoadRun | undefined): Promise<LoadRun> {
     let run: LoadRun | undefined;
     if (previous === undefined) {
@@ -193,7 +193,7 @@ async function main(): Promise<number> {
     }
     const exit = ctx.serverExit(probe.server);
     if (exit) throw new ProbeError(`during the measurement, ${exit}`);
-    windows.set(probe.id, [...(windows.get(probe.id) ?? []), run.result]);
+    if (previous !== undefined) windows.set(probe.id, [...(windows.get(probe.id) ?? []), run.result]);
     return run;
   }
 
@@ -201,6 +201,12 @@ async function main(): Promise<number> {
    * A throughput row against its throughput reference: reference and subject take turns for
    * BENCH_ROUNDS windows, and the ratio is over all of them. The ratio of two measurements minutes
    * apart mostly measured how the shared machine's speed had moved in between.
+   *
+   * Each side first runs its probe once, unmeasured (the prologue: setup, preflight, the full
+   * warm-up), so that every measured window has the same shape: a new load process, a short
+   * warm-up, the window. A window measured at the end of a longer run of one load process came out
+   * about a fifth slower for Slipway and not for the ceiling (while one keep-alive connection
+   * kept the server's CPU per request flat over 160,000 requests): a trait of the load generator.
    */
   async function measureAlternating(row: Row, reference: Probe): Promise<void> {
     if (interrupted) return;
@@ -210,6 +216,18 @@ async function main(): Promise<number> {
     let subjectRun: LoadRun | undefined;
     let failure: { side: 'reference' | 'subject'; reason: string } | undefined;
     const ratios: number[] = [];
+    try {
+      refRun = await window(reference, undefined);
+    } catch (err) {
+      failure = { side: 'reference', reason: reasonOf(err) };
+    }
+    if (failure === undefined) {
+      try {
+        subjectRun = await window(row.subject, undefined);
+      } catch (err) {
+        failure = { side: 'subject', reason: reasonOf(err) };
+      }
+    }
     for (let i = 0; i < config.rounds && !interrupted && failure === undefined; i++) {
       try {
         refRun = await window(reference, refRun);
@@ -357,7 +375,7 @@ function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Ou
     'items/s: secrets written per second in bulk rows.',
     'cpu srv/load/other: CPU of the server, of the load generator and of everything else on the machine (noise) during the measured phase, % of one core.',
     'ratio: subject req/s ÷ reference req/s for throughput targets, subject p50 ÷ reference p50 for latency targets; both measured in this run.',
-    `Throughput rows and their reference take turns, ${config.rounds} window(s) each; a row's ratio is over its own windows and the reference windows between them, and a ref line pools the windows of every row that uses it. p50: the windows' median; p99: the highest window's.`,
+    `Throughput rows and their reference take turns, ${config.rounds} window(s) each after an unmeasured prologue; a row's ratio is over its own windows and the reference windows between them, and a ref line pools the windows of every row that uses it. p50: the windows' median; p99: the highest window's.`,
   );
   const perRound = plan.rows.filter((row) => (pairings.get(row.id)?.ratios.length ?? 0) > 1);
   if (perRound.length) {
