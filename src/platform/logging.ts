@@ -77,11 +77,25 @@ export interface AccessLine {
 export function accessLogWriter(logger: Logger): (line: AccessLine) => void {
   const stream = (logger as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym]!;
   const bindings = (logger as unknown as Record<symbol, string>)[pino.symbols.chindingsSym] ?? '';
-  const str = JSON.stringify;
+  // Routes are the server's own few patterns: each is written as JSON once.
+  const routes = new Map<string, string>();
+  const route = (pattern: string): string => {
+    let text = routes.get(pattern);
+    if (text === undefined) routes.set(pattern, (text = JSON.stringify(pattern)));
+    return text;
+  };
   return (line) => {
     if (!logger.isLevelEnabled('info')) return;
-    stream.write(`{"level":"info"${isoTime()}${bindings},"requestId":${str(line.requestId)},"method":${str(line.method)},"route":${line.route === null ? 'null' : str(line.route)},"path":${str(line.path)},"status":${line.status},"ms":${line.ms}${line.sub === undefined ? '' : `,"sub":${str(line.sub)}`},"msg":"request"}\n`);
+    stream.write(`{"level":"info"${isoTime()}${bindings},"requestId":${jsonString(line.requestId)},"method":${jsonString(line.method)},"route":${line.route === null ? 'null' : route(line.route)},"path":${jsonString(line.path)},"status":${line.status},"ms":${line.ms}${line.sub === undefined ? '' : `,"sub":${jsonString(line.sub)}`},"msg":"request"}\n`);
   };
+}
+
+/** Printable ASCII but `"` and `\`: such a string is its own JSON text between quotes. */
+const PLAIN_JSON = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** A string as JSON text; the common plain case (ids, methods, most paths) without JSON.stringify's scan. */
+export function jsonString(value: string): string {
+  return PLAIN_JSON.test(value) ? `"${value}"` : JSON.stringify(value);
 }
 
 type LogArgs = Parameters<Logger['info']>;

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { accessLogWriter, createLogger, RequestLogger, type AccessLine } from '../../src/platform/logging.js';
+import { accessLogWriter, createLogger, jsonString, RequestLogger, type AccessLine } from '../../src/platform/logging.js';
 
 function memoryLogger(level = 'info') {
   const lines: string[] = [];
@@ -33,6 +33,11 @@ describe('logging', () => {
         assert.ok(lines[0]!.endsWith('}\n'));
       },
     ));
+  });
+
+  it('writes a string as the same JSON text as JSON.stringify, plain or not', () => {
+    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 60 }), (s) => jsonString(s) === JSON.stringify(s)));
+    for (const s of ['', '"', '\\', '\u007f', '\u2028', 'a/b?c=d', '6613e5d8-eb33-46bc-a997-ba1cc54537c3']) assert.equal(jsonString(s), JSON.stringify(s), s);
   });
 
   it('stamps each line with the time in ISO 8601, to the millisecond', (t) => {
