@@ -61,6 +61,9 @@ function messageOf(error: AjvError): string {
       const choices = constChoices(schema);
       return choices ? `must be one of ${listOf(choices)}` : (error.message ?? 'is invalid');
     }
+    case 'minLength':
+      if (Number(error.params.limit) === 1) return 'must not be empty';
+      return error.message ?? 'is too short';
     case 'minProperties':
       return Number(error.params.limit) === 1 ? 'must not be empty' : `must hold at least ${String(error.params.limit)} entries`;
     default:

@@ -58,6 +58,10 @@ describe('request hygiene', () => {
     assert.deepEqual(role.errors, [{ pointer: '/role', message: 'must be one of "owner", "admin", "developer", "viewer", "runner"' }]);
     const empty = assertProblem(await server.owner.http.patch(org, {}), 400, 'invalid_request');
     assert.deepEqual(empty.errors, [{ pointer: '/', message: 'must not be empty' }]);
+    // An empty filter is refused alike, rather than meaning "all" on one list and "none" on another.
+    for (const [path, pointer] of [[`${org}/deployments?service=`, '/query/service'], [`${org}/events?type=`, '/query/type'], [`${org}/events?subject=`, '/query/subject']]) {
+      assert.deepEqual(assertProblem(await server.owner.http.get(path!), 400, 'invalid_request', path).errors, [{ pointer, message: 'must not be empty' }]);
+    }
   });
 
   it('refuses a service-user name that begins like an id, and fields where a route takes none', async () => {

@@ -57,15 +57,15 @@ export const DeploymentParams = Type.Object({
 });
 
 export const DeploymentListQuery = Type.Composite([PageQuery, Type.Object({
-  service: Type.Optional(Type.String({ maxLength: 100, description: 'Only deployments of this service (id or name).' })),
-  environment: Type.Optional(Type.String({ maxLength: 100, description: 'Only deployments into this environment (id or name).' })),
+  service: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only deployments of this service (id or name).' })),
+  environment: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only deployments into this environment (id or name).' })),
   state: Type.Optional(Type.Array(DeploymentStateSchema, { maxItems: DEPLOYMENT_STATES.length, description: 'Only deployments in these states (repeat the parameter for several).' })),
 })]);
 
 export const DeploymentList = Type.Object({ deployments: Type.Array(DeploymentSchema, { description: 'Newest first.' }), nextCursor: NullableCursor });
 
 export const ActiveQuery = Type.Composite([PageQuery, Type.Object({
-  service: Type.Optional(Type.String({ maxLength: 100, description: 'Only this service (id or name).' })),
+  service: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only this service (id or name).' })),
 })]);
 
 export const CancelBody = optionalBody(Type.Object({

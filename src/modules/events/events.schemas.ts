@@ -15,8 +15,8 @@ export type Event = Static<typeof EventSchema>;
 export const EventListQuery = Type.Intersect([
   PageQuery,
   Type.Object({
-    type: Type.Optional(Type.String({ maxLength: 100, description: 'An event type, or a family such as `secret.*`.' })),
-    subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only events about this subject id.' })),
+    type: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'An event type, or a family such as `secret.*`.' })),
+    subject: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only events about this subject id.' })),
   }),
 ]);
 
