@@ -101,7 +101,8 @@ export function etagOf(version: number): string {
 
 /**
  * The versions an `If-Match` header accepts: undefined when any will do (no header, or `*`).
- * Weak and strong forms compare alike; an entity tag that is not one of ours matches nothing.
+ * A weak tag, or one that is not one of ours, matches nothing; a value that is no entity tag at
+ * all is a 400.
  */
 export function parseIfMatch(header: string | undefined): number[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
@@ -112,7 +113,7 @@ export function parseIfMatch(header: string | undefined): number[] | undefined {
     // RFC 9110 §13.1.1: If-Match compares strongly, so a weak tag never matches; nor does a
     // well-formed tag that is not one of ours.
     if (/^(?:W\/)?"[\x21\x23-\x7e]*"$/.test(trimmed)) return [];
-    throw errors.invalidRequest(`If-Match must be * or a list of quoted ETags, such as "3" (with the quotes); ${JSON.stringify(trimmed.slice(0, 40))} is not one.`, [
+    throw errors.invalidRequest(`If-Match must be * or a list of quoted ETags, such as "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
       { pointer: '/headers/if-match', message: 'is not a quoted ETag' },
     ]);
   });
