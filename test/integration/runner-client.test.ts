@@ -8,10 +8,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/logging.js';
 import { Refused } from '../../src/runner-agent/http-call.js';
 import { createRunner } from '../../src/runner-agent/runner.js';
-import { createProtocolClient } from '../../src/runner-agent/protocol-client.js';
+import { createProtocolClient, type ProtocolClient } from '../../src/runner-agent/protocol-client.js';
 import { createTokenSource, type ClientCredentials } from '../../src/runner-agent/token-source.js';
 import { clientCredentialsGrant, freePort, type Actor } from '../support/harness.js';
 import { createEnvironment, createService, deploy, eventually, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
+import { alive, ask, servedBy, serviceSpec, settled } from '../support/runner-agent.js';
 
 describe('runner token source and protocol client', () => {
   let f: DeployFixture;
@@ -112,6 +113,41 @@ describe('runner token source and protocol client', () => {
     assert.equal(settled, false, 'the runner keeps running');
     runner.stop();
     await running;
+  });
+
+  it('keeps the previous process serving when the server refuses a success (cancelled as it was reported)', async () => {
+    const logger = createLogger('info', { write: () => {} });
+    const real = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
+    // The cancel lands between the new process turning healthy and the runner reporting it.
+    let cancelOnCompletion: string | undefined;
+    const client: ProtocolClient = {
+      ...real,
+      async complete(id, body, signal) {
+        if (id === cancelOnCompletion) assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
+        return real.complete(id, body, signal);
+      },
+    };
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
+    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1 });
+    const running = runner.run();
+    try {
+      const first = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'one' } });
+      assert.equal((await settled(f.developer.http, f.orgId, first.id)).state, 'succeeded');
+      const one = await servedBy(f.developer.http, f.orgId, first.id);
+
+      const second = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'two' } });
+      cancelOnCompletion = second.id;
+      assert.equal((await settled(f.developer.http, f.orgId, second.id)).state, 'cancelled');
+      const two = await servedBy(f.developer.http, f.orgId, second.id);
+      await eventually('the cancelled revision\'s process to stop', async () => (alive(two.pid) ? undefined : true));
+      assert.equal(alive(one.pid), true, 'the previous process was not touched');
+      assert.equal(((await ask(one.port)) as { revision: string }).revision, 'one');
+      assert.equal((await f.developer.http.get(`/v1/orgs/${f.orgId}/deployments/${first.id}`)).body.state, 'succeeded');
+    } finally {
+      runner.stop();
+      await running;
+    }
   });
 
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {
