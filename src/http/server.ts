@@ -2,6 +2,7 @@
 // problems, 404/405, authentication and the organization check, rate limits, OpenAPI), then the
 // feature modules' routes.
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
@@ -235,7 +236,18 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold
   // the server open until its keep-alive timeout, past the shutdown grace period.
   let closing = false;
-  app.addHook('preClose', async () => { closing = true; });
+  // A connection that has not sent a byte yet is neither idle nor busy to Node: closing the server
+  // would wait for its header timeout (a minute) before the process could end. At shutdown such
+  // connections are ended at once; idle keep-alive ones Fastify ends itself, busy ones finish.
+  const sockets = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  app.addHook('preClose', async () => {
+    closing = true;
+    for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+  });
 
   // Callback-style hooks: the response path is the hottest code there is.
   const report = deps.onUndeclaredStatus;

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { clientCredentialsGrant, freePort, httpClient, tempDir, testDatabase, TEST_DB, type Credentials } from '../support/harness.js';
@@ -133,8 +134,17 @@ describe('slipway serve (child process)', () => {
     } while (cursor);
     assert.equal(names.filter((n) => n.startsWith('inflight-')).length, 1000);
 
+    // A connection that never sends a byte must not hold the shutdown: Node would keep it until its
+    // header timeout (a minute), past the 30 s grace after which serve gives up and exits 1.
+    const silent = net.connect({ host: '127.0.0.1', port });
+    await new Promise<void>((resolve, reject) => { silent.once('connect', () => resolve()); silent.once('error', reject); });
+    const ended = new Promise<void>((resolve) => silent.once('close', () => resolve()));
+    silent.on('error', () => {});
+
     second.child.kill('SIGTERM');
     assert.deepEqual(await second.exited, { code: 0, signal: null });
+    await ended;
+    assert.ok(second.logs().some((l) => l.msg === 'stopped cleanly'), second.output.join('\n'));
   });
 
   it('--workers 2 serves one port from two worker processes', async () => {
