@@ -1,7 +1,7 @@
 // The one place errors become responses: our AppErrors, Fastify's own (validation, body parsing,
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, errors, isAppError, type FieldError } from '../platform/errors.js';
+import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 
 interface AjvError {
   instancePath: string;
@@ -16,13 +16,12 @@ const PROBLEM_BASE = 'https://slipway.dev/problems/';
 /** Where in the request an ajv error points, as a JSON Pointer (RFC 6901). */
 function pointerOf(error: AjvError, context: string | undefined): string {
   const prefix = context === 'body' || context === undefined ? '' : `/${context === 'querystring' ? 'query' : context}`;
-  const escape = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
   let pointer = prefix + error.instancePath;
-  if (error.keyword === 'required') pointer += `/${escape(String(error.params.missingProperty))}`;
-  if (error.keyword === 'additionalProperties') pointer += `/${escape(String(error.params.additionalProperty))}`;
+  if (error.keyword === 'required') pointer += `/${pointerSegment(String(error.params.missingProperty))}`;
+  if (error.keyword === 'additionalProperties') pointer += `/${pointerSegment(String(error.params.additionalProperty))}`;
   // A failure inside propertyNames names the offending key on the error itself.
   const key = (error as { propertyName?: string }).propertyName;
-  if (key !== undefined) pointer += `/${escape(key)}`;
+  if (key !== undefined) pointer += `/${pointerSegment(key)}`;
   return pointer || '/';
 }
 

@@ -3,7 +3,7 @@
 // refused, to fix the request. Keys that could reach an object's prototype (`__proto__`, and
 // `constructor` holding a `prototype`) are refused outright rather than silently dropped.
 import type { App } from './app-types.js';
-import { errors } from '../platform/errors.js';
+import { errors, pointerSegment } from '../platform/errors.js';
 
 // Only bodies that could hold a dangerous key (possibly \u-escaped) pay for the reviver pass.
 const MAYBE_POISONED = /__proto__|constructor|\\u/;
@@ -36,7 +36,7 @@ function nulPointer(value: unknown, pointer: string): string | undefined {
   if (typeof value === 'string') return value.includes('\0') ? pointer || '/' : undefined;
   if (value === null || typeof value !== 'object') return undefined;
   for (const [key, item] of Object.entries(value)) {
-    const here = `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    const here = `${pointer}/${pointerSegment(key)}`;
     const found = key.includes('\0') ? here : nulPointer(item, here);
     if (found !== undefined) return found;
   }

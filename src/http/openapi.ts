@@ -28,6 +28,11 @@ export function problems(...statuses: number[]): Record<number, unknown> {
   return Object.fromEntries(statuses.map((s) => [s, problem(text[s] ?? 'Problem')]));
 }
 
+/** POST, PUT, PATCH and DELETE: the methods that write, and on which Fastify reads a body whether or not the route wants one. */
+export function isWriteMethod(method: string | string[]): boolean {
+  return [method].flat().some((m) => m === 'POST' || m === 'PUT' || m === 'PATCH' || m === 'DELETE');
+}
+
 function enrich(route: RouteOptions): void {
   const config = (route.config ?? {}) as { auth?: string; operation?: string; errorFormat?: string };
   const schema = (route.schema ??= {}) as Record<string, unknown> & { response?: Record<string, unknown> };
@@ -40,7 +45,7 @@ function enrich(route: RouteOptions): void {
   if (!config.auth) schema.security ??= [];
   // Fastify reads a body on these methods whether or not the route wants one, so any of them can
   // answer malformed JSON (400), too large (413) or wrong media type (415).
-  const takesBody = [route.method].flat().some((m) => ['POST', 'PUT', 'PATCH', 'DELETE'].includes(m));
+  const takesBody = isWriteMethod(route.method);
   if (isIdempotentRoute(route)) declareIdempotencyKey(schema, add);
   if (config.errorFormat !== 'oauth') {
     if (takesBody || schema.querystring || schema.params) add('400', 'Invalid request: the problem points at each offending field');

@@ -19,7 +19,7 @@ import type { App } from './app-types.js';
 import { createErrorHandler, pathOf, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
-import { registerOpenApi, type OpenApiOptions } from './openapi.js';
+import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
 
 export interface ServerDeps {
@@ -216,10 +216,9 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
 
   // A write to a resource without ETags cannot honour a precondition on one (RFC 9110 §13.1): it is
   // refused rather than ignored, so a client that relies on it never overwrites by surprise.
-  const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
   app.addHook('onRoute', (route) => {
     const headers = (route.schema as { headers?: { properties?: Record<string, unknown> } } | undefined)?.headers?.properties;
-    if (route.config?.auth === undefined || headers?.['if-match'] !== undefined || ![route.method].flat().some((m) => UNSAFE.has(m))) return;
+    if (route.config?.auth === undefined || headers?.['if-match'] !== undefined || !isWriteMethod(route.method)) return;
     const noPreconditions = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
       const ifMatch = req.headers['if-match'];
       if (ifMatch !== undefined && ifMatch.trim() !== '*') {

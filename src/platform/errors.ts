@@ -8,6 +8,11 @@ export interface FieldError {
   message: string;
 }
 
+/** One segment of an RFC 6901 JSON Pointer: `~` and `/` in a key are escaped. */
+export function pointerSegment(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
 export interface ProblemExtras {
   errors?: FieldError[];
   conflicts?: unknown[];
