@@ -35,6 +35,8 @@ interface Pairing {
   ratios: number[];
 }
 
+type Side = 'reference' | 'subject';
+
 /** A later window starts with this much warm-up (new connections), not the first window's full one. */
 const REWARM_SECONDS = 0.5;
 
@@ -211,43 +213,33 @@ async function main(): Promise<number> {
   async function measureAlternating(row: Row, reference: Probe): Promise<void> {
     if (interrupted) return;
     process.stderr.write(`measuring ${reference.label} and ${row.subject.label}, taking turns over ${config.rounds} window(s)\n`);
-    const sides = { reference: [] as Measurement[], subject: [] as Measurement[] };
-    let refRun: LoadRun | undefined;
-    let subjectRun: LoadRun | undefined;
-    let failure: { side: 'reference' | 'subject'; reason: string } | undefined;
+    const probes = { reference, subject: row.subject };
+    const last: Record<Side, LoadRun | undefined> = { reference: undefined, subject: undefined };
+    const sides: Record<Side, Measurement[]> = { reference: [], subject: [] };
+    let failure: { side: Side; reason: string } | undefined;
+    /** One turn of a side: its prologue the first time, a measured window after that; false once it failed. */
+    const turn = async (side: Side): Promise<boolean> => {
+      const measured = last[side] !== undefined;
+      try {
+        last[side] = await window(probes[side], last[side]);
+      } catch (err) {
+        failure = { side, reason: reasonOf(err) };
+        return false;
+      }
+      if (measured) sides[side].push(last[side].result);
+      return true;
+    };
     const ratios: number[] = [];
-    try {
-      refRun = await window(reference, undefined);
-    } catch (err) {
-      failure = { side: 'reference', reason: reasonOf(err) };
-    }
-    if (failure === undefined) {
-      try {
-        subjectRun = await window(row.subject, undefined);
-      } catch (err) {
-        failure = { side: 'subject', reason: reasonOf(err) };
+    if ((await turn('reference')) && (await turn('subject'))) {
+      for (let i = 0; i < config.rounds && !interrupted; i++) {
+        if (!(await turn('reference')) || !(await turn('subject'))) break;
+        const [ref, subject] = [last.reference!.result, last.subject!.result];
+        const ratio = subject.rps / ref.rps;
+        ratios.push(ratio);
+        ctx.log(`window ${i + 1}: ${formatRate(ref.rps)} req/s reference, ${formatRate(subject.rps)} req/s subject: ${ratio.toFixed(2)}×`);
       }
     }
-    for (let i = 0; i < config.rounds && !interrupted && failure === undefined; i++) {
-      try {
-        refRun = await window(reference, refRun);
-        sides.reference.push(refRun.result);
-      } catch (err) {
-        failure = { side: 'reference', reason: reasonOf(err) };
-        break;
-      }
-      try {
-        subjectRun = await window(row.subject, subjectRun);
-        sides.subject.push(subjectRun.result);
-      } catch (err) {
-        failure = { side: 'subject', reason: reasonOf(err) };
-        break;
-      }
-      const ratio = subjectRun.result.rps / refRun.result.rps;
-      ratios.push(ratio);
-      ctx.log(`window ${i + 1}: ${formatRate(refRun.result.rps)} req/s reference, ${formatRate(subjectRun.result.rps)} req/s subject: ${ratio.toFixed(2)}×`);
-    }
-    const outcome = (side: 'reference' | 'subject', measured: Measurement[]): Outcome => {
+    const outcome = (side: Side, measured: Measurement[]): Outcome => {
       if (failure?.side === side) return { ok: false, reason: failure.reason };
       if (failure?.side === 'reference' && side === 'subject') return { ok: false, reason: `not measured: its reference failed (${failure.reason.split('\n')[0]})` };
       if (measured.length === 0) return { ok: false, reason: 'interrupted' };
