@@ -109,9 +109,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       // Anything else that went wrong starting it fails the deployment too, with its logs, rather
       // than leave it in progress until the lease runs out. Only the error's name or code is
       // said: a message can quote what the process was given.
-      const code = (error as { code?: unknown }).code;
-      const reason = error instanceof LaunchError ? error.reason : `the runner could not start it (${typeof code === 'string' ? code : (error as Error).name})`;
-      if (!(error instanceof LaunchError)) log.error({ code, name: (error as Error).name }, 'starting the process failed unexpectedly');
+      const reason = error instanceof LaunchError ? error.reason : unexpectedStartFailure(error, log);
       say(`failed: ${reason}; the previous process, if any, keeps serving`);
       return await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
     }
@@ -147,6 +145,14 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     // What was started for a deployment that did not go through must not keep running.
     if (started !== undefined && ctx.processes.current(key) !== started) await started.stop();
   }
+}
+
+/** What to say of an error starting a process that launch() did not foresee: its code or name only. */
+function unexpectedStartFailure(error: unknown, log: Logger): string {
+  const code = (error as { code?: unknown }).code;
+  const name = (error as Error | undefined)?.name ?? typeof error;
+  log.error({ code, name }, 'starting the process failed unexpectedly');
+  return `the runner could not start it (${typeof code === 'string' ? code : name})`;
 }
 
 /** Renews the lease every `heartbeatSeconds` until stopped; a refusal aborts `work` with it. */
