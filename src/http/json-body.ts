@@ -47,15 +47,17 @@ export function parseJsonBody(text: string): unknown {
   // No body with a JSON content type is the same as no body: bodyless POSTs work from clients that
   // always send the header, and a route that needs a body says so through its schema.
   if (text.trim() === '') return undefined;
+  // One scan serves both the reviver pass and the NUL check below: MAYBE_POISONED matches every \u
+  // escape, and U+0000 can only be written escaped in JSON text.
+  const suspect = MAYBE_POISONED.test(text);
   let value: unknown;
   try {
-    value = MAYBE_POISONED.test(text) ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
+    value = suspect ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
   } catch (error) {
     if (error instanceof SyntaxError) throw syntaxError(text, error);
     throw error;
   }
-  // In JSON text, U+0000 can only be written escaped.
-  if (text.includes('\\u0000')) {
+  if (suspect && text.includes('\\u0000')) {
     const pointer = nulPointer(value, '');
     if (pointer !== undefined) throw errors.nulCharacter('A string in the body', [{ pointer, message: 'contains U+0000' }]);
   }
