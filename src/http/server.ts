@@ -128,7 +128,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
 
   app.setErrorHandler(createErrorHandler(deps.bodyLimit));
 
-  // 404 for paths we do not have, 405 (with Allow) for paths we have under other methods.
+  // 404 for paths we do not have, 405 (with Allow) for paths we have under other methods, and
+  // OPTIONS (RFC 9110 §9.3.7) answered with Allow on every path we have.
   const shadow = FindMyWay();
   const noop = () => {};
   app.addHook('onRoute', (route) => {
@@ -142,6 +143,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => m !== req.method && shadow.find(m as 'GET', path) !== null);
     // Fastify answers HEAD wherever it answers GET.
     if (allowed[0] === 'GET') allowed.splice(1, 0, 'HEAD');
+    if (allowed.length > 0) allowed.push('OPTIONS');
+    if (req.method === 'OPTIONS' && allowed.length > 0) return reply.code(204).header('allow', allowed.join(', ')).send();
     return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path), req, reply);
   });
 

@@ -186,6 +186,32 @@ describe('deployments', () => {
       [['queued', 'in_progress'], ['in_progress', 'cancelled']]);
   });
 
+  it('answers every 201 of a single resource with its Location, by id, which reads it back', async () => {
+    const read = async (res: { status: number; headers: Headers; body: any; text: string }, pattern: RegExp) => {
+      assert.equal(res.status, 201, res.text);
+      const location = res.headers.get('location');
+      assert.ok(location !== null && pattern.test(location), `Location ${location} should match ${pattern}`);
+      assert.ok(location.endsWith(`/${res.body.id}`), location);
+      const back = await server.owner.http.get(location);
+      assert.equal(back.status, 200, back.text);
+      assert.equal(back.body.id, res.body.id);
+    };
+    const id = (prefix: string) => `${prefix}_[0-9a-z]+`;
+    const org = await server.owner.http.post('/v1/orgs', { slug: unique('loc'), name: 'Location' });
+    await read(org, new RegExp(`^/v1/orgs/${id('org')}$`));
+    const env = await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: unique('env') });
+    await read(env, new RegExp(`^/v1/orgs/${orgId}/environments/${id('env')}$`));
+    const svc = await developer.http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: { command: ['v1'] } });
+    await read(svc, new RegExp(`^/v1/orgs/${orgId}/services/${id('svc')}$`));
+    const su = await admin.http.post(`/v1/orgs/${orgId}/service-users`, { name: unique('su'), role: 'viewer' });
+    await read(su, new RegExp(`^/v1/orgs/${orgId}/service-users/${id('su')}$`));
+    const shipped = await ship(developer.http, runner, orgId, { service: svc.body.id, environment: env.body.id });
+    const rollback = await developer.http.post(`/v1/orgs/${orgId}/deployments/${shipped.deployment.id}/rollback`, {});
+    await read(rollback, new RegExp(`^/v1/orgs/${orgId}/deployments/${id('dep')}$`));
+    const made = await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.body.name, environment: env.body.name });
+    await read(made, new RegExp(`^/v1/orgs/${orgId}/deployments/${id('dep')}$`));
+  });
+
   it('rolls back to an earlier succeeded deployment with its exact snapshot, superseding what serves', async () => {
     const secret = unique('api-key');
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { KEY: 'one' } }] })).status, 201);

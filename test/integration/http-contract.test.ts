@@ -36,13 +36,25 @@ describe('HTTP contract', () => {
   it('answers a known path with another method 405 and Allow', async () => {
     const collection = await server.owner.http.delete('/v1/orgs');
     assertProblem(collection, 405, 'method_not_allowed');
-    assert.equal(collection.headers.get('allow'), 'GET, HEAD, POST');
+    assert.equal(collection.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
     const item = await server.owner.http.post('/v1/orgs/default', {});
     assertProblem(item, 405, 'method_not_allowed');
-    assert.match(item.headers.get('allow') ?? '', /^GET, HEAD\b.*\bPATCH\b/);
+    assert.match(item.headers.get('allow') ?? '', /^GET, HEAD\b.*\bPATCH\b.*, OPTIONS$/);
     const health = await server.http().request('POST', '/healthz');
     assertProblem(health, 405, 'method_not_allowed');
-    assert.equal(health.headers.get('allow'), 'GET, HEAD');
+    assert.equal(health.headers.get('allow'), 'GET, HEAD, OPTIONS');
+  });
+
+  it('answers OPTIONS with 204 and Allow on every path it has, without a token, and 404 elsewhere', async () => {
+    const collection = await server.http().request('OPTIONS', '/v1/orgs');
+    assert.equal(collection.status, 204, collection.text);
+    assert.equal(collection.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+    assert.equal(collection.text, '');
+    assert.ok(collection.headers.get('x-request-id'));
+    const secret = await server.http().request('OPTIONS', '/v1/orgs/default/secrets/anything');
+    assert.equal(secret.status, 204, secret.text);
+    assert.equal(secret.headers.get('allow'), 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS');
+    assertProblem(await server.http().request('OPTIONS', '/v1/nothing-here'), 404, 'route_not_found');
   });
 
   it('refuses a body that is not JSON with 415', async () => {

@@ -1,4 +1,5 @@
 import type { App } from '../../http/app-types.js';
+import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
@@ -23,11 +24,11 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
         'A protected environment takes deployments from admins and owners only (403 `environment_protected`). A secret the spec names that no longer exists is 422 `unknown_secrets`, a key that no longer exists 422 `unknown_secret_reference`; a variable that would be set twice is 422 `variable_conflict`.',
       params: OrgParams,
       body: createDeploymentBody(deps.limits),
-      response: { 201: DeploymentSchema, ...problems(422) },
+      response: { 201: withLocation(DeploymentSchema), ...problems(422) },
     },
   }, async (req, reply) => {
-    reply.code(201);
-    return deployments.create(req.ctx, req.org!.id, req.body);
+    const deployment = await deployments.create(req.ctx, req.org!.id, req.body);
+    return created(reply, `/v1/orgs/${req.org!.id}/deployments/${deployment.id}`, deployment);
   });
 
   app.get('/v1/orgs/:orgId/deployments', {
@@ -69,11 +70,11 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
       description: 'Queues a new deployment with that deployment\'s snapshot: the same spec, revision and secret versions. The target must have succeeded (it may have been superseded since); otherwise 409 `not_rollbackable`. Protected environments need admin or owner.',
       params: DeploymentParams,
       body: RollbackBody,
-      response: { 201: DeploymentSchema, ...problems(409) },
+      response: { 201: withLocation(DeploymentSchema), ...problems(409) },
     },
   }, async (req, reply) => {
-    reply.code(201);
-    return deployments.rollback(req.ctx, req.org!.id, req.params.id, req.body ?? {});
+    const deployment = await deployments.rollback(req.ctx, req.org!.id, req.params.id, req.body ?? {});
+    return created(reply, `/v1/orgs/${req.org!.id}/deployments/${deployment.id}`, deployment);
   });
 
   app.get('/v1/orgs/:orgId/deployments/:id/logs', {

@@ -1,4 +1,5 @@
 import type { App } from '../../http/app-types.js';
+import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
 import { CreateEnvironmentBody, EnvironmentList, EnvironmentParams, EnvironmentSchema, UpdateEnvironmentBody } from './environments.schemas.js';
@@ -25,11 +26,11 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
       description: 'Names are unique in the organization. A `protected` environment accepts deployments from admins and owners only.',
       params: OrgParams,
       body: CreateEnvironmentBody,
-      response: { 201: EnvironmentSchema, ...problems(409) },
+      response: { 201: withLocation(EnvironmentSchema), ...problems(409) },
     },
   }, async (req, reply) => {
-    reply.code(201);
-    return environments.create(req.ctx, req.org!.id, req.body);
+    const environment = await environments.create(req.ctx, req.org!.id, req.body);
+    return created(reply, `/v1/orgs/${req.org!.id}/environments/${environment.id}`, environment);
   });
 
   app.get('/v1/orgs/:orgId/environments/:env', {

@@ -1,4 +1,5 @@
 import type { App } from '../../http/app-types.js';
+import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { CreateOrgBody, OrganizationSchema, OrgList, OrgParams, PageQuery, UpdateOrgBody } from './orgs.schemas.js';
 import type { OrgsService } from './orgs.service.js';
@@ -24,11 +25,11 @@ export function orgsRoutes(app: App, deps: { orgs: OrgsService }): void {
       tags: ['organizations'],
       summary: 'Create an organization (instance administrators only)',
       body: CreateOrgBody,
-      response: { 201: OrganizationSchema, ...problems(409) },
+      response: { 201: withLocation(OrganizationSchema), ...problems(409) },
     },
   }, async (req, reply) => {
-    reply.code(201);
-    return deps.orgs.create(req.ctx, req.body);
+    const org = await deps.orgs.create(req.ctx, req.body);
+    return created(reply, `/v1/orgs/${org.id}`, org);
   });
 
   app.get('/v1/orgs/:orgId', {

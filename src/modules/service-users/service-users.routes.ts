@@ -1,4 +1,5 @@
 import type { App } from '../../http/app-types.js';
+import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { NoBody, OrgParams, PageQuery } from '../../http/schemas.js';
 import {
@@ -32,11 +33,12 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
       description: `The response carries \`clientId\`, \`clientSecret\`, \`tokenUrl\`, \`scope\` and \`orgId\`; the secret is never shown again (only a keyed hash is kept). ${WHO_MAY}`,
       params: OrgParams,
       body: CreateServiceUserBody,
-      response: { 201: CreatedServiceUser, ...problems(409) },
+      response: { 201: withLocation(CreatedServiceUser), ...problems(409) },
     },
   }, async (req, reply) => {
-    reply.code(201).header('cache-control', 'no-store');
-    return serviceUsers.create(req.ctx, req.org!.id, req.body);
+    reply.header('cache-control', 'no-store');
+    const user = await serviceUsers.create(req.ctx, req.org!.id, req.body);
+    return created(reply, `/v1/orgs/${req.org!.id}/service-users/${user.id}`, user);
   });
 
   app.get('/v1/orgs/:orgId/service-users/:id', {

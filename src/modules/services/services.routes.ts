@@ -1,4 +1,5 @@
 import type { App } from '../../http/app-types.js';
+import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
@@ -28,11 +29,11 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
       description: SPEC_RULES,
       params: OrgParams,
       body: createServiceBody(deps.limits),
-      response: { 201: ServiceSchema, ...problems(409, 422) },
+      response: { 201: withLocation(ServiceSchema), ...problems(409, 422) },
     },
   }, async (req, reply) => {
-    reply.code(201);
-    return services.create(req.ctx, req.org!.id, req.body);
+    const service = await services.create(req.ctx, req.org!.id, req.body);
+    return created(reply, `/v1/orgs/${req.org!.id}/services/${service.id}`, service);
   });
 
   app.get('/v1/orgs/:orgId/services/:svc', {
