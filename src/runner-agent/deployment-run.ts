@@ -1,17 +1,18 @@
 // One claimed deployment, carried out: start the service's command as a local process with its
 // variables, secrets and PORT, send its output to the deployment's log, keep the lease alive, and
 // once the new process is healthy report success and then put it in place of the previous one of
-// that service and environment. A launch that fails leaves the previous process serving and
-// reports the reason. When the server says the deployment is no longer ours (lease lost,
+// that service and environment, where the supervisor keeps it running. A launch that fails leaves
+// the previous process serving and reports the reason. When the server says the deployment is no longer ours (lease lost,
 // cancelled, or a success it refuses), stop what was started for it and report nothing: the
 // previous process keeps serving.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import type { ClaimResponseT, LeaseT, OutcomeT } from '../modules/runner/runner.protocol.js';
 import { Refused } from './http-call.js';
-import { freePort, launch, LaunchError, type ProcessTable, type RunningProcess } from './local-process.js';
+import { freePort, launch, LaunchError, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
 import { LogShipper, secretMasker } from './log-shipper.js';
 import type { ProtocolClient } from './protocol-client.js';
+import { supervise } from './supervisor.js';
 
 /** Ports handed to processes of this runner that still run, so two of them never share one. */
 export class PortPool {
@@ -77,12 +78,17 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     mask,
   });
   const say = (line: string) => shipper.push('runner', line);
+  // The process's output goes to the deployment's log until the deployment is complete, then to
+  // the runner's own log (masked the same way), for as long as the process runs.
+  let output: OutputSink = (stream, line) => shipper.push(stream, line);
+  const sink: OutputSink = (stream, line) => output(stream, line);
   const heartbeat = keepLeaseAlive(ctx.client, id, lease, work);
-  let started: RunningProcess | undefined;
+  let started: { proc: RunningProcess; port: number; supervised: boolean } | undefined;
 
   const complete = async (outcome: OutcomeT, reason?: string): Promise<RunResult> => {
     // The heartbeat stops first, so that no refusal of it can cross the completion.
     await heartbeat.stop();
+    output = (stream, line) => log.info({ stream }, mask(line));
     await shipper.close();
     const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: mask(reason).slice(0, REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
@@ -97,12 +103,9 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     }
     const port = await ctx.ports.reserve();
     say(`starting ${run.command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
+    const spec = { command: run.command, env: { ...run.variables, ...run.secrets }, port, ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}) };
     try {
-      started = await launch(
-        { command: run.command, env: { ...run.variables, ...run.secrets }, port, ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}) },
-        (stream, line) => shipper.push(stream, line),
-        work.signal,
-      );
+      started = { proc: await launch(spec, sink, work.signal), port, supervised: false };
     } catch (error) {
       ctx.ports.release(port);
       if (work.signal.aborted) throw error;
@@ -113,19 +116,18 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       say(`failed: ${reason}; the previous process, if any, keeps serving`);
       return await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
     }
-    const proc = started;
-    void proc.exited.then((status) => {
-      ctx.ports.release(port);
-      if (ctx.processes.current(key) === proc) log.warn({ pid: proc.pid, ...status }, 'the deployed process exited on its own');
-    });
+    const { proc } = started;
     // The server hears of the success before anything happens to the process that serves now: if
     // it refuses (the deployment was cancelled, the lease lost), the new process is stopped and
     // the previous one keeps serving.
     const previous = ctx.processes.current(key);
     say(`healthy: pid ${proc.pid} on port ${port}${previous !== undefined ? `; the previous process (pid ${previous.pid}) stops once the server has taken the result` : ''}`);
     const outcome = await complete('succeeded');
+    const serviceLog = ctx.logger.child({ serviceName: deployment.service.name, environmentName: deployment.environment.name });
     await ctx.processes.replace(key, proc);
-    if (previous !== undefined) log.info({ pid: previous.pid }, 'stopped the previous process');
+    started.supervised = true;
+    void supervise({ key, spec, sink, mask, first: proc }, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping });
+    if (previous !== undefined) log.info({ processPid: previous.pid }, 'stopped the previous process');
     return outcome;
   } catch (error) {
     const why = work.signal.aborted ? work.signal.reason : error;
@@ -143,7 +145,10 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     await heartbeat.stop();
     work.abort();
     // What was started for a deployment that did not go through must not keep running.
-    if (started !== undefined && ctx.processes.current(key) !== started) await started.stop();
+    if (started !== undefined && !started.supervised) {
+      await started.proc.stop();
+      ctx.ports.release(started.port);
+    }
   }
 }
 

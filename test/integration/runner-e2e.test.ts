@@ -3,6 +3,7 @@
 // health check, and a server restart in the middle of a deployment.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
 import { createEnvironment, createService, deploy, eventually, getDeployment, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
@@ -105,6 +106,40 @@ describe('slipway runner', () => {
       assert.equal((await proc.exited).code, 1);
       assert.ok(proc.logs().some((l) => l.level === 'error' && l.code === code), proc.output.join('\n'));
     }
+  });
+
+  it('starts a service that exits on its own again on its port, logs its output masked, and leaves it be once replaced', async () => {
+    const secret = unique('api');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { API_KEY: secretValues[0] } }] })).status, 201);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ secrets: [{ secret, key: 'API_KEY' }] }) });
+    const first = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'v1' } });
+    assert.equal((await settled(developer.http, orgId, first.id)).state, 'succeeded');
+    const one = await servedBy(developer.http, orgId, first.id);
+
+    await fetch(`http://127.0.0.1:${one.port}/exit`).catch(() => undefined);
+    await eventually('the first process is gone', async () => (alive(one.pid) ? undefined : true));
+    const back = await eventually('the service to answer again on its port', async () => {
+      const answer = await ask(one.port);
+      return 'pid' in answer && answer.pid !== one.pid ? answer : undefined;
+    });
+    assert.deepEqual(back, { pid: back.pid, greeting: null, apiKey: secretValues[0], revision: 'v1' });
+    const exited = await runner.proc.waitForLog((l) => (l.msg ?? '').includes('exited with code 3 on its own') && l.processPid === one.pid, 'the exit');
+    assert.equal(exited.serviceName, svc.name);
+    assert.equal(exited.environmentName, env.name);
+    await runner.proc.waitForLog((l) => l.msg === 'the service is running again' && l.processPid === back.pid, 'the restart');
+    // Its output now reaches the runner's log, masked; the deployment's log ended with the deployment.
+    await runner.proc.waitForLog((l) => l.msg === `serving pid=${back.pid} port=${one.port} key=***` && l.stream === 'stdout', 'the output of the restarted process');
+    assert.ok(!(await deploymentLog(developer.http, orgId, first.id)).some((l) => l.line.includes(`pid=${back.pid}`)));
+
+    // Replaced by a deployment: the supervisor lets the restarted process go and starts nothing.
+    const second = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'v2' } });
+    assert.equal((await settled(developer.http, orgId, second.id)).state, 'succeeded');
+    const two = await servedBy(developer.http, orgId, second.id);
+    await eventually('the restarted process is gone', async () => (alive(back.pid) ? undefined : true));
+    await sleep(1500);
+    assert.deepEqual(await ask(one.port), { error: 'ECONNREFUSED' });
+    assert.equal((await ask(two.port) as { revision: string }).revision, 'v2');
   });
 
   it('never writes a secret value or its own credentials to its log, and stops its services on SIGTERM', async () => {

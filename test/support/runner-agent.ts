@@ -13,13 +13,17 @@ import { spawnSlipway, type SlipwayProcess } from './processes.js';
 /**
  * The deployed service: prints its pid, port and API_KEY (which the runner must mask in the log),
  * answers GET / with its variables and GET /healthz with 200 — or 503 while HEALTH is `fail` or
- * while the file HEALTH_GATE names does not exist yet.
+ * while the file HEALTH_GATE names does not exist yet. GET /exit makes it exit with code 3.
  */
 export const SERVICE_SCRIPT = `
 const http = require('node:http');
 const fs = require('node:fs');
 console.log('serving pid=' + process.pid + ' port=' + process.env.PORT + ' key=' + process.env.API_KEY);
 http.createServer((req, res) => {
+  if (req.url === '/exit') {
+    res.end(() => process.exit(3));
+    return;
+  }
   if (req.url === '/healthz') {
     const gate = process.env.HEALTH_GATE;
     res.statusCode = process.env.HEALTH !== 'fail' && (!gate || fs.existsSync(gate)) ? 200 : 503;
