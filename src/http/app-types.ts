@@ -27,5 +27,10 @@ declare module 'fastify' {
     /** The organization named by `:orgId`, resolved and checked against the caller. */
     org: Organization | null;
     ctx: RequestContext;
+    /**
+     * Checks the caller's token again, as at the start (revoked, its service user disabled, deleted
+     * or given another role since): for a request that waits long before it acts, a long poll.
+     */
+    reauthenticate: (() => Promise<void>) | null;
   }
 }

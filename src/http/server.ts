@@ -122,6 +122,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.setValidatorCompiler(createValidatorCompiler());
   app.decorateRequest('principal', null);
   app.decorateRequest('org', null);
+  app.decorateRequest('reauthenticate', null);
   app.decorateRequest('ctx', null as never);
   app.removeContentTypeParser('text/plain');
   registerJsonParser(app);
@@ -211,6 +212,11 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       const admitted = principal === undefined
         ? deps.verifier.verify(token).then((verified) => admit(req, reply, access, verified))
         : admit(req, reply, access, principal);
+      req.reauthenticate = async () => {
+        const now = await deps.verifier.verify(token);
+        if (now.subject !== req.principal?.subject) throw errors.invalidToken('The access token no longer names the same caller.');
+        checkRole(access, now);
+      };
       if (admitted instanceof Promise) admitted.then(() => done(), done);
       else done();
     };

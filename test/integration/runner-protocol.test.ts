@@ -85,6 +85,27 @@ describe('runner protocol', () => {
     assert.equal((await runner.complete(d.id, res.body.lease.token)).status, 200);
   });
 
+  it('hands nothing to a runner disabled, deleted or given another role while its claim waits', async () => {
+    for (const [how, change, status] of [
+      ['disabled', (id: string) => admin.http.patch(`/v1/orgs/${orgId}/service-users/${id}`, { disabled: true }), 401],
+      ['deleted', (id: string) => admin.http.delete(`/v1/orgs/${orgId}/service-users/${id}`), 401],
+      ['made a viewer', (id: string) => admin.http.patch(`/v1/orgs/${orgId}/service-users/${id}`, { role: 'viewer' }), 403],
+    ] as const) {
+      const env = await createEnvironment(admin.http, orgId);
+      const svc = await createService(developer.http, orgId);
+      const doomed = await newRunner(server, orgId);
+      const waiting = doomed.claim({ environments: [env.id], waitSeconds: 25 });
+      await sleep(200);
+      const changed = await change(doomed.actor.id);
+      assert.ok(changed.status === 200 || changed.status === 204, changed.text);
+      const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+      const res = await waiting;
+      assert.equal(res.status, status, `${how}: ${res.text}`);
+      assert.equal((await getDeployment(developer.http, orgId, d.id)).state, 'queued', how);
+      assert.equal((await runner.take({ environments: [env.id], waitSeconds: 0 })).deployment.id, d.id);
+    }
+  });
+
   it('wakes a claim waiting on another node of the same database', async () => {
     const port = await freePort();
     const other = await createSlipway({ ...server.config, port, baseUrl: `http://127.0.0.1:${port}` }, {

@@ -28,7 +28,8 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
     // A runner that hangs up stops waiting, so it is not handed a deployment it will never see.
     const gone = new AbortController();
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) gone.abort(); });
-    const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal);
+    // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
+    const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, req.reauthenticate!);
     reply.header('cache-control', 'no-store');
     if (claimed === null) return reply.code(204).send();
     return claimed;

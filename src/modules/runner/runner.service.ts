@@ -124,13 +124,16 @@ export function createRunnerService(deps: RunnerDeps) {
     /**
      * Long poll: looks, and while nothing is claimable waits for a signal (or a short poll) until
      * the deadline. Null when nothing came in time, the caller went away or the server is stopping.
+     * After each wait `reauthenticate` checks the caller again (it throws if it may no longer
+     * claim): a runner disabled while it waited must not receive secret values.
      */
-    async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal): Promise<ClaimResponseT | null> {
+    async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>): Promise<ClaimResponseT | null> {
       const envIds = await environmentIds(orgId, request?.environments);
       const deadline = Date.now() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
       let sweep = true;
-      for (;;) {
+      for (let waited = false; ; waited = true) {
         if (abort?.aborted || signals.closed) return null;
+        if (waited) await reauthenticate?.();
         const seen = signals.version(orgId);
         if (sweep) await expire(orgId);
         const outcome = await claimOnce(ctx, orgId, envIds);
