@@ -4,7 +4,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { compareAndSet, DEPLOYMENT_STATES, allowedFrom, canTransition, type DeploymentState } from '../../src/modules/deployments/deployment-state.js';
 import { SYSTEM_CONTEXT } from '../../src/modules/deployments/lease-expiry.js';
-import type { Actor, TestServer } from '../support/harness.js';
+import { sql } from 'kysely';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import {
   createEnvironment, createService, deploy, eventsOf, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
@@ -210,6 +212,80 @@ describe('deployments', () => {
     await read(rollback, new RegExp(`^/v1/orgs/${orgId}/deployments/${id('dep')}$`));
     const made = await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.body.name, environment: env.body.name });
     await read(made, new RegExp(`^/v1/orgs/${orgId}/deployments/${id('dep')}$`));
+  });
+
+  it('never loses a deployment created while its environment or service is being deleted, nor answers 500', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    // Another session holds a row lock that stops the deletion at a chosen step while a deployment
+    // is created, then lets go. Whatever order the two end in, the deployment is not deleted
+    // behind its creator's back: either the deletion is 409 and the deployment stays, or the
+    // deletion goes through and the creation is 404.
+    for (const [kind, step] of [['environment', 'logs'], ['environment', 'row'], ['service', 'logs'], ['service', 'row']] as const) {
+      const { env, svc } = await pair();
+      // A finished deployment with a log line, which the deletion removes first.
+      const made = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+      const claim = await runner.take({ environments: [env.id], waitSeconds: 0 });
+      assert.equal((await runner.logs(made.id, { leaseToken: claim.lease.token, lines: [{ line: 'x' }] })).status, 200);
+      assert.equal((await runner.complete(made.id, claim.lease.token)).status, 200);
+      const [table, id] = step === 'logs' ? ['deployment_logs', made.id] : kind === 'environment' ? ['environments', env.id] : ['services', svc.id];
+      const column = step === 'logs' ? 'deployment_id' : 'id';
+
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => { release = resolve; });
+      let locked!: () => void;
+      const taken = new Promise<void>((resolve) => { locked = resolve; });
+      const holder = server.core.db.transaction().execute(async (trx) => {
+        await sql`select 1 from ${sql.table(table)} where ${sql.ref(column)} = ${id} for update`.execute(trx);
+        locked();
+        await released;
+      });
+      await taken;
+      const deletion = admin.http.delete(kind === 'environment' ? `/v1/orgs/${orgId}/environments/${env.id}` : `/v1/orgs/${orgId}/services/${svc.id}`);
+      await sleep(300);
+      const creation = developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id });
+      await sleep(300);
+      release();
+      await holder;
+      const [deleted, created] = await Promise.all([deletion, creation]);
+
+      const what = `${kind}, held at its ${step}: DELETE ${deleted.status} ${deleted.text}; POST ${created.status} ${created.text}`;
+      if (deleted.status === 204) {
+        assert.equal(created.status, 404, what);
+        assert.equal(created.body.code, `${kind}_not_found`, what);
+      } else {
+        assert.equal(deleted.status, 409, what);
+        assert.equal(deleted.body.code, `${kind}_in_use`, what);
+        assert.equal(created.status, 201, what);
+        assert.equal((await getDeployment(viewer.http, orgId, created.body.id)).state, 'queued', what);
+        assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${created.body.id}/cancel`, {})).status, 200);
+      }
+    }
+  });
+
+  it('answers 404, not 500, to a change of an environment or service that a concurrent request deleted', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    for (const kind of ['environment', 'service'] as const) {
+      const { env, svc } = await pair();
+      const [table, id, path] = kind === 'environment' ? ['environments', env.id, `/v1/orgs/${orgId}/environments/${env.id}`] : ['services', svc.id, `/v1/orgs/${orgId}/services/${svc.id}`];
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => { release = resolve; });
+      let locked!: () => void;
+      const taken = new Promise<void>((resolve) => { locked = resolve; });
+      const holder = server.core.db.transaction().execute(async (trx) => {
+        await sql`select 1 from ${sql.table(table)} where id = ${id} for update`.execute(trx);
+        locked();
+        await released;
+      });
+      await taken;
+      const deletion = admin.http.delete(path);
+      await sleep(300);
+      const change = admin.http.patch(path, { description: 'changed' });
+      await sleep(300);
+      release();
+      await holder;
+      const [deleted, changed] = await Promise.all([deletion, change]);
+      assert.equal(deleted.status, 204, deleted.text);
+      assert.equal(changed.status, 404, changed.text);
+      assert.equal(changed.body.code, `${kind}_not_found`);
+    }
   });
 
   it('rolls back to an earlier succeeded deployment with its exact snapshot, superseding what serves', async () => {

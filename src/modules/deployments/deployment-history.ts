@@ -2,7 +2,7 @@
 // or in progress (cancel it first), otherwise the finished ones and their logs go with it. The
 // event log keeps the record of what was deployed.
 import type { RequestContext } from '../../platform/context.js';
-import type { Db, Executor } from '../../platform/db/database.js';
+import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { UNFINISHED_STATES } from './deployment-state.js';
@@ -13,12 +13,6 @@ export interface DeploymentOwner {
   kind: 'environment' | 'service';
   load(executor: Executor, orgId: string, idOrName: string): Promise<{ id: string; name: string }>;
   delete(executor: Executor, id: string): Promise<void>;
-}
-
-/** A concurrent deployment referenced the row being deleted (both databases' foreign-key codes). */
-function isForeignKeyViolation(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
 }
 
 /** Deletes the environment or service with its finished deployments, and appends `<kind>.deleted`, in one transaction. */
@@ -35,7 +29,7 @@ export async function deleteWithDeployments(db: Db, ctx: RequestContext, orgId: 
           `The ${kind} "${row.name}" has deployments that are queued or in progress (${unfinished.map((d) => `${d.id} ${d.state}`).join(', ')}); cancel them or let them finish, then delete it.`,
           { conflicts: unfinished.map((d) => ({ deployment: d.id, state: d.state })) });
       }
-      const deleted = await deploymentsRepo.deleteAllOf(trx, column, row.id);
+      const deleted = await deploymentsRepo.deleteAllOf(trx, column, row.id, UNFINISHED_STATES);
       await owner.delete(trx, row.id);
       await appendEvents(trx, ctx, [{ orgId, type: `${kind}.deleted`, subject: { type: kind, id: row.id }, data: { name: row.name, deploymentsDeleted: deleted } }], now);
     });

@@ -99,11 +99,16 @@ export const deploymentsRepo = {
   },
 
   /** Deletes every deployment (and its log) of a service or an environment. */
-  async deleteAllOf(db: Executor, column: 'service_id' | 'environment_id', id: string): Promise<number> {
+  /**
+   * Deletes the deployments of a service or environment that are not in `keep` states, with their
+   * logs. A deployment in such a state that a concurrent request created stays, and then blocks
+   * the service's or environment's own deletion by its foreign key.
+   */
+  async deleteAllOf(db: Executor, column: 'service_id' | 'environment_id', id: string, keep: readonly string[]): Promise<number> {
     await db.deleteFrom('deployment_logs')
-      .where('deployment_id', 'in', (eb) => eb.selectFrom('deployments').select('id').where(column, '=', id))
+      .where('deployment_id', 'in', (eb) => eb.selectFrom('deployments').select('id').where(column, '=', id).where('state', 'not in', keep))
       .execute();
-    const result = await db.deleteFrom('deployments').where(column, '=', id).executeTakeFirst();
+    const result = await db.deleteFrom('deployments').where(column, '=', id).where('state', 'not in', keep).executeTakeFirst();
     return Number(result.numDeletedRows);
   },
 

@@ -2,7 +2,7 @@
 // creation so that it (and any rollback to it) runs exactly what was asked for. Creation is one
 // transaction of a few queries, then a signal wakes a waiting runner.
 import type { RequestContext } from '../../platform/context.js';
-import type { Db, Executor } from '../../platform/db/database.js';
+import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
@@ -72,6 +72,21 @@ export interface DeploymentsDeps {
 export function createDeploymentsService(deps: DeploymentsDeps) {
   const { db, signals } = deps;
 
+  /**
+   * Runs a transaction that enqueues a deployment. PostgreSQL: its service or environment deleted
+   * by a concurrent request is found gone by the foreign key at the insert, and is a 404 like one
+   * deleted before.
+   */
+  async function enqueueing(work: (trx: Executor) => Promise<Deployment>, named: () => { service: string; environment: string }): Promise<Deployment> {
+    try {
+      return await db.transaction().execute(work);
+    } catch (error) {
+      if (!isForeignKeyViolation(error)) throw error;
+      const constraint = String((error as { constraint?: unknown }).constraint ?? '');
+      throw constraint.includes('service') ? errors.notFound('service', named().service) : errors.notFound('environment', named().environment);
+    }
+  }
+
   /** Inserts a queued deployment and its event; the caller's transaction commits both. */
   async function enqueue(
     trx: Executor, ctx: RequestContext, orgId: string, snapshot: Snapshot,
@@ -99,7 +114,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
   return {
     async create(ctx: RequestContext, orgId: string, input: CreateDeploymentInput): Promise<Deployment> {
       const now = new Date().toISOString();
-      const deployment = await db.transaction().execute(async (trx) => {
+      const deployment = await enqueueing(async (trx) => {
         const service = await loadService(trx, orgId, input.service);
         const environment = await loadEnvironment(trx, orgId, input.environment);
         assertMayDeploy(ctx, environment);
@@ -116,7 +131,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
           spec: Object.assign(spec, { variables, secrets }),
         };
         return enqueue(trx, ctx, orgId, snapshot, { revision: input.revision ?? null, description: input.description ?? '', rollback_of: null }, now);
-      });
+      }, () => input);
       signals.notify(orgId);
       return deployment;
     },
@@ -148,7 +163,8 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     /** A new deployment from an earlier succeeded one's snapshot: same spec, same secret versions, same revision. */
     async rollback(ctx: RequestContext, orgId: string, id: string, input: { description?: string | undefined }): Promise<Deployment> {
       const now = new Date().toISOString();
-      const deployment = await db.transaction().execute(async (trx) => {
+      let snapshot: Snapshot | undefined;
+      const deployment = await enqueueing(async (trx) => {
         const target = await loadDeployment(trx, orgId, id);
         if (!ROLLBACK_FROM.includes(target.state as DeploymentState)) {
           throw errors.conflict('not_rollbackable', `Deployment ${id} is ${target.state}: only a deployment that succeeded (succeeded or superseded) can be rolled back to.`, {
@@ -156,10 +172,11 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
           });
         }
         assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id));
-        return enqueue(trx, ctx, orgId, JSON.parse(target.snapshot) as Snapshot, {
+        snapshot = JSON.parse(target.snapshot) as Snapshot;
+        return enqueue(trx, ctx, orgId, snapshot, {
           revision: target.revision, description: input.description ?? `Rollback to ${target.id}`, rollback_of: target.id,
         }, now);
-      });
+      }, () => ({ service: snapshot!.service.name, environment: snapshot!.environment.name }));
       signals.notify(orgId);
       return deployment;
     },

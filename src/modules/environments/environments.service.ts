@@ -76,11 +76,13 @@ export function createEnvironmentsService(deps: { db: Db }) {
             ...(patch.protected !== undefined ? { protected: patch.protected ? 1 : 0 } : {}),
             updated_at: now,
           });
+          // PostgreSQL: deleted by a concurrent request since it was read.
+          if (row === undefined) throw errors.notFound('environment', idOrName);
           await appendEvents(trx, ctx, [{
             orgId, type: 'environment.updated', subject: { type: 'environment', id: current.id },
-            data: { name: row!.name, changed: Object.keys(patch), protected: row!.protected === 1 },
+            data: { name: row.name, changed: Object.keys(patch), protected: row.protected === 1 },
           }], now);
-          return toEnvironment(row!);
+          return toEnvironment(row);
         });
       } catch (error) {
         if (isUniqueViolation(error)) throw nameTaken(patch.name ?? '');

@@ -88,12 +88,14 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
         return await db.transaction().execute(async (trx) => {
           const current = await loadService(trx, orgId, idOrName);
           const spec = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
-          const row = (await servicesRepo.update(trx, current.id, {
+          const row = await servicesRepo.update(trx, current.id, {
             ...(patch.name !== undefined ? { name: patch.name } : {}),
             ...(patch.description !== undefined ? { description: patch.description } : {}),
             ...(spec !== undefined ? { spec: JSON.stringify(spec) } : {}),
             updated_at: now,
-          }))!;
+          });
+          // PostgreSQL: deleted by a concurrent request since it was read.
+          if (row === undefined) throw errors.notFound('service', idOrName);
           await appendEvents(trx, ctx, [{
             orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
             data: { name: row.name, version: row.version, changed: Object.keys(patch), ...(spec ? specSummary(spec) : {}) },
