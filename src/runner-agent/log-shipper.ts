@@ -33,15 +33,33 @@ export const MIN_MASKED_CHARS = 4;
 /** Ends a line that was cut short (by the runner's line limit or the protocol's). */
 export const TRUNCATED = ' …[truncated]';
 
-/** A function that replaces every occurrence of a secret value (each line of a multi-line one) with MASK. */
+/**
+ * The texts to look for in output for these secret values: each line of a multi-line value (the
+ * runner splits output at CR, LF and CRLF too), and each as the process sees it once the value
+ * went through its environment (a lone UTF-16 surrogate becomes U+FFFD there). Longest first.
+ */
+function needlesOf(values: Iterable<string>): string[] {
+  const needles = new Set<string>();
+  for (const value of values) {
+    for (const part of value.split(/\r\n|\r|\n/)) {
+      if (part.length < MIN_MASKED_CHARS) continue;
+      needles.add(part);
+      needles.add(Buffer.from(part, 'utf8').toString('utf8'));
+    }
+  }
+  return [...needles].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * A function that replaces every occurrence of a secret value (each line of a multi-line one) with
+ * MASK. Occurrences are found by plain search, not a regular expression (one built of many long
+ * values is too large to compile), and where two overlap, both are covered by one MASK.
+ */
 export function secretMasker(values: Iterable<string>): (line: string) => string {
-  const needles = [...new Set([...values].flatMap((v) => v.split(/\r?\n/)))].filter((v) => v.length >= MIN_MASKED_CHARS);
+  const needles = needlesOf(values);
   if (needles.length === 0) return (line) => line;
-  // Longest first, so a value that contains another is masked whole.
-  needles.sort((a, b) => b.length - a.length);
-  const pattern = new RegExp(needles.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
   return (line) => {
-    const masked = line.replace(pattern, MASK);
+    const masked = maskRanges(line, needles);
     if (!masked.endsWith(TRUNCATED)) return masked;
     // A value that the cut went through left its beginning at the end of the line: mask that too.
     const head = masked.slice(0, -TRUNCATED.length);
@@ -56,6 +74,30 @@ export function secretMasker(values: Iterable<string>): (line: string) => string
     }
     return cut === 0 ? masked : head.slice(0, -cut) + MASK + TRUNCATED;
   };
+}
+
+/** `line` with every stretch that some needle covers replaced by one MASK. */
+function maskRanges(line: string, needles: string[]): string {
+  // covered[i]: the end of the furthest-reaching occurrence that starts at i (0: none).
+  let covered: Uint32Array | undefined;
+  for (const needle of needles) {
+    for (let at = line.indexOf(needle); at !== -1; at = line.indexOf(needle, at + 1)) {
+      covered ??= new Uint32Array(line.length);
+      covered[at] = Math.max(covered[at]!, at + needle.length);
+    }
+  }
+  if (covered === undefined) return line;
+  let out = '';
+  let from = 0;
+  for (let i = 0; i < line.length; i++) {
+    if (covered[i] === 0) continue;
+    let end = covered[i]!;
+    for (let j = i + 1; j < end; j++) end = Math.max(end, covered[j]!);
+    out += line.slice(from, i) + MASK;
+    from = end;
+    i = end - 1;
+  }
+  return out + line.slice(from);
 }
 
 export class LogShipper {

@@ -125,6 +125,29 @@ describe('secret masker', () => {
     }));
   });
 
+  it('masks overlapping values whole, values ending in CR, values as a process environment changes them, and very long values', () => {
+    assert.equal(secretMasker(['abcd1234', '1234SENTINEL-7f3a9-overlap'])('ov=abcd1234SENTINEL-7f3a9-overlap!'), `ov=${MASK}!`);
+    assert.equal(secretMasker(['SENTINEL-7f3a9-crlf-value\r'])('cr=SENTINEL-7f3a9-crlf-value'), `cr=${MASK}`);
+    assert.equal(secretMasker(['line-one\rline-two'])('a line-one b line-two'), `a ${MASK} b ${MASK}`);
+    // A lone surrogate cannot be encoded into the environment: the process sees U+FFFD.
+    assert.equal(secretMasker(['\ud800SENTINEL-7f3a9-lone'])('lone=\ufffdSENTINEL-7f3a9-lone'), `lone=${MASK}`);
+    // Values too long for one regular expression of all of them.
+    const big = ['A', 'B'].map((c) => `SENTINEL-${c}-${c.repeat(40_000)}`);
+    const mask = secretMasker([...big, 'abcd']);
+    assert.equal(mask(`x ${big[0]} y ${big[1]} z abcd`), `x ${MASK} y ${MASK} z ${MASK}`);
+  });
+
+  it('never lets any part of overlapping values through', () => {
+    fc.assert(fc.property(
+      fc.array(fc.stringMatching(/^[a-c]{4,8}$/), { minLength: 1, maxLength: 4 }),
+      fc.stringMatching(/^[a-c]{0,40}$/),
+      (values, line) => {
+        const masked = secretMasker(values)(line);
+        return values.every((value) => !masked.includes(value));
+      },
+    ));
+  });
+
   it('never lets a value of four or more characters through, whatever surrounds it', () => {
     fc.assert(fc.property(
       fc.array(fc.stringMatching(/^[A-Za-z0-9_-]{4,16}$/), { minLength: 1, maxLength: 5 }),
