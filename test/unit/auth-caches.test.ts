@@ -36,6 +36,18 @@ describe('auth caches', () => {
     assert.equal(await list.isRevoked('tok_late'), true);
   });
 
+  it('keeps a revocation past its token\'s expiry, while the verifier\'s clock tolerance could still accept the token', async () => {
+    const list = createRevocationList({ db: database.db, refreshMs: 1 });
+    await database.db.insertInto('revoked_tokens').values({ jti: 'tok_just_expired', service_user_id: 'su_a', expires_at: iso(-3_000), revoked_at: iso(-60_000) }).execute();
+    await sleep(5);
+    assert.equal(await list.isRevoked('tok_just_expired'), true);
+    await list.revoke({ jti: 'tok_here', serviceUserId: 'su_a', expiresAt: Date.now() - 3_000 });
+    await sleep(5);
+    assert.equal(await list.isRevoked('tok_here'), true);
+    await list.prune();
+    assert.equal(await list.isRevoked('tok_just_expired'), true, 'pruning keeps it too');
+  });
+
   it('does not cache what a read found when the subject changed on this node while it ran', async () => {
     const directory = createPrincipalDirectory({ db: database.db });
     const reading = directory.get('su_a');

@@ -2,6 +2,14 @@
 // and picks up revocations made elsewhere within a few seconds.
 import type { Db } from '../../platform/db/database.js';
 
+/**
+ * How long a revocation is kept past its token's expiry: the verifier accepts a token until a few
+ * seconds after it (clock tolerance), and a revocation forgotten earlier would let it back in.
+ */
+export const KEPT_AFTER_EXPIRY_MS = 60_000;
+
+const horizon = () => new Date(Date.now() - KEPT_AFTER_EXPIRY_MS).toISOString();
+
 export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
   const refreshMs = deps.refreshMs ?? 5_000;
   const revoked = new Map<string, number>(); // jti → expiry (ms)
@@ -15,11 +23,11 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
    * is read is added to what this node knows.
    */
   async function sync(): Promise<void> {
-    const rows = await deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', new Date().toISOString()).execute();
+    const rows = await deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', horizon()).execute();
     for (const row of rows) revoked.set(row.jti, Date.parse(row.expires_at));
     const now = Date.now();
     lastSync = now;
-    for (const [jti, exp] of revoked) if (exp < now) revoked.delete(jti);
+    for (const [jti, exp] of revoked) if (exp + KEPT_AFTER_EXPIRY_MS < now) revoked.delete(jti);
   }
 
   /** Whether `jti` is revoked, or undefined when the list is due for a refresh first. */
@@ -45,7 +53,7 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
       revoked.set(entry.jti, entry.expiresAt);
     },
     async prune(): Promise<void> {
-      await deps.db.deleteFrom('revoked_tokens').where('expires_at', '<', new Date().toISOString()).execute();
+      await deps.db.deleteFrom('revoked_tokens').where('expires_at', '<', horizon()).execute();
     },
   };
 }
