@@ -58,10 +58,14 @@ describe('slipway serve (child process)', () => {
   }
 
   it('bootstraps on first start: bootstrap.json (0600) with working credentials, named in the log without the secret', async () => {
+    // A file already there, readable by all (left from elsewhere, or planted) does not lend its mode.
+    const file = path.join(dataDir, 'bootstrap.json');
+    fs.writeFileSync(file, '{}', { mode: 0o644 });
+    fs.chmodSync(file, 0o644);
     first = serve([]);
     await first.waitForLog(listening, 'that it listens');
-    const file = path.join(dataDir, 'bootstrap.json');
     assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    assert.deepEqual(fs.readdirSync(dataDir).filter((f) => f.endsWith('.tmp')), []);
     boot = JSON.parse(fs.readFileSync(file, 'utf8')) as Credentials;
     assert.deepEqual(Object.keys(boot).sort(), ['clientId', 'clientSecret', 'orgId', 'scope', 'tokenUrl']);
     assert.equal(boot.tokenUrl, `http://127.0.0.1:${port}/oauth/v2/token`);

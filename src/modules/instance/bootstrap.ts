@@ -35,7 +35,22 @@ export async function bootstrapIfEmpty(deps: { db: Db; dataDir: string; orgs: Or
   const file = path.join(deps.dataDir, BOOTSTRAP_FILE);
   fs.mkdirSync(deps.dataDir, { recursive: true, mode: 0o700 });
   const body = { orgId: org.id, clientId: owner.clientId, clientSecret: owner.clientSecret, tokenUrl: owner.tokenUrl, scope: owner.scope };
-  fs.writeFileSync(file, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
+  writeOwnerOnly(file, JSON.stringify(body, null, 2) + '\n');
   deps.logger.warn({ file, orgId: org.id, clientId: owner.clientId }, 'first start: created organization "default" and an owner service user; credentials are in the bootstrap file');
   return file;
+}
+
+/**
+ * Writes `data` to `file`, readable by its owner only, whatever was there before: a new file is
+ * renamed over it, so neither a looser mode nor a symbolic link already at that path carries over.
+ */
+function writeOwnerOnly(file: string, data: string): void {
+  const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+  fs.writeFileSync(temp, data, { mode: 0o600, flag: 'wx' });
+  try {
+    fs.renameSync(temp, file);
+  } catch (error) {
+    fs.rmSync(temp, { force: true });
+    throw error;
+  }
 }
