@@ -55,6 +55,9 @@ export function parseJsonBody(text: string): unknown {
     value = suspect ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
   } catch (error) {
     if (error instanceof SyntaxError) throw syntaxError(text, error);
+    // The reviver's pass recurses: a body nested deeper than the stack allows (no API body nests
+    // more than a few levels) is refused like any other malformed body.
+    if (error instanceof RangeError) throw errors.malformedJson('The body is nested too deeply.');
     throw error;
   }
   if (suspect && text.includes('\\u0000')) {

@@ -39,6 +39,16 @@ describe('request hygiene', () => {
     assert.equal(text.status, 201, text.text);
   });
 
+  it('refuses a body nested deeper than the stack allows with a 400, never a 500', async () => {
+    const depth = 1_000_000;
+    for (const escape of ['', '\\u0041']) {
+      const raw = `{"a":"${escape}","secrets":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+      const res = await server.owner.http.request('POST', `${org}/secrets`, { raw, contentType: 'application/json' });
+      assert.equal(res.status, 400, res.text);
+    }
+    assert.ok(!server.logs.some((l) => l.includes('Maximum call stack')), 'nothing overflowed');
+  });
+
   it('refuses version and sequence numbers past 32 bits as invalid requests', async () => {
     for (const [method, path, body] of [
       ['GET', `${org}/secrets/${secret}/versions/3000000000`, undefined],
