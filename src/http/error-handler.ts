@@ -129,6 +129,12 @@ function fromFastify(error: FastifyError, req: FastifyRequest, bodyLimit: number
   return null;
 }
 
+/** PostgreSQL: a deadlock, or a serializable transaction that could not be ordered; retrying it is safe. */
+function isTransactionAborted(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === '40P01' || code === '40001';
+}
+
 /** The path of a request URL, without its query string (problems' `instance`, the access log, 404/405). */
 export function pathOf(url: string): string {
   const query = url.indexOf('?');
@@ -165,7 +171,7 @@ export function sendError(error: AppError, req: FastifyRequest, reply: FastifyRe
 
 export function createErrorHandler(bodyLimit: number) {
   return function errorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply) {
-    const known = isAppError(error) ? error : fromFastify(error, req, bodyLimit);
+    const known = isAppError(error) ? error : isTransactionAborted(error) ? errors.writeConflict() : fromFastify(error, req, bodyLimit);
     if (known) {
       if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');
       return sendError(known, req, reply);

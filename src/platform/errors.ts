@@ -118,6 +118,15 @@ export const errors = {
 
   // 409
   conflict: (code: string, detail: string, extras: ProblemExtras = {}) => new AppError(409, code, 'Conflict', detail, extras),
+  /**
+   * A conflict with another request at the same moment, not with the state of things: nothing was
+   * written, and the same request is expected to succeed when retried (Retry-After says when). An
+   * Idempotency-Key is not held to this answer.
+   */
+  raced: (code: string, detail: string) => new AppError(409, code, 'Conflict', detail, {}, { 'retry-after': '1' }),
+  /** PostgreSQL gave up one of two transactions that waited for each other (or could not serialize them). */
+  writeConflict: () => new AppError(409, 'write_conflict', 'Conflict',
+    'Another request changed the same data at the same moment, and this one was stopped so that neither overwrote the other; nothing was written. Retry.', {}, { 'retry-after': '1' }),
   /** A deployment state change the state graph does not have; `allowed` are the states reachable from `from`. */
   invalidTransition: (id: string, from: string, to: string, allowed: string[]) =>
     new AppError(409, 'invalid_transition', 'Conflict',

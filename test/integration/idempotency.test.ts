@@ -4,6 +4,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import Fastify from 'fastify';
+import { createErrorHandler } from '../../src/http/error-handler.js';
+import { registerIdempotency } from '../../src/modules/idempotency/idempotency.hooks.js';
+import { errors } from '../../src/platform/errors.js';
 import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 
 const withKey = (key: string) => ({ headers: { 'idempotency-key': key } });
@@ -119,6 +123,42 @@ describe('Idempotency-Key', () => {
     // The body names the first request's id: the same bytes, not a second run.
     assertReplayOf(replay, first);
     assert.equal(replay.body.requestId, first.headers.get('x-request-id'));
+  });
+
+  it('frees the key after a conflict with a concurrent request (409 with Retry-After), and maps a database deadlock to one', async () => {
+    // A route of the API's shape on an app of its own, with the real hooks, error handler and
+    // key store, that meets the two kinds of race once each and then succeeds.
+    const app = Fastify();
+    app.setErrorHandler(createErrorHandler(1024 * 1024));
+    app.decorateRequest('principal', null);
+    app.addHook('onRequest', (req, _reply, done) => { req.principal = { subject: server.owner.clientId } as never; done(); });
+    registerIdempotency(app as never, { idempotency: server.core.idempotency });
+    let runs = 0;
+    app.post('/v1/race', { config: { auth: 'developer' } }, async () => {
+      runs++;
+      if (runs === 1) throw errors.raced('secret_changed', 'raced');
+      if (runs === 2) throw Object.assign(new Error('deadlock detected'), { code: '40P01' });
+      return { ran: runs };
+    });
+    try {
+      const key = randomUUID();
+      const call = () => app.inject({ method: 'POST', url: '/v1/race', headers: { 'idempotency-key': key }, payload: {} });
+      const raced = await call();
+      assert.equal(raced.statusCode, 409);
+      assert.equal(raced.headers['retry-after'], '1');
+      const deadlocked = await call();
+      assert.equal(deadlocked.statusCode, 409, deadlocked.body);
+      assert.equal(deadlocked.json().code, 'write_conflict');
+      assert.equal(deadlocked.headers['retry-after'], '1');
+      const ran = await call();
+      assert.equal(ran.statusCode, 200);
+      assert.deepEqual(ran.json(), { ran: 3 });
+      const replay = await call();
+      assert.equal(replay.headers['idempotent-replayed'], 'true');
+      assert.equal(runs, 3);
+    } finally {
+      await app.close();
+    }
   });
 
   it('frees the key after a 5xx, so that a retry runs', async () => {

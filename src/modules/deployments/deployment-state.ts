@@ -118,6 +118,6 @@ export async function moveDeployment(
     const row = await compareAndSet(trx, ctx, { ...change, from });
     if (row) return { from, row };
     // Changed under us: decide again on the new state, a few rounds at most.
-    if (tries >= 5) throw errors.conflict('concurrent_change', `Deployment ${change.id} keeps changing; retry.`);
+    if (tries >= 5) throw errors.raced('concurrent_change', `Deployment ${change.id} keeps changing; retry.`);
   }
 }

@@ -186,5 +186,5 @@ function isDeadlock(error: unknown): boolean {
 
 /** The rows were read locked (or under SQLite's write lock), so this only fires if that promise breaks. */
 export function concurrentChange() {
-  return errors.conflict('secret_changed', 'The secret changed while this request was being applied; nothing was written. Retry.');
+  return errors.raced('secret_changed', 'The secret changed while this request was being applied; nothing was written. Retry.');
 }

@@ -92,10 +92,15 @@ export const secretsRepo = {
    * A secret with its current version's row, in one read. With `lock`, the secret's row is locked
    * by a statement of its own first: a locking read through the join would, after waiting for a
    * concurrent change, re-check the join against the version row it saw before and lose the secret.
+   * The read then goes by the locked row's id, not the name: a secret that a concurrent request
+   * created under the name meanwhile (after deleting the one locked for good) is not this one.
    */
   async findWithCurrent(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<WithCurrent | undefined> {
     if (opts.lock) {
-      await runPrepared(db, 'secrets.lockByName', [orgId, name], () => db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate());
+      const [locked] = await runPrepared(db, 'secrets.lockByName', [orgId, name], () => db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate());
+      if (locked === undefined) return undefined;
+      const [row] = await runPrepared(db, 'secrets.findWithCurrentById', [locked.id], () => withCurrent(db).where('secrets.id', '=', locked.id));
+      return row === undefined ? undefined : splitCurrent(row);
     }
     const [row] = await runPrepared(db, 'secrets.findWithCurrent', [orgId, name], () => withCurrent(db).where('secrets.org_id', '=', orgId).where('secrets.name', '=', name));
     return row === undefined ? undefined : splitCurrent(row);
@@ -106,8 +111,15 @@ export const secretsRepo = {
     const found: WithCurrent[] = [];
     for (const part of chunks([...names].sort())) {
       if (opts.lock) {
-        await runPrepared(db, `secrets.lockByNames:${part.length}`, [orgId, ...part], () => db.selectFrom('secrets').select('id')
+        // As findWithCurrent: what is read is what was locked, by id.
+        const locked = await runPrepared(db, `secrets.lockByNames:${part.length}`, [orgId, ...part], () => db.selectFrom('secrets').select('id')
           .where('org_id', '=', orgId).where('name', 'in', part).orderBy('name').forUpdate());
+        if (locked.length === 0) continue;
+        const ids = locked.map((r) => r.id);
+        const rows = await runPrepared(db, `secrets.findManyWithCurrentByIds:${ids.length}`, ids, () => withCurrent(db)
+          .where('secrets.id', 'in', ids).orderBy('secrets.name'));
+        for (const row of rows) found.push(splitCurrent(row));
+        continue;
       }
       const rows = await runPrepared(db, `secrets.findManyWithCurrent:${part.length}`, [orgId, ...part], () => withCurrent(db)
         .where('secrets.org_id', '=', orgId).where('secrets.name', 'in', part).orderBy('secrets.name'));
