@@ -2,11 +2,13 @@
 // body, scopes keys per caller, executes a storm of concurrent retries once, and keeps its state in
 // the database (restart, expiry, abandoned attempts, no client secret in plain text).
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
 import { createErrorHandler } from '../../src/http/error-handler.js';
 import { registerIdempotency } from '../../src/modules/idempotency/idempotency.hooks.js';
+import { createIdempotencyService } from '../../src/modules/idempotency/idempotency.service.js';
 import { errors } from '../../src/platform/errors.js';
 import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 
@@ -173,6 +175,27 @@ describe('Idempotency-Key', () => {
     const res = await createSecret(key, name);
     assert.equal(res.status, 201, res.text);
     assert.equal(res.headers.get('idempotent-replayed'), null);
+  });
+
+  it('never lets a retry take over a key whose first request is still running, however long it runs', async () => {
+    // The lock timeout shortened to 1.2 s (renewed every 0.4 s): a request that runs three times as long keeps its hold.
+    const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 1_200 });
+    const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(uniqueName('long')) };
+    const first = await service.admit(request);
+    assert.equal(first.kind, 'execute');
+    if (first.kind !== 'execute') return;
+    const stop = service.hold(first.claim);
+    try {
+      for (let i = 0; i < 6; i++) {
+        await sleep(600);
+        await assert.rejects(service.admit(request), (error: { code?: string }) => error.code === 'idempotency_request_in_progress');
+      }
+    } finally {
+      stop();
+    }
+    // Once nothing holds it, the key is free after the timeout: the attempt is taken to have died.
+    await sleep(1_300);
+    assert.equal((await service.admit(request)).kind, 'execute');
   });
 
   it('answers 409 while the first attempt runs, and lets a retry take over once it is abandoned', async () => {

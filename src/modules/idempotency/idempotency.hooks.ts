@@ -29,7 +29,7 @@ function replayedHeaders(reply: FastifyReply): Record<string, string> {
 
 export function registerIdempotency(app: App, deps: { idempotency: IdempotencyService }): void {
   const { idempotency } = deps;
-  const claims = new WeakMap<FastifyRequest, Claim>();
+  const claims = new WeakMap<FastifyRequest, { claim: Claim; release: () => void }>();
 
   function admit(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     const key = req.headers[IDEMPOTENCY_HEADER];
@@ -41,7 +41,10 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
   async function admitKeyed(req: FastifyRequest, reply: FastifyReply, key: string): Promise<void> {
     const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body });
     if (admission.kind === 'execute') {
-      claims.set(req, admission.claim);
+      const stop = idempotency.hold(admission.claim);
+      claims.set(req, { claim: admission.claim, release: stop });
+      // A request that never reaches onSend (the client went away) stops renewing too.
+      reply.raw.once('close', stop);
       return;
     }
     const { status, headers, body } = admission.response;
@@ -49,10 +52,11 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
   }
 
   function record(req: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
-    const claim = claims.get(req);
-    if (claim === undefined) return done(null, payload);
+    const held = claims.get(req);
+    if (held === undefined) return done(null, payload);
     claims.delete(req);
-    recordKeyed(req, reply, claim, payload).then(() => done(null, payload), done);
+    held.release();
+    recordKeyed(req, reply, held.claim, payload).then(() => done(null, payload), done);
   }
 
   async function recordKeyed(req: FastifyRequest, reply: FastifyReply, claim: Claim, payload: unknown): Promise<void> {

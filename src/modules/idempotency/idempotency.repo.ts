@@ -32,6 +32,11 @@ export const idempotencyRepo = {
     return Number(result.numUpdatedRows) === 1;
   },
 
+  /** Marks the holder of an in-progress key alive now. */
+  async renew(db: Executor, subject: string, key: string, lockToken: string, at: string): Promise<void> {
+    await rowOf(db, subject, key).where('lock_token', '=', lockToken).where('state', '=', 'in_progress').set({ locked_at: at }).execute();
+  },
+
   async release(db: Executor, subject: string, key: string, lockToken: string): Promise<boolean> {
     const result = await db.deleteFrom('idempotency_keys').where('subject', '=', subject).where('idempotency_key', '=', key)
       .where('lock_token', '=', lockToken).where('state', '=', 'in_progress').executeTakeFirst();

@@ -13,7 +13,10 @@ import { idempotencyRepo, type IdempotencyRow } from './idempotency.repo.js';
 export const IDEMPOTENCY_SEAL_KEY = 'idempotency-key';
 /** How long a key is remembered. */
 export const RETENTION_MS = 24 * 3_600_000;
-/** A first attempt still running after this long is taken to have died with its node. */
+/**
+ * A first attempt whose hold on its key was last renewed this long ago is taken to have died with
+ * its node. A running request renews it every third of that (see `hold`).
+ */
 export const LOCK_TIMEOUT_MS = 60_000;
 
 export interface IdempotentRequest {
@@ -65,8 +68,9 @@ export function requestFingerprint(key: Buffer, request: Pick<IdempotentRequest,
 // The sealed body is bound to its row: moved to another caller's key, it does not open.
 const associatedData = (subject: string, key: string) => `slipway/idempotency/${JSON.stringify([subject, key])}`;
 
-export function createIdempotencyService(deps: { db: Db; sealKey: Buffer }) {
+export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTimeoutMs?: number }) {
   const { db, sealKey } = deps;
+  const lockTimeoutMs = deps.lockTimeoutMs ?? LOCK_TIMEOUT_MS;
 
   function freshRow(request: IdempotentRequest, fingerprint: string, now: Date): IdempotencyRow {
     const at = now.toISOString();
@@ -80,7 +84,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer }) {
   /** Free for a new request: expired, or held by an attempt that died mid-way. */
   function isFree(row: IdempotencyRow, now: Date): boolean {
     if (Date.parse(row.created_at) <= now.getTime() - RETENTION_MS) return true;
-    return row.state === 'in_progress' && Date.parse(row.locked_at) <= now.getTime() - LOCK_TIMEOUT_MS;
+    return row.state === 'in_progress' && Date.parse(row.locked_at) <= now.getTime() - lockTimeoutMs;
   }
 
   function replayOf(row: IdempotencyRow): StoredResponse {
@@ -128,6 +132,18 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer }) {
         body_sealed: seal(sealKey, response.body, associatedData(claim.subject, claim.key)),
         completed_at: new Date().toISOString(),
       });
+    },
+
+    /**
+     * Keeps the hold of a request that runs fresh, so that no retry takes its key over while it
+     * is still running (however long it waits for a lock, say); returns the function that stops.
+     */
+    hold(claim: Claim): () => void {
+      const timer = setInterval(() => {
+        idempotencyRepo.renew(db, claim.subject, claim.key, claim.lockToken, new Date().toISOString()).catch(() => undefined);
+      }, lockTimeoutMs / 3);
+      timer.unref();
+      return () => clearInterval(timer);
     },
 
     /** Frees a key whose response cannot be kept, so that a retry can run. */
