@@ -249,9 +249,11 @@ async function pollHealth(port: number, rawPath: string, timeoutSeconds: number,
   for (;;) {
     const remaining = deadline - Date.now();
     if (remaining <= 0) break;
-    const result = await probe(port, path, Math.min(remaining, HEALTH_PROBE_MAX_MS), signal);
+    const budget = Math.min(remaining, HEALTH_PROBE_MAX_MS);
+    const result = await probe(port, path, budget, signal);
     if (result.ok) return;
-    last = result.detail;
+    // A probe that the deadline cut short says less than the answer before it (an HTTP 500, say).
+    if (!(result.timedOut && budget < HEALTH_PROBE_MAX_MS && last !== 'no attempt')) last = result.detail;
     const wait = Math.min(HEALTH_POLL_INTERVAL_MS, deadline - Date.now());
     if (wait > 0) await sleep(wait, undefined, { signal });
   }
@@ -260,7 +262,7 @@ async function pollHealth(port: number, rawPath: string, timeoutSeconds: number,
   );
 }
 
-type ProbeResult = { ok: true } | { ok: false; detail: string };
+type ProbeResult = { ok: true } | { ok: false; detail: string; timedOut?: boolean };
 
 function probe(port: number, path: string, timeoutMs: number, signal: AbortSignal): Promise<ProbeResult> {
   return new Promise((resolve) => {
@@ -271,7 +273,7 @@ function probe(port: number, path: string, timeoutMs: number, signal: AbortSigna
       resolve(status >= 200 && status < 300 ? { ok: true } : { ok: false, detail: `HTTP ${status}` });
     });
     req.setTimeout(timeoutMs, () => {
-      resolve({ ok: false, detail: `no response within ${timeoutMs} ms` });
+      resolve({ ok: false, detail: `no response within ${timeoutMs} ms`, timedOut: true });
       req.destroy();
     });
     req.on('error', (err) => resolve({ ok: false, detail: describeConnectError(err) }));
