@@ -1,18 +1,35 @@
 // `slipway org …` and `slipway service-user …`: the same domain services the API uses, on the
 // same database, whether or not a server is running on it.
+import fs from 'node:fs';
 import { pino } from 'pino';
 import { openCore, type Core } from '../app.js';
 import { cliContext } from '../platform/context.js';
+import type { Config } from '../platform/config.js';
+import { sqliteFile } from '../platform/db/database.js';
 import { createLogger } from '../platform/logging.js';
 import { isRole, ROLES, type Role } from '../modules/auth/roles.js';
-import { EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
-import { parse, required, UsageError, type Parsed } from './args.js';
+import { CreateOrgBody, EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
+import { CreateServiceUserBody } from '../modules/service-users/service-users.schemas.js';
+import { checkedInput, parse, required, UsageError, type Parsed } from './args.js';
 import { printFields, printJson, printTable } from './output.js';
 
 type Env = Record<string, string | undefined>;
 
-export async function withCore<T>(parsed: Parsed, run: (core: Core) => Promise<T>): Promise<T> {
+/**
+ * Only `serve` and `migrate` may start a new SQLite database: for any other command a missing one
+ * is a mistyped --data-dir, and a new, empty instance there would only hide that.
+ */
+export function assertDatabaseExists(config: Config): void {
+  const file = sqliteFile(config.databaseUrl, config.dataDir);
+  if (file !== null && !fs.existsSync(file)) {
+    throw new UsageError(`there is no Slipway database at ${file}: check --data-dir (SLIPWAY_DATA_DIR) or --database-url (SLIPWAY_DATABASE_URL), or start one with slipway serve or slipway migrate`);
+  }
+}
+
+/** Opens the database the configuration names and runs `run` on it (`create`: it may be new). */
+export async function withCore<T>(parsed: Parsed, run: (core: Core) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
   const config = parsed.config();
+  if (!opts.create) assertDatabaseExists(config);
   const core = await openCore(config, { logger: createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, pino.destination(2)) });
   try {
     return await run(core);
@@ -32,7 +49,7 @@ function externalId(value: string): string {
 }
 
 function printOrg(org: Organization, json: unknown): void {
-  if (json) printJson(org);
+  if (json) printJson({ ...org, externalId: org.externalId ?? null });
   else printFields({ id: org.id, slug: org.slug, name: org.name, externalId: org.externalId ?? '' });
 }
 
@@ -90,7 +107,7 @@ export async function orgCommand(argv: string[], env: Env): Promise<number> {
   if (sub === 'create') {
     const p = parse(rest, { slug: { type: 'string' }, name: { type: 'string' }, 'external-id': { type: 'string' } }, env);
     const input = {
-      slug: required(p.values, 'slug'), name: required(p.values, 'name'),
+      ...checkedInput(CreateOrgBody, { slug: required(p.values, 'slug'), name: required(p.values, 'name') }),
       ...(p.values['external-id'] !== undefined ? { externalId: externalId(required(p.values, 'external-id')) } : {}),
     };
     printOrg(await withCore(p, (core) => core.orgs.create(cliContext(), input)), p.values.json);
@@ -121,9 +138,11 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       const p = parse(rest, { org: { type: 'string' }, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' }, 'instance-admin': { type: 'boolean' } }, env);
       const org = required(p.values, 'org');
       const input = {
-        name: required(p.values, 'name'),
-        role: role(required(p.values, 'role')),
-        description: typeof p.values.description === 'string' ? p.values.description : undefined,
+        ...checkedInput(CreateServiceUserBody, {
+          name: required(p.values, 'name'),
+          role: role(required(p.values, 'role')),
+          ...(typeof p.values.description === 'string' ? { description: p.values.description } : {}),
+        }),
         instanceAdmin: p.values['instance-admin'] === true,
       };
       const created = await withCore(p, async (core) => core.serviceUsers.create(cliContext(), await orgId(core, org), input));
@@ -158,7 +177,7 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       if (p.values.json) printJson(result);
       else {
         printFields({ clientId: result.clientId, clientSecret: result.clientSecret });
-        process.stderr.write(keepOld ? 'The previous secret stays valid until removed.\n' : 'Every previous secret of this service user has stopped working.\n');
+        process.stderr.write(keepOld ? 'The previous secret stays valid until removed.\n' : 'Every previous secret of this service user is refused from now on (by a running server within 5 seconds).\n');
       }
       return 0;
     }

@@ -7,6 +7,7 @@ import { createLogger } from '../platform/logging.js';
 import { createKeysService, type KeysService } from '../modules/keys/keys.service.js';
 import type { RewrapProgress } from '../modules/keys/master-key-rotation.js';
 import { parse, UsageError, type Parsed } from './args.js';
+import { assertDatabaseExists } from './commands.js';
 import { printFields, printJson, printTable } from './output.js';
 
 type Env = Record<string, string | undefined>;
@@ -51,6 +52,7 @@ besides it, never used to wrap):
 
 async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T>): Promise<T> {
   const config = parsed.config();
+  assertDatabaseExists(config);
   // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
   const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)) });
   try {

@@ -1,6 +1,7 @@
 // The `slipway` command.
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
+import { isDatabaseBusy } from '../platform/db/database.js';
 import { parse, UsageError } from './args.js';
 import { ORG_USAGE, orgCommand, SERVICE_USER_USAGE, serviceUserCommand, withCore } from './commands.js';
 import { keysCommand } from './keys.js';
@@ -19,17 +20,24 @@ Every command reads the same configuration as serve: SLIPWAY_* environment varia
 matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list.
 `;
 
+function help(): number {
+  process.stdout.write(HELP);
+  return 0;
+}
+
 export async function main(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
   const [command, ...rest] = argv;
   try {
     switch (command) {
       case 'serve': {
         const p = parse(rest, {}, env);
+        if (p.values.help) return help();
         return await serve(p.config());
       }
       case 'migrate': {
         const p = parse(rest, {}, env);
-        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }));
+        if (p.values.help) return help();
+        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }), { create: true });
         if (p.values.json) printJson({ ok: true, ...result });
         else process.stdout.write(`database is up to date (${result.database})\n`);
         return 0;
@@ -52,12 +60,19 @@ export async function main(argv: string[], env: Record<string, string | undefine
         throw new UsageError(`unknown command "${command}"; see slipway --help`);
     }
   } catch (error) {
+    // With --json, the refusal is JSON too (on stderr, as always): a script can read its code.
+    const json = rest.includes('--json');
     if (error instanceof UsageError || error instanceof ConfigError) {
-      process.stderr.write(`slipway: ${error.message}\n`);
+      process.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage', message: error.message } })}\n` : `slipway: ${error.message}\n`);
       return 2;
     }
     if (error instanceof AppError) {
-      process.stderr.write(`slipway: ${error.detail}\n`);
+      process.stderr.write(json ? `${JSON.stringify({ error: { code: error.code, status: error.status, message: error.detail, ...error.extras } })}\n` : `slipway: ${error.detail}\n`);
+      return 1;
+    }
+    if (isDatabaseBusy(error)) {
+      const message = 'the database is locked by another process (a server writing a large batch, or another slipway command); try again in a moment';
+      process.stderr.write(json ? `${JSON.stringify({ error: { code: 'database_busy', message } })}\n` : `slipway: ${message}\n`);
       return 1;
     }
     throw error;

@@ -2,8 +2,9 @@
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
+import { isDatabaseBusy, isTransactionAborted } from '../platform/db/database.js';
 
-interface AjvError {
+export interface AjvError {
   instancePath: string;
   keyword: string;
   message?: string;
@@ -74,8 +75,11 @@ function messageOf(error: AjvError): string {
 const LIMIT_KEYWORDS = new Set(['maxItems', 'maxProperties', 'maxLength']);
 
 function fromValidation(error: FastifyError): AppError {
-  const ajvErrors = (error.validation ?? []) as unknown as AjvError[];
-  const context = (error as { validationContext?: string }).validationContext;
+  return validationProblem((error.validation ?? []) as unknown as AjvError[], (error as { validationContext?: string }).validationContext);
+}
+
+/** The problem for what a validator (see validators.ts) found wrong in one part of a request. */
+export function validationProblem(ajvErrors: AjvError[], context: string | undefined): AppError {
   // propertyNames reports the key's own failure and then once more for the object; keep the first.
   // A union of literals fails once per literal and then as a whole: the whole names the choices.
   const unions = new Set(ajvErrors.filter((e) => e.keyword === 'anyOf' && constChoices(e.parentSchema ?? {})).map((e) => e.instancePath));
@@ -97,7 +101,7 @@ function fromValidation(error: FastifyError): AppError {
     return errors.limitExceeded(`${pointerOf(limitHit, context)} ${messageOf(limitHit)}.`, { name, value }, fieldErrors);
   }
   const first = fieldErrors[0];
-  const summary = first ? `${first.pointer} ${first.message}` : error.message;
+  const summary = first ? `${first.pointer} ${first.message}` : 'it does not match its schema';
   const more = fieldErrors.length > 1 ? ` (and ${fieldErrors.length - 1} more; see errors)` : '';
   return errors.invalidRequest(`The request is not valid: ${summary}${more}.`, fieldErrors);
 }
@@ -127,12 +131,6 @@ function fromFastify(error: FastifyError, req: FastifyRequest, bodyLimit: number
   if (error.statusCode === 413) return errors.payloadTooLarge(bodyLimit);
   if (error.statusCode === 415) return errors.unsupportedMediaType(req.headers['content-type'], 'application/json');
   return null;
-}
-
-/** PostgreSQL: a deadlock, or a serializable transaction that could not be ordered; retrying it is safe. */
-function isTransactionAborted(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return code === '40P01' || code === '40001';
 }
 
 /** The path of a request URL, without its query string (problems' `instance`, the access log, 404/405). */
@@ -171,7 +169,10 @@ export function sendError(error: AppError, req: FastifyRequest, reply: FastifyRe
 
 export function createErrorHandler(bodyLimit: number) {
   return function errorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply) {
-    const known = isAppError(error) ? error : isTransactionAborted(error) ? errors.writeConflict() : fromFastify(error, req, bodyLimit);
+    const known = isAppError(error) ? error
+      : isTransactionAborted(error) ? errors.writeConflict()
+      : isDatabaseBusy(error) ? errors.unavailable('The database is held by another process (a long slipway command, or a second server on the same SQLite file); nothing was written. Retry.', 2)
+      : fromFastify(error, req, bodyLimit);
     if (known) {
       if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');
       return sendError(known, req, reply);

@@ -140,6 +140,14 @@ describe('slipway CLI', () => {
       [['service-user', 'rotate-secret', '--org', 'cli-org'], /--user ID\|NAME is required/],
       [['service-user', 'explode'], /unknown service-user command "explode"/],
       [['frobnicate'], /unknown command "frobnicate"/],
+      // What the API would refuse, the CLI refuses too, naming the flag.
+      [['org', 'create', '--slug', 'Has Space/x', '--name', 'y'], /^slipway: --slug must match /],
+      [['org', 'create', '--slug', 'ok-slug', '--name', 'x'.repeat(300)], /^slipway: --name /],
+      [['service-user', 'create', '--org', 'cli-org', '--name', 'Bad Name!', '--role', 'viewer'], /^slipway: --name must match /],
+      [['service-user', 'create', '--org', 'cli-org', '--name', 'ok', '--role', 'viewer', '--description', 'd'.repeat(2000)], /^slipway: --description /],
+      // A data directory without a database is a typo, not a new instance.
+      [['org', 'list'], /^slipway: there is no Slipway database at .*slipway\.db: check --data-dir/],
+      [['keys', 'status'], /^slipway: there is no Slipway database at /],
     ];
     const empty = tempDir('slipway-cli-usage-');
     try {
@@ -161,6 +169,28 @@ describe('slipway CLI', () => {
     const result = await runCli(['org', 'list'], { ...env, SLIPWAY_PORT: 'abc' });
     assert.equal(result.code, 2);
     assert.match(result.stderr, /^slipway: SLIPWAY_PORT must be a whole number from 0 to 65535, got "abc"\n$/);
+  });
+
+  it('prints help for --help on every command rather than running it, and refusals as JSON with --json', async () => {
+    const empty = tempDir('slipway-cli-help-');
+    try {
+      for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help']]) {
+        const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
+        assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
+        assert.match(result.stdout, /usage/i, args.join(' '));
+      }
+      assert.deepEqual(fs.readdirSync(empty), [], 'help started something');
+    } finally {
+      fs.rmSync(empty, { recursive: true, force: true });
+    }
+    const missing = await runCli(['service-user', 'list', '--org', 'no-such-org', '--json'], env);
+    assert.equal(missing.code, 1);
+    assert.equal(missing.stdout, '');
+    const { error } = JSON.parse(missing.stderr);
+    assert.deepEqual([error.code, error.status], ['organization_not_found', 404]);
+    const usage = await runCli(['org', 'create', '--json'], env);
+    assert.equal(usage.code, 2);
+    assert.deepEqual(JSON.parse(usage.stderr), { error: { code: 'usage', message: '--slug is required' } });
   });
 
   it('lists every command in its help', async () => {

@@ -1,7 +1,7 @@
 // Bulk writes: create (all new, all or nothing) and upsert (create the missing, version the
 // changed, leave the identical alone), each one transaction of set-based statements.
 import type { RequestContext } from '../../platform/context.js';
-import { isUniqueViolation, nowIso, type Executor } from '../../platform/db/database.js';
+import { isTransactionAborted, isUniqueViolation, nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents, type NewEvent } from '../events/event-log.js';
 import { duplicateNamePointers, keyDiff, keysOf, sameValues, toChange, toMetadata, type SecretInput } from './secret-model.js';
@@ -101,7 +101,7 @@ export function createSecretWrites(store: SecretStore) {
         try {
           return await upsertOnce(ctx, orgId, items);
         } catch (error) {
-          if (!(isUniqueViolation(error) || isDeadlock(error)) || attempt >= 3) throw error;
+          if (!(isUniqueViolation(error) || isTransactionAborted(error)) || attempt >= 3) throw error;
         }
       }
     },
@@ -178,10 +178,6 @@ export function createSecretWrites(store: SecretStore) {
       return items.map((item) => results.get(item.name)!);
     });
   }
-}
-
-function isDeadlock(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === '40P01';
 }
 
 /** The rows were read locked (or under SQLite's write lock), so this only fires if that promise breaks. */

@@ -106,18 +106,36 @@ export interface OpenOptions {
   groupLimits?: GroupLimits;
 }
 
+/** The SQLite file these settings open, or null for PostgreSQL. */
+export function sqliteFile(databaseUrl: string | null, dataDir: string): string | null {
+  if (databaseUrl === null) return path.join(dataDir, 'slipway.db');
+  if (databaseUrl.startsWith('sqlite:')) return path.resolve(databaseUrl.slice('sqlite:'.length));
+  return null;
+}
+
 export function openDatabase(options: OpenOptions): Database {
-  const url = options.databaseUrl;
   const checkpoints = options.onBackgroundCheckpointError ?? null;
-  if (url === null) return openSqlite(path.join(options.dataDir, 'slipway.db'), checkpoints, options.groupLimits);
-  if (url.startsWith('sqlite:')) return openSqlite(path.resolve(url.slice('sqlite:'.length)), checkpoints, options.groupLimits);
-  return openPostgres(url, options.poolSize ?? 20);
+  const file = sqliteFile(options.databaseUrl, options.dataDir);
+  if (file !== null) return openSqlite(file, checkpoints, options.groupLimits);
+  return openPostgres(options.databaseUrl!, options.poolSize ?? 20);
 }
 
 /** A unique or primary-key constraint refused the write (both databases). */
 export function isUniqueViolation(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+/** SQLite: another process (a CLI command, a second server) held the write lock past busy_timeout. */
+export function isDatabaseBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED';
+}
+
+/** PostgreSQL: a deadlock, or a serializable transaction that could not be ordered; retrying it is safe. */
+export function isTransactionAborted(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
 }
 
 /** A foreign key refused the write: the row it names is gone, or a row still names the one deleted (both databases). */

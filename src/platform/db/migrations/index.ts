@@ -28,7 +28,9 @@ export async function migrateToLatest(database: Database): Promise<MigrationOutc
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error');
-    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+    const reason = error instanceof Error ? error.message : String(error);
+    // No migration ran when the database could not be reached at all: say that, not which one failed.
+    throw new Error(failed ? `migration ${failed.migrationName} failed: ${reason}` : `cannot migrate the database: ${reason}`);
   }
   return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) };
 }
