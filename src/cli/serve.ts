@@ -2,7 +2,7 @@
 // (node:cluster) sharing one port. The primary migrates and bootstraps once before forking.
 import cluster from 'node:cluster';
 import { createSlipway, openCore } from '../app.js';
-import { redactUrl, type Config } from '../platform/config.js';
+import { ConfigError, redactUrl, type Config } from '../platform/config.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
@@ -10,7 +10,13 @@ const SHUTDOWN_GRACE_MS = 30_000;
 async function runServer(config: Config, primary: boolean): Promise<void> {
   const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary });
   const log = slipway.core.logger;
-  const address = await slipway.listen();
+  let address: string;
+  try {
+    address = await slipway.listen();
+  } catch (error) {
+    await slipway.close();
+    throw listenError(error, config);
+  }
   log.info({
     address, baseUrl: config.baseUrl, authUrl: config.authUrl,
     database: config.databaseUrl ? redactUrl(config.databaseUrl) : `sqlite:${config.dataDir}/slipway.db`,
@@ -40,6 +46,24 @@ async function runServer(config: Config, primary: boolean): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/** Why the server could not listen, naming the settings to change. */
+function listenError(error: unknown, config: Config): Error {
+  const code = (error as { code?: unknown }).code;
+  const where = `${config.host}:${config.port}`;
+  switch (code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`SLIPWAY_PORT (--port): ${where} is in use by another process; stop it or choose another port`);
+    case 'EADDRNOTAVAIL':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new ConfigError(`SLIPWAY_HOST (--host): cannot listen on "${config.host}" (${code}): give an address of this machine, such as 127.0.0.1 or 0.0.0.0`);
+    case 'EACCES':
+      return new ConfigError(`SLIPWAY_PORT (--port): not allowed to listen on ${where} (ports below 1024 need privileges); choose another port`);
+    default:
+      return error as Error;
+  }
 }
 
 export async function serve(config: Config): Promise<number> {

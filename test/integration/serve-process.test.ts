@@ -151,6 +151,22 @@ describe('slipway serve (child process)', () => {
     assert.ok(second.logs().some((l) => l.msg === 'stopped cleanly'), second.output.join('\n'));
   });
 
+  it('refuses a port in use and a host it cannot listen on with exit 2 and one line naming the setting', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const busyPort = (taken.address() as net.AddressInfo).port;
+      const inUse = serve([], { SLIPWAY_PORT: String(busyPort) });
+      assert.equal((await inUse.exited).code, 2);
+      assert.ok(inUse.output.some((l) => l === `slipway: SLIPWAY_PORT (--port): 127.0.0.1:${busyPort} is in use by another process; stop it or choose another port`), inUse.output.join('\n'));
+    } finally {
+      taken.close();
+    }
+    const badHost = serve([], { SLIPWAY_HOST: 'no-such-host.invalid' });
+    assert.equal((await badHost.exited).code, 2);
+    assert.ok(badHost.output.some((l) => l.startsWith('slipway: SLIPWAY_HOST (--host): cannot listen on "no-such-host.invalid"')), badHost.output.join('\n'));
+  });
+
   it('--workers 2 serves one port from two worker processes', async () => {
     const workersPort = await freePort();
     const cluster = serve(['--workers', '2'], { SLIPWAY_PORT: String(workersPort) });
