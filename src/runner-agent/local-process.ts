@@ -110,26 +110,42 @@ export async function freePort(): Promise<number> {
  * until then.
  */
 export class ProcessTable {
-  readonly #processes = new Map<string, RunningProcess>();
+  readonly #processes = new Map<string, { proc: RunningProcess; tag: string }>();
 
   current(key: string): RunningProcess | undefined {
-    return this.#processes.get(key);
+    return this.#processes.get(key)?.proc;
   }
 
-  /** Puts `next` in place for `key`, then stops the previous process (awaited) and returns it. */
-  async replace(key: string, next: RunningProcess): Promise<RunningProcess | undefined> {
-    const previous = this.#processes.get(key);
-    this.#processes.set(key, next);
+  /** Every process in place, with its key and the tag it was put there with. */
+  entries(): Array<{ key: string; proc: RunningProcess; tag: string }> {
+    return [...this.#processes].map(([key, { proc, tag }]) => ({ key, proc, tag }));
+  }
+
+  /**
+   * Puts `next` in place for `key`, with a tag saying what it runs for (the runner: its
+   * deployment), then stops the previous process (awaited) and returns it.
+   */
+  async replace(key: string, next: RunningProcess, tag = ''): Promise<RunningProcess | undefined> {
+    const previous = this.#processes.get(key)?.proc;
+    this.#processes.set(key, { proc: next, tag });
     if (previous === undefined || previous === next) return undefined;
     await previous.stop();
     return previous;
+  }
+
+  /** Takes `proc` out and stops it, if it is still the one in place for `key`; false otherwise. */
+  async retire(key: string, proc: RunningProcess): Promise<boolean> {
+    if (this.#processes.get(key)?.proc !== proc) return false;
+    this.#processes.delete(key);
+    await proc.stop();
+    return true;
   }
 
   /** What the runner calls on SIGTERM/SIGINT so no service outlives it. */
   async stopAll(): Promise<void> {
     const all = [...this.#processes.values()];
     this.#processes.clear();
-    await Promise.allSettled(all.map((proc) => proc.stop()));
+    await Promise.allSettled(all.map(({ proc }) => proc.stop()));
   }
 }
 

@@ -8,6 +8,7 @@ import { errors } from '../platform/errors.js';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
   runnerUrl, RUNNER_ROUTES, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT, type CompleteRequestT, type HeartbeatResponseT,
+  type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
 import { isTransientStatus, parseJson, Refused, request, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
@@ -91,6 +92,11 @@ export function createProtocolClient(options: ProtocolClientOptions) {
     /** Safe to retry as it stands: the same completion under the same lease answers the same deployment. */
     async complete(id: string, body: CompleteRequestT, signal: AbortSignal): Promise<Deployment> {
       return expect('complete', await call<Deployment>('complete', id, body, signal));
+    },
+
+    /** Which of these deployments still serve (see runner.protocol.ts, step 4). */
+    async serving(deployments: string[], signal: AbortSignal): Promise<string[]> {
+      return expect('serving', await call<ServingResponseT>('serving', '', { deployments }, signal)).serving;
     },
   };
 }

@@ -1,9 +1,11 @@
 // The reference runner's loop: claim a deployment of the given environments (a long poll), start
 // carrying it out, claim again; up to `concurrency` deployments at once. The processes it starts are the
-// deployed services: they keep running between deployments and stop when the runner stops.
+// deployed services: they keep running between deployments and stop when the runner stops, or
+// when the server says their deployment no longer serves (superseded, perhaps through another
+// runner, or deleted with its service or environment).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
-import { CLAIM_WAIT_DEFAULT_SECONDS } from '../modules/runner/runner.protocol.js';
+import { CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS } from '../modules/runner/runner.protocol.js';
 import { carryOut, PortPool } from './deployment-run.js';
 import { Refused } from './http-call.js';
 import { ProcessTable } from './local-process.js';
@@ -17,6 +19,8 @@ export interface RunnerOptions {
   concurrency: number;
   logger: Logger;
   waitSeconds?: number;
+  /** How often to ask the server which of its processes' deployments still serve. */
+  reconcileSeconds?: number;
 }
 
 export interface Runner {
@@ -33,6 +37,7 @@ export interface Runner {
 }
 
 const ENVIRONMENT_GONE_RETRY_MS = 15_000;
+export const RECONCILE_DEFAULT_SECONDS = 15;
 
 export function createRunner(options: RunnerOptions): Runner {
   const { client, logger } = options;
@@ -73,10 +78,45 @@ export function createRunner(options: RunnerOptions): Runner {
     }
   }
 
+  /**
+   * Every `reconcileSeconds`: asks which of the deployments its processes run for still serve, and
+   * stops the others. A process replaced meanwhile, here, is left to whoever replaced it; an
+   * unreachable server changes nothing (the question waits, like every call, until it answers).
+   */
+  async function reconcileLoop(): Promise<void> {
+    const every = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
+    while (!stopping.signal.aborted) {
+      try {
+        await sleep(every, undefined, { signal: stopping.signal });
+      } catch {
+        return;
+      }
+      const running = processes.entries().filter((e) => e.tag !== '');
+      if (running.length === 0) continue;
+      const serving = new Set<string>();
+      try {
+        const asked = [...new Set(running.map((e) => e.tag))];
+        for (let i = 0; i < asked.length; i += SERVING_MAX_IDS) {
+          for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal)) serving.add(id);
+        }
+      } catch (error) {
+        if (!stopping.signal.aborted) logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : error }, 'could not ask which deployments still serve');
+        continue;
+      }
+      for (const { key, proc, tag } of running) {
+        if (serving.has(tag)) continue;
+        if (await processes.retire(key, proc)) {
+          logger.info({ deployment: tag, processPid: proc.pid }, `stopped the process of deployment ${tag}: it no longer serves (superseded, or deleted with its service or environment)`);
+        }
+      }
+    }
+  }
+
   return {
     processes,
     async run() {
       const active = new Set<Promise<unknown>>();
+      const reconciling = reconcileLoop();
       try {
         await claimLoop(active);
       } catch (error) {
@@ -84,7 +124,7 @@ export function createRunner(options: RunnerOptions): Runner {
         stopping.abort(error);
         throw error;
       } finally {
-        await Promise.allSettled(active);
+        await Promise.allSettled([...active, reconciling]);
         await processes.stopAll();
       }
     },

@@ -28,6 +28,8 @@ export interface Supervised {
   mask: (text: string) => string;
   /** The process the deployment put in place. */
   first: RunningProcess;
+  /** Its ProcessTable tag (the deployment), which the processes started again keep. */
+  tag: string;
 }
 
 export interface SupervisorContext {
@@ -83,7 +85,7 @@ export async function supervise(s: Supervised, ctx: SupervisorContext): Promise<
         await next.stop();
         return;
       }
-      await ctx.processes.replace(s.key, next);
+      await ctx.processes.replace(s.key, next, s.tag);
       ctx.log.info({ processPid: next.pid, port: s.spec.port }, 'the service is running again');
       proc = next;
       upSince = Date.now();

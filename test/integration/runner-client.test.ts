@@ -150,6 +150,51 @@ describe('runner token source and protocol client', () => {
     }
   });
 
+  it('stops a process whose deployment no longer serves: superseded through another runner, or deleted with its service', async () => {
+    const logger = createLogger('info', { write: () => {} });
+    const real = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
+    // This runner claims only while `claiming`, so that another can take the next deployment.
+    let claiming = true;
+    let inFlight: Promise<unknown> = Promise.resolve();
+    const client: ProtocolClient = {
+      ...real,
+      async claim(claim, signal) {
+        if (claiming) return (inFlight = real.claim(claim, signal)) as ReturnType<typeof real.claim>;
+        await sleep(100, undefined, { signal }).catch(() => undefined);
+        return null;
+      },
+    };
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1, reconcileSeconds: 1 });
+    const running = runner.run();
+    try {
+      const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
+      const first = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'one' } });
+      assert.equal((await settled(f.developer.http, f.orgId, first.id)).state, 'succeeded');
+      const one = await servedBy(f.developer.http, f.orgId, first.id);
+
+      claiming = false;
+      await inFlight.catch(() => undefined);
+      const second = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'two' } });
+      const elsewhere = await f.runner.take({ environments: [env.id], waitSeconds: 0 });
+      assert.equal(elsewhere.deployment.id, second.id);
+      assert.equal((await f.runner.complete(second.id, elsewhere.lease.token)).status, 200);
+      await eventually('the superseded revision\'s process to stop', async () => (alive(one.pid) ? undefined : true));
+      assert.equal(runner.processes.current(`${svc.id}/${env.id}`), undefined, 'nor is it started again');
+
+      claiming = true;
+      const other = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
+      const third = await deploy(f.developer.http, f.orgId, { service: other.id, environment: env.id });
+      assert.equal((await settled(f.developer.http, f.orgId, third.id)).state, 'succeeded');
+      const three = await servedBy(f.developer.http, f.orgId, third.id);
+      assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${other.id}`)).status, 204);
+      await eventually('the deleted service\'s process to stop', async () => (alive(three.pid) ? undefined : true));
+    } finally {
+      runner.stop();
+      await running;
+    }
+  });
+
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {
     const port = await freePort();
     const stop = new AbortController();

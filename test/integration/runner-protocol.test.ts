@@ -73,6 +73,29 @@ describe('runner protocol', () => {
     assert.equal((await stranger.claim()).status, 404);
   });
 
+  it('says which deployments still serve: succeeded ones of this organization, not superseded, queued or unknown ones', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const ship = async () => {
+      const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+      const claim = await runner.take({ environments: [env.id], waitSeconds: 0 });
+      assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
+      return d.id;
+    };
+    const superseded = await ship();
+    const serving = await ship();
+    const queued = (await deploy(developer.http, orgId, { service: svc.id, environment: env.id })).id;
+    const res = await runner.actor.http.post(`/v1/orgs/${orgId}/runner/serving`, { deployments: [superseded, serving, queued, 'dep_unknown'] });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, { serving: [serving] });
+    // Another organization's runner learns nothing of these.
+    const other = (await server.createOrg()).id;
+    const stranger = await server.actor(other, 'runner');
+    assert.deepEqual((await stranger.http.post(`/v1/orgs/${other}/runner/serving`, { deployments: [serving] })).body, { serving: [] });
+    const claim = await runner.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal((await runner.complete(queued, claim.lease.token)).status, 200);
+  });
+
   it('wakes a waiting claim when a deployment is created', async () => {
     const env = await createEnvironment(admin.http, orgId);
     const svc = await createService(developer.http, orgId);

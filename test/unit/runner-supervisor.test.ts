@@ -61,7 +61,7 @@ async function startService(key: string, broken: string, ports: PortPool) {
   const spec: LaunchSpec = { command: [process.execPath, '-e', SERVICE], env: { BROKEN: broken, TOKEN: 'tok-5ecret-value' }, port, healthCheck: { path: '/', timeoutSeconds: 10 } };
   const sink = (_stream: string, line: string) => { output.push(line); };
   const first = await launch(spec, sink);
-  await table.replace(key, first);
+  await table.replace(key, first, 'dep');
   return { port, spec, sink, first, output };
 }
 
@@ -77,7 +77,7 @@ describe('runner supervisor', () => {
     const { port, spec, sink, first, output } = await startService('svc/env-1', broken, ports);
     const { logger, lines } = logged();
     const stopping = new AbortController();
-    const supervised = supervise({ key: 'svc/env-1', spec, sink, mask: (t) => t.replaceAll('tok-5ecret-value', '***'), first }, { processes: table, ports, log: logger, stopping: stopping.signal, policy: FAST });
+    const supervised = supervise({ key: 'svc/env-1', spec, sink, mask: (t) => t.replaceAll('tok-5ecret-value', '***'), first, tag: 'dep_1' }, { processes: table, ports, log: logger, stopping: stopping.signal, policy: FAST });
 
     await fetch(`http://127.0.0.1:${port}/exit`).catch(() => undefined);
     const second = await until('a new process on the port', async () => { const pid = await pidOn(port); return pid !== undefined && pid !== first.pid ? pid : undefined; });
@@ -111,7 +111,7 @@ describe('runner supervisor', () => {
     const ports = new PortPool();
     const { port, spec, sink, first } = await startService('svc/env-2', path.join(dir, 'broken-2'), ports);
     const { logger, lines } = logged();
-    const supervised = supervise({ key: 'svc/env-2', spec, sink, mask: (t) => t, first }, { processes: table, ports, log: logger, stopping: new AbortController().signal, policy: FAST });
+    const supervised = supervise({ key: 'svc/env-2', spec, sink, mask: (t) => t, first, tag: 'dep_2' }, { processes: table, ports, log: logger, stopping: new AbortController().signal, policy: FAST });
     const next: RunningProcess = await launch({ ...spec, port: await ports.reserve() }, sink);
     await table.replace('svc/env-2', next);
     await supervised;

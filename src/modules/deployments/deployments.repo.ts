@@ -78,6 +78,12 @@ export const deploymentsRepo = {
     return q.orderBy('lease_expires_at', 'asc').limit(limit).execute();
   },
 
+  /** Those of `ids` that are the organization's and serve (state `succeeded`). */
+  async servingAmong(db: Executor, orgId: string, ids: string[]): Promise<string[]> {
+    const rows = await db.selectFrom('deployments').select('id').where('org_id', '=', orgId).where('id', 'in', ids).where('state', '=', 'succeeded').execute();
+    return rows.map((r) => r.id);
+  },
+
   /** The succeeded (serving) deployment of a service in an environment, other than `exceptId`. */
   async succeededOf(db: Executor, serviceId: string, environmentId: string, exceptId: string): Promise<DeploymentRow | undefined> {
     return db.selectFrom('deployments').selectAll()

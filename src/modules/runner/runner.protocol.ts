@@ -17,6 +17,10 @@
 //   3. completes: `…/complete` `{ leaseToken, outcome: "succeeded" | "failed", reason? }`.
 //      Completing again with the same token and outcome answers the same deployment again,
 //      so a runner may retry a complete whose answer it did not get.
+//   4. keeps what it runs true: `POST /v1/orgs/{orgId}/runner/serving` `{ deployments: [ids] }`
+//      answers which of those succeeded deployments still serve. One that no longer does was
+//      superseded (perhaps by a deployment another runner carried out) or deleted with its
+//      service or environment: the runner stops its process.
 //
 // Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
 // lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
@@ -44,6 +48,7 @@ export const RUNNER_ROUTES = {
   heartbeat: '/v1/orgs/:orgId/runner/deployments/:id/heartbeat',
   logs: '/v1/orgs/:orgId/runner/deployments/:id/logs',
   complete: '/v1/orgs/:orgId/runner/deployments/:id/complete',
+  serving: '/v1/orgs/:orgId/runner/serving',
 } as const;
 
 /** The path of a runner call, e.g. `runnerUrl('heartbeat', 'acme', 'dep_…')`. */
@@ -147,6 +152,20 @@ export const CompleteRequest = Type.Object({
   reason: Type.Optional(Type.String({ minLength: 1, maxLength: 2000, description: 'Why it failed, in one line a person can act on (kept for `failed`).' })),
 }, { additionalProperties: false });
 export type CompleteRequestT = Static<typeof CompleteRequest>;
+
+export const SERVING_MAX_IDS = 500;
+
+export const ServingRequest = Type.Object({
+  deployments: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+    minItems: 1, maxItems: SERVING_MAX_IDS, uniqueItems: true, description: 'Ids of deployments whose processes this runner runs.',
+  }),
+}, { additionalProperties: false });
+export type ServingRequestT = Static<typeof ServingRequest>;
+
+export const ServingResponse = Type.Object({
+  serving: Type.Array(Type.String(), { description: 'Those of the ids that still serve (state `succeeded`); stop the processes of the others.' }),
+});
+export type ServingResponseT = Static<typeof ServingResponse>;
 
 /** `complete` answers with the deployment as it now stands. */
 export const CompleteResponse = DeploymentSchema;

@@ -3,7 +3,7 @@ import { problems } from '../../http/openapi.js';
 import { OrgParams } from '../../http/schemas.js';
 import {
   AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest, HeartbeatResponse,
-  RUNNER_ROUTES, RunnerDeploymentParams,
+  RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
 } from './runner.protocol.js';
 import type { RunnerService } from './runner.service.js';
 
@@ -70,4 +70,17 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       response: { 200: CompleteResponse, ...problems(409) },
     },
   }, async (req) => runner.complete(req.ctx, req.org!.id, req.params.id, req.body.leaseToken, req.body.outcome, req.body.reason));
+
+  app.post(RUNNER_ROUTES.serving, {
+    // A question, not a change: nothing to replay.
+    config: { auth: 'runner', operation: 'runner.serving', idempotent: false },
+    schema: {
+      tags,
+      summary: 'Which of these succeeded deployments still serve',
+      description: 'A runner asks this about the deployments whose processes it runs, every few seconds. The others were superseded (by a deployment this or another runner carried out) or deleted with their service or environment: the runner stops their processes. Ids that are not deployments of this organization are simply not serving.',
+      params: OrgParams,
+      body: ServingRequest,
+      response: { 200: ServingResponse },
+    },
+  }, async (req) => ({ serving: await runner.serving(req.org!.id, req.body.deployments) }));
 }

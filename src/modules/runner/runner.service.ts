@@ -198,6 +198,11 @@ export function createRunnerService(deps: RunnerDeps) {
       return toDeployment(row);
     },
 
+    /** Which of these deployments still serve; a runner stops the processes of the others. */
+    async serving(orgId: string, ids: string[]): Promise<string[]> {
+      return deploymentsRepo.servingAmong(db, orgId, ids);
+    },
+
     /** The periodic sweep: every organization's expired leases. */
     sweep: () => expire(null),
 
