@@ -80,6 +80,7 @@ export const SERVICE_USER_USAGE = [
   'slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]',
   'slipway service-user list --org ORG [--json]',
   'slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]',
+  'slipway service-user remove-secret --org ORG --user ID|NAME --secret CS_ID [--json]',
   'slipway service-user disable|enable --org ORG --user ID|NAME [--json]',
 ];
 
@@ -179,6 +180,14 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
         printFields({ clientId: result.clientId, clientSecret: result.clientSecret });
         process.stderr.write(keepOld ? 'The previous secret stays valid until removed.\n' : 'Every previous secret of this service user is refused from now on (by a running server within 5 seconds).\n');
       }
+      return 0;
+    }
+    case 'remove-secret': {
+      const p = parse(rest, { ...USER_FLAGS, secret: { type: 'string' } }, env);
+      const [org, user, secret] = [required(p.values, 'org'), userFlag(p.values), required(p.values, 'secret')];
+      await withCore(p, async (core) => core.serviceUsers.removeSecret(cliContext(), await orgId(core, org), user, secret));
+      if (p.values.json) printJson({ removed: secret });
+      else process.stdout.write(`${secret} removed; it is refused from now on (by a running server within 5 seconds)\n`);
       return 0;
     }
     case 'disable':

@@ -111,6 +111,18 @@ describe('slipway CLI', () => {
     const second = await cliJson<Printed>(['service-user', 'rotate-secret', '--org', 'cli-org', '--id', creds.clientId, '--keep-old'], env);
     assert.equal(await tokenStatus(rotated), 200);
     assert.equal(await tokenStatus(second), 200);
+
+    // The old one goes with remove-secret; a third live secret is refused until then.
+    const third = await runCli(['service-user', 'rotate-secret', '--org', 'cli-org', '--user', 'ci', '--keep-old'], env);
+    assert.equal(third.code, 1);
+    assert.match(third.stderr, /at most 2/);
+    const { serviceUsers } = await cliJson(['service-user', 'list', '--org', 'cli-org'], env);
+    const secrets = serviceUsers.find((u: { name: string }) => u.name === 'ci').secrets as Array<{ id: string; createdAt: string }>;
+    assert.equal(secrets.length, 2);
+    const oldest = [...secrets].sort((x, y) => x.createdAt.localeCompare(y.createdAt))[0]!;
+    assert.deepEqual(await cliJson(['service-user', 'remove-secret', '--org', 'cli-org', '--user', 'ci', '--secret', oldest.id], env), { removed: oldest.id });
+    assert.equal(await tokenStatusAfterWindow(rotated, 401), 401);
+    assert.equal(await tokenStatus(second), 200);
     creds = second;
   });
 
