@@ -6,6 +6,8 @@ import { ConfigError, redactUrl, type Config } from '../platform/config.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
+/** A worker's exit status when the configured address cannot be listened on. */
+const WORKER_CANNOT_LISTEN = 2;
 
 async function runServer(config: Config, primary: boolean): Promise<void> {
   const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary });
@@ -76,12 +78,21 @@ export async function serve(config: Config): Promise<number> {
     await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
     await core.close();
     let stopping = false;
+    let cannotListen = false;
     for (let i = 0; i < config.workers; i++) cluster.fork();
     cluster.on('exit', (worker, code, signal) => {
+      if (code === WORKER_CANNOT_LISTEN && !stopping) {
+        // The address is the problem (in use, not ours), not the worker: another would fail the
+        // same way. The worker said why; stop the others and end with its status.
+        cannotListen = true;
+        process.exitCode = 2;
+        stop();
+        return;
+      }
       if (!stopping) {
         core.logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
         cluster.fork();
-      } else if (code !== 0) {
+      } else if (code !== 0 && !cannotListen) {
         // The primary's exit status says whether every worker stopped cleanly.
         core.logger.error({ pid: worker.process.pid, code, signal }, 'worker did not stop cleanly');
         process.exitCode = 1;
@@ -95,6 +106,14 @@ export async function serve(config: Config): Promise<number> {
     process.once('SIGINT', stop);
     return 0;
   }
-  await runServer(config, false);
+  try {
+    await runServer(config, false);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // A worker's channel to the primary would keep it alive after returning: exit, and let the
+    // primary see why by the status.
+    process.stderr.write(`slipway: ${error.message}\n`);
+    process.exit(WORKER_CANNOT_LISTEN);
+  }
   return 0;
 }

@@ -31,6 +31,6 @@ declare module 'fastify' {
      * Checks the caller's token again, as at the start (revoked, its service user disabled, deleted
      * or given another role since): for a request that waits long before it acts, a long poll.
      */
-    reauthenticate: (() => Promise<void>) | null;
+    reauthenticate: () => Promise<void>;
   }
 }

@@ -122,7 +122,17 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.setValidatorCompiler(createValidatorCompiler());
   app.decorateRequest('principal', null);
   app.decorateRequest('org', null);
-  app.decorateRequest('reauthenticate', null);
+  // A method, not a per-request closure: only a long poll calls it, and every request would pay for one.
+  app.decorateRequest('reauthenticate', async function reauthenticate(this: FastifyRequest): Promise<void> {
+    const access = this.routeOptions.config?.auth;
+    const token = bearerCredentials(this.headers.authorization ?? '');
+    if (access === undefined || token === null) throw errors.missingToken();
+    const now = await deps.verifier.verify(token);
+    if (now.subject !== this.principal?.subject) throw errors.invalidToken('The access token no longer names the same caller.');
+    // An external issuer's organization may have been linked elsewhere meanwhile.
+    if (this.org !== null && now.orgId !== this.org.id && !now.instanceAdmin) throw errors.notFound('organization', this.org.slug);
+    checkRole(access, now);
+  });
   app.decorateRequest('ctx', null as never);
   app.removeContentTypeParser('text/plain');
   registerJsonParser(app);
@@ -212,11 +222,6 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       const admitted = principal === undefined
         ? deps.verifier.verify(token).then((verified) => admit(req, reply, access, verified))
         : admit(req, reply, access, principal);
-      req.reauthenticate = async () => {
-        const now = await deps.verifier.verify(token);
-        if (now.subject !== req.principal?.subject) throw errors.invalidToken('The access token no longer names the same caller.');
-        checkRole(access, now);
-      };
       if (admitted instanceof Promise) admitted.then(() => done(), done);
       else done();
     };

@@ -124,10 +124,10 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     say(`healthy: pid ${proc.pid} on port ${port}${previous !== undefined ? `; the previous process (pid ${previous.pid}) stops once the server has taken the result` : ''}`);
     const outcome = await complete('succeeded');
     const serviceLog = ctx.logger.child({ serviceName: deployment.service.name, environmentName: deployment.environment.name });
-    await ctx.processes.replace(key, proc, id);
+    const replaced = await ctx.processes.replace(key, proc, id);
     started.supervised = true;
     void supervise({ key, spec, sink, mask, first: proc, tag: id }, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping });
-    if (previous !== undefined) log.info({ processPid: previous.pid }, 'stopped the previous process');
+    if (replaced !== undefined) log.info({ processPid: replaced.pid }, 'stopped the previous process');
     return outcome;
   } catch (error) {
     const why = work.signal.aborted ? work.signal.reason : error;

@@ -34,17 +34,24 @@ export const MIN_MASKED_CHARS = 4;
 export const TRUNCATED = ' …[truncated]';
 
 /**
- * The texts to look for in output for these secret values: each line of a multi-line value (the
- * runner splits output at CR, LF and CRLF too), and each as the process sees it once the value
- * went through its environment (a lone UTF-16 surrogate becomes U+FFFD there). Longest first.
+ * The texts to look for in output for these secret values: each line of a multi-line value as the
+ * runner's line splitter leaves it (lines end at LF, one CR before it is dropped), with and
+ * without a CR at its end; the pieces between lone CRs too, for output that a terminal would
+ * overwrite; and each as the process sees it once the value went through its environment (a lone
+ * UTF-16 surrogate becomes U+FFFD there). Longest first.
  */
 function needlesOf(values: Iterable<string>): string[] {
   const needles = new Set<string>();
+  const add = (text: string) => {
+    if (text.length < MIN_MASKED_CHARS) return;
+    needles.add(text);
+    needles.add(Buffer.from(text, 'utf8').toString('utf8'));
+  };
   for (const value of values) {
-    for (const part of value.split(/\r\n|\r|\n/)) {
-      if (part.length < MIN_MASKED_CHARS) continue;
-      needles.add(part);
-      needles.add(Buffer.from(part, 'utf8').toString('utf8'));
+    for (const line of value.split('\n')) {
+      add(line);
+      if (line.endsWith('\r')) add(line.slice(0, -1));
+      for (const piece of line.split('\r')) add(piece);
     }
   }
   return [...needles].sort((a, b) => b.length - a.length);
@@ -76,14 +83,13 @@ export function secretMasker(values: Iterable<string>): (line: string) => string
   };
 }
 
-/** `line` with every stretch that some needle covers replaced by one MASK. */
+/** `line` with every stretch of characters that occurrences of needles cover replaced by one MASK. */
 function maskRanges(line: string, needles: string[]): string {
-  // covered[i]: the end of the furthest-reaching occurrence that starts at i (0: none).
-  let covered: Uint32Array | undefined;
+  let covered: Uint8Array | undefined;
   for (const needle of needles) {
     for (let at = line.indexOf(needle); at !== -1; at = line.indexOf(needle, at + 1)) {
-      covered ??= new Uint32Array(line.length);
-      covered[at] = Math.max(covered[at]!, at + needle.length);
+      covered ??= new Uint8Array(line.length);
+      covered.fill(1, at, at + needle.length);
     }
   }
   if (covered === undefined) return line;
@@ -91,8 +97,8 @@ function maskRanges(line: string, needles: string[]): string {
   let from = 0;
   for (let i = 0; i < line.length; i++) {
     if (covered[i] === 0) continue;
-    let end = covered[i]!;
-    for (let j = i + 1; j < end; j++) end = Math.max(end, covered[j]!);
+    let end = i + 1;
+    while (end < line.length && covered[end] === 1) end++;
     out += line.slice(from, i) + MASK;
     from = end;
     i = end - 1;

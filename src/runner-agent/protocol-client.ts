@@ -57,7 +57,10 @@ export function createProtocolClient(options: ProtocolClientOptions) {
         if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
         const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
         const detail = problem.detail ?? `HTTP ${answer.status}`;
-        if (isTransientStatus(answer.status) || problem.code === IN_PROGRESS) {
+        // A 409 with Retry-After is a race with another request at the same moment (a database
+        // deadlock, say): nothing was done, and the same call is expected to pass when repeated.
+        const raced = answer.status === 409 && answer.headers.get('retry-after') !== null;
+        if (isTransientStatus(answer.status) || problem.code === IN_PROGRESS || raced) {
           throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
         }
         throw new Refused(answer.status, problem.code ?? `http_${answer.status}`, `${route} was refused (${answer.status}): ${detail}`);

@@ -58,6 +58,9 @@ export async function supervise(s: Supervised, ctx: SupervisorContext): Promise<
     for (;;) {
       const status = await proc.exited;
       if (!serving(proc)) return;
+      // The leader is gone; what it started may not be (a worker holding the port): stop the group
+      // first, so that the new process finds the port free and is the one that answers it.
+      await proc.stop();
       if (Date.now() - upSince >= policy.stableAfterMs) exitsInARow = 0;
       let delay = restartDelayMs(exitsInARow++, policy);
       const how = status.signal !== null ? `was killed by ${status.signal}` : `exited with code ${status.code}`;

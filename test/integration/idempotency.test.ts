@@ -178,24 +178,61 @@ describe('Idempotency-Key', () => {
   });
 
   it('never lets a retry take over a key whose first request is still running, however long it runs', async () => {
-    // The lock timeout shortened to 1.2 s (renewed every 0.4 s): a request that runs three times as long keeps its hold.
-    const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 1_200 });
+    // The lock timeout shortened to 3 s (renewed every second): a request that runs longer keeps its hold.
+    const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 3_000 });
     const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(uniqueName('long')) };
     const first = await service.admit(request);
     assert.equal(first.kind, 'execute');
     if (first.kind !== 'execute') return;
     const stop = service.hold(first.claim);
     try {
-      for (let i = 0; i < 6; i++) {
-        await sleep(600);
+      for (let i = 0; i < 4; i++) {
+        await sleep(1_000);
         await assert.rejects(service.admit(request), (error: { code?: string }) => error.code === 'idempotency_request_in_progress');
       }
     } finally {
       stop();
     }
     // Once nothing holds it, the key is free after the timeout: the attempt is taken to have died.
-    await sleep(1_300);
+    await sleep(3_200);
     assert.equal((await service.admit(request)).kind, 'execute');
+  });
+
+  it('keeps the hold of a request whose client went away while it still runs, so that the client\'s retry waits', async () => {
+    // The real hooks on an app of its own, over a key store with a 3 s lock timeout, and a route
+    // that runs for 5 s; its client hangs up after 300 ms and retries after the timeout.
+    const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 3_000 });
+    const app = Fastify();
+    app.setErrorHandler(createErrorHandler(1024 * 1024));
+    app.decorateRequest('principal', null);
+    app.addHook('onRequest', (req, _reply, done) => { req.principal = { subject: server.owner.clientId } as never; done(); });
+    registerIdempotency(app as never, { idempotency: service });
+    let runs = 0;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => { finish = resolve; });
+    app.post('/v1/slow', { config: { auth: 'developer' } }, async () => {
+      runs++;
+      await sleep(5_000);
+      finish();
+      return { ran: runs };
+    });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const key = randomUUID();
+      const send = (signal?: AbortSignal) => fetch(`${url}/v1/slow`, { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}', ...(signal ? { signal } : {}) });
+      await assert.rejects(send(AbortSignal.timeout(300)));
+      await sleep(3_500);
+      const retry = await send();
+      assert.equal(retry.status, 409);
+      assert.equal(((await retry.json()) as { code: string }).code, 'idempotency_request_in_progress');
+      await finished;
+      await sleep(100);
+      const replay = await send();
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      assert.equal(runs, 1);
+    } finally {
+      await app.close();
+    }
   });
 
   it('answers 409 while the first attempt runs, and lets a retry take over once it is abandoned', async () => {
@@ -268,10 +305,11 @@ describe('Idempotency-Key', () => {
     assert.equal((await createSecret('k'.repeat(255), uniqueName('long-key'))).status, 201);
   });
 
-  it('documents the header, 409 and 422 on every POST of the API but reveal and claim, and nowhere else', async () => {
+  it('documents the header, 409 and 422 on every POST of the API but reveal, claim and serving, and nowhere else', async () => {
     const doc = (await server.http().get('/openapi.json')).body;
-    // Their answers carry secret values: never kept, never replayed (a reveal is audited each time).
-    const notKept = new Set(['/v1/orgs/{orgId}/secrets/{name}/reveal', '/v1/orgs/{orgId}/runner/claim']);
+    // Their answers carry secret values: never kept, never replayed (a reveal is audited each time);
+    // the runner's serving question changes nothing, and an old answer replayed would be wrong.
+    const notKept = new Set(['/v1/orgs/{orgId}/secrets/{name}/reveal', '/v1/orgs/{orgId}/runner/claim', '/v1/orgs/{orgId}/runner/serving']);
     let posts = 0;
     for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {

@@ -118,7 +118,8 @@ describe('runner protocol', () => {
       const svc = await createService(developer.http, orgId);
       const doomed = await newRunner(server, orgId);
       const waiting = doomed.claim({ environments: [env.id], waitSeconds: 25 });
-      await sleep(200);
+      // The claim is admitted and waits before the change: only the check after its wait can refuse it.
+      await eventually('the claim to wait', async () => (server.core.signals.waiting(orgId) > 0 ? true : undefined));
       const changed = await change(doomed.actor.id);
       assert.ok(changed.status === 200 || changed.status === 204, changed.text);
       const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });

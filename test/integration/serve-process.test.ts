@@ -156,9 +156,12 @@ describe('slipway serve (child process)', () => {
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
       const busyPort = (taken.address() as net.AddressInfo).port;
-      const inUse = serve([], { SLIPWAY_PORT: String(busyPort) });
-      assert.equal((await inUse.exited).code, 2);
-      assert.ok(inUse.output.some((l) => l === `slipway: SLIPWAY_PORT (--port): 127.0.0.1:${busyPort} is in use by another process; stop it or choose another port`), inUse.output.join('\n'));
+      for (const workers of ['1', '2']) {
+        // With workers, the primary stops forking and ends with the workers' status.
+        const inUse = serve([], { SLIPWAY_PORT: String(busyPort), SLIPWAY_WORKERS: workers });
+        assert.equal((await inUse.exited).code, 2, `${workers} worker(s): ${inUse.output.join('\n')}`);
+        assert.ok(inUse.output.some((l) => l === `slipway: SLIPWAY_PORT (--port): 127.0.0.1:${busyPort} is in use by another process; stop it or choose another port`), inUse.output.join('\n'));
+      }
     } finally {
       taken.close();
     }

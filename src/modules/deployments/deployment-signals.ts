@@ -105,6 +105,11 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
     /** A counter per organization; a claim reads it before looking, and waits for it to move. */
     version,
 
+    /** How many claims of this process wait in `orgId` now. */
+    waiting(orgId: string): number {
+      return waiters.get(orgId)?.size ?? 0;
+    },
+
     /**
      * Something in `orgId` may be claimable now: wake this process's waiters (a map update when
      * nobody waits) and tell the other nodes.

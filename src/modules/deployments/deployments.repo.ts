@@ -104,7 +104,6 @@ export const deploymentsRepo = {
     return db.selectFrom('deployments').select(['id', 'state']).where(column, '=', id).where('state', 'in', [...states]).orderBy('id').limit(limit).execute();
   },
 
-  /** Deletes every deployment (and its log) of a service or an environment. */
   /**
    * Deletes the deployments of a service or environment that are not in `keep` states, with their
    * logs. A deployment in such a state that a concurrent request created stays, and then blocks

@@ -41,10 +41,9 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
   async function admitKeyed(req: FastifyRequest, reply: FastifyReply, key: string): Promise<void> {
     const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body });
     if (admission.kind === 'execute') {
-      const stop = idempotency.hold(admission.claim);
-      claims.set(req, { claim: admission.claim, release: stop });
-      // A request that never reaches onSend (the client went away) stops renewing too.
-      reply.raw.once('close', stop);
+      // Renewed until the response is recorded: the request runs on when its client goes away (and
+      // that client's retry is exactly what must wait for it).
+      claims.set(req, { claim: admission.claim, release: idempotency.hold(admission.claim) });
       return;
     }
     const { status, headers, body } = admission.response;
@@ -77,10 +76,17 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
     }
   }
 
+  /** Backstop: a request that ended without onSend (Fastify skips it for some aborted ones) stops renewing. */
+  function ended(req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    claims.get(req)?.release();
+    done();
+  }
+
   app.addHook('onRoute', (route: RouteOptions) => {
     if (!isIdempotentRoute(route)) return;
     // First among the route's own preHandlers, so nothing with an effect runs before a replay.
     route.preHandler = [admit, ...[route.preHandler ?? []].flat()] as RouteOptions['preHandler'];
     route.onSend = [...[route.onSend ?? []].flat(), record] as RouteOptions['onSend'];
+    route.onResponse = [...[route.onResponse ?? []].flat(), ended] as RouteOptions['onResponse'];
   });
 }

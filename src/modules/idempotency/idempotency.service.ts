@@ -18,6 +18,8 @@ export const RETENTION_MS = 24 * 3_600_000;
  * its node. A running request renews it every third of that (see `hold`).
  */
 export const LOCK_TIMEOUT_MS = 60_000;
+/** The longest a running request keeps renewing its hold. */
+const MAX_HOLD_MS = 15 * 60_000;
 
 export interface IdempotentRequest {
   /** The caller: keys of two callers never meet. */
@@ -139,7 +141,10 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
      * is still running (however long it waits for a lock, say); returns the function that stops.
      */
     hold(claim: Claim): () => void {
+      const until = Date.now() + MAX_HOLD_MS;
       const timer = setInterval(() => {
+        // A request still running after this long is stuck, not slow: let a retry have the key.
+        if (Date.now() > until) return clearInterval(timer);
         idempotencyRepo.renew(db, claim.subject, claim.key, claim.lockToken, new Date().toISOString()).catch(() => undefined);
       }, lockTimeoutMs / 3);
       timer.unref();

@@ -46,7 +46,14 @@ export async function bootstrapIfEmpty(deps: { db: Db; dataDir: string; orgs: Or
  */
 function writeOwnerOnly(file: string, data: string): void {
   const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-  fs.writeFileSync(temp, data, { mode: 0o600, flag: 'wx' });
+  const fd = fs.openSync(temp, 'wx', 0o600);
+  try {
+    fs.writeSync(fd, data);
+    // On disk before it takes the name: a crash must not leave an empty file for credentials that exist.
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
   try {
     fs.renameSync(temp, file);
   } catch (error) {

@@ -29,7 +29,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
     const gone = new AbortController();
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) gone.abort(); });
     // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
-    const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, req.reauthenticate!);
+    const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, () => req.reauthenticate());
     reply.header('cache-control', 'no-store');
     if (claimed === null) return reply.code(204).send();
     return claimed;

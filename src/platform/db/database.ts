@@ -129,7 +129,8 @@ export function isUniqueViolation(error: unknown): boolean {
 /** SQLite: another process (a CLI command, a second server) held the write lock past busy_timeout. */
 export function isDatabaseBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED';
+  // The extended codes too: SQLITE_BUSY_SNAPSHOT, SQLITE_LOCKED_SHAREDCACHE, …
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
 }
 
 /** PostgreSQL: a deadlock, or a serializable transaction that could not be ordered; retrying it is safe. */

@@ -30,7 +30,9 @@ export async function migrateToLatest(database: Database): Promise<MigrationOutc
     const failed = results?.find((r) => r.status === 'Error');
     const reason = error instanceof Error ? error.message : String(error);
     // No migration ran when the database could not be reached at all: say that, not which one failed.
-    throw new Error(failed ? `migration ${failed.migrationName} failed: ${reason}` : `cannot migrate the database: ${reason}`);
+    // The database's own code stays on the error (a busy SQLite file, say, is told apart by it).
+    throw Object.assign(new Error(failed ? `migration ${failed.migrationName} failed: ${reason}` : `cannot migrate the database: ${reason}`, { cause: error }),
+      { code: (error as { code?: unknown }).code });
   }
   return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName) };
 }
