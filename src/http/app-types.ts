@@ -9,6 +9,10 @@ import type { Organization } from '../modules/orgs/orgs.schemas.js';
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** SLIPWAY_BASE_URL, without a trailing slash: where clients reach this API. */
+    publicBaseUrl: string;
+  }
   interface FastifyContextConfig {
     /** Who may call the route; absent means public (health, discovery, the token endpoint). */
     auth?: Access;

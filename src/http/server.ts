@@ -119,6 +119,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
+  app.decorate('publicBaseUrl', deps.openapi.baseUrl.replace(/\/+$/, ''));
   app.setValidatorCompiler(createValidatorCompiler());
   app.decorateRequest('principal', null);
   app.decorateRequest('org', null);

@@ -191,9 +191,11 @@ describe('deployments', () => {
     const read = async (res: { status: number; headers: Headers; body: any; text: string }, pattern: RegExp) => {
       assert.equal(res.status, 201, res.text);
       const location = res.headers.get('location');
-      assert.ok(location !== null && pattern.test(location), `Location ${location} should match ${pattern}`);
-      assert.ok(location.endsWith(`/${res.body.id}`), location);
-      const back = await server.owner.http.get(location);
+      assert.ok(location !== null && location.startsWith(`${server.config.baseUrl}/v1/`), `Location ${location} should be under ${server.config.baseUrl}`);
+      const path = new URL(location).pathname;
+      assert.ok(pattern.test(path), `Location ${location} should match ${pattern}`);
+      assert.ok(path.endsWith(`/${res.body.id}`), location);
+      const back = await server.owner.http.get(path);
       assert.equal(back.status, 200, back.text);
       assert.equal(back.body.id, res.body.id);
     };

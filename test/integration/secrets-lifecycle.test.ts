@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
+import { eventually } from '../support/deployments.js';
 
 const base = '/v1/orgs/default/secrets';
 
@@ -162,8 +163,13 @@ describe('secrets lifecycle', () => {
     assert.equal(bare.body.version, 2);
     assert.equal((await admin.http.post(`${base}/revealed/reveal`, { version: 3 })).status, 404);
 
-    const events = await admin.http.get(`/v1/orgs/default/events?type=secret.revealed&limit=200`);
-    const mine = events.body.events.filter((e: any) => e.data.name === 'revealed');
+    // On PostgreSQL an event is listed once every transaction older than its own has ended (commit
+    // order); another test's open transaction can hold it back for a moment.
+    const mine = await eventually('both reveal events', async () => {
+      const events = await admin.http.get(`/v1/orgs/default/events?type=secret.revealed&limit=200`);
+      const found = events.body.events.filter((e: any) => e.data.name === 'revealed');
+      return found.length >= 2 ? found : undefined;
+    });
     assert.deepEqual(mine.map((e: any) => [e.actor, e.data.version]), [[admin.clientId, 1], [admin.clientId, 2]]);
     assert.ok(mine.every((e: any) => typeof e.requestId === 'string'));
   });
