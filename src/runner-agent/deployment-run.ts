@@ -126,7 +126,8 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     const serviceLog = ctx.logger.child({ serviceName: deployment.service.name, environmentName: deployment.environment.name });
     const replaced = await ctx.processes.replace(key, proc, id);
     started.supervised = true;
-    void supervise({ key, spec, sink, mask, first: proc, tag: id }, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping });
+    supervise({ key, spec, sink, mask, first: proc, tag: id }, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping })
+      .catch((err: unknown) => serviceLog.error({ code: (err as { code?: unknown }).code, name: (err as Error).name }, 'supervising the service failed; it is no longer restarted'));
     if (replaced !== undefined) log.info({ processPid: replaced.pid }, 'stopped the previous process');
     return outcome;
   } catch (error) {
