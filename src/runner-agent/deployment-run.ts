@@ -88,7 +88,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
   const complete = async (outcome: OutcomeT, reason?: string): Promise<RunResult> => {
     // The heartbeat stops first, so that no refusal of it can cross the completion.
     await heartbeat.stop();
-    output = (stream, line) => log.info({ stream }, mask(line));
+    output = serviceOutputLog(log, mask);
     await shipper.close();
     const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: mask(reason).slice(0, REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
@@ -151,6 +151,35 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       ctx.ports.release(started.port);
     }
   }
+}
+
+/** Lines of a service's output the runner logs in one second at most, once its deployment is complete. */
+export const OUTPUT_LINES_PER_SECOND = 100;
+
+/**
+ * Where a serving process's output goes once its deployment is complete: the runner's own log,
+ * masked, at most OUTPUT_LINES_PER_SECOND lines a second. A chatty service must not drown the
+ * runner's log: what is over the limit is counted, and the count logged when the next second opens.
+ */
+export function serviceOutputLog(log: Logger, mask: (line: string) => string, now: () => number = Date.now): OutputSink {
+  let second = -1;
+  let logged = 0;
+  let dropped = 0;
+  return (stream, line) => {
+    const current = Math.floor(now() / 1000);
+    if (current !== second) {
+      if (dropped > 0) log.warn({ dropped }, `${dropped} line${dropped === 1 ? '' : 's'} of output not logged: more than ${OUTPUT_LINES_PER_SECOND} a second`);
+      second = current;
+      logged = 0;
+      dropped = 0;
+    }
+    if (logged >= OUTPUT_LINES_PER_SECOND) {
+      dropped++;
+      return;
+    }
+    logged++;
+    log.info({ stream }, mask(line));
+  };
 }
 
 /** What to say of an error starting a process that launch() did not foresee: its code or name only. */

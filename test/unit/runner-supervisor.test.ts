@@ -1,6 +1,6 @@
 // The runner's supervisor with real processes: a deployed service that exits on its own comes back
 // on its port after a pause that grows while restarts fail, and nothing is restarted once the
-// process was replaced or the runner stops.
+// process was replaced or the runner stops. And where a serving process's output goes.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/logging.js';
-import { PortPool } from '../../src/runner-agent/deployment-run.js';
+import { OUTPUT_LINES_PER_SECOND, PortPool, serviceOutputLog } from '../../src/runner-agent/deployment-run.js';
 import { launch, ProcessTable, type LaunchSpec, type RunningProcess } from '../../src/runner-agent/local-process.js';
 import { restartDelayMs, RESTART_POLICY, supervise, type RestartPolicy } from '../../src/runner-agent/supervisor.js';
 
@@ -119,5 +119,22 @@ describe('runner supervisor', () => {
     assert.equal(await pidOn(port), undefined, 'nothing started again on the old port');
     assert.deepEqual(lines, []);
     assert.equal(table.current('svc/env-2'), next);
+  });
+});
+
+describe('service output after its deployment', () => {
+  test('goes to the runner log masked, at most OUTPUT_LINES_PER_SECOND lines a second, and says how many it left out', () => {
+    const { logger, lines } = logged();
+    let now = 10_000;
+    const sink = serviceOutputLog(logger, (line) => line.replaceAll('s3cret-value', '***'), () => now);
+    for (let i = 0; i < OUTPUT_LINES_PER_SECOND + 25; i++) sink('stdout', `line ${i} s3cret-value`);
+    now += 1_000;
+    sink('stderr', 'next second');
+    const messages = lines.map((l) => [l.stream, l.msg, l.dropped]);
+    assert.equal(messages.length, OUTPUT_LINES_PER_SECOND + 2);
+    assert.deepEqual(messages[0], ['stdout', 'line 0 ***', undefined]);
+    assert.deepEqual(messages[OUTPUT_LINES_PER_SECOND], [undefined, `25 lines of output not logged: more than ${OUTPUT_LINES_PER_SECOND} a second`, 25]);
+    assert.deepEqual(messages[OUTPUT_LINES_PER_SECOND + 1], ['stderr', 'next second', undefined]);
+    assert.ok(!JSON.stringify(lines).includes('s3cret-value'));
   });
 });
