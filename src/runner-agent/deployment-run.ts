@@ -85,7 +85,8 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
   const heartbeat = keepLeaseAlive(ctx.client, id, lease, work);
   let started: { proc: RunningProcess; port: number; supervised: boolean } | undefined;
 
-  const complete = async (outcome: OutcomeT, reason?: string): Promise<RunResult> => {
+  /** Reports the outcome; answers the deployment's state as the server now has it. */
+  const complete = async (outcome: OutcomeT, reason?: string): Promise<string> => {
     // The heartbeat stops first, so that no refusal of it can cross the completion.
     await heartbeat.stop();
     output = serviceOutputLog(log, mask);
@@ -93,13 +94,14 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: mask(reason).slice(0, REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
     log.info({ outcome, state: done.state, ...(reason !== undefined ? { reason: body.reason } : {}) }, `deployment ${outcome}`);
-    return outcome;
+    return done.state;
   };
 
   try {
     say(`claimed attempt ${lease.attempt}: ${deployment.service.name} into ${deployment.environment.name}${deployment.revision !== null ? ` at ${deployment.revision}` : ''}`);
     if (run.command === undefined) {
-      return await complete('failed', `This runner starts commands, and the spec has none${run.image !== undefined ? ` (only the image ${run.image})` : ''}: give the service a command.`);
+      await complete('failed', `This runner starts commands, and the spec has none${run.image !== undefined ? ` (only the image ${run.image})` : ''}: give the service a command.`);
+      return 'failed';
     }
     const port = await ctx.ports.reserve();
     say(`starting ${run.command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
@@ -114,7 +116,8 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       // said: a message can quote what the process was given.
       const reason = error instanceof LaunchError ? error.reason : unexpectedStartFailure(error, log);
       say(`failed: ${reason}; the previous process, if any, keeps serving`);
-      return await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
+      await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
+      return 'failed';
     }
     const { proc } = started;
     // The server hears of the success before anything happens to the process that serves now: if
@@ -122,14 +125,22 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     // the previous one keeps serving.
     const previous = ctx.processes.current(key);
     say(`healthy: pid ${proc.pid} on port ${port}${previous !== undefined ? `; the previous process (pid ${previous.pid}) stops once the server has taken the result` : ''}`);
-    const outcome = await complete('succeeded');
+    const state = await complete('succeeded');
+    // A retried completion whose first answer was lost can come back after a later deployment of
+    // this service and environment succeeded (this one superseded meanwhile, or already replaced
+    // here by a newer one: ids are in creation order). Then the newer one stays, and this one goes.
+    const newer = ctx.processes.entries().find((e) => e.key === key && e.tag > id);
+    if (state !== 'succeeded' || newer !== undefined) {
+      log.warn({ state, ...(newer !== undefined ? { newer: newer.tag } : {}) }, 'the deployment no longer serves: a later one took its place; its process is stopped');
+      return 'succeeded';
+    }
     const serviceLog = ctx.logger.child({ serviceName: deployment.service.name, environmentName: deployment.environment.name });
     const replaced = await ctx.processes.replace(key, proc, id);
     started.supervised = true;
     supervise({ key, spec, sink, mask, first: proc, tag: id }, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping })
       .catch((err: unknown) => serviceLog.error({ code: (err as { code?: unknown }).code, name: (err as Error).name }, 'supervising the service failed; it is no longer restarted'));
     if (replaced !== undefined) log.info({ processPid: replaced.pid }, 'stopped the previous process');
-    return outcome;
+    return 'succeeded';
   } catch (error) {
     const why = work.signal.aborted ? work.signal.reason : error;
     if (why instanceof Refused) {

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { errors } from '../platform/errors.js';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
-  runnerUrl, RUNNER_ROUTES, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT, type CompleteRequestT, type HeartbeatResponseT,
+  mustStop, runnerUrl, RUNNER_ROUTES, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT, type CompleteRequestT, type HeartbeatResponseT,
   type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
@@ -59,7 +59,8 @@ export function createProtocolClient(options: ProtocolClientOptions) {
         const detail = problem.detail ?? `HTTP ${answer.status}`;
         // A 409 with Retry-After is a race with another request at the same moment (a database
         // deadlock, say): nothing was done, and the same call is expected to pass when repeated.
-        const raced = answer.status === 409 && answer.headers.get('retry-after') !== null;
+        // A code the runner must act on wins over Retry-After.
+        const raced = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code);
         if (isTransientStatus(answer.status) || problem.code === IN_PROGRESS || raced) {
           throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
         }

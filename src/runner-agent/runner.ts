@@ -100,7 +100,12 @@ export function createRunner(options: RunnerOptions): Runner {
           for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal)) serving.add(id);
         }
       } catch (error) {
-        if (!stopping.signal.aborted) logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : error }, 'could not ask which deployments still serve');
+        if (stopping.signal.aborted) return;
+        if (error instanceof Refused && error.code === 'route_not_found') {
+          logger.warn('the server does not answer which deployments still serve (it is older than this runner): processes are no longer stopped when their deployment is superseded elsewhere');
+          return;
+        }
+        logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : error }, 'could not ask which deployments still serve');
         continue;
       }
       for (const { key, proc, tag } of running) {

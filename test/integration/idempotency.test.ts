@@ -10,6 +10,7 @@ import { createErrorHandler } from '../../src/http/error-handler.js';
 import { registerIdempotency } from '../../src/modules/idempotency/idempotency.hooks.js';
 import { createIdempotencyService } from '../../src/modules/idempotency/idempotency.service.js';
 import { errors } from '../../src/platform/errors.js';
+import { eventually } from '../support/deployments.js';
 import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 
 const withKey = (key: string) => ({ headers: { 'idempotency-key': key } });
@@ -200,7 +201,8 @@ describe('Idempotency-Key', () => {
 
   it('keeps the hold of a request whose client went away while it still runs, so that the client\'s retry waits', async () => {
     // The real hooks on an app of its own, over a key store with a 3 s lock timeout, and a route
-    // that runs for 5 s; its client hangs up after 300 ms and retries after the timeout.
+    // that runs until the test lets it finish; its client hangs up after 300 ms and retries after
+    // the timeout.
     const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 3_000 });
     const app = Fastify();
     app.setErrorHandler(createErrorHandler(1024 * 1024));
@@ -208,12 +210,11 @@ describe('Idempotency-Key', () => {
     app.addHook('onRequest', (req, _reply, done) => { req.principal = { subject: server.owner.clientId } as never; done(); });
     registerIdempotency(app as never, { idempotency: service });
     let runs = 0;
-    let finish!: () => void;
-    const finished = new Promise<void>((resolve) => { finish = resolve; });
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
     app.post('/v1/slow', { config: { auth: 'developer' } }, async () => {
       runs++;
-      await sleep(5_000);
-      finish();
+      await gate;
       return { ran: runs };
     });
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
@@ -225,12 +226,16 @@ describe('Idempotency-Key', () => {
       const retry = await send();
       assert.equal(retry.status, 409);
       assert.equal(((await retry.json()) as { code: string }).code, 'idempotency_request_in_progress');
-      await finished;
-      await sleep(100);
-      const replay = await send();
+      open();
+      // Once the first attempt's response is recorded, the retry replays it.
+      const replay = await eventually('the first response to be recorded', async () => {
+        const res = await send();
+        return res.status === 409 ? undefined : res;
+      });
       assert.equal(replay.headers.get('idempotent-replayed'), 'true');
       assert.equal(runs, 1);
     } finally {
+      open();
       await app.close();
     }
   });

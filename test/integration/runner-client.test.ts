@@ -27,6 +27,22 @@ describe('runner token source and protocol client', () => {
   });
   after(() => f.close());
 
+  /**
+   * A runner (in this process) of a new environment, where a new service deploys SERVICE_SCRIPT,
+   * on a protocol client that `wrap` may change to stage a race; `stop` ends it.
+   */
+  async function runnerOn(wrap: (real: ProtocolClient) => ProtocolClient, options: { concurrency?: number; reconcileSeconds?: number } = {}) {
+    const real = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
+    const runner = createRunner({
+      client: wrap(real), environments: [env.name], concurrency: options.concurrency ?? 1, logger: createLogger('info', { write: () => {} }), waitSeconds: 1,
+      ...(options.reconcileSeconds !== undefined ? { reconcileSeconds: options.reconcileSeconds } : {}),
+    });
+    const running = runner.run();
+    return { env, svc, runner, stop: async () => { runner.stop(); await running; } };
+  }
+
   const tokenRequestsSince = (mark: number) => f.server.logs.slice(mark).filter((l) => l.includes('"route":"/oauth/v2/token"')).length;
 
   it('caches a token, and concurrent callers share one request for it', async () => {
@@ -116,21 +132,15 @@ describe('runner token source and protocol client', () => {
   });
 
   it('keeps the previous process serving when the server refuses a success (cancelled as it was reported)', async () => {
-    const logger = createLogger('info', { write: () => {} });
-    const real = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
     // The cancel lands between the new process turning healthy and the runner reporting it.
     let cancelOnCompletion: string | undefined;
-    const client: ProtocolClient = {
+    const { env, svc, stop } = await runnerOn((real) => ({
       ...real,
       async complete(id, body, signal) {
         if (id === cancelOnCompletion) assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
         return real.complete(id, body, signal);
       },
-    };
-    const env = await createEnvironment(f.admin.http, f.orgId);
-    const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
-    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1 });
-    const running = runner.run();
+    }));
     try {
       const first = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'one' } });
       assert.equal((await settled(f.developer.http, f.orgId, first.id)).state, 'succeeded');
@@ -145,30 +155,29 @@ describe('runner token source and protocol client', () => {
       assert.equal(((await ask(one.port)) as { revision: string }).revision, 'one');
       assert.equal((await f.developer.http.get(`/v1/orgs/${f.orgId}/deployments/${first.id}`)).body.state, 'succeeded');
     } finally {
-      runner.stop();
-      await running;
+      await stop();
     }
   });
 
   it('stops a process whose deployment no longer serves: superseded through another runner, or deleted with its service', async () => {
-    const logger = createLogger('info', { write: () => {} });
-    const real = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource(credentials) });
     // This runner claims only while `claiming`, so that another can take the next deployment.
     let claiming = true;
     let inFlight: Promise<unknown> = Promise.resolve();
-    const client: ProtocolClient = {
+    let questions = 0;
+    const { env, svc, runner, stop } = await runnerOn((real) => ({
       ...real,
       async claim(claim, signal) {
         if (claiming) return (inFlight = real.claim(claim, signal)) as ReturnType<typeof real.claim>;
         await sleep(100, undefined, { signal }).catch(() => undefined);
         return null;
       },
-    };
-    const env = await createEnvironment(f.admin.http, f.orgId);
-    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1, reconcileSeconds: 1 });
-    const running = runner.run();
+      async serving(ids, signal) {
+        const answer = await real.serving(ids, signal);
+        questions++;
+        return answer;
+      },
+    }), { reconcileSeconds: 1 });
     try {
-      const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
       const first = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'one' } });
       assert.equal((await settled(f.developer.http, f.orgId, first.id)).state, 'succeeded');
       const one = await servedBy(f.developer.http, f.orgId, first.id);
@@ -187,11 +196,50 @@ describe('runner token source and protocol client', () => {
       const third = await deploy(f.developer.http, f.orgId, { service: other.id, environment: env.id });
       assert.equal((await settled(f.developer.http, f.orgId, third.id)).state, 'succeeded');
       const three = await servedBy(f.developer.http, f.orgId, third.id);
+      // What still serves is left running, round after round.
+      const asked = questions;
+      await eventually('two more rounds of questions', async () => (questions >= asked + 2 ? true : undefined));
+      assert.equal(alive(three.pid), true, 'a serving deployment\'s process keeps running');
+      assert.equal(runner.processes.current(`${other.id}/${env.id}`)?.pid, three.pid);
       assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${other.id}`)).status, 204);
       await eventually('the deleted service\'s process to stop', async () => (alive(three.pid) ? undefined : true));
     } finally {
-      runner.stop();
-      await running;
+      await stop();
+    }
+  });
+
+  it('keeps the newer deployment serving when the answer to an older one\'s completion comes back late', async () => {
+    // The completion of `late` reaches the server, but its answer is lost; the retry is answered
+    // only once the next deployment has succeeded (it answers the deployment as it is then).
+    let late: string | undefined;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    const { env, svc, runner, stop } = await runnerOn((real) => ({
+      ...real,
+      async complete(id, body, signal) {
+        if (id !== late) return real.complete(id, body, signal);
+        await real.complete(id, body, signal);
+        await released;
+        return real.complete(id, body, signal);
+      },
+    }), { concurrency: 2 });
+    try {
+      const older = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'older' } });
+      late = older.id;
+      assert.equal((await settled(f.developer.http, f.orgId, older.id)).state, 'succeeded');
+      const newer = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'newer' } });
+      assert.equal((await settled(f.developer.http, f.orgId, newer.id)).state, 'succeeded');
+      const serving = await servedBy(f.developer.http, f.orgId, newer.id);
+      await eventually('the newer process in place', async () => (runner.processes.current(`${svc.id}/${env.id}`)?.pid === serving.pid ? true : undefined));
+      const stale = await servedBy(f.developer.http, f.orgId, older.id);
+      release();
+      await eventually('the older process to stop', async () => (alive(stale.pid) ? undefined : true));
+      assert.equal(alive(serving.pid), true, 'the newer one keeps serving');
+      assert.equal(((await ask(serving.port)) as { revision: string }).revision, 'newer');
+      assert.equal(runner.processes.current(`${svc.id}/${env.id}`)?.pid, serving.pid);
+    } finally {
+      release();
+      await stop();
     }
   });
 

@@ -94,6 +94,10 @@ describe('runner protocol', () => {
     assert.deepEqual((await stranger.http.post(`/v1/orgs/${other}/runner/serving`, { deployments: [serving] })).body, { serving: [] });
     const claim = await runner.take({ environments: [env.id], waitSeconds: 0 });
     assert.equal((await runner.complete(queued, claim.lease.token)).status, 200);
+    // An empty question, an oversized one and one that names an id twice are refused.
+    for (const deployments of [[], Array.from({ length: 501 }, (_, i) => `dep_${i}`), [serving, serving]]) {
+      assert.equal((await runner.actor.http.post(`/v1/orgs/${orgId}/runner/serving`, { deployments })).status, 400);
+    }
   });
 
   it('wakes a waiting claim when a deployment is created', async () => {

@@ -76,7 +76,10 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
     }
   }
 
-  /** Backstop: a request that ended without onSend (Fastify skips it for some aborted ones) stops renewing. */
+  /**
+   * Backstop for a response that went out without onSend having recorded it: the hold stops with
+   * the response. (A request whose response never goes out keeps renewing until the hold's cap.)
+   */
   function ended(req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
     claims.get(req)?.release();
     done();

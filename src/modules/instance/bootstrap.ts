@@ -60,4 +60,11 @@ function writeOwnerOnly(file: string, data: string): void {
     fs.rmSync(temp, { force: true });
     throw error;
   }
+  // And the rename itself: the directory's entry.
+  const dir = fs.openSync(path.dirname(file), 'r');
+  try {
+    fs.fsyncSync(dir);
+  } finally {
+    fs.closeSync(dir);
+  }
 }
