@@ -6,7 +6,7 @@ import { ConfigError, redactUrl, type Config } from '../platform/config.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
-/** A worker's exit status when the configured address cannot be listened on. */
+/** A worker's exit status when the configuration keeps it from starting (the address cannot be listened on). */
 const WORKER_CANNOT_LISTEN = 2;
 
 async function runServer(config: Config, primary: boolean): Promise<void> {
@@ -78,21 +78,24 @@ export async function serve(config: Config): Promise<number> {
     await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
     await core.close();
     let stopping = false;
-    let cannotListen = false;
+    let startFailed = false;
+    const listened = new Set<number>();
     for (let i = 0; i < config.workers; i++) cluster.fork();
+    cluster.on('listening', (worker) => listened.add(worker.id));
     cluster.on('exit', (worker, code, signal) => {
-      if (code === WORKER_CANNOT_LISTEN && !stopping) {
-        // The address is the problem (in use, not ours), not the worker: another would fail the
-        // same way. The worker said why; stop the others and end with its status.
-        cannotListen = true;
-        process.exitCode = 2;
+      if (!stopping && !listened.has(worker.id)) {
+        // A worker that ended before it listened met something every worker would (the address
+        // in use, the database out of reach): starting another would only fail again. It said
+        // why; stop the others and end with its status.
+        startFailed = true;
+        process.exitCode = code === WORKER_CANNOT_LISTEN ? WORKER_CANNOT_LISTEN : 1;
         stop();
         return;
       }
       if (!stopping) {
         core.logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
         cluster.fork();
-      } else if (code !== 0 && !cannotListen) {
+      } else if (code !== 0 && !startFailed) {
         // The primary's exit status says whether every worker stopped cleanly.
         core.logger.error({ pid: worker.process.pid, code, signal }, 'worker did not stop cleanly');
         process.exitCode = 1;
@@ -109,11 +112,10 @@ export async function serve(config: Config): Promise<number> {
   try {
     await runServer(config, false);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    // A worker's channel to the primary would keep it alive after returning: exit, and let the
-    // primary see why by the status.
-    process.stderr.write(`slipway: ${error.message}\n`);
-    process.exit(WORKER_CANNOT_LISTEN);
+    // A worker's channel to the primary would keep it alive after returning: say why, exit, and
+    // let the primary see the kind of failure by the status.
+    process.stderr.write(`slipway: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(error instanceof ConfigError ? WORKER_CANNOT_LISTEN : 1);
   }
   return 0;
 }
