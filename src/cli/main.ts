@@ -61,19 +61,14 @@ export async function main(argv: string[], env: Record<string, string | undefine
     }
   } catch (error) {
     // With --json, the refusal is JSON too (on stderr, as always): a script can read its code.
-    const json = rest.includes('--json');
-    if (error instanceof UsageError || error instanceof ConfigError) {
-      process.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage', message: error.message } })}\n` : `slipway: ${error.message}\n`);
-      return 2;
-    }
-    if (error instanceof AppError) {
-      process.stderr.write(json ? `${JSON.stringify({ error: { code: error.code, status: error.status, message: error.detail, ...error.extras } })}\n` : `slipway: ${error.detail}\n`);
-      return 1;
-    }
+    const refuse = (exitCode: number, code: string, message: string, extras: Record<string, unknown> = {}): number => {
+      process.stderr.write(rest.includes('--json') ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${message}\n`);
+      return exitCode;
+    };
+    if (error instanceof UsageError || error instanceof ConfigError) return refuse(2, 'usage', error.message);
+    if (error instanceof AppError) return refuse(1, error.code, error.detail, { status: error.status, ...error.extras });
     if (isDatabaseBusy(error)) {
-      const message = 'the database is locked by another process (a server writing a large batch, or another slipway command); try again in a moment';
-      process.stderr.write(json ? `${JSON.stringify({ error: { code: 'database_busy', message } })}\n` : `slipway: ${message}\n`);
-      return 1;
+      return refuse(1, 'database_busy', 'the database is locked by another process (a server writing a large batch, or another slipway command); try again in a moment');
     }
     throw error;
   }

@@ -4,7 +4,6 @@
 // an answer or its signal aborts, and throws Refused for a definite no, which for a deployment
 // the runner holds means: stop working on it (`refused.mustStop`).
 import { randomUUID } from 'node:crypto';
-import { errors } from '../platform/errors.js';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
   mustStop, runnerUrl, RUNNER_ROUTES, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT, type CompleteRequestT, type HeartbeatResponseT,
@@ -33,8 +32,6 @@ export interface ClaimOptions {
 const CALL_TIMEOUT_MS = 30_000;
 /** A long poll answers within its wait; this much more is the server being slow, not waiting. */
 const CLAIM_GRACE_MS = 15_000;
-// A retried log append whose first try is still running on the server: wait for its answer.
-const IN_PROGRESS = errors.idempotencyRequestInProgress().code;
 
 export function createProtocolClient(options: ProtocolClientOptions) {
   const { tokens } = options;
@@ -57,11 +54,11 @@ export function createProtocolClient(options: ProtocolClientOptions) {
         if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
         const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
         const detail = problem.detail ?? `HTTP ${answer.status}`;
-        // A 409 with Retry-After is a race with another request at the same moment (a database
-        // deadlock, say): nothing was done, and the same call is expected to pass when repeated.
-        // A code the runner must act on wins over Retry-After.
-        const raced = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code);
-        if (isTransientStatus(answer.status) || problem.code === IN_PROGRESS || raced) {
+        // A 409 with Retry-After says to ask again: another request raced this one (a database
+        // deadlock, say: nothing was done), or a retried log append's first try is still running
+        // on the server (its answer comes to the retry). A code the runner must act on wins.
+        const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code);
+        if (isTransientStatus(answer.status) || retryLater) {
           throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
         }
         throw new Refused(answer.status, problem.code ?? `http_${answer.status}`, `${route} was refused (${answer.status}): ${detail}`);
