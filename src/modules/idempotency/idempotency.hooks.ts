@@ -64,10 +64,7 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
       if (body === null) {
         req.log.warn('a streamed response cannot be replayed; its idempotency key is freed');
         await idempotency.abandon(claim);
-      } else if (reply.statusCode === 409 && reply.getHeader('retry-after') !== undefined) {
-        // Raced by another request (see errors.raced): the retry it asks for must run again.
-        await idempotency.abandon(claim);
-      } else if (!(await idempotency.finish(claim, { status: reply.statusCode, headers: replayedHeaders(reply), body }))) {
+      } else if (!(await idempotency.finish(claim, { status: reply.statusCode, headers: replayedHeaders(reply), body }, { retryAfter: reply.getHeader('retry-after') !== undefined }))) {
         req.log.warn('the idempotency key was taken over before this request finished; its response is not kept');
       }
     } catch (err) {

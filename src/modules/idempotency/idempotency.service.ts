@@ -122,12 +122,14 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
     },
 
     /**
-     * Records the outcome. A 4xx was processed (the request itself is wrong, or met a conflict) and
-     * is kept like a success; a 5xx is not the request's fault, so the key is freed for a retry.
-     * False when the claim was lost (taken over after the lock timeout).
+     * Records the outcome. A 4xx was processed (the request itself is wrong, or met a conflict
+     * with the state of things) and is kept like a success. The key is freed for a retry instead
+     * after a 5xx (not the request's fault) and after a 409 that asks to be retried (`retryAfter`:
+     * raced by another request, see errors.raced; the retry must run again). False when the claim
+     * was lost (taken over after the lock timeout).
      */
-    async finish(claim: Claim, response: StoredResponse): Promise<boolean> {
-      if (response.status >= 500) return idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken);
+    async finish(claim: Claim, response: StoredResponse, opts: { retryAfter: boolean }): Promise<boolean> {
+      if (response.status >= 500 || (response.status === 409 && opts.retryAfter)) return idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken);
       return idempotencyRepo.complete(db, claim.subject, claim.key, claim.lockToken, {
         status: response.status,
         headers: JSON.stringify(response.headers),
