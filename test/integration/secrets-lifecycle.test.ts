@@ -6,6 +6,8 @@ import { startServer, type Actor, type TestServer } from '../support/harness.js'
 import { eventually } from '../support/deployments.js';
 
 const base = '/v1/orgs/default/secrets';
+/** A secret's ETag as the README documents it: its version and its creation time in milliseconds, base 36. */
+const etag = (version: number, createdAt: string) => `"${version}.${Date.parse(createdAt).toString(36)}"`;
 
 describe('secrets lifecycle', () => {
   let server: TestServer;
@@ -31,11 +33,11 @@ describe('secrets lifecycle', () => {
     return res.body.values as Record<string, string>;
   };
 
-  it('reads one secret with its version as ETag, and never its values', async () => {
+  it('reads one secret with its ETag (version and creation time), and never its values', async () => {
     await create('db.main', { URL: 'postgres://a', PASSWORD: 'p1' });
     const res = await dev.http.get(`${base}/db.main`);
     assert.equal(res.status, 200);
-    assert.equal(res.headers.get('etag'), '"1"');
+    assert.equal(res.headers.get('etag'), etag(1, res.body.createdAt));
     assert.deepEqual(res.body.keys, ['PASSWORD', 'URL']);
     assert.equal(res.body.version, 1);
     assert.ok(!res.text.includes('postgres://a'));
@@ -51,7 +53,7 @@ describe('secrets lifecycle', () => {
     assert.equal(res.body.result, 'updated');
     assert.equal(res.body.version, 2);
     assert.deepEqual(res.body.keys, ['A', 'C']);
-    assert.equal(res.headers.get('etag'), '"2"');
+    assert.equal(res.headers.get('etag'), etag(2, res.body.createdAt));
     assert.ok(res.body.updatedAt >= res.body.createdAt);
 
     const same = await dev.http.put(`${base}/replace-me`, { values: { C: '3', A: '1' } });
@@ -117,6 +119,35 @@ describe('secrets lifecycle', () => {
     assert.equal((await dev.http.get(`${base}/guarded`)).status, 200);
   });
 
+  it('an ETag read before a permanent delete does not match the secret created again under its name', async () => {
+    await create('reborn', { A: 'first life' });
+    const old = await dev.http.get(`${base}/reborn`);
+    const oldTag = old.headers.get('etag')!;
+    assert.equal((await admin.http.delete(`${base}/reborn?permanent=true`)).status, 204);
+    await create('reborn', { A: 'second life' });
+    const now = await dev.http.get(`${base}/reborn`);
+    assert.equal(now.body.version, 1);
+    assert.notEqual(now.headers.get('etag'), oldTag);
+
+    for (const write of [
+      () => dev.http.put(`${base}/reborn`, { values: { A: 'overwritten' } }, { headers: { 'if-match': oldTag } }),
+      () => dev.http.patch(`${base}/reborn`, { set: { B: 'b' } }, { headers: { 'if-match': oldTag } }),
+      () => dev.http.delete(`${base}/reborn`, { headers: { 'if-match': oldTag } }),
+    ]) {
+      const stale = await write();
+      assert.equal(stale.status, 412, stale.text);
+      assert.match(stale.body.detail, /deleted permanently and created again/);
+      assert.ok(stale.body.detail.includes(now.headers.get('etag')!));
+    }
+    assert.equal((await dev.http.get(`${base}/reborn`)).body.version, 1);
+    assert.deepEqual(await reveal('reborn'), { A: 'second life' });
+    // The current ETag, and a bare version (which does not tell the two apart), still hold.
+    const fresh = await dev.http.patch(`${base}/reborn`, { set: { B: 'b' } }, { headers: { 'if-match': now.headers.get('etag')! } });
+    assert.equal(fresh.status, 200, fresh.text);
+    const bare = await dev.http.patch(`${base}/reborn`, { set: { C: 'c' } }, { headers: { 'if-match': '"2"' } });
+    assert.equal(bare.status, 200, bare.text);
+  });
+
   it('lists versions newest first with who and when, reads one, and restores an earlier one as a new version', async () => {
     // Values distinctive enough that no id or cursor in a response can contain them by chance.
     await create('versioned', { K: 'value-one-Zq8' });
@@ -143,7 +174,7 @@ describe('secrets lifecycle', () => {
     assert.equal(restored.status, 200, restored.text);
     assert.equal(restored.body.result, 'updated');
     assert.equal(restored.body.version, 4);
-    assert.equal(restored.headers.get('etag'), '"4"');
+    assert.equal(restored.headers.get('etag'), etag(4, restored.body.createdAt));
     assert.deepEqual(await reveal('versioned'), { K: 'value-one-Zq8' });
     assert.deepEqual(await reveal('versioned', 2), { K: 'value-two-Zq8' });
     const again = await admin.http.post(`${base}/versioned/restore`, { version: 4 });

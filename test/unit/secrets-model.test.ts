@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isAppError } from '../../src/platform/errors.js';
-import { applyPatch, etagOf, keyDiff, parseIfMatch, retention, sameValues, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
+import { applyPatch, etagOf, keyDiff, parseIfMatch, retention, sameValues, satisfies, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
 import type { SecretRow } from '../../src/modules/secrets/secrets.repo.js';
 
 const key = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,5}$/);
@@ -79,13 +79,28 @@ describe('If-Match and retention', () => {
   it('parses strong tags, lists and *; a weak or foreign tag matches nothing; a bare value is refused', () => {
     assert.equal(parseIfMatch(undefined), undefined);
     assert.equal(parseIfMatch('*'), undefined);
-    assert.deepEqual(parseIfMatch('"3"'), [3]);
-    assert.deepEqual(parseIfMatch('W/"3", "5"'), [5]);
+    assert.deepEqual(parseIfMatch('"3"'), [{ version: 3 }]);
+    assert.deepEqual(parseIfMatch('"3.mi9x0v2k"'), [{ version: 3, incarnation: 'mi9x0v2k' }]);
+    assert.deepEqual(parseIfMatch('W/"3", "5"'), [{ version: 5 }]);
     assert.deepEqual(parseIfMatch('"abc"'), []);
+    assert.deepEqual(parseIfMatch('"3.MI9X"'), []);
     for (const bad of ['3', 'nonsense', '"3', 'W/3']) {
       assert.throws(() => parseIfMatch(bad), (e: unknown) => isAppError(e) && e.status === 400 && e.code === 'invalid_request', bad);
     }
-    fc.assert(fc.property(fc.integer({ min: 1, max: 1e9 }), (v) => assert.deepEqual(parseIfMatch(etagOf(v)), [v])));
+    const created = fc.integer({ min: 0, max: 4e12 }).map((ms) => new Date(ms).toISOString());
+    fc.assert(fc.property(fc.integer({ min: 1, max: 1e9 }), created, (v, at) => assert.ok(satisfies(parseIfMatch(etagOf(v, at)), v, at))));
+  });
+
+  it('an ETag matches its version of the same secret only; a bare version matches that version of any', () => {
+    const at = '2030-01-01T00:00:00.000Z';
+    const recreated = '2030-01-01T00:00:00.001Z';
+    assert.ok(satisfies(undefined, 4, at));
+    assert.ok(satisfies(parseIfMatch(etagOf(4, at)), 4, at));
+    assert.ok(!satisfies(parseIfMatch(etagOf(4, at)), 5, at));
+    assert.ok(!satisfies(parseIfMatch(etagOf(4, at)), 4, recreated));
+    assert.ok(satisfies(parseIfMatch('"4"'), 4, recreated));
+    assert.ok(satisfies(parseIfMatch(`"9", ${etagOf(4, at)}`), 4, at));
+    assert.ok(!satisfies(parseIfMatch('W/"4"'), 4, at));
   });
 
   it('a deletion is restorable until exactly the retention window has passed', () => {

@@ -5,19 +5,22 @@ import type { RequestContext } from '../../platform/context.js';
 import { nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
-import { applyPatch, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
+import { applyPatch, etagOf, keyDiff, keysOf, sameValues, satisfies, toChange, type Precondition, type Values } from './secret-model.js';
 import type { SecretStore } from './secret-store.js';
 import { concurrentChange } from './secret-writes.js';
 import { secretsRepo, type SecretRow } from './secrets.repo.js';
 import type { SecretChangeT } from './secrets.schemas.js';
 
 /** What a write may require of the current version (from If-Match); undefined accepts any. */
-export type Expected = number[] | undefined;
+export type Expected = Precondition[] | undefined;
 
 function checkExpected(row: SecretRow, expected: Expected): void {
-  if (expected === undefined || expected.includes(row.version)) return;
+  if (satisfies(expected, row.version, row.created_at)) return;
+  const recreated = expected!.some((e) => e.version === row.version);
   throw errors.preconditionFailed(
-    `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${expected.length ? ` (it names ${expected.join(', ')})` : ''}. Read it again and retry with its ETag.`,
+    recreated
+      ? `The secret "${row.name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${etagOf(row.version, row.created_at)}. Read it again and retry with its ETag.`
+      : `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${expected!.length ? ` (it names ${expected!.map((e) => e.version).join(', ')})` : ''}. Read it again and retry with its ETag.`,
     { currentVersion: row.version },
   );
 }

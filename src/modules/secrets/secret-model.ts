@@ -94,26 +94,47 @@ export function toChange<R extends string>(row: SecretRow, result: R, keys = JSO
   return { name: row.name, version: row.version, keys, createdAt: row.created_at, updatedAt: row.updated_at, result };
 }
 
-/** The ETag of a secret's current version. */
-export function etagOf(version: number): string {
-  return `"${version}"`;
+/**
+ * What distinguishes a secret from an earlier one of the same name: its creation time, in base 36.
+ * Versions start again at 1 when a name is deleted permanently and created anew, so a version
+ * alone would let a stale ETag match a secret its sender has never seen.
+ */
+function incarnationOf(createdAt: string): string {
+  return Date.parse(createdAt).toString(36);
+}
+
+/** The ETag of a secret's current version: `"<version>.<incarnation>"`. */
+export function etagOf(version: number, createdAt: string): string {
+  return `"${version}.${incarnationOf(createdAt)}"`;
+}
+
+/** One entity tag of an If-Match: a version, and the secret's incarnation when the tag names one. */
+export interface Precondition {
+  version: number;
+  incarnation?: string;
+}
+
+/** Whether the secret (its current version, its creation time) is one that `expected` names; undefined accepts any. */
+export function satisfies(expected: Precondition[] | undefined, version: number, createdAt: string): boolean {
+  return expected === undefined || expected.some((e) => e.version === version && (e.incarnation === undefined || e.incarnation === incarnationOf(createdAt)));
 }
 
 /**
  * The versions an `If-Match` header accepts: undefined when any will do (no header, or `*`).
- * A weak tag, or one that is not one of ours, matches nothing; a value that is no entity tag at
- * all is a 400.
+ * A tag is an ETag as given (`"3.mi9x0v2k"`) or a bare version (`"3"`, which does not tell a
+ * secret from one deleted permanently and created again under its name). A weak tag, or one that
+ * is not one of ours, matches nothing; a value that is no entity tag at all is a 400.
  */
-export function parseIfMatch(header: string | undefined): number[] | undefined {
+export function parseIfMatch(header: string | undefined): Precondition[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
   return header.split(',').flatMap((tag) => {
     const trimmed = tag.trim();
-    const version = /^"(\d{1,15})"$/.exec(trimmed);
-    if (version) return [Number(version[1])];
+    const ours = /^"(\d{1,15})(?:\.([0-9a-z]{1,12}))?"$/.exec(trimmed);
+    if (ours) return [ours[2] === undefined ? { version: Number(ours[1]) } : { version: Number(ours[1]), incarnation: ours[2] }];
     // RFC 9110 §13.1.1: If-Match compares strongly, so a weak tag never matches; nor does a
     // well-formed tag that is not one of ours.
     if (/^(?:W\/)?"[\x21\x23-\x7e]*"$/.test(trimmed)) return [];
-    throw errors.invalidRequest(`If-Match must be * or a list of quoted ETags, such as "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
+    throw errors.invalidRequest(`If-Match must be * or a list of quoted ETags, such as "3.mi9x0v2k" or "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
       { pointer: '/headers/if-match', message: 'is not a quoted ETag' },
     ]);
   });

@@ -68,7 +68,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     config: { auth: 'viewer', operation: 'secrets.get' },
     schema: {
       tags,
-      summary: 'Get one secret\'s metadata, with its version as ETag',
+      summary: 'Get one secret\'s metadata, with its ETag',
       description: 'Never values (see `POST …/reveal`). A deleted secret is a 404 with code `secret_deleted` that says until when it can be restored.',
       params: SecretParams,
       response: { 200: withEtag(SecretMetadata) },
