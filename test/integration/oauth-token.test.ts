@@ -3,7 +3,7 @@
 // client_secret_post, never both), every §5.2 error with its status and code, and the rate limit.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { orgClaim } from '../../src/modules/auth/token.service.js';
 import { cliContext } from '../../src/platform/context.js';
 import { startServer, type HttpResult, type TestServer } from '../support/harness.js';
@@ -81,6 +81,16 @@ describe('token endpoint', () => {
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.refresh_token, undefined);
     assert.equal(res.body.scope, `offline_access ${audience} openid`);
+  });
+
+  it('grants every scope to a request that names none (RFC 6749 §3.3 default), and the API accepts its token', async () => {
+    for (const form of [{ grant_type: 'client_credentials' }, { grant_type: 'client_credentials', scope: '' }, { grant_type: 'client_credentials', scope: '  ' }] as Record<string, string>[]) {
+      const res = await oauthPost(server, 'token', { authorization: basic(server.bootstrap.clientId, server.bootstrap.clientSecret), form });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.scope, scope);
+      assert.equal(decodeJwt(res.body.access_token).scope, scope);
+      assert.equal((await server.http(res.body.access_token).get('/v1/orgs')).status, 200);
+    }
   });
 
   it('issues a token without the audience scope, which the API refuses with a 401 naming the scope', async () => {

@@ -1,5 +1,6 @@
 // The scopes a token request may ask for. The spec's client sends all five; we grant what was
-// asked of these and refuse anything else, so a typo in a pipeline fails loudly.
+// asked of these and refuse anything else, so a typo in a pipeline fails loudly. A request that
+// names no scope at all gets all five (RFC 6749 §3.3's pre-defined default): a token the API takes.
 
 export const STANDARD_SCOPES = ['openid', 'email', 'profile', 'offline_access'] as const;
 
@@ -37,7 +38,9 @@ export function scopeParser(idpName: string, projectId: string): (scope: string 
     const granted = [...new Set(requested)];
     return { ok: true, granted, audience: granted.includes(audience), scope: granted.join(' ') };
   };
-  return (scope = '') => {
+  const all = fullScope(idpName, projectId);
+  return (given) => {
+    const scope = given === undefined || given.trim() === '' ? all : given;
     let parsed = remembered.get(scope);
     if (parsed === undefined) {
       parsed = deepFreeze(parse(scope));
