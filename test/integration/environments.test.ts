@@ -114,7 +114,7 @@ describe('environments', () => {
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name })).status, 201);
   });
 
-  it('refuses deletion while a deployment is queued or in progress, then deletes its history', async () => {
+  it('refuses deletion while a deployment is queued or in progress, or serves unless forced, then deletes its history', async () => {
     const env = await createEnvironment(admin.http, orgId);
     const svc = await createService(developer.http, orgId);
     const { runner } = f;
@@ -129,10 +129,29 @@ describe('environments', () => {
     assert.deepEqual(refused.body.conflicts.map((c: any) => [c.deployment, c.state]), [[first.id, 'in_progress'], [queued.id, 'queued']]);
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 200);
 
+    // force does not reach past a deployment that is queued or in progress.
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}?force=true`)).body.code, 'environment_in_use');
+
     assert.equal((await runner.complete(first.id, claimed.lease.token)).status, 200);
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued.id}/cancel`)).status, 200);
-    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 204);
+    // The service now serves there: deleting would stop it and its rollback targets, so only force does.
+    const serving = await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`);
+    assert.equal(serving.status, 409);
+    assert.equal(serving.body.code, 'environment_in_use');
+    assert.deepEqual(serving.body.conflicts, [{ deployment: first.id, state: 'succeeded' }]);
+    assert.match(serving.body.detail, /force=true/);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${first.id}`)).body.state, 'succeeded');
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}?force=true`)).status, 204);
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${first.id}`)).status, 404);
+  });
+
+  it('deletes an environment whose deployments all finished without one serving, without force', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const made = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${made.id}/cancel`)).status, 200);
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 204);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${made.id}`)).status, 404);
   });
 
   it('shows the active (succeeded) deployment of each service', async () => {

@@ -1,18 +1,31 @@
 // What deleting an environment or a service does to its deployments: refused while one is queued
-// or in progress (cancel it first), otherwise the finished ones and their logs go with it. The
-// event log keeps the record of what was deployed.
+// or in progress (cancel it first), and for an environment also while a service serves in it
+// unless the caller says so; otherwise the finished ones and their logs go with it. The event log
+// keeps the record of what was deployed.
 import type { RequestContext } from '../../platform/context.js';
 import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { UNFINISHED_STATES } from './deployment-state.js';
-import { deploymentsRepo } from './deployments.repo.js';
+import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
 
 /** An environment or a service, as far as deleting it is concerned. */
 export interface DeploymentOwner {
   kind: 'environment' | 'service';
   load(executor: Executor, orgId: string, idOrName: string): Promise<{ id: string; name: string }>;
   delete(executor: Executor, id: string): Promise<void>;
+  /** Refuse while a deployment serves (succeeded) too: what runs there would stop, and its rollback targets go. */
+  refuseServing?: boolean;
+}
+
+/** How the caller can go ahead once what blocks the deletion is gone, or despite it. */
+function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, 'id' | 'state'>>) {
+  const unfinished = blocking.filter((d) => d.state !== 'succeeded');
+  const listed = blocking.map((d) => `${d.id} ${d.state}`).join(', ');
+  const detail = unfinished.length > 0
+    ? `The ${kind} "${name}" has deployments that are queued or in progress (${listed}); cancel them or let them finish, then delete it.`
+    : `Services serve in the ${kind} "${name}" (${listed}): deleting it stops them and deletes its deployment history, rollback targets included. To do that, send the DELETE again with ?force=true.`;
+  return errors.conflict(`${kind}_in_use`, detail, { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
 }
 
 /** Deletes the environment or service with its finished deployments, and appends `<kind>.deleted`, in one transaction. */
@@ -23,12 +36,8 @@ export async function deleteWithDeployments(db: Db, ctx: RequestContext, orgId: 
   try {
     await db.transaction().execute(async (trx) => {
       const row = await owner.load(trx, orgId, idOrName);
-      const unfinished = await deploymentsRepo.withStates(trx, column, row.id, UNFINISHED_STATES, 20);
-      if (unfinished.length > 0) {
-        throw errors.conflict(`${kind}_in_use`,
-          `The ${kind} "${row.name}" has deployments that are queued or in progress (${unfinished.map((d) => `${d.id} ${d.state}`).join(', ')}); cancel them or let them finish, then delete it.`,
-          { conflicts: unfinished.map((d) => ({ deployment: d.id, state: d.state })) });
-      }
+      const blocking = await deploymentsRepo.withStates(trx, column, row.id, owner.refuseServing ? [...UNFINISHED_STATES, 'succeeded'] : UNFINISHED_STATES, 20);
+      if (blocking.length > 0) throw inUse(kind, row.name, blocking);
       const deleted = await deploymentsRepo.deleteAllOf(trx, column, row.id, UNFINISHED_STATES);
       await owner.delete(trx, row.id);
       await appendEvents(trx, ctx, [{ orgId, type: `${kind}.deleted`, subject: { type: kind, id: row.id }, data: { name: row.name, deploymentsDeleted: deleted } }], now);

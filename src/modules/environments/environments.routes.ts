@@ -2,7 +2,7 @@ import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
-import { CreateEnvironmentBody, EnvironmentList, EnvironmentParams, EnvironmentSchema, UpdateEnvironmentBody } from './environments.schemas.js';
+import { CreateEnvironmentBody, DeleteEnvironmentQuery, EnvironmentList, EnvironmentParams, EnvironmentSchema, UpdateEnvironmentBody } from './environments.schemas.js';
 import type { EnvironmentsService } from './environments.service.js';
 
 const tags = ['environments'];
@@ -55,12 +55,13 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
     schema: {
       tags,
       summary: 'Delete an environment and its finished deployments',
-      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Finished deployments and their logs are deleted with it; the event log keeps their record.',
+      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Also refused while a service serves in it (an active, succeeded deployment), unless `force=true`: the runners then stop what runs there. Finished deployments and their logs are deleted with it; the event log keeps their record.',
       params: EnvironmentParams,
+      querystring: DeleteEnvironmentQuery,
       response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) },
     },
   }, async (req, reply) => {
-    await environments.remove(req.ctx, req.org!.id, req.params.env);
+    await environments.remove(req.ctx, req.org!.id, req.params.env, { force: req.query.force === true });
     return reply.code(204).send();
   });
 }

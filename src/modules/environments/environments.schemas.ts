@@ -37,3 +37,7 @@ export const EnvironmentParams = Type.Object({
 });
 
 export const EnvironmentList = Type.Object({ environments: Type.Array(EnvironmentSchema), nextCursor: NullableCursor });
+
+export const DeleteEnvironmentQuery = Type.Object({
+  force: Type.Optional(Type.Boolean({ default: false, description: 'true: delete it even while services serve in it (their runners stop them); never while a deployment is queued or in progress.' })),
+});

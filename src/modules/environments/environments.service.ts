@@ -90,9 +90,12 @@ export function createEnvironmentsService(deps: { db: Db }) {
       }
     },
 
-    /** Refused while a deployment into it is queued or in progress; its finished deployments go with it. */
-    async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
-      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'environment', load: loadEnvironment, delete: environmentsRepo.delete });
+    /**
+     * Refused while a deployment into it is queued or in progress, and, unless `force`, while a
+     * service serves in it; its finished deployments go with it.
+     */
+    async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
+      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'environment', load: loadEnvironment, delete: environmentsRepo.delete, refuseServing: !opts.force });
     },
   };
 }
