@@ -119,6 +119,46 @@ describe('secrets lifecycle', () => {
     assert.equal((await dev.http.get(`${base}/guarded`)).status, 200);
   });
 
+  it('honours If-None-Match on every write (RFC 9110 §13.1.2, weak comparison): 412 and nothing changed', async () => {
+    await create('unless', { A: '1' });
+    const tag = (await dev.http.get(`${base}/unless`)).headers.get('etag')!;
+    const writes = [
+      (h: Record<string, string>) => dev.http.put(`${base}/unless`, { values: { A: 'put' } }, { headers: h }),
+      (h: Record<string, string>) => dev.http.patch(`${base}/unless`, { set: { B: 'patch' } }, { headers: h }),
+      (h: Record<string, string>) => admin.http.post(`${base}/unless/restore`, { version: 1 }, { headers: h }),
+      (h: Record<string, string>) => dev.http.delete(`${base}/unless`, { headers: h }),
+    ];
+    for (const write of writes) {
+      for (const header of ['*', tag, `W/${tag}`, '"1"', `"9", ${tag}`]) {
+        const refused = await write({ 'if-none-match': header });
+        assert.equal(refused.status, 412, `${header}: ${refused.text}`);
+        assert.equal(refused.body.code, 'precondition_failed');
+      }
+      assert.equal((await write({ 'if-none-match': 'nonsense' })).status, 400);
+    }
+    const still = await dev.http.get(`${base}/unless`);
+    assert.equal(still.body.version, 1);
+    assert.deepEqual(await reveal('unless'), { A: '1' });
+    // A tag of another version does not stop the write.
+    const other = await dev.http.patch(`${base}/unless`, { set: { B: 'b' } }, { headers: { 'if-none-match': '"7"' } });
+    assert.equal(other.status, 200, other.text);
+    assert.equal(other.body.version, 2);
+  });
+
+  it('honours If-Match when a deleted secret is brought back', async () => {
+    await create('undeleted', { A: '1' });
+    await dev.http.patch(`${base}/undeleted`, { set: { A: '2' } });
+    assert.equal((await dev.http.delete(`${base}/undeleted`)).status, 204);
+    const stale = await admin.http.post(`${base}/undeleted/restore`, {}, { headers: { 'if-match': '"1"' } });
+    assert.equal(stale.status, 412, stale.text);
+    assert.equal(stale.body.currentVersion, 2);
+    assert.equal((await dev.http.get(`${base}/undeleted`)).body.code, 'secret_deleted');
+    const restored = await admin.http.post(`${base}/undeleted/restore`, {}, { headers: { 'if-match': '"2"' } });
+    assert.equal(restored.status, 200, restored.text);
+    assert.equal(restored.body.result, 'restored');
+    assert.equal(restored.headers.get('etag'), etag(2, restored.body.createdAt));
+  });
+
   it('an ETag read before a permanent delete does not match the secret created again under its name', async () => {
     await create('reborn', { A: 'first life' });
     const old = await dev.http.get(`${base}/reborn`);

@@ -91,6 +91,13 @@ describe('If-Match and retention', () => {
     fc.assert(fc.property(fc.integer({ min: 1, max: 1e9 }), created, (v, at) => assert.ok(satisfies(parseIfMatch(etagOf(v, at)), v, at))));
   });
 
+  it('If-None-Match compares weakly: a weak tag counts there, and is named in a refusal as that header', () => {
+    const none = { header: 'if-none-match' as const, weak: true };
+    assert.deepEqual(parseIfMatch('W/"3.mi9x0v2k", "4"', none), [{ version: 3, incarnation: 'mi9x0v2k' }, { version: 4 }]);
+    assert.deepEqual(parseIfMatch('W/"3.mi9x0v2k"'), []);
+    assert.throws(() => parseIfMatch('3', none), (e: unknown) => isAppError(e) && e.status === 400 && JSON.stringify(e).includes('/headers/if-none-match'));
+  });
+
   it('an ETag matches its version of the same secret only; a bare version matches that version of any', () => {
     const at = '2030-01-01T00:00:00.000Z';
     const recreated = '2030-01-01T00:00:00.001Z';

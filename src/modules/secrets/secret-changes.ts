@@ -11,18 +11,31 @@ import { concurrentChange } from './secret-writes.js';
 import { secretsRepo, type SecretRow } from './secrets.repo.js';
 import type { SecretChangeT } from './secrets.schemas.js';
 
-/** What a write may require of the current version (from If-Match); undefined accepts any. */
-export type Expected = Precondition[] | undefined;
+/** What a write requires of the secret (If-Match, If-None-Match); an absent member accepts any. */
+export interface Expected {
+  match?: Precondition[] | undefined;
+  /** `*`: the write must find no secret, which a change of an existing one never does. */
+  noneMatch?: Precondition[] | '*' | undefined;
+}
 
-function checkExpected(row: SecretRow, expected: Expected): void {
-  if (satisfies(expected, row.version, row.created_at)) return;
-  const recreated = expected!.some((e) => e.version === row.version);
-  throw errors.preconditionFailed(
-    recreated
-      ? `The secret "${row.name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${etagOf(row.version, row.created_at)}. Read it again and retry with its ETag.`
-      : `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${expected!.length ? ` (it names ${expected!.map((e) => e.version).join(', ')})` : ''}. Read it again and retry with its ETag.`,
-    { currentVersion: row.version },
-  );
+function checkExpected(row: SecretRow, expected: Expected | undefined): void {
+  const { match, noneMatch } = expected ?? {};
+  const current = etagOf(row.version, row.created_at);
+  if (!satisfies(match, row.version, row.created_at)) {
+    const recreated = match!.some((e) => e.version === row.version);
+    throw errors.preconditionFailed(
+      recreated
+        ? `The secret "${row.name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${current}. Read it again and retry with its ETag.`
+        : `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${match!.length ? ` (it names ${match!.map((e) => e.version).join(', ')})` : ''}. Read it again and retry with its ETag.`,
+      { currentVersion: row.version },
+    );
+  }
+  if (noneMatch === '*') {
+    throw errors.preconditionFailed(`If-None-Match: * asks for a write only where no secret exists, and "${row.name}" exists (ETag ${current}). Send the request without it to change the secret.`, { currentVersion: row.version });
+  }
+  if (noneMatch !== undefined && satisfies(noneMatch, row.version, row.created_at)) {
+    throw errors.preconditionFailed(`The secret "${row.name}" is still at ${current}, which If-None-Match names; nothing was changed.`, { currentVersion: row.version });
+  }
 }
 
 const PURGE_BATCH = 200;
@@ -35,7 +48,7 @@ export function createSecretChanges(store: SecretStore) {
    * the current ones, and make a version only if they differ.
    */
   async function change(
-    ctx: RequestContext, orgId: string, name: string, expected: Expected,
+    ctx: RequestContext, orgId: string, name: string, expected: Expected | undefined,
     how: { kind: 'replace' | 'patch' | 'restore'; next: (current: Values, trx: Executor, row: SecretRow) => Values | Promise<Values>; data?: Record<string, unknown> },
   ): Promise<SecretChangeT> {
     const now = nowIso();
@@ -99,7 +112,7 @@ export function createSecretChanges(store: SecretStore) {
     },
 
     /** Brings a deleted secret back exactly as it was, within the retention window. */
-    async undelete(ctx: RequestContext, orgId: string, name: string): Promise<SecretChangeT> {
+    async undelete(ctx: RequestContext, orgId: string, name: string, expected?: Expected): Promise<SecretChangeT> {
       const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const row = await secretsRepo.findByName(trx, orgId, name, store.lock);
@@ -107,6 +120,7 @@ export function createSecretChanges(store: SecretStore) {
         if (row.deleted_at === null) {
           throw errors.conflict('secret_not_deleted', `The secret "${name}" is not deleted. To bring back an earlier version's values, send { "version": n }.`);
         }
+        checkExpected(row, expected);
         if (!(await secretsRepo.markRestored(trx, row.id, row.deleted_at))) throw concurrentChange();
         await appendEvents(trx, ctx, [{ orgId, type: 'secret.restored', subject: { type: 'secret', id: row.id }, data: { name, version: row.version, deletedAt: row.deleted_at } }], now);
         return toChange(row, 'restored');

@@ -1,11 +1,13 @@
-// HTTP pieces the secret routes share: If-Match in, ETag out, both documented.
+// HTTP pieces the secret routes share: If-Match and If-None-Match in, ETag out, all documented.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { etagOf, parseIfMatch, type Precondition } from './secret-model.js';
+import type { Expected } from './secret-changes.js';
+import { etagOf, parseIfMatch } from './secret-model.js';
 
 export const IfMatchHeaders = {
   type: 'object',
   properties: {
     'if-match': { type: 'string', description: 'Write only if the secret is still at this version: its ETag (`"3.mi9x0v2k"`), a bare version (`"3"`), a list of them, or `*`. Otherwise 412.' },
+    'if-none-match': { type: 'string', description: 'Write only if the secret is not at any of these versions (weak comparison); `*` fails on any existing secret. Otherwise 412.' },
   },
 } as const;
 
@@ -20,7 +22,14 @@ export function tagged<T extends { version: number; createdAt: string }>(reply: 
   return body;
 }
 
-export function ifMatchOf(req: FastifyRequest): Precondition[] | undefined {
-  const header = req.headers['if-match'];
-  return parseIfMatch(Array.isArray(header) ? header.join(',') : header);
+/** A header that may have come more than once, as one list. */
+const joined = (header: string | string[] | undefined) => (Array.isArray(header) ? header.join(',') : header);
+
+/** The request's If-Match and If-None-Match, parsed (a malformed one is a 400). */
+export function preconditionsOf(req: FastifyRequest): Expected {
+  const noneMatch = joined(req.headers['if-none-match']);
+  return {
+    match: parseIfMatch(joined(req.headers['if-match'])),
+    noneMatch: noneMatch === undefined ? undefined : noneMatch.trim() === '*' ? '*' : parseIfMatch(noneMatch, { header: 'if-none-match', weak: true }),
+  };
 }

@@ -120,22 +120,22 @@ export function satisfies(expected: Precondition[] | undefined, version: number,
 }
 
 /**
- * The versions an `If-Match` header accepts: undefined when any will do (no header, or `*`).
- * A tag is an ETag as given (`"3.mi9x0v2k"`) or a bare version (`"3"`, which does not tell a
- * secret from one deleted permanently and created again under its name). A weak tag, or one that
- * is not one of ours, matches nothing; a value that is no entity tag at all is a 400.
+ * The entity tags of an `If-Match` or `If-None-Match` header: undefined when any will do (no
+ * header, or `*`). A tag is an ETag as given (`"3.mi9x0v2k"`) or a bare version (`"3"`, which does
+ * not tell a secret from one deleted permanently and created again under its name). If-Match
+ * compares strongly (RFC 9110 §13.1.1), so there a weak tag matches nothing; If-None-Match
+ * compares weakly (§13.1.2). A tag that is not one of ours matches nothing; a value that is no
+ * entity tag at all is a 400.
  */
-export function parseIfMatch(header: string | undefined): Precondition[] | undefined {
+export function parseIfMatch(header: string | undefined, opts: { header: 'if-match' | 'if-none-match'; weak: boolean } = { header: 'if-match', weak: false }): Precondition[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
   return header.split(',').flatMap((tag) => {
     const trimmed = tag.trim();
-    const ours = /^"(\d{1,15})(?:\.([0-9a-z]{1,12}))?"$/.exec(trimmed);
-    if (ours) return [ours[2] === undefined ? { version: Number(ours[1]) } : { version: Number(ours[1]), incarnation: ours[2] }];
-    // RFC 9110 §13.1.1: If-Match compares strongly, so a weak tag never matches; nor does a
-    // well-formed tag that is not one of ours.
+    const ours = /^(W\/)?"(\d{1,15})(?:\.([0-9a-z]{1,12}))?"$/.exec(trimmed);
+    if (ours && (ours[1] === undefined || opts.weak)) return [ours[3] === undefined ? { version: Number(ours[2]) } : { version: Number(ours[2]), incarnation: ours[3] }];
     if (/^(?:W\/)?"[\x21\x23-\x7e]*"$/.test(trimmed)) return [];
-    throw errors.invalidRequest(`If-Match must be * or a list of quoted ETags, such as "3.mi9x0v2k" or "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
-      { pointer: '/headers/if-match', message: 'is not a quoted ETag' },
+    throw errors.invalidRequest(`${opts.header === 'if-match' ? 'If-Match' : 'If-None-Match'} must be * or a list of quoted ETags, such as "3.mi9x0v2k" or "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
+      { pointer: `/headers/${opts.header}`, message: 'is not a quoted ETag' },
     ]);
   });
 }

@@ -3,7 +3,7 @@
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { PageQuery } from '../../http/schemas.js';
-import { ifMatchOf, IfMatchHeaders, tagged, withEtag } from './secret-http.js';
+import { IfMatchHeaders, preconditionsOf, tagged, withEtag } from './secret-http.js';
 import { RevealedSecret, SecretChange, SecretParams, SecretVersion, SecretVersionPage, SecretVersionParams, VersionBody } from './secrets.schemas.js';
 import type { SecretsService } from './secrets.service.js';
 
@@ -69,8 +69,8 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
   }, async (req, reply) => {
     const { name } = req.params;
     const result = req.body.version === undefined
-      ? await secrets.undelete(req.ctx, req.org!.id, name)
-      : await secrets.restoreVersion(req.ctx, req.org!.id, name, req.body.version, ifMatchOf(req));
+      ? await secrets.undelete(req.ctx, req.org!.id, name, preconditionsOf(req))
+      : await secrets.restoreVersion(req.ctx, req.org!.id, name, req.body.version, preconditionsOf(req));
     return tagged(reply, result);
   });
 }

@@ -6,7 +6,7 @@ import { OrgParams } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { errors } from '../../platform/errors.js';
 import { allows } from '../auth/roles.js';
-import { ifMatchOf, IfMatchHeaders, tagged, withEtag } from './secret-http.js';
+import { IfMatchHeaders, preconditionsOf, tagged, withEtag } from './secret-http.js';
 import { secretVersionsRoutes } from './secret-versions.routes.js';
 import {
   bulkBodySchema, DeleteQuery, patchBodySchema, replaceBodySchema, SecretChange, SecretList, SecretListQuery, SecretMetadata,
@@ -86,7 +86,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
       body: replaceBodySchema(limits),
       response: { 200: withEtag(SecretChange), ...problems(409, 412) },
     },
-  }, async (req, reply) => tagged(reply, await secrets.replace(req.ctx, req.org!.id, req.params.name, req.body.values, ifMatchOf(req))));
+  }, async (req, reply) => tagged(reply, await secrets.replace(req.ctx, req.org!.id, req.params.name, req.body.values, preconditionsOf(req))));
 
   app.patch('/v1/orgs/:orgId/secrets/:name', {
     config: { auth: 'developer', operation: 'secrets.patch' },
@@ -99,7 +99,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
       body: patchBodySchema(limits),
       response: { 200: withEtag(SecretChange), ...problems(409, 412) },
     },
-  }, async (req, reply) => tagged(reply, await secrets.patch(req.ctx, req.org!.id, req.params.name, req.body, ifMatchOf(req))));
+  }, async (req, reply) => tagged(reply, await secrets.patch(req.ctx, req.org!.id, req.params.name, req.body, preconditionsOf(req))));
 
   app.delete('/v1/orgs/:orgId/secrets/:name', {
     config: { auth: 'developer', operation: 'secrets.delete' },
@@ -116,7 +116,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     const permanent = req.query.permanent === true;
     const principal = req.principal!;
     if (permanent && !allows('admin', principal.role, principal.instanceAdmin)) throw errors.roleTooLow('admin', principal.role);
-    await secrets.remove(req.ctx, req.org!.id, req.params.name, { permanent, expected: ifMatchOf(req) });
+    await secrets.remove(req.ctx, req.org!.id, req.params.name, { permanent, expected: preconditionsOf(req) });
     return reply.code(204).send();
   });
 
