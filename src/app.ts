@@ -42,6 +42,10 @@ import { createServiceUsersService } from './modules/service-users/service-users
 
 export const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
+/** The first housekeeping run after start, and the pause between runs (pruning, purging). */
+const HOUSEKEEPING_FIRST_MS = 30_000;
+const HOUSEKEEPING_EVERY_MS = 600_000;
+
 export interface CoreOptions {
   logStream?: DestinationStream;
   logger?: Logger;
@@ -175,11 +179,16 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     app.addHook('preClose', async () => { await core.signals.close(); });
   });
 
-  const prune = setInterval(() => {
+  // Housekeeping: soon after start (a node that restarts often still gets to it), then every few
+  // minutes, so a deleted secret's ciphertext is destroyed within minutes of its retention's end.
+  const housekeeping = () => {
     core.revocations.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning revoked tokens failed'));
     core.idempotency.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning expired idempotency keys failed'));
     core.secrets.purgeExpired().catch((err: unknown) => core.logger.warn({ err }, 'purging deleted secrets past retention failed'));
-  }, 3_600_000);
+  };
+  const firstHousekeeping = setTimeout(housekeeping, HOUSEKEEPING_FIRST_MS);
+  firstHousekeeping.unref();
+  const prune = setInterval(housekeeping, HOUSEKEEPING_EVERY_MS);
   prune.unref();
   // Every node sweeps expired runner leases; the compare-and-set makes concurrent sweeps harmless.
   const stopSweeper = core.runner.startSweeper(Math.max(1000, Math.min(5000, config.runnerLeaseSeconds * 500)),
@@ -193,6 +202,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       return server.listen({ host: config.host, port: config.port });
     },
     async close() {
+      clearTimeout(firstHousekeeping);
       clearInterval(prune);
       stopSweeper();
       await server.close();
