@@ -48,7 +48,8 @@ function enrich(route: RouteOptions): void {
   const takesBody = isWriteMethod(route.method);
   if (isIdempotentRoute(route)) declareIdempotencyKey(schema, add);
   if (config.errorFormat !== 'oauth') {
-    if (takesBody || schema.querystring || schema.params) add('400', 'Invalid request: the problem points at each offending field');
+    // Every route, even one without input, refuses a URL that cannot be taken (a NUL character).
+    add('400', takesBody || schema.querystring || schema.params ? 'Invalid request: the problem points at each offending field' : 'Invalid request: a malformed URL');
     if (takesBody) {
       add('413', 'Request body too large');
       add('415', 'Unsupported media type: send application/json');
