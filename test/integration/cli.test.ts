@@ -2,13 +2,15 @@
 // server that is running meanwhile: what the CLI creates works at once at the server's token
 // endpoint, and what it rotates or disables stops working there within the server's cache window.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { CLIENT_CACHE_MS } from '../../src/modules/auth/token.service.js';
 import { clientCredentialsGrant, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
-import { cliJson, runCli } from '../support/processes.js';
+import { CLI_ENTRY, cliJson, runCli } from '../support/processes.js';
 
 interface Printed {
   orgId: string;
@@ -203,6 +205,17 @@ describe('slipway CLI', () => {
     const usage = await runCli(['org', 'create', '--json'], env);
     assert.equal(usage.code, 2);
     assert.deepEqual(JSON.parse(usage.stderr), { error: { code: 'usage', message: '--slug is required' } });
+  });
+
+  it('stops quietly when its reader has gone (a pipe into head), without a stack trace', async () => {
+    const child = spawn(process.execPath, [CLI_ENTRY, 'org', 'list'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The reader goes before the command writes a byte: its first write meets a closed pipe.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
+    const [code] = await once(child, 'close');
+    assert.equal(stderr, '');
+    assert.equal(code, 0);
   });
 
   it('lists every command in its help', async () => {
