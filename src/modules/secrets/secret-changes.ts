@@ -20,21 +20,22 @@ export interface Expected {
 
 function checkExpected(row: SecretRow, expected: Expected | undefined): void {
   const { match, noneMatch } = expected ?? {};
-  const current = etagOf(row.version, row.created_at);
+  // Only a refusal names the current ETag: a write that goes ahead does not compute it.
+  const current = () => etagOf(row.version, row.created_at);
   if (!satisfies(match, row.version, row.created_at)) {
     const recreated = match!.some((e) => e.version === row.version);
     throw errors.preconditionFailed(
       recreated
-        ? `The secret "${row.name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${current}. Read it again and retry with its ETag.`
+        ? `The secret "${row.name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${current()}. Read it again and retry with its ETag.`
         : `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${match!.length ? ` (it names ${match!.map((e) => e.version).join(', ')})` : ''}. Read it again and retry with its ETag.`,
       { currentVersion: row.version },
     );
   }
   if (noneMatch === '*') {
-    throw errors.preconditionFailed(`If-None-Match: * asks for a write only where no secret exists, and "${row.name}" exists (ETag ${current}). Send the request without it to change the secret.`, { currentVersion: row.version });
+    throw errors.preconditionFailed(`If-None-Match: * asks for a write only where no secret exists, and "${row.name}" exists (ETag ${current()}). Send the request without it to change the secret.`, { currentVersion: row.version });
   }
   if (noneMatch !== undefined && satisfies(noneMatch, row.version, row.created_at)) {
-    throw errors.preconditionFailed(`The secret "${row.name}" is still at ${current}, which If-None-Match names; nothing was changed.`, { currentVersion: row.version });
+    throw errors.preconditionFailed(`The secret "${row.name}" is still at ${current()}, which If-None-Match names; nothing was changed.`, { currentVersion: row.version });
   }
 }
 
