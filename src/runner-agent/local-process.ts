@@ -13,6 +13,7 @@ import { get as httpGet } from 'node:http';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TRUNCATED } from './log-shipper.js';
+import { unwatchGroup, watchGroup } from './reaper.js';
 
 export interface LaunchSpec {
   /** argv; command[0] is resolved via PATH like spawn does, no shell. */
@@ -365,6 +366,7 @@ class LocalProcess implements RunningProcess {
     }
     if (!this.#hasExited || groupAlive(this.pid)) signalGroup(this.pid, 'SIGKILL');
     await this.exited;
+    unwatchGroup(this.pid);
   }
 }
 
@@ -386,14 +388,16 @@ function groupAlive(pid: number): boolean {
   }
 }
 
-// Last line of defence for runner exits that skip stopAll() (process.exit(),
-// an uncaught exception): kill the groups of leaders still running.
-// SIGTERM/SIGINT don't run 'exit' handlers, hence ProcessTable.stopAll().
+// Runner exits that skip stopAll() (process.exit(), an uncaught exception):
+// kill the groups of leaders still running. SIGTERM/SIGINT don't run 'exit'
+// handlers, hence ProcessTable.stopAll(); nothing runs on SIGKILL, hence the
+// reaper (reaper.ts), which also stops groups whose leader exited first.
 const liveGroups = new Set<number>();
 let exitHookInstalled = false;
 
 function rememberGroup(pid: number): void {
   liveGroups.add(pid);
+  watchGroup(pid);
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.on('exit', () => {

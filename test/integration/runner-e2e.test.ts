@@ -154,6 +154,37 @@ describe('slipway runner', () => {
   });
 });
 
+describe('slipway runner killed', () => {
+  let f: DeployFixture;
+
+  before(async () => {
+    f = await startDeployFixture();
+  });
+  after(() => f.close());
+
+  // The only runner of its organization: nothing else claims these deployments.
+  it('does not leave its services running when it is killed (SIGKILL): the one serving and the one being deployed stop', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const gate = gateFile();
+    const [serving, pending] = [await createService(f.developer.http, f.orgId, { spec: serviceSpec() }), await createService(f.developer.http, f.orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) })];
+    const doomed = await startRunner(f.server, f.orgId);
+    const done = await deploy(f.developer.http, f.orgId, { service: serving.id, environment: env.id, revision: 'v1' });
+    assert.equal((await settled(f.developer.http, f.orgId, done.id)).state, 'succeeded');
+    const up = await servedBy(f.developer.http, f.orgId, done.id);
+    const underway = await deploy(f.developer.http, f.orgId, { service: pending.id, environment: env.id, revision: 'v1' });
+    const [starting] = await eventually('the second process to start', async () => {
+      const pids = await startedPids(f.developer.http, f.orgId, underway.id);
+      return pids.length > 0 ? pids : undefined;
+    });
+    assert.equal(alive(up.pid) && alive(starting!), true);
+
+    doomed.proc.child.kill('SIGKILL');
+    await doomed.proc.exited;
+    await eventually('both processes to be gone', async () => (alive(up.pid) || alive(starting!) ? undefined : true));
+    assert.deepEqual(await ask(up.port), { error: 'ECONNREFUSED' });
+  });
+});
+
 describe('slipway runner across a server restart', () => {
   let server: TestServer;
   let runner: RunnerProcess | undefined;

@@ -147,13 +147,21 @@ export function ask(port: number): Promise<{ pid: number; greeting: string | nul
   });
 }
 
-/** True while a process with this pid exists. The runner reaps what it stops, so a stopped one is gone. */
+/**
+ * True while a process with this pid exists and has not exited. The runner reaps what it stops; a
+ * process left without its parent is reaped by init, or, where init reaps nothing (some
+ * containers), stays a zombie, which counts as gone.
+ */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] !== 'Z';
+  } catch {
+    return true;
   }
 }
 

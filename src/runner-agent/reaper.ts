@@ -1,0 +1,42 @@
+// The runner's side of the reaper (reaper-main.ts): started with the first process group a runner
+// starts, told of every group started and stopped. It needs nothing from the runner to do its
+// work but the end of its standard input, which comes however the runner ends.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+let reaper: ChildProcess | null | undefined;
+
+/** From now on `pgid` is stopped when this process ends, however it ends. */
+export function watchGroup(pgid: number): void {
+  tell(`+${pgid}`);
+}
+
+/** `pgid` has been stopped: the reaper forgets it. */
+export function unwatchGroup(pgid: number): void {
+  if (reaper) tell(`-${pgid}`);
+}
+
+function tell(line: string): void {
+  reaper ??= start();
+  if (reaper?.stdin?.writable) reaper.stdin.write(`${line}\n`);
+}
+
+function start(): ChildProcess | null {
+  try {
+    const child = spawn(process.execPath, [fileURLToPath(new URL('./reaper-main.js', import.meta.url))], {
+      // Its own process group: a signal to the runner's group (Ctrl-C, `kill -9 -PGID`) does not reach it.
+      detached: true,
+      // Nothing but the pipe: it must not hold the runner's stdout or stderr open after the runner ends.
+      stdio: ['pipe', 'ignore', 'ignore'],
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    child.on('error', () => {});
+    child.stdin!.on('error', () => {});
+    // It must keep neither this process nor its event loop alive.
+    child.unref();
+    (child.stdin as unknown as { unref(): void }).unref();
+    return child;
+  } catch {
+    return null;
+  }
+}
