@@ -5,6 +5,7 @@ import type { RequestContext } from '../platform/context.js';
 import type { Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
 import type { Organization } from '../modules/orgs/orgs.schemas.js';
+import type { ReplayedByReference } from '../modules/idempotency/idempotency.schemas.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -21,10 +22,12 @@ declare module 'fastify' {
     /** Problem format: RFC 9457 for the API, RFC 6749 §5.2 for the OAuth endpoints. */
     errorFormat?: 'problem' | 'oauth';
     /**
-     * false: the route does not take Idempotency-Key. For answers that must not be kept or
-     * replayed: a reveal (each one audited) and a runner's claim (both carry secret values).
+     * false: the route does not take Idempotency-Key (a runner's claim, whose answer carries secret
+     * values, and its serving question, which changes nothing). An object: the route takes it, but
+     * what its 2xx answer carries must not be kept (a reveal's values), so a reference is kept and
+     * a replay makes the answer again from it.
      */
-    idempotent?: false;
+    idempotent?: false | ReplayedByReference;
   }
   interface FastifyRequest {
     principal: Principal | null;

@@ -310,11 +310,11 @@ describe('Idempotency-Key', () => {
     assert.equal((await createSecret('k'.repeat(255), uniqueName('long-key'))).status, 201);
   });
 
-  it('documents the header, 409 and 422 on every POST of the API but reveal, claim and serving, and nowhere else', async () => {
+  it('documents the header, 409 and 422 on every POST of the API but a runner\'s claim and serving question, and nowhere else', async () => {
     const doc = (await server.http().get('/openapi.json')).body;
-    // Their answers carry secret values: never kept, never replayed (a reveal is audited each time);
-    // the runner's serving question changes nothing, and an old answer replayed would be wrong.
-    const notKept = new Set(['/v1/orgs/{orgId}/secrets/{name}/reveal', '/v1/orgs/{orgId}/runner/claim', '/v1/orgs/{orgId}/runner/serving']);
+    // A claim's answer carries secret values and hands out a lease (a lost answer is what the lease's
+    // expiry is for); the serving question changes nothing, and an old answer replayed would be wrong.
+    const notKept = new Set(['/v1/orgs/{orgId}/runner/claim', '/v1/orgs/{orgId}/runner/serving']);
     let posts = 0;
     for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {
@@ -332,19 +332,48 @@ describe('Idempotency-Key', () => {
     assert.ok(posts >= 4);
   });
 
-  it('never keeps a reveal: the same key reveals again, audited each time, and nothing is stored', async () => {
+  it('replays a reveal without keeping its values: the same version again, byte for byte, one event; another body is 422', async () => {
     const name = uniqueName('revealed');
-    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'kept-nowhere-Zq9' } }] })).status, 201);
+    const sentinel = `kept-nowhere-${randomUUID()}`;
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: sentinel } }] })).status, 201);
+    const path = `/v1/orgs/default/secrets/${name}/reveal`;
     const key = randomUUID();
-    for (let i = 0; i < 2; i++) {
-      const res = await server.owner.http.post(`/v1/orgs/default/secrets/${name}/reveal`, {}, { headers: { 'idempotency-key': key } });
-      assert.equal(res.status, 200);
-      assert.equal(res.headers.get('idempotent-replayed'), null);
+    const first = await server.owner.http.post(path, {}, withKey(key));
+    assert.equal(first.status, 200, first.text);
+    assert.deepEqual(first.body, { name, version: 1, values: { K: sentinel } });
+    assert.equal(first.headers.get('idempotent-replayed'), null);
+    // A newer version meanwhile: the replay still answers with the version the first reveal returned.
+    assert.equal((await server.owner.http.put(`/v1/orgs/default/secrets/${name}`, { values: { K: 'second' } })).status, 200);
+    const retries = await Promise.all(Array.from({ length: 20 }, () => server.owner.http.post(path, {}, withKey(key))));
+    for (const retry of retries) {
+      assertReplayOf(retry, first);
+      assert.equal(retry.headers.get('cache-control'), 'no-store');
     }
-    const events = await server.owner.http.get('/v1/orgs/default/events?type=secret.revealed&limit=200');
-    assert.equal(events.body.events.filter((e: any) => e.data.name === name).length, 2);
-    const stored = await server.core.db.selectFrom('idempotency_keys').select('idempotency_key').where('idempotency_key', '=', key).execute();
-    assert.deepEqual(stored, []);
+    const other = await server.owner.http.post(path, { version: 2 }, withKey(key));
+    assert.equal(other.status, 422, other.text);
+
+    const revealed = await eventually('the reveal event', async () => {
+      const events = (await server.owner.http.get('/v1/orgs/default/events?type=secret.revealed&limit=200')).body.events.filter((e: any) => e.data.name === name);
+      return events.length > 0 ? events : undefined;
+    });
+    await sleep(200);
+    assert.equal((await server.owner.http.get('/v1/orgs/default/events?type=secret.revealed&limit=200')).body.events.filter((e: any) => e.data.name === name).length, 1, JSON.stringify(revealed));
+    // What is kept is the version number, sealed like every kept response; the value is nowhere in the database.
+    const kept = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path, body: {} });
+    assert.equal(kept.kind, 'replay');
+    assert.deepEqual(kept.kind === 'replay' && Object.keys(JSON.parse(kept.response.body.toString('utf8'))), ['secretId', 'version']);
+    assert.equal(kept.kind === 'replay' && JSON.parse(kept.response.body.toString('utf8')).version, 1);
+    for (const bytes of await rawDatabaseBytes(server)) assert.equal(bytes.indexOf(sentinel), -1, 'the value reached the database files in plain text');
+
+    // Deleted since: a replay answers as any reveal of it would.
+    assert.equal((await server.owner.http.delete(`/v1/orgs/default/secrets/${name}`)).status, 204);
+    assert.equal((await server.owner.http.post(path, {}, withKey(key))).status, 404);
+    // Deleted permanently and created again under its name: the replay does not reveal the newcomer.
+    assert.equal((await server.owner.http.delete(`/v1/orgs/default/secrets/${name}?permanent=true`)).status, 204);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'newcomer' } }] })).status, 201);
+    const after = await server.owner.http.post(path, {}, withKey(key));
+    assert.equal(after.status, 404, after.text);
+    assert.ok(!after.text.includes('newcomer'));
   });
 
   it('still replays after a restart (all state is in the database)', async () => {

@@ -4,14 +4,15 @@
 // through a promise and a microtask turn. Other routes pay nothing.
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import type { App } from '../../http/app-types.js';
-import { IDEMPOTENCY_HEADER, isIdempotentRoute, REPLAYED_HEADER } from './idempotency.schemas.js';
+import { IDEMPOTENCY_HEADER, isIdempotentRoute, REPLAYED_HEADER, type ReplayedByReference } from './idempotency.schemas.js';
 import type { Claim, IdempotencyService } from './idempotency.service.js';
 
 /** Response headers a replay repeats; the rest (request id, rate limits) belong to each request. */
-const REPLAYED_HEADERS = ['content-type', 'location', 'etag', 'cache-control'] as const;
+const REPLAYED_HEADERS = ['content-type', 'location', 'etag', 'cache-control', 'pragma'] as const;
 
-/** The serialized response as sent; null for a stream, which cannot be kept. */
-function bytesOf(payload: unknown): Buffer | null {
+/** The serialized response as sent (or its reference); null for a stream, which cannot be kept. */
+function bytesOf(req: FastifyRequest, payload: unknown, status: number, byReference: ReplayedByReference | undefined): Buffer | null {
+  if (byReference !== undefined && status >= 200 && status < 300) return typeof payload === 'string' ? byReference.reference(payload, req) : null;
   if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
   if (Buffer.isBuffer(payload)) return payload;
   if (payload === null || payload === undefined) return Buffer.alloc(0);
@@ -31,14 +32,16 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
   const { idempotency } = deps;
   const claims = new WeakMap<FastifyRequest, { claim: Claim; release: () => void }>();
 
-  function admit(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    const key = req.headers[IDEMPOTENCY_HEADER];
-    if (typeof key !== 'string') return done();
-    admitKeyed(req, reply, key).then(() => done(), done);
+  function admitting(byReference: ReplayedByReference | undefined) {
+    return function admit(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+      const key = req.headers[IDEMPOTENCY_HEADER];
+      if (typeof key !== 'string') return done();
+      admitKeyed(req, reply, key, byReference).then(() => done(), done);
+    };
   }
 
   /** Runs the request under its key, or replays the first response (after which Fastify goes no further). */
-  async function admitKeyed(req: FastifyRequest, reply: FastifyReply, key: string): Promise<void> {
+  async function admitKeyed(req: FastifyRequest, reply: FastifyReply, key: string, byReference: ReplayedByReference | undefined): Promise<void> {
     const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body });
     if (admission.kind === 'execute') {
       // Renewed until the response is recorded: the request runs on when its client goes away (and
@@ -47,19 +50,21 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
       return;
     }
     const { status, headers, body } = admission.response;
-    reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' }).send(body);
+    const replayed = byReference !== undefined && status >= 200 && status < 300 ? await byReference.replay(req, body) : body;
+    reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' }).send(replayed);
   }
 
-  function record(req: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
-    const held = claims.get(req);
-    if (held === undefined) return done(null, payload);
-    claims.delete(req);
-    held.release();
-    recordKeyed(req, reply, held.claim, payload).then(() => done(null, payload), done);
+  function recording(byReference: ReplayedByReference | undefined) {
+    return function record(req: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
+      const held = claims.get(req);
+      if (held === undefined) return done(null, payload);
+      claims.delete(req);
+      held.release();
+      recordKeyed(req, reply, held.claim, bytesOf(req, payload, reply.statusCode, byReference)).then(() => done(null, payload), done);
+    };
   }
 
-  async function recordKeyed(req: FastifyRequest, reply: FastifyReply, claim: Claim, payload: unknown): Promise<void> {
-    const body = bytesOf(payload);
+  async function recordKeyed(req: FastifyRequest, reply: FastifyReply, claim: Claim, body: Buffer | null): Promise<void> {
     try {
       if (body === null) {
         req.log.warn('a streamed response cannot be replayed; its idempotency key is freed');
@@ -84,9 +89,10 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
 
   app.addHook('onRoute', (route: RouteOptions) => {
     if (!isIdempotentRoute(route)) return;
+    const byReference = route.config?.idempotent || undefined;
     // First among the route's own preHandlers, so nothing with an effect runs before a replay.
-    route.preHandler = [admit, ...[route.preHandler ?? []].flat()] as RouteOptions['preHandler'];
-    route.onSend = [...[route.onSend ?? []].flat(), record] as RouteOptions['onSend'];
+    route.preHandler = [admitting(byReference), ...[route.preHandler ?? []].flat()] as RouteOptions['preHandler'];
+    route.onSend = [...[route.onSend ?? []].flat(), recording(byReference)] as RouteOptions['onSend'];
     route.onResponse = [...[route.onResponse ?? []].flat(), ended] as RouteOptions['onResponse'];
   });
 }

@@ -1,6 +1,7 @@
 // Which routes take an Idempotency-Key, and the header's one schema: it validates the header and
 // documents it in the OpenAPI document (declared on each route by http/openapi.ts).
 import { Type, type TSchema } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 export const REPLAYED_HEADER = 'idempotent-replayed';
@@ -14,6 +15,17 @@ export const IdempotencyKeyHeader = Type.String({
     + 'with Retry-After. Keys are per service user. A 5xx is not kept: retry it with the same key.',
 });
 
+/**
+ * For a route whose 2xx answer must not be kept (it carries secret values): what is kept instead,
+ * and how a replay makes the answer again from it, without running the route's effects again.
+ */
+export interface ReplayedByReference {
+  /** What to keep of a 2xx answer, from its serialized body and its request. */
+  reference(body: string, req: FastifyRequest): Buffer;
+  /** The body to send for a replay: serialized by the route's response schema, as the first was. */
+  replay(req: FastifyRequest, reference: Buffer): Promise<unknown>;
+}
+
 interface RouteShape {
   method: string | string[];
   url: string;
@@ -22,7 +34,7 @@ interface RouteShape {
 
 /** Every authenticated POST of the API; not the OAuth endpoints, whose retry semantics RFC 6749 fixes. */
 export function isIdempotentRoute(route: RouteShape): boolean {
-  const config = route.config as { auth?: unknown; idempotent?: false } | undefined;
+  const config = route.config as { auth?: unknown; idempotent?: false | ReplayedByReference } | undefined;
   return [route.method].flat().includes('POST') && route.url.startsWith('/v1/') && config?.auth !== undefined && config.idempotent !== false;
 }
 

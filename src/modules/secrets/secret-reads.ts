@@ -53,8 +53,11 @@ export function createSecretReads(store: SecretStore) {
       return toVersion(await store.version(db, row, version));
     },
 
-    /** The values of the current or a given version; the `secret.revealed` event commits with the read. */
-    async reveal(ctx: RequestContext, orgId: string, name: string, version?: number): Promise<RevealedSecretT> {
+    /**
+     * The values of the current or a given version, and the secret's id; the `secret.revealed`
+     * event commits with the read.
+     */
+    async reveal(ctx: RequestContext, orgId: string, name: string, version?: number): Promise<{ revealed: RevealedSecretT; secretId: string }> {
       const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const row = await store.live(trx, orgId, name, now, unlocked);
@@ -64,8 +67,20 @@ export function createSecretReads(store: SecretStore) {
           orgId, type: 'secret.revealed', subject: { type: 'secret', id: row.id },
           data: { name, version: v.version, current: v.version === row.version, keys: JSON.parse(v.keys) as string[] },
         }], now);
-        return { name, version: v.version, values };
+        return { revealed: { name, version: v.version, values }, secretId: row.id };
       });
+    },
+
+    /**
+     * A reveal's replay (same caller, same Idempotency-Key): the values of the version the first
+     * reveal returned, read again; its `secret.revealed` event was the first one's. A secret deleted
+     * since, or deleted permanently and created again under its name, is not found.
+     */
+    async revealAgain(orgId: string, name: string, secretId: string, version: number): Promise<RevealedSecretT> {
+      const row = await store.live(db, orgId, name, nowIso(), unlocked);
+      if (row.id !== secretId) throw errors.notFound('secret', name);
+      const v = await store.version(db, row, version);
+      return { name, version: v.version, values: await store.open(db, orgId, v) };
     },
 
     /**

@@ -1,5 +1,6 @@
 // A secret's history and values: list and read versions, reveal values (admin, audited), and
 // restore (undelete, or bring back an earlier version's values as a new version).
+import type { FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { PageQuery } from '../../http/schemas.js';
@@ -16,6 +17,8 @@ async function emptyBodyIsEmptyObject(req: { body: unknown }): Promise<void> {
 
 export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }): void {
   const { secrets } = deps;
+  /** The secret each reveal read: what a replay checks it reads again (not one created since under its name). */
+  const revealedSecrets = new WeakMap<FastifyRequest, string>();
 
   app.get('/v1/orgs/:orgId/secrets/:name/versions', {
     config: { auth: 'viewer', operation: 'secrets.listVersions' },
@@ -38,18 +41,33 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
   }, async (req) => secrets.getVersion(req.org!.id, req.params.name, req.params.version));
 
   app.post('/v1/orgs/:orgId/secrets/:name/reveal', {
-    config: { auth: 'admin', operation: 'secrets.reveal', idempotent: false },
+    config: {
+      auth: 'admin',
+      operation: 'secrets.reveal',
+      // The values are never kept: a retry with the same key reveals the same version again, and
+      // its one event stays the first reveal's.
+      idempotent: {
+        reference: (body, req) => Buffer.from(JSON.stringify({ secretId: revealedSecrets.get(req), version: (JSON.parse(body) as { version: number }).version })),
+        async replay(req, reference) {
+          const { secretId, version } = JSON.parse(reference.toString('utf8')) as { secretId: string; version: number };
+          const { name } = req.params as { name: string };
+          req.log.info({ secret: name, version }, 'a reveal replayed for its Idempotency-Key');
+          return secrets.revealAgain(req.org!.id, name, secretId, version);
+        },
+      },
+    },
     preValidation: emptyBodyIsEmptyObject,
     schema: {
       tags,
       summary: 'Reveal the values of the current or a given version (admin, owner; audited)',
-      description: 'The only response that carries secret values (besides a runner\'s claim). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version.',
+      description: 'The only response that carries secret values (besides a runner\'s claim). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version. With an Idempotency-Key, a retry reveals the same version again without a second event; the values are never kept (only the version number is).',
       params: SecretParams,
       body: VersionBody,
       response: { 200: { ...RevealedSecret, headers: { 'cache-control': { type: 'string', description: '`no-store`' } } } },
     },
   }, async (req, reply) => {
-    const revealed = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
+    const { revealed, secretId } = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
+    revealedSecrets.set(req, secretId);
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return revealed;
   });
