@@ -66,8 +66,9 @@ export const errors = {
   /** PostgreSQL text cannot hold U+0000, and no name, key, value or variable of a process can either. */
   nulCharacter: (where: string, fieldErrors: FieldError[] = []) =>
     new AppError(400, 'invalid_request', 'Invalid request', `${where} contains a NUL character (U+0000), which no name, key, value or parameter may hold.`, fieldErrors.length ? { errors: fieldErrors } : {}),
-  duplicateNames: (pointers: FieldError[]) =>
-    new AppError(400, 'duplicate_names', 'Duplicate names in request', 'Each name may appear only once in one request.', { errors: pointers }),
+  /** `taken`: names of the request that are taken besides, said and listed in the same problem. */
+  duplicateNames: (pointers: FieldError[], taken?: { also: string; conflicts: unknown[] }) =>
+    new AppError(400, 'duplicate_names', 'Duplicate names in request', `Each name may appear only once in one request.${taken ? ` Besides: ${taken.also}` : ''}`, { errors: pointers, ...(taken ? { conflicts: taken.conflicts } : {}) }),
 
   // 401 (RFC 6750: the challenge says what is wrong)
   missingToken: () =>

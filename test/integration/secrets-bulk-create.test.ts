@@ -76,9 +76,28 @@ describe('bulk create secrets: refusals', () => {
     const res = await post([{ name: 'fresh', values: { A: '1' } }, { name: 'two', values: { A: '1' } }, { name: 'fresh2', values: { A: '1' } }, { name: 'one', values: { A: '1' } }]);
     assert.equal(res.status, 409);
     assert.equal(res.body.code, 'secret_exists');
-    assert.deepEqual(res.body.conflicts, [{ pointer: '/secrets/1/name', name: 'two' }, { pointer: '/secrets/3/name', name: 'one' }]);
+    assert.deepEqual(res.body.conflicts, [{ pointer: '/secrets/1/name', name: 'two', state: 'exists' }, { pointer: '/secrets/3/name', name: 'one', state: 'exists' }]);
     assert.equal(await count(), before);
     assert.equal((await server.owner.http.get('/v1/orgs/default/secrets/fresh')).status, 404);
+  });
+
+  it('one problem names everything to fix: existing and deleted names together, and beside names given twice', async () => {
+    assert.equal((await post([{ name: 'held', values: { A: '1' } }, { name: 'gone', values: { A: '1' } }])).status, 201);
+    assert.equal((await server.owner.http.delete('/v1/orgs/default/secrets/gone')).status, 204);
+    const before = await count();
+    const taken = await post([{ name: 'gone', values: { A: '1' } }, { name: 'new-one', values: { A: '1' } }, { name: 'held', values: { A: '1' } }]);
+    assert.equal(taken.status, 409, taken.text);
+    assert.equal(taken.body.code, 'secret_exists');
+    assert.deepEqual(taken.body.conflicts, [{ pointer: '/secrets/0/name', name: 'gone', state: 'deleted' }, { pointer: '/secrets/2/name', name: 'held', state: 'exists' }]);
+    assert.match(taken.body.detail, /already exists in this organization: held\..*keep their names until they are purged: gone;/);
+
+    const both = await post([{ name: 'held', values: { A: '1' } }, { name: 'twice', values: { A: '1' } }, { name: 'twice', values: { A: '2' } }, { name: 'gone', values: { A: '1' } }]);
+    assert.equal(both.status, 400, both.text);
+    assert.equal(both.body.code, 'duplicate_names');
+    assert.deepEqual(both.body.errors.map((e: any) => e.pointer), ['/secrets/1/name', '/secrets/2/name']);
+    assert.deepEqual(both.body.conflicts, [{ pointer: '/secrets/0/name', name: 'held', state: 'exists' }, { pointer: '/secrets/3/name', name: 'gone', state: 'deleted' }]);
+    assert.match(both.body.detail, /once in one request\. Besides: 1 secret name already exists in this organization: held\./);
+    assert.equal(await count(), before);
   });
 
   it('400 for an empty array, for names given twice, and for invalid names and keys, each item pointed at', async () => {

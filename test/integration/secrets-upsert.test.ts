@@ -49,14 +49,20 @@ describe('bulk upsert secrets', () => {
     const res = await http.put(base, { secrets: [{ name: 'atom-a', values: { A: '2' } }, { name: 'atom-new', values: { A: '1' } }, { name: 'atom-del', values: { A: '2' } }] });
     assert.equal(res.status, 409);
     assert.equal(res.body.code, 'secret_deleted');
-    assert.deepEqual(res.body.conflicts, [{ pointer: '/secrets/2/name', name: 'atom-del' }]);
+    assert.deepEqual(res.body.conflicts, [{ pointer: '/secrets/2/name', name: 'atom-del', state: 'deleted' }]);
     assert.equal((await http.get(`${base}/atom-a`)).body.version, 1);
     assert.equal((await http.get(`${base}/atom-new`)).status, 404);
 
     const dup = await http.put(base, { secrets: [{ name: 'atom-a', values: { A: '2' } }, { name: 'atom-a', values: { A: '3' } }] });
     assert.equal(dup.status, 400);
     assert.equal(dup.body.code, 'duplicate_names');
+    assert.equal(dup.body.conflicts, undefined, 'existing names are what an upsert is for');
     assert.equal((await http.get(`${base}/atom-a`)).body.version, 1);
+    // A deleted name besides the duplicate: one problem says both.
+    const both = await http.put(base, { secrets: [{ name: 'atom-a', values: { A: '2' } }, { name: 'atom-del', values: { A: '2' } }, { name: 'atom-a', values: { A: '3' } }] });
+    assert.equal(both.status, 400);
+    assert.deepEqual(both.body.conflicts, [{ pointer: '/secrets/1/name', name: 'atom-del', state: 'deleted' }]);
+    assert.match(both.body.detail, /Besides: Deleted secrets keep their names/);
   });
 
   it('upserts 1,000 secrets of which half exist in one request', async () => {

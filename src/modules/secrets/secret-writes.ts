@@ -9,39 +9,42 @@ import type { NewSecret, SecretStore } from './secret-store.js';
 import { secretsRepo, type SecretRow, type SecretVersionRow, type VersionBump } from './secrets.repo.js';
 import type { SecretMetadataT, UpsertItemT } from './secrets.schemas.js';
 
-function conflictList(items: SecretInput[], names: Iterable<string>) {
-  const taken = new Set(names);
-  return items.flatMap((item, i) => (taken.has(item.name) ? [{ pointer: `/secrets/${i}/name`, name: item.name }] : []));
+/** A name of the request that is taken, and by what: a live secret or a deleted one (restorable until purged). */
+interface Taken {
+  name: string;
+  deleted: boolean;
+}
+
+function conflictList(items: SecretInput[], taken: Taken[]) {
+  const by = new Map(taken.map((t) => [t.name, t.deleted ? 'deleted' : 'exists']));
+  return items.flatMap((item, i) => (by.has(item.name) ? [{ pointer: `/secrets/${i}/name`, name: item.name, state: by.get(item.name)! }] : []));
 }
 
 function listed(names: string[]): string {
   return `${names.slice(0, 10).join(', ')}${names.length > 10 ? ', …' : ''}`;
 }
 
-function existingConflict(items: SecretInput[], existing: Iterable<string>) {
-  const conflicts = conflictList(items, existing);
-  const n = conflicts.length;
-  return errors.conflict(
-    'secret_exists',
-    `${n} secret name${n === 1 ? '' : 's'} already exist${n === 1 ? 's' : ''} in this organization: ${listed(conflicts.map((c) => c.name))}. Nothing was created; use PUT to create or update.`,
-    { conflicts },
-  );
+/** What the detail says of the taken names: which exist, which are deleted and what frees those. */
+function takenSentences(taken: Taken[], create: boolean): string {
+  const live = taken.filter((t) => !t.deleted).map((t) => t.name);
+  const deleted = taken.filter((t) => t.deleted).map((t) => t.name);
+  const n = live.length;
+  return [
+    ...(n > 0 ? [`${n} secret name${n === 1 ? '' : 's'} already exist${n === 1 ? 's' : ''} in this organization: ${listed(live)}.${create ? ' Use PUT to create or update.' : ''}`] : []),
+    ...(deleted.length > 0 ? [`Deleted secrets keep their names until they are purged: ${listed(deleted)}; restore them (POST …/secrets/{name}/restore) or delete them permanently (DELETE …/secrets/{name}?permanent=true) first.`] : []),
+  ].join(' ');
 }
 
-function deletedConflict(items: SecretInput[], deleted: Iterable<string>) {
-  const conflicts = conflictList(items, deleted);
-  return errors.conflict(
-    'secret_deleted',
-    `Deleted secrets keep their names until they are purged: ${listed(conflicts.map((c) => c.name))}. Nothing was written; restore them (POST …/secrets/{name}/restore) or delete them permanently (DELETE …/secrets/{name}?permanent=true) first.`,
-    { conflicts },
-  );
+/**
+ * Names of the request that are taken, in one problem: 409 `secret_exists` when a live secret holds
+ * one, `secret_deleted` when only deleted ones do. Each conflict names its item and its state.
+ */
+function takenConflict(items: SecretInput[], taken: Taken[], create: boolean) {
+  const code = taken.some((t) => !t.deleted) ? 'secret_exists' : 'secret_deleted';
+  return errors.conflict(code, `${takenSentences(taken, create)} Nothing was written.`, { conflicts: conflictList(items, taken) });
 }
 
-function assertDistinct(items: SecretInput[]): void {
-  if (items.length === 0) throw errors.emptyBatch('secrets');
-  const duplicates = duplicateNamePointers(items);
-  if (duplicates.length > 0) throw errors.duplicateNames(duplicates);
-}
+const takenBy = (rows: SecretRow[]): Taken[] => rows.map((r) => ({ name: r.name, deleted: r.deleted_at !== null }));
 
 /**
  * Items in name order, the order rows are inserted and locked in: two batches that overlap then
@@ -70,7 +73,7 @@ export function createSecretWrites(store: SecretStore) {
      * whole batch and the problem lists every offending item.
      */
     async bulkCreate(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<SecretMetadataT[]> {
-      assertDistinct(items);
+      await assertDistinct(orgId, items, true);
       const now = nowIso();
       // Names are usually free: insert at once, and look at what holds them only when one is taken
       // (a live secret, a deletion still restorable, or one past retention that is purged first).
@@ -83,7 +86,7 @@ export function createSecretWrites(store: SecretStore) {
         return await createAll(ctx, orgId, items, now, { check: true });
       } catch (error) {
         // A concurrent batch took a name between our check and our insert: report it like any other.
-        if (isUniqueViolation(error)) throw existingConflict(items, (await secretsRepo.findByNames(db, orgId, items.map((i) => i.name), { lock: false })).map((r) => r.name));
+        if (isUniqueViolation(error)) throw takenConflict(items, takenBy(await secretsRepo.findByNames(db, orgId, items.map((i) => i.name), { lock: false })), true);
         throw error;
       }
     },
@@ -94,7 +97,7 @@ export function createSecretWrites(store: SecretStore) {
      * restorable) fails the whole batch, since writing it would silently undo the deletion.
      */
     async upsert(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
-      assertDistinct(items);
+      await assertDistinct(orgId, items, false);
       // A concurrent upsert may create one of our missing names first (the retry then updates it),
       // or, past one statement's worth of names, lock them in another order (PostgreSQL aborts one).
       for (let attempt = 1; ; attempt++) {
@@ -107,14 +110,27 @@ export function createSecretWrites(store: SecretStore) {
     },
   };
 
+  /**
+   * Refuses an empty batch, and a name twice in one request (400); the problem also lists the names
+   * that are taken besides (for a create, by any secret; for an upsert, by a deleted one), so that
+   * one answer says everything to fix.
+   */
+  async function assertDistinct(orgId: string, items: SecretInput[], create: boolean): Promise<void> {
+    if (items.length === 0) throw errors.emptyBatch('secrets');
+    const duplicates = duplicateNamePointers(items);
+    if (duplicates.length === 0) return;
+    const now = nowIso();
+    const rows = await secretsRepo.findByNames(db, orgId, [...new Set(items.map((i) => i.name))], { lock: false });
+    const taken = takenBy(rows.filter((r) => !store.isExpired(r, now) && (create || r.deleted_at !== null)));
+    throw errors.duplicateNames(duplicates, taken.length > 0 ? { also: takenSentences(taken, create), conflicts: conflictList(items, taken) } : undefined);
+  }
+
   function createAll(ctx: RequestContext, orgId: string, items: SecretInput[], now: string, opts: { check: boolean }): Promise<SecretMetadataT[]> {
     return db.transaction().execute(async (trx) => {
       if (opts.check) {
         const existing = await dropExpired(trx, await secretsRepo.findByNames(trx, orgId, items.map((i) => i.name), store.lock), ctx, now);
-        const live = existing.filter((r) => r.deleted_at === null);
         // A deleted name is not free either, but PUT would refuse it too: say what does free it.
-        if (live.length > 0) throw existingConflict(items, live.map((r) => r.name));
-        if (existing.length > 0) throw deletedConflict(items, existing.map((r) => r.name));
+        if (existing.length > 0) throw takenConflict(items, takenBy(existing), true);
       }
       const dataKey = await dataKeys.current(trx, orgId);
       const made = new Map(byName(items).map((item) => [item.name, store.newSecret(dataKey, orgId, item.name, item.values, now, ctx)]));
@@ -135,7 +151,7 @@ export function createSecretWrites(store: SecretStore) {
       const pairs = await secretsRepo.findManyWithCurrent(trx, orgId, items.map((i) => i.name), store.lock);
       const found = await dropExpired(trx, pairs.map((p) => p.secret), ctx, now);
       const deleted = found.filter((r) => r.deleted_at !== null);
-      if (deleted.length > 0) throw deletedConflict(items, deleted.map((r) => r.name));
+      if (deleted.length > 0) throw takenConflict(items, takenBy(deleted), false);
       const existing = new Map(found.map((r) => [r.name, r]));
       const current = await store.openCurrent(trx, orgId, pairs.filter((p) => existing.has(p.secret.name)));
       const dataKey = await dataKeys.current(trx, orgId);

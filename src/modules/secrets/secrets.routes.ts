@@ -41,7 +41,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     schema: {
       tags,
       summary: 'Bulk create organization secrets: all or nothing, in request order, version 1',
-      description: 'Creates every secret in the request or none of them. A name that already exists in the organization (even a deleted secret awaiting purge) or a name given twice fails the whole batch; the problem lists every offending item. The response lists key names only, never values.',
+      description: 'Creates every secret in the request or none of them. A name that already exists in the organization (even a deleted secret awaiting purge) or a name given twice fails the whole batch, and one problem lists every offending item: names given twice in `errors` (400 `duplicate_names`), taken names in `conflicts`, each with its `state` (`exists` or `deleted`; 409 `secret_exists`, or `secret_deleted` when every taken name is a deleted secret). The response lists key names only, never values.',
       params: OrgParams,
       body: bulkBodySchema(limits),
       response: { 201: SecretList, ...problems(409) },
