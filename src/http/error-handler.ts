@@ -2,7 +2,7 @@
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
-import { isDatabaseBusy, isTransactionAborted } from '../platform/db/database.js';
+import { isDatabaseBusy, isDatabaseUnreachable, isTransactionAborted } from '../platform/db/database.js';
 
 export interface AjvError {
   instancePath: string;
@@ -172,6 +172,7 @@ export function createErrorHandler(bodyLimit: number) {
     const known = isAppError(error) ? error
       : isTransactionAborted(error) ? errors.writeConflict()
       : isDatabaseBusy(error) ? errors.unavailable('The database is held by another process (a long slipway command, or a second server on the same SQLite file); nothing was written. Retry.', 2)
+      : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds; a POST with the same Idempotency-Key is never carried out twice.', 5)
       : fromFastify(error, req, bodyLimit);
     if (known) {
       if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');

@@ -2,9 +2,12 @@
 // requests with a 503 problem and Retry-After instead of queueing them, keeps answering liveness,
 // and serves again once it has caught up.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import { clientCredentialsGrant, startServer, type TestServer } from '../support/harness.js';
+import { eventually } from '../support/deployments.js';
+import { clientCredentialsGrant, startServer, tempDir, TEST_DB, testDatabase, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 
 /** Busy work in slices with a turn of the event loop between them, as a server drowning in requests would be. */
@@ -59,3 +62,80 @@ describe('overload protection', () => {
     assert.deepEqual(server.undeclared, []);
   });
 });
+
+// PostgreSQL out of reach (here: the connection between Slipway and it cut, through a TCP proxy
+// that the test closes and opens again): requests answer a 503 problem with Retry-After, readiness
+// says so, nothing is half-written, and the server serves again once the database is back.
+describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file: a busy one is covered by the CLI tests)' }, () => {
+  let server: TestServer;
+  let database: Awaited<ReturnType<typeof testDatabase>>;
+  const proxy = createTcpProxy();
+  before(async () => {
+    database = await testDatabase();
+    const url = new URL(database.url!);
+    const port = await proxy.open(url.hostname, Number(url.port));
+    url.port = String(port);
+    server = await startServer({ reuse: { dataDir: tempDir(), database: { url: url.href, drop: database.drop } } });
+  });
+  after(async () => {
+    await proxy.open();
+    await server.close();
+    await proxy.cut();
+  });
+
+  it('answers 503 with Retry-After while the database cannot be reached, writes nothing, and recovers', async () => {
+    const http = server.owner.http;
+    assert.equal((await http.get('/v1/orgs/default/secrets')).status, 200);
+    await proxy.cut();
+
+    const list = await http.get('/v1/orgs/default/secrets');
+    assertProblem(list, 503, 'unavailable');
+    assert.equal(list.headers.get('retry-after'), '5');
+    assert.match(String(list.body.detail), /database cannot be reached/);
+    const write = await http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'during-outage', values: { K: 'v' } }] }, { headers: { 'idempotency-key': 'outage-1' } });
+    assertProblem(write, 503, 'unavailable');
+    assertProblem(await server.http().get('/readyz'), 503, 'unavailable');
+    assert.equal((await server.http().get('/healthz')).status, 200);
+
+    await proxy.open();
+    await eventually('the server to serve again', async () => ((await http.get('/v1/orgs/default/secrets')).status === 200 ? true : undefined));
+    assert.equal((await server.http().get('/readyz')).status, 200);
+    assert.equal((await http.get('/v1/orgs/default/secrets/during-outage')).status, 404, 'nothing was written');
+    // The key was not kept with the 503: the same request with it now runs.
+    assert.equal((await http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'during-outage', values: { K: 'v' } }] }, { headers: { 'idempotency-key': 'outage-1' } })).status, 201);
+    assert.deepEqual(server.undeclared, []);
+  });
+});
+
+/** A TCP proxy on one port: `cut` closes it and every connection through it; `open` listens again on the same port. */
+function createTcpProxy() {
+  const sockets = new Set<Socket>();
+  let target: { host: string; port: number } | undefined;
+  let listener: Server | undefined;
+  let port = 0;
+  return {
+    async open(host?: string, targetPort?: number): Promise<number> {
+      if (host !== undefined) target = { host, port: targetPort! };
+      if (listener !== undefined) return port;
+      listener = createServer((client) => {
+        const upstream = connect(target!.port, target!.host);
+        for (const s of [client, upstream]) {
+          sockets.add(s);
+          s.on('close', () => sockets.delete(s));
+          s.on('error', () => { client.destroy(); upstream.destroy(); });
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      listener.listen(port, '127.0.0.1');
+      await once(listener, 'listening');
+      port = (listener.address() as AddressInfo).port;
+      return port;
+    },
+    async cut(): Promise<void> {
+      const closing = listener;
+      listener = undefined;
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => closing?.close(resolve));
+    },
+  };
+}
