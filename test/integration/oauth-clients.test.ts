@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import * as client from 'openid-client';
-import { startServer, type TestServer } from '../support/harness.js';
+import { freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
 import { plantClientSecret } from '../support/tokens.js';
 
 const run = promisify(execFile);
@@ -42,6 +42,35 @@ describe('OAuth clients', () => {
     assert.deepEqual(doc.scopes_supported, server.bootstrap.scope.split(' '));
     assert.ok(doc.scopes_supported.includes(`urn:slipway:iam:org:project:id:${server.core.identity.projectId}:aud`));
     assert.deepEqual(doc.access_token_signing_alg_values_supported, ['ES256']);
+  });
+
+  it('publishes the same document as RFC 8414 authorization server metadata, which a client discovers with algorithm oauth2', async () => {
+    const oidc = await server.http().get('/.well-known/openid-configuration');
+    const res = await server.http().get('/.well-known/oauth-authorization-server');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, oidc.body);
+    const config = await client.discovery(new URL(server.url), server.bootstrap.clientId, server.bootstrap.clientSecret, client.ClientSecretBasic(server.bootstrap.clientSecret), { execute: [client.allowInsecureRequests], algorithm: 'oauth2' });
+    const token = await client.clientCredentialsGrant(config, { scope: server.bootstrap.scope });
+    assert.equal((await server.http().get('/v1/orgs', { headers: { authorization: `Bearer ${token.access_token}` } })).status, 200);
+  });
+
+  it('with an issuer on a path, puts the RFC 8414 segment before the path and the OpenID one after it', async () => {
+    const port = await freePort();
+    const issuer = `http://127.0.0.1:${port}/auth`;
+    const pathed = await startServer({ reuse: { dataDir: tempDir(), database: await testDatabase(), port }, env: { SLIPWAY_AUTH_URL: issuer } });
+    try {
+      const rfc8414 = await pathed.http().get('/.well-known/oauth-authorization-server/auth');
+      assert.equal(rfc8414.status, 200, rfc8414.text);
+      assert.equal(rfc8414.body.issuer, issuer);
+      assert.equal(rfc8414.body.token_endpoint, `${issuer}/oauth/v2/token`);
+      assert.deepEqual((await pathed.http().get('/auth/.well-known/openid-configuration')).body, rfc8414.body);
+      assert.equal((await pathed.http().get('/.well-known/oauth-authorization-server')).status, 404);
+      const config = await client.discovery(new URL(issuer), pathed.bootstrap.clientId, pathed.bootstrap.clientSecret, client.ClientSecretBasic(pathed.bootstrap.clientSecret), { execute: [client.allowInsecureRequests], algorithm: 'oauth2' });
+      assert.equal(config.serverMetadata().issuer, issuer);
+      assert.deepEqual(pathed.undeclared, []);
+    } finally {
+      await pathed.close();
+    }
   });
 
   it('publishes only public signing keys, each with its kid', async () => {

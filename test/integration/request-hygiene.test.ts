@@ -22,7 +22,7 @@ describe('request hygiene', () => {
   it('refuses a NUL character anywhere in the URL with a 400, never a 500', async () => {
     // The routes without any input too (their OpenAPI operations declare this 400).
     for (const path of [`${org}/secrets?prefix=a%00`, `${org}/secrets/a%00`, `${org}/environments/a%00`, `${org}/events?type=a%00`, '/v1/orgs/a%00/secrets',
-      '/healthz?a%00', '/readyz?a%00', '/oauth/v2/keys?a%00', '/.well-known/openid-configuration?a%00']) {
+      '/healthz?a%00', '/readyz?a%00', '/oauth/v2/keys?a%00', '/.well-known/openid-configuration?a%00', '/.well-known/oauth-authorization-server?a%00']) {
       const body = assertProblem(await server.owner.http.get(path), 400, 'invalid_request', path);
       assert.match(String(body.detail), /^The URL contains a NUL character/);
     }

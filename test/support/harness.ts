@@ -176,7 +176,8 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   let bootstrap!: Credentials;
 
   async function token(creds: { clientId: string; clientSecret: string }, scope = bootstrap.scope): Promise<string> {
-    const res = await clientCredentialsGrant(`${url}/oauth/v2/token`, creds, scope);
+    // The token endpoint lives under SLIPWAY_AUTH_URL's path, when it has one.
+    const res = await clientCredentialsGrant(`${url}${new URL(config.authUrl).pathname.replace(/\/+$/, '')}/oauth/v2/token`, creds, scope);
     const body = (await res.json()) as { access_token?: string };
     if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(body)}`);
     return body.access_token;

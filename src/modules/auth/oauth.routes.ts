@@ -209,17 +209,18 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     return { keys: set.publicJwks };
   });
 
-  app.get(`${prefix}/.well-known/openid-configuration`, {
-    config: { operation: 'oauth.discovery' },
-    schema: {
-      tags,
-      summary: 'OpenID Provider / OAuth authorization server metadata',
-      response: { 200: Type.Record(Type.String(), Type.Unknown()) },
-    },
-  }, async (_req, reply) => {
-    reply.header('cache-control', 'public, max-age=300');
-    return discoveryDocument(deps);
-  });
+  // OpenID Connect Discovery appends its segment to the issuer; RFC 8414 §3.1 puts its own between
+  // the host and the issuer's path. Both serve the one document.
+  const metadataRoutes = [
+    { url: `${prefix}/.well-known/openid-configuration`, operation: 'oauth.discovery', summary: 'OpenID Provider / OAuth authorization server metadata (OpenID Connect Discovery)' },
+    { url: `/.well-known/oauth-authorization-server${prefix}`, operation: 'oauth.metadata', summary: 'OAuth 2.0 authorization server metadata (RFC 8414): the same document' },
+  ];
+  for (const { url, operation, summary } of metadataRoutes) {
+    app.get(url, { config: { operation }, schema: { tags, summary, response: { 200: Type.Record(Type.String(), Type.Unknown()) } } }, async (_req, reply) => {
+      reply.header('cache-control', 'public, max-age=300');
+      return discoveryDocument(deps);
+    });
+  }
 }
 
 export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpName' | 'projectId' | 'baseUrl'>): Record<string, unknown> {
