@@ -70,10 +70,22 @@ function enrich(route: RouteOptions): void {
   add('5XX', 'Server error or unavailable (Retry-After)');
 }
 
-function markOptionalBodies<T>(doc: T): T {
-  const paths = (doc as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { type?: unknown } }> } }>> }).paths ?? {};
+type BodySchema = { type?: unknown; description?: string; 'x-form'?: Record<string, unknown> };
+
+/**
+ * Request bodies: one whose schema admits null may be left out; a form documented with `x-form`
+ * (the OAuth endpoints, whose handlers check their fields themselves) gets that as its schema.
+ */
+function fixBodies<T>(doc: T): T {
+  const paths = (doc as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; description?: string; content?: Record<string, { schema?: BodySchema }> } }>> }).paths ?? {};
   for (const item of Object.values(paths)) {
     for (const op of Object.values(item)) {
+      for (const media of Object.values(op.requestBody?.content ?? {})) {
+        const form = media.schema?.['x-form'];
+        if (form === undefined) continue;
+        media.schema = { description: media.schema!.description, ...form };
+        delete op.requestBody!.description;
+      }
       const schema = op.requestBody?.content?.['application/json']?.schema;
       // A body schema that admits null, or has no type at all (NoBody), may be left out.
       if (schema !== undefined && (schema.type === undefined || (Array.isArray(schema.type) && schema.type.includes('null')))) op.requestBody!.required = false;
@@ -92,8 +104,8 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
   await app.register(swagger, {
     // Shared schemas keep their own name in components.schemas (`Problem`, not `def-0`).
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
-    // The plugin marks every request body required; one whose schema admits null may be left out.
-    transformObject: (doc) => markOptionalBodies('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
+    // The plugin marks every request body required, and knows nothing of x-form.
+    transformObject: (doc) => fixBodies('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
     openapi: {
       openapi: '3.1.0',
       info: {

@@ -74,6 +74,19 @@ describe('OpenAPI document and reference page', () => {
     assert.deepEqual(failures, []);
   });
 
+  it('documents the OAuth endpoints\' form fields, client_secret_post as the alternative to Basic, and RFC 8414 metadata', () => {
+    for (const [path, fields, required] of [['/oauth/v2/token', ['grant_type', 'scope'], ['grant_type']], ['/oauth/v2/introspect', ['token', 'token_type_hint'], ['token']], ['/oauth/v2/revoke', ['token', 'token_type_hint'], ['token']]] as const) {
+      const op = doc.paths[path].post;
+      const schema = op.requestBody.content['application/x-www-form-urlencoded'].schema;
+      assert.deepEqual(Object.keys(schema.properties), [...fields, 'client_id', 'client_secret'], path);
+      assert.deepEqual(schema.required, required, path);
+      assert.equal(JSON.stringify(op).includes('x-form'), false);
+      assert.deepEqual(op.security, [{ clientBasic: [] }, {}], path);
+    }
+    assert.deepEqual(doc.paths['/oauth/v2/token'].post.requestBody.content['application/x-www-form-urlencoded'].schema.properties.grant_type.enum, ['client_credentials']);
+    assert.equal(doc.paths['/.well-known/oauth-authorization-server'].get.operationId, 'oauth.metadata');
+  });
+
   it('serves an API reference page at /docs whose assets load', async () => {
     const page = await fetch(`${server.url}/docs`);
     assert.equal(page.status, 200);

@@ -79,9 +79,37 @@ const TokenResponseSchema = Type.Object({
   scope: Type.String({ description: 'The granted scopes.' }),
 });
 const OAuthErrorSchema = Type.Object({ error: Type.String(), error_description: Type.String() }, { description: 'RFC 6749 §5.2 error' });
-const FormSchema = (fields: Record<string, string>) => ({
-  description: `${FORM}, fields: ${Object.entries(fields).map(([k, v]) => `${k} (${v})`).join(', ')}`,
-});
+interface FormField {
+  description: string;
+  required?: boolean;
+  enum?: string[];
+}
+
+/** Client authentication in the body (client_secret_post), the alternative to HTTP Basic. */
+const CLIENT_POST_FIELDS: Record<string, FormField> = {
+  client_id: { description: 'client_secret_post: the client id (instead of HTTP Basic; never both)' },
+  client_secret: { description: 'client_secret_post: the client secret (instead of HTTP Basic; never both)' },
+};
+
+/**
+ * A form body, for the documentation only: the handler reads and checks the fields itself, so that
+ * each failure is the RFC 6749 error it must be. The fields travel under `x-form` to the OpenAPI
+ * document, which makes them the request body's schema (see http/openapi.ts).
+ */
+const FormSchema = (fields: Record<string, FormField>) => {
+  const all = { ...fields, ...CLIENT_POST_FIELDS };
+  return {
+    description: `${FORM}; fields: ${Object.keys(all).join(', ')}`,
+    'x-form': {
+      type: 'object',
+      properties: Object.fromEntries(Object.entries(all).map(([name, { description, enum: values }]) => [name, { type: 'string', description, ...(values ? { enum: values } : {}) }])),
+      required: Object.entries(all).filter(([, f]) => f.required).map(([name]) => name),
+    },
+  };
+};
+
+/** HTTP Basic, or no HTTP authentication and the credentials in the body (client_secret_post). */
+const CLIENT_AUTH: Array<Record<string, string[]>> = [{ clientBasic: [] }, {}];
 
 export interface OAuthRoutesDeps {
   tokens: TokenService;
@@ -140,9 +168,12 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     schema: {
       tags,
       summary: 'Token exchange: client credentials grant (HTTP Basic or client_secret_post)',
-      security: [{ clientBasic: [] }],
+      security: CLIENT_AUTH,
       consumes: [FORM],
-      body: FormSchema({ grant_type: 'client_credentials', scope: 'space-separated scopes' }),
+      body: FormSchema({
+        grant_type: { description: 'The grant: only client_credentials', required: true, enum: ['client_credentials'] },
+        scope: { description: 'Space-separated scopes; without it, all five the server supports (see scopes_supported in the discovery document)' },
+      }),
       response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
     },
   }, async (req, reply) => {
@@ -166,9 +197,9 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     schema: {
       tags,
       summary: 'Token introspection (RFC 7662); the caller authenticates as a client',
-      security: [{ clientBasic: [] }],
+      security: CLIENT_AUTH,
       consumes: [FORM],
-      body: FormSchema({ token: 'the access token', token_type_hint: 'optional' }),
+      body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional: access_token' } }),
       response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
     },
   }, async (req, reply) => {
@@ -184,9 +215,9 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       summary: 'Token revocation (RFC 7009): a client revokes its own access tokens',
       description: 'A token issued to another client is refused (400 `unauthorized_client`, RFC 7009 §2.1) and stays valid; '
         + 'a token that is not ours, expired or already revoked answers 200. To end another service user\'s access, disable it.',
-      security: [{ clientBasic: [] }],
+      security: CLIENT_AUTH,
       consumes: [FORM],
-      body: FormSchema({ token: 'the access token', token_type_hint: 'optional, ignored: every token is an access token' }),
+      body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional, ignored: every token is an access token' } }),
       response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
     },
   }, async (req, reply) => {
