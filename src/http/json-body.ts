@@ -8,11 +8,34 @@ import { errors, pointerSegment } from '../platform/errors.js';
 // Only bodies that could hold a dangerous key (possibly \u-escaped) pay for the reviver pass.
 const MAYBE_POISONED = /__proto__|constructor|\\u/;
 
-function refuseProtoKeys(key: string, value: unknown): unknown {
-  if (key === '__proto__' || (key === 'constructor' && value !== null && typeof value === 'object' && 'prototype' in value)) {
-    throw errors.malformedJson(`The body contains the key "${key}", which is refused because it could alter object prototypes; remove or rename it.`);
+const isPoisonedKey = (key: string, value: unknown): boolean =>
+  key === '__proto__' || (key === 'constructor' && value !== null && typeof value === 'object' && 'prototype' in value);
+
+class PoisonedKey extends Error {
+  constructor(readonly key: string) {
+    super(key);
   }
+}
+
+function refuseProtoKeys(key: string, value: unknown): unknown {
+  if (isPoisonedKey(key, value)) throw new PoisonedKey(key);
   return value;
+}
+
+/**
+ * The refusal of a key that could reach a prototype, pointing at it. A plain JSON.parse keeps
+ * `__proto__` as an own property (it defines properties, it does not assign them), so the parsed
+ * body can be searched safely for where the key is.
+ */
+function poisoned(text: string, key: string): Error {
+  const detail = `The body contains the key "${key}", which is refused because it could alter object prototypes; remove or rename it.`;
+  let pointer: string | undefined;
+  try {
+    pointer = firstPointer(JSON.parse(text), '', (k, v) => k !== null && isPoisonedKey(k, v));
+  } catch {
+    // Nested too deeply to search: the detail alone says it.
+  }
+  return errors.malformedJson(detail, pointer === undefined ? [] : [{ pointer, message: 'could alter object prototypes' }]);
 }
 
 /**
@@ -31,17 +54,22 @@ function syntaxError(text: string, error: SyntaxError): Error {
   return errors.malformedJson('The body is not valid JSON: it has an unexpected character (every key and string value needs double quotes).');
 }
 
-/** RFC 6901 pointer to the first string (or key) holding U+0000, or undefined. */
-function nulPointer(value: unknown, pointer: string): string | undefined {
-  if (typeof value === 'string') return value.includes('\0') ? pointer || '/' : undefined;
+/**
+ * RFC 6901 pointer to the first place, depth first, where `offends` holds: of a key and its value,
+ * or (key null) of a value itself; undefined where it holds nowhere.
+ */
+function firstPointer(value: unknown, pointer: string, offends: (key: string | null, value: unknown) => boolean): string | undefined {
+  if (offends(null, value)) return pointer || '/';
   if (value === null || typeof value !== 'object') return undefined;
   for (const [key, item] of Object.entries(value)) {
     const here = `${pointer}/${pointerSegment(key)}`;
-    const found = key.includes('\0') ? here : nulPointer(item, here);
+    const found = offends(key, item) ? here : firstPointer(item, here, offends);
     if (found !== undefined) return found;
   }
   return undefined;
 }
+
+const holdsNul = (key: string | null, value: unknown): boolean => (key !== null ? key.includes('\0') : typeof value === 'string' && value.includes('\0'));
 
 export function parseJsonBody(text: string): unknown {
   // No body with a JSON content type is the same as no body: bodyless POSTs work from clients that
@@ -54,6 +82,7 @@ export function parseJsonBody(text: string): unknown {
   try {
     value = suspect ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
   } catch (error) {
+    if (error instanceof PoisonedKey) throw poisoned(text, error.key);
     if (error instanceof SyntaxError) throw syntaxError(text, error);
     // The reviver's pass recurses: a body nested deeper than the stack allows (no API body nests
     // more than a few levels) is refused like any other malformed body.
@@ -61,7 +90,7 @@ export function parseJsonBody(text: string): unknown {
     throw error;
   }
   if (suspect && text.includes('\\u0000')) {
-    const pointer = nulPointer(value, '');
+    const pointer = firstPointer(value, '', holdsNul);
     if (pointer !== undefined) throw errors.nulCharacter('A string in the body', [{ pointer, message: 'contains U+0000' }]);
   }
   return value;

@@ -50,7 +50,7 @@ export const errors = {
   // 400
   invalidRequest: (detail: string, fieldErrors: FieldError[] = []) =>
     new AppError(400, 'invalid_request', 'Invalid request', detail, fieldErrors.length ? { errors: fieldErrors } : {}),
-  malformedJson: (detail: string) => new AppError(400, 'malformed_json', 'Malformed JSON body', detail),
+  malformedJson: (detail: string, fieldErrors: FieldError[] = []) => new AppError(400, 'malformed_json', 'Malformed JSON body', detail, fieldErrors.length ? { errors: fieldErrors } : {}),
   invalidCursor: () =>
     new AppError(400, 'invalid_cursor', 'Invalid cursor', 'The cursor is not one this API returned; start again without it.', {
       errors: [{ pointer: '/query/cursor', message: 'unknown cursor' }],

@@ -83,9 +83,16 @@ describe('HTTP contract', () => {
   });
 
   it('refuses keys that reach the prototype (__proto__, constructor.prototype), escaped or not', async () => {
-    for (const raw of ['{"slug":"p","name":"p","__proto__":{"polluted":true}}', '{"slug":"p","name":"p","\\u005f_proto__":{"polluted":true}}', '{"slug":"p","name":"p","constructor":{"prototype":{"polluted":true}}}']) {
+    for (const [raw, pointer] of [
+      ['{"slug":"p","name":"p","__proto__":{"polluted":true}}', '/__proto__'],
+      ['{"slug":"p","name":"p","\\u005f_proto__":{"polluted":true}}', '/__proto__'],
+      ['{"slug":"p","name":"p","constructor":{"prototype":{"polluted":true}}}', '/constructor'],
+      ['{"secrets":[{"name":"a","values":{"A":"1"}},{"name":"b","values":{"__proto__":"x"}}]}', '/secrets/1/values/__proto__'],
+    ]) {
       const res = await server.owner.http.request('POST', '/v1/orgs', { raw, contentType: 'application/json' });
-      assert.match(String(assertProblem(res, 400, 'malformed_json', raw).detail), /"(__proto__|constructor)".*refused/);
+      const problem = assertProblem(res, 400, 'malformed_json', raw);
+      assert.match(String(problem.detail), /"(__proto__|constructor)".*refused/);
+      assert.deepEqual(problem.errors, [{ pointer, message: 'could alter object prototypes' }]);
     }
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
     assert.equal((await server.owner.http.get('/v1/orgs/p')).status, 404);
