@@ -100,7 +100,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const services = createServicesService({ db, secrets });
     const deployments = createDeploymentsService({ db, secrets, signals });
     const runner = createRunnerService({
-      db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts,
+      db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts, hostTimeoutSeconds: config.runnerHostTimeoutSeconds,
     });
     const idempotency = createIdempotencyService({ db, sealKey: await loadInstanceKey(db, ring, IDEMPOTENCY_SEAL_KEY) });
 

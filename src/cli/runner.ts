@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { createLogger } from '../platform/logging.js';
 import { Refused } from '../runner-agent/http-call.js';
 import { createProtocolClient } from '../runner-agent/protocol-client.js';
-import { createRunner } from '../runner-agent/runner.js';
+import { createRunner, RECONCILE_DEFAULT_SECONDS } from '../runner-agent/runner.js';
 import { createTokenSource, type ClientCredentials } from '../runner-agent/token-source.js';
 import { UsageError } from './args.js';
 
@@ -25,6 +25,7 @@ const FLAGS = {
   scope: { type: 'string' },
   url: { type: 'string' },
   concurrency: { type: 'string' },
+  'reconcile-seconds': { type: 'string' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -39,6 +40,7 @@ const VARIABLES = {
   scope: 'SLIPWAY_SCOPE',
   url: 'SLIPWAY_URL',
   concurrency: 'SLIPWAY_RUNNER_CONCURRENCY',
+  'reconcile-seconds': 'SLIPWAY_RUNNER_RECONCILE_SECONDS',
   'log-level': 'SLIPWAY_LOG_LEVEL',
 } as const;
 
@@ -54,6 +56,7 @@ const DESCRIBED: Array<[keyof typeof FLAGS, string, string]> = [
   ['org', 'ORG', 'organization id or slug'],
   ['environment', 'ENV', 'an environment to serve; repeat, or separate with commas (default: all)'],
   ['concurrency', 'N', 'deployments carried out at once, 1-64 (default 4)'],
+  ['reconcile-seconds', 'S', 'how often to report what it runs and adopt orphans, 1-3600 (default 15)'],
   ['log-level', 'L', 'the runner\'s own log, on stderr (default info)'],
 ];
 
@@ -73,6 +76,7 @@ export interface RunnerSettings {
   environments?: string[];
   credentials: ClientCredentials;
   concurrency: number;
+  reconcileSeconds: number;
   logLevel: string;
 }
 
@@ -146,6 +150,11 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
   const concurrencyText = setting('concurrency') ?? '4';
   const concurrency = Number(concurrencyText);
   if (!/^\d+$/.test(concurrencyText) || concurrency < 1 || concurrency > 64) throw new UsageError(`--concurrency (${VARIABLES.concurrency}) must be a whole number from 1 to 64, got "${concurrencyText}"`);
+  const reconcileText = setting('reconcile-seconds') ?? String(RECONCILE_DEFAULT_SECONDS);
+  const reconcileSeconds = Number(reconcileText);
+  if (!/^\d+$/.test(reconcileText) || reconcileSeconds < 1 || reconcileSeconds > 3600) {
+    throw new UsageError(`--reconcile-seconds (${VARIABLES['reconcile-seconds']}) must be a whole number from 1 to 3600, got "${reconcileText}"`);
+  }
 
   const logLevel = setting('log-level') ?? 'info';
   if (!(logLevel in pino.levels.values) && logLevel !== 'silent') throw new UsageError(`--log-level (${VARIABLES['log-level']}) must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got "${logLevel}"`);
@@ -161,6 +170,7 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
       scope: required('scope', file.scope),
     },
     concurrency,
+    reconcileSeconds,
     logLevel,
   };
 }
@@ -187,7 +197,7 @@ export async function runnerCommand(argv: string[], env: Env): Promise<number> {
     // The first failure of a streak is news; the next ones, until every tenth, are not.
     onRetry: (call, error, attempt, delayMs) => logger[attempt === 1 || attempt % 10 === 0 ? 'warn' : 'debug']({ call, attempt, delayMs }, `the server is unavailable, retrying: ${error.message}`),
   });
-  const runner = createRunner({ client, concurrency: settings.concurrency, logger, ...(settings.environments ? { environments: settings.environments } : {}) });
+  const runner = createRunner({ client, concurrency: settings.concurrency, reconcileSeconds: settings.reconcileSeconds, logger, ...(settings.environments ? { environments: settings.environments } : {}) });
 
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -201,7 +211,7 @@ export async function runnerCommand(argv: string[], env: Env): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  logger.info({ url: settings.baseUrl, org: settings.orgId, environments: settings.environments ?? 'all', concurrency: settings.concurrency, clientId: settings.credentials.clientId }, 'runner started');
+  logger.info({ url: settings.baseUrl, org: settings.orgId, environments: settings.environments ?? 'all', concurrency: settings.concurrency, clientId: settings.credentials.clientId, host: runner.host }, 'runner started');
   try {
     await runner.run();
     logger.info('runner stopped');

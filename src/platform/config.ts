@@ -47,6 +47,7 @@ export interface Config {
   runnerLeaseSeconds: number;
   /** Claims of one deployment before a lost lease fails it. */
   deploymentMaxAttempts: number;
+  runnerHostTimeoutSeconds: number;
   /** Mean event-loop delay, ms, past which requests are refused with 503 (0: never). */
   maxEventLoopDelayMs: number;
 }
@@ -81,6 +82,7 @@ export const CONFIG_VARIABLES = {
   secretRetentionDays: 'SLIPWAY_SECRET_RETENTION_DAYS',
   runnerLeaseSeconds: 'SLIPWAY_RUNNER_LEASE_SECONDS',
   deploymentMaxAttempts: 'SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS',
+  runnerHostTimeoutSeconds: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS',
   maxEventLoopDelay: 'SLIPWAY_MAX_EVENT_LOOP_DELAY_MS',
 } as const;
 
@@ -215,6 +217,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     secretRetentionDays: int('secretRetentionDays', 30, 0, 3650),
     runnerLeaseSeconds: int('runnerLeaseSeconds', 30, 2, 3600),
     deploymentMaxAttempts: int('deploymentMaxAttempts', 3, 1, 100),
+    runnerHostTimeoutSeconds: int('runnerHostTimeoutSeconds', 60, 2, 86_400),
     maxEventLoopDelayMs: int('maxEventLoopDelay', 1000, 0, 60_000),
   };
 }

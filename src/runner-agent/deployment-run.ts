@@ -7,9 +7,9 @@
 // previous process keeps serving.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
-import type { ClaimResponseT, LeaseT, OutcomeT } from '../modules/runner/runner.protocol.js';
+import type { AdoptResponseT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT } from '../modules/runner/runner.protocol.js';
 import { Refused } from './http-call.js';
-import { freePort, launch, LaunchError, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
+import { freePort, launch, LaunchError, type LaunchSpec, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
 import { LogShipper, secretMasker } from './log-shipper.js';
 import type { ProtocolClient } from './protocol-client.js';
 import { supervise } from './supervisor.js';
@@ -105,7 +105,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     }
     const port = await ctx.ports.reserve();
     say(`starting ${run.command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
-    const spec = { command: run.command, env: { ...run.variables, ...run.secrets }, port, ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}) };
+    const spec = launchSpec(run, run.command, port);
     try {
       started = { proc: await launch(spec, sink, work.signal), port, supervised: false };
     } catch (error) {
@@ -134,11 +134,8 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       log.warn({ state, ...(newer !== undefined ? { newer: newer.tag } : {}) }, 'the deployment no longer serves: a later one took its place; its process is stopped');
       return 'succeeded';
     }
-    const serviceLog = ctx.logger.child({ serviceName: deployment.service.name, environmentName: deployment.environment.name });
-    const replaced = await ctx.processes.replace(key, proc, id);
+    const replaced = await putInPlace({ key, spec, sink, mask, first: proc, tag: id }, claim, ctx);
     started.supervised = true;
-    supervise({ key, spec, sink, mask, first: proc, tag: id }, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping })
-      .catch((err: unknown) => serviceLog.error({ code: (err as { code?: unknown }).code, name: (err as Error).name }, 'supervising the service failed; it is no longer restarted'));
     if (replaced !== undefined) log.info({ processPid: replaced.pid }, 'stopped the previous process');
     return 'succeeded';
   } catch (error) {
@@ -162,6 +159,62 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       ctx.ports.release(started.port);
     }
   }
+}
+
+function launchSpec(run: RunSpecT, command: string[], port: number): LaunchSpec {
+  return { command, env: { ...run.variables, ...run.secrets }, port, ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}) };
+}
+
+/** Puts a healthy process in place for its service and environment, under the supervisor; answers the process it replaced. */
+async function putInPlace(s: Parameters<typeof supervise>[0], of: Pick<ClaimResponseT, 'deployment'>, ctx: RunContext): Promise<RunningProcess | undefined> {
+  const serviceLog = ctx.logger.child({ serviceName: of.deployment.service.name, environmentName: of.deployment.environment.name });
+  const replaced = await ctx.processes.replace(s.key, s.first, s.tag);
+  supervise(s, { processes: ctx.processes, ports: ctx.ports, log: serviceLog, stopping: ctx.stopping })
+    .catch((err: unknown) => serviceLog.error({ code: (err as { code?: unknown }).code, name: (err as Error).name }, 'supervising the service failed; it is no longer restarted'));
+  return replaced;
+}
+
+/**
+ * Starts again a serving deployment adopted from a runner that went away (protocol step 5): as
+ * after its claim, but with no lease, no deployment log and no state to report. Its output goes to
+ * the runner's own log. Nothing is started when this runner already runs it or a later deployment
+ * of its service and environment. True when it runs here now.
+ */
+export async function resume(adopted: AdoptResponseT['adopted'][number], ctx: RunContext): Promise<boolean> {
+  const { deployment, run } = adopted;
+  const id = deployment.id;
+  const key = processKey(adopted);
+  const log = ctx.logger.child({ deployment: id, serviceName: deployment.service.name, environmentName: deployment.environment.name });
+  const here = () => ctx.processes.entries().some((e) => e.key === key && e.tag >= id);
+  if (here()) return false;
+  if (run.command === undefined) {
+    log.error('cannot start an adopted deployment without a command');
+    return false;
+  }
+  const mask = secretMasker(Object.values(run.secrets));
+  const sink = serviceOutputLog(log, mask);
+  const port = await ctx.ports.reserve();
+  const spec = launchSpec(run, run.command, port);
+  let proc: RunningProcess;
+  try {
+    proc = await launch(spec, sink, ctx.stopping);
+  } catch (error) {
+    ctx.ports.release(port);
+    if (!ctx.stopping.aborted) {
+      const reason = error instanceof LaunchError ? error.reason : unexpectedStartFailure(error, log);
+      log.error(mask(`the adopted deployment did not come up: ${reason}; another runner, or this one, tries again once it is an orphan again`));
+    }
+    return false;
+  }
+  // A deployment of this service and environment may have been put in place while it started.
+  if (here() || ctx.stopping.aborted) {
+    await proc.stop();
+    ctx.ports.release(port);
+    return false;
+  }
+  await putInPlace({ key, spec, sink, mask, first: proc, tag: id }, adopted, ctx);
+  log.info({ processPid: proc.pid, port }, 'adopted: the deployment\'s process runs here now');
+  return true;
 }
 
 /** Lines of a service's output the runner logs in one second at most, once its deployment is complete. */

@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
-  mustStop, runnerUrl, RUNNER_ROUTES, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT, type CompleteRequestT, type HeartbeatResponseT,
-  type ServingResponseT,
+  mustStop, runnerUrl, RUNNER_ROUTES, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
+  type CompleteRequestT, type HeartbeatResponseT, type ReleaseRequestT, type ReleaseResponseT, type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
 import { isTransientStatus, parseJson, Refused, request, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
@@ -27,6 +27,8 @@ export interface ProtocolClientOptions {
 export interface ClaimOptions {
   environments?: string[];
   waitSeconds: number;
+  /** This runner process's id (protocol step 5). */
+  host?: string;
 }
 
 const CALL_TIMEOUT_MS = 30_000;
@@ -76,7 +78,7 @@ export function createProtocolClient(options: ProtocolClientOptions) {
   return {
     /** Long poll: a deployment with its lease and what to run, or null when none came within the wait. */
     async claim(claim: ClaimOptions, signal: AbortSignal): Promise<ClaimResponseT | null> {
-      const body = { ...(claim.environments !== undefined ? { environments: claim.environments } : {}), waitSeconds: claim.waitSeconds };
+      const body = { ...(claim.environments !== undefined ? { environments: claim.environments } : {}), waitSeconds: claim.waitSeconds, ...(claim.host !== undefined ? { host: claim.host } : {}) };
       return call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS });
     },
 
@@ -95,9 +97,19 @@ export function createProtocolClient(options: ProtocolClientOptions) {
       return expect('complete', await call<Deployment>('complete', id, body, signal));
     },
 
-    /** Which of these deployments still serve (see runner.protocol.ts, step 4). */
-    async serving(deployments: string[], signal: AbortSignal): Promise<string[]> {
-      return expect('serving', await call<ServingResponseT>('serving', '', { deployments }, signal)).serving;
+    /** Which of these deployments still serve, and (with `host`) are still this runner's (see runner.protocol.ts, steps 4 and 5). */
+    async serving(deployments: string[], signal: AbortSignal, host?: string): Promise<string[]> {
+      return expect('serving', await call<ServingResponseT>('serving', '', { deployments, ...(host !== undefined ? { host } : {}) }, signal)).serving;
+    },
+
+    /** Serving deployments whose runner went away, now this runner's to start again (step 5). */
+    async adopt(body: AdoptRequestT, signal: AbortSignal): Promise<AdoptResponseT['adopted']> {
+      return expect('adopt', await call<AdoptResponseT>('adopt', '', body, signal)).adopted;
+    },
+
+    /** Lets go of deployments whose processes this runner stopped: another runner may adopt them at once. */
+    async release(body: ReleaseRequestT, signal: AbortSignal): Promise<string[]> {
+      return expect('release', await call<ReleaseResponseT>('release', '', body, signal)).released;
     },
   };
 }

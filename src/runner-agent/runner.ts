@@ -2,11 +2,13 @@
 // carrying it out, claim again; up to `concurrency` deployments at once. The processes it starts are the
 // deployed services: they keep running between deployments and stop when the runner stops, or
 // when the server says their deployment no longer serves (superseded, perhaps through another
-// runner, or deleted with its service or environment).
+// runner, or deleted with its service or environment). Under an id of its own (`host`), it reports
+// what it runs, lets it go when it stops, and adopts what a runner that went away ran.
+import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS } from '../modules/runner/runner.protocol.js';
-import { carryOut, PortPool } from './deployment-run.js';
+import { carryOut, PortPool, resume } from './deployment-run.js';
 import { Refused } from './http-call.js';
 import { ProcessTable } from './local-process.js';
 import type { ProtocolClient } from './protocol-client.js';
@@ -25,6 +27,8 @@ export interface RunnerOptions {
 
 export interface Runner {
   readonly processes: ProcessTable;
+  /** The id this runner process goes by (protocol step 5): random, new at each start. */
+  readonly host: string;
   /**
    * Claims and carries out deployments until stop() is called, then stops every process it started
    * and resolves. Rejects (after stopping them too) when the server refuses its first claim, since
@@ -38,16 +42,20 @@ export interface Runner {
 
 const ENVIRONMENT_GONE_RETRY_MS = 15_000;
 export const RECONCILE_DEFAULT_SECONDS = 15;
+/** How long a stopping runner tries to tell the server that it let its deployments go. */
+const RELEASE_BUDGET_MS = 5_000;
 
 export function createRunner(options: RunnerOptions): Runner {
   const { client, logger } = options;
   const processes = new ProcessTable();
   const ports = new PortPool();
   const stopping = new AbortController();
-  const claim = {
-    ...(options.environments !== undefined ? { environments: options.environments } : {}),
-    waitSeconds: options.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS,
-  };
+  const host = `rh_${randomBytes(12).toString('base64url')}`;
+  const environments = options.environments !== undefined ? { environments: options.environments } : {};
+  const claim = { ...environments, waitSeconds: options.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS, host };
+  const context = { client, processes, ports, logger, stopping: stopping.signal };
+  let adopting = true;
+  let asking = true;
 
   /** One long poll at a time: a claim goes out only when a slot is free to carry out what it brings. */
   async function claimLoop(active: Set<Promise<unknown>>): Promise<void> {
@@ -71,7 +79,7 @@ export function createRunner(options: RunnerOptions): Runner {
       if (claimed === null) continue;
       const { deployment, lease } = claimed;
       logger.info({ deployment: deployment.id, attempt: lease.attempt, serviceName: deployment.service.name, environmentName: deployment.environment.name }, 'claimed a deployment');
-      const job = carryOut(claimed, { client, processes, ports, logger, stopping: stopping.signal })
+      const job = carryOut(claimed, context)
         .catch((err: unknown) => logger.error({ err, deployment: deployment.id }, 'carrying out the deployment failed unexpectedly'))
         .finally(() => active.delete(job));
       active.add(job);
@@ -79,46 +87,98 @@ export function createRunner(options: RunnerOptions): Runner {
   }
 
   /**
-   * Every `reconcileSeconds`: asks which of the deployments its processes run for still serve, and
-   * stops the others. A process replaced meanwhile, here, is left to whoever replaced it; an
-   * unreachable server changes nothing (the question waits, like every call, until it answers).
+   * What a question of the reconcile round that failed means: nothing while the runner stops;
+   * `never` from a server too old to know the question (said once: it is not asked again); else
+   * a failure said in the log, and the question asked again next round.
+   */
+  function unanswered(error: unknown, olderServer: string, failed: string): 'never' | 'later' {
+    if (stopping.signal.aborted) return 'later';
+    if (error instanceof Refused && error.code === 'route_not_found') {
+      logger.warn(olderServer);
+      return 'never';
+    }
+    logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : error }, failed);
+    return 'later';
+  }
+
+  /**
+   * Adopts what a runner that went away ran (a runner that stopped, this one before it started
+   * again) and starts it here. An old server without adoption is asked no more.
+   */
+  async function adoptOrphans(): Promise<void> {
+    if (!adopting) return;
+    let adopted;
+    try {
+      adopted = await client.adopt({ host, ...environments }, stopping.signal);
+    } catch (error) {
+      const older = 'the server does not hand out the deployments of runners that went away (it is older than this runner): they are not started again here';
+      if (unanswered(error, older, 'could not ask for the deployments of runners that went away') === 'never') adopting = false;
+      return;
+    }
+    for (const one of adopted) await resume(one, context);
+  }
+
+  /**
+   * At start and then every `reconcileSeconds`: asks which of the deployments its processes run for
+   * still serve and are still its own, stops the others, and adopts orphans. A process replaced
+   * meanwhile, here, is left to whoever replaced it; an unreachable server changes nothing (the
+   * question waits, like every call, until it answers).
    */
   async function reconcileLoop(): Promise<void> {
     const every = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
+    await adoptOrphans();
     while (!stopping.signal.aborted) {
       try {
         await sleep(every, undefined, { signal: stopping.signal });
       } catch {
         return;
       }
-      const running = processes.entries().filter((e) => e.tag !== '');
-      if (running.length === 0) continue;
-      const serving = new Set<string>();
-      try {
-        const asked = [...new Set(running.map((e) => e.tag))];
-        for (let i = 0; i < asked.length; i += SERVING_MAX_IDS) {
-          for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal)) serving.add(id);
-        }
-      } catch (error) {
-        if (stopping.signal.aborted) return;
-        if (error instanceof Refused && error.code === 'route_not_found') {
-          logger.warn('the server does not answer which deployments still serve (it is older than this runner): processes are no longer stopped when their deployment is superseded elsewhere');
-          return;
-        }
-        logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : error }, 'could not ask which deployments still serve');
-        continue;
+      await stopWhatNoLongerServes();
+      await adoptOrphans();
+    }
+  }
+
+  async function stopWhatNoLongerServes(): Promise<void> {
+    const running = processes.entries().filter((e) => e.tag !== '');
+    if (!asking || running.length === 0) return;
+    const serving = new Set<string>();
+    try {
+      const asked = [...new Set(running.map((e) => e.tag))];
+      for (let i = 0; i < asked.length; i += SERVING_MAX_IDS) {
+        for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal, host)) serving.add(id);
       }
-      for (const { key, proc, tag } of running) {
-        if (serving.has(tag)) continue;
-        if (await processes.retire(key, proc)) {
-          logger.info({ deployment: tag, processPid: proc.pid }, `stopped the process of deployment ${tag}: it no longer serves (superseded, or deleted with its service or environment)`);
-        }
+    } catch (error) {
+      const older = 'the server does not answer which deployments still serve (it is older than this runner): processes are no longer stopped when their deployment is superseded elsewhere';
+      if (unanswered(error, older, 'could not ask which deployments still serve') === 'never') asking = false;
+      return;
+    }
+    for (const { key, proc, tag } of running) {
+      if (serving.has(tag)) continue;
+      if (await processes.retire(key, proc)) {
+        logger.info({ deployment: tag, processPid: proc.pid }, `stopped the process of deployment ${tag}: it no longer serves here (superseded, deleted with its service or environment, or adopted by another runner)`);
       }
+    }
+  }
+
+  /**
+   * After its processes stopped: says that it let their deployments go, so that another runner
+   * (or this one, started again) adopts them at once rather than after the host timeout. Tried
+   * for a few seconds; failing that, the timeout does it.
+   */
+  async function release(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const budget = AbortSignal.timeout(RELEASE_BUDGET_MS);
+    try {
+      for (let i = 0; i < ids.length; i += SERVING_MAX_IDS) await client.release({ host, deployments: ids.slice(i, i + SERVING_MAX_IDS) }, budget);
+      logger.info({ deployments: ids.length }, 'let go of the deployments whose processes it stopped: another runner may take them over');
+    } catch (error) {
+      logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : { name: (error as Error).name } }, 'could not tell the server that it let its deployments go; another runner takes them over after the host timeout');
     }
   }
 
   return {
     processes,
+    host,
     async run() {
       const active = new Set<Promise<unknown>>();
       const reconciling = reconcileLoop();
@@ -130,7 +190,9 @@ export function createRunner(options: RunnerOptions): Runner {
         throw error;
       } finally {
         await Promise.allSettled([...active, reconciling]);
+        const ran = [...new Set(processes.entries().map((e) => e.tag).filter((tag) => tag !== ''))];
         await processes.stopAll();
+        await release(ran);
       }
     },
     stop() {

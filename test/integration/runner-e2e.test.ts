@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
-import { createEnvironment, createService, deploy, eventually, getDeployment, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
 import { spawnSlipway } from '../support/processes.js';
 import { alive, ask, deploymentLog, gateFile, servedBy, serviceSpec, settled, startedPids, startRunner, type RunnerProcess } from '../support/runner-agent.js';
 
@@ -181,7 +181,76 @@ describe('slipway runner killed', () => {
     doomed.proc.child.kill('SIGKILL');
     await doomed.proc.exited;
     await eventually('both processes to be gone', async () => (alive(up.pid) || alive(starting!) ? undefined : true));
-    assert.deepEqual(await ask(up.port), { error: 'ECONNREFUSED' });
+    // A connection that reached the listener as it closed is reset; after that, refused.
+    await eventually('its port to refuse connections', async () => ((await ask(up.port) as { error?: string }).error === 'ECONNREFUSED' ? true : undefined));
+  });
+});
+
+// A runner that stops (and lets its deployments go) or is killed (and stops reporting them): the
+// next runner of the environment adopts what it ran and starts it again; the deployment stays the
+// active one throughout.
+describe('slipway runner taken over', () => {
+  const HOST_TIMEOUT_SECONDS = 3;
+  let f: DeployFixture;
+  before(async () => {
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: String(HOST_TIMEOUT_SECONDS) } });
+  });
+  after(() => f.close());
+
+  const fast = { env: { SLIPWAY_RUNNER_RECONCILE_SECONDS: '1' } };
+
+  /** The process a runner started for an adopted deployment, from its log line. */
+  const adoptedBy = (runner: RunnerProcess, id: string) => eventually(`a runner to adopt ${id}`, async () => {
+    const line = runner.proc.logs().find((l) => l.deployment === id && String(l.msg).startsWith('adopted:'));
+    return line !== undefined ? { pid: Number(line.processPid), port: Number(line.port) } : undefined;
+  });
+
+  async function serving(secretValue: string) {
+    const secret = unique('taken-over');
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/secrets`, { secrets: [{ name: secret, values: { API_KEY: secretValue } }] })).status, 201);
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec({ variables: { GREETING: 'again' }, secrets: [{ secret, key: 'API_KEY' }] }) });
+    return { env, svc };
+  }
+
+  it('starts what a runner stopped with SIGTERM ran again at once on the next runner, as the same deployment', async () => {
+    const { env, svc } = await serving('sk-taken-over-1');
+    const first = await startRunner(f.server, f.orgId, { environments: [env.name] });
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, revision: 'v1', variables: { REVISION: 'v1' } });
+    assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+    const before = await servedBy(f.developer.http, f.orgId, d.id);
+    assert.equal(await first.stop(), 0);
+    assert.equal(alive(before.pid), false);
+    assert.ok(first.proc.logs().some((l) => String(l.msg).startsWith('let go of the deployments')), first.proc.output.join('\n'));
+
+    // Released: the next runner takes it on its first look, without waiting for the host timeout.
+    const next = await startRunner(f.server, f.orgId, { environments: [env.name] });
+    const now = await adoptedBy(next, d.id);
+    assert.deepEqual(await ask(now.port), { pid: now.pid, greeting: 'again', apiKey: 'sk-taken-over-1', revision: 'v1' });
+    const active = await f.developer.http.get(`/v1/orgs/${f.orgId}/environments/${env.id}/active`);
+    assert.deepEqual(active.body.deployments.map((a: { id: string; state: string }) => [a.id, a.state]), [[d.id, 'succeeded']]);
+    const adopted = (await eventsOf(f.server, f.orgId, d.id)).filter((e) => e.type === 'deployment.adopted');
+    assert.equal(adopted.length, 1);
+    assert.ok(!next.proc.output.join('\n').includes('sk-taken-over-1'), 'the secret value stays out of the runner\'s log');
+    await next.stop();
+  });
+
+  it('starts what a killed runner ran again on another runner once the host timeout has passed, and only there', async () => {
+    const { env, svc } = await serving('sk-taken-over-2');
+    const doomed = await startRunner(f.server, f.orgId, { environments: [env.name], ...fast });
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, revision: 'v1' });
+    assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+    const heir = await startRunner(f.server, f.orgId, { environments: [env.name], ...fast });
+    // While its runner reports it, nobody else takes it.
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 1500);
+    assert.ok(!heir.proc.logs().some((l) => l.deployment === d.id), 'adopted while its runner still ran it');
+
+    doomed.proc.child.kill('SIGKILL');
+    await doomed.proc.exited;
+    const now = await adoptedBy(heir, d.id);
+    assert.equal((await ask(now.port) as { apiKey: string }).apiKey, 'sk-taken-over-2');
+    assert.equal((await getDeployment(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+    await heir.stop();
   });
 });
 

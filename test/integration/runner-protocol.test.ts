@@ -375,3 +375,80 @@ describe('runner leases', () => {
     assert.equal((await r.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
   });
 });
+
+// Hosting (protocol step 5): a runner that names itself reports what it runs; what its runner no
+// longer reports, or released, is adopted by one runner, with what to run, its state unchanged.
+describe('runner protocol: hosts and adoption', () => {
+  const HOST_TIMEOUT_SECONDS = 2;
+  let f: DeployFixture;
+  before(async () => {
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: String(HOST_TIMEOUT_SECONDS) } });
+  });
+  after(() => f.close());
+
+  const hostA = 'rh_host-a-0001';
+  const hostB = 'rh_host-b-0002';
+  const post = (runner: RunnerClient, route: 'serving' | 'adopt' | 'release', body: unknown) => runner.actor.http.post(`/v1/orgs/${f.orgId}/runner/${route}`, body);
+
+  /** A service with a secret, deployed into a new environment by `runner` as `host`. */
+  async function served(runner: RunnerClient, host: string | undefined, value: string) {
+    const secret = unique('hosted');
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/secrets`, { secrets: [{ name: secret, values: { KEY: value } }] })).status, 201);
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'], secrets: [{ secret, key: 'KEY' }] } });
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    const claim = await runner.take({ environments: [env.id], waitSeconds: 0, ...(host !== undefined ? { host } : {}) });
+    assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
+    return { id: d.id, env };
+  }
+
+  it('hands a deployment its runner stopped reporting to exactly one runner, with its secrets; the old runner then learns it is no longer its own', async () => {
+    const other = await newRunner(f.server, f.orgId);
+    const { id, env } = await served(f.runner, hostA, 'adopted-value-1');
+    // Reported: not an orphan.
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
+    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [] });
+
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
+    const racers = await Promise.all([post(other, 'adopt', { host: hostB, environments: [env.id] }), post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })]);
+    for (const r of racers) assert.equal(r.status, 200, r.text);
+    const winners = racers.filter((r) => r.body.adopted.length > 0);
+    assert.equal(winners.length, 1, 'one runner adopts it');
+    const [adopted] = winners[0]!.body.adopted;
+    assert.equal(adopted.deployment.id, id);
+    assert.equal(adopted.deployment.state, 'succeeded');
+    assert.deepEqual(adopted.run.secrets, { KEY: 'adopted-value-1' });
+    assert.equal(winners[0]!.headers.get('cache-control'), 'no-store');
+    const winner = racers[0] === winners[0] ? hostB : 'rh_host-c-0003';
+
+    // The old runner's next report does not answer it: it stops its process there.
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [] });
+    assert.deepEqual((await post(other, 'serving', { deployments: [id], host: winner })).body, { serving: [id] });
+    assert.equal((await getDeployment(f.developer.http, f.orgId, id)).state, 'succeeded');
+    const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.adopted');
+    assert.equal(events.length, 1);
+    assert.deepEqual({ host: events[0].data.host, previousHost: events[0].data.previousHost }, { host: winner, previousHost: hostA });
+    assert.ok(!JSON.stringify(events).includes('adopted-value-1'));
+  });
+
+  it('makes a released deployment an orphan at once, only for the runner that held it; one never reported is never adopted', async () => {
+    const { id, env } = await served(f.runner, hostA, 'released-value');
+    const legacy = await served(f.runner, undefined, 'legacy-value');
+    assert.deepEqual((await post(f.runner, 'release', { host: hostB, deployments: [id] })).body, { released: [] }, 'not its own');
+    assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id, legacy.id] })).body, { released: [id] });
+    const adopted = await post(f.runner, 'adopt', { host: hostB, environments: [env.id, legacy.env.id] });
+    assert.deepEqual(adopted.body.adopted.map((a: { deployment: { id: string } }) => a.deployment.id), [id]);
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
+    assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [legacy.env.id] })).body, { adopted: [] });
+  });
+
+  it('refuses what is not a host id, and lets only runners adopt and release', async () => {
+    for (const host of ['short', 'has space-in-it', 'x'.repeat(101)]) {
+      assert.equal((await post(f.runner, 'adopt', { host })).status, 400);
+      assert.equal((await post(f.runner, 'release', { host, deployments: ['dep_x'] })).status, 400);
+    }
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/runner/adopt`, { host: hostA })).status, 403);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/runner/release`, { host: hostA, deployments: ['dep_x'] })).status, 403);
+    assert.equal((await post(f.runner, 'adopt', { host: hostA, environments: [unique('nowhere')] })).status, 404);
+  });
+});

@@ -74,11 +74,11 @@ export function gateFile(): string {
  * `slipway runner` as a child process for a new runner service user of `orgId`: its credentials in
  * a file (`--credentials`), or in SLIPWAY_* variables with `via: 'env'`.
  */
-export async function startRunner(server: TestServer, orgId: string, options: { environments?: string[]; concurrency?: number; via?: 'file' | 'env' } = {}): Promise<RunnerProcess> {
+export async function startRunner(server: TestServer, orgId: string, options: { environments?: string[]; concurrency?: number; via?: 'file' | 'env'; env?: Record<string, string> } = {}): Promise<RunnerProcess> {
   const actor = await server.actor(orgId, 'runner');
   const credentials = { orgId: actor.orgId, clientId: actor.clientId, clientSecret: actor.clientSecret, tokenUrl: actor.tokenUrl, scope: actor.scope };
   const args = ['runner', ...(options.environments ?? []).flatMap((e) => ['--environment', e]), '--concurrency', String(options.concurrency ?? 4)];
-  let env: Record<string, string> = { SLIPWAY_LOG_LEVEL: 'debug' };
+  let env: Record<string, string> = { SLIPWAY_LOG_LEVEL: 'debug', ...options.env };
   if (options.via === 'env') {
     env = { ...env, SLIPWAY_URL: server.url, SLIPWAY_ORG: orgId, SLIPWAY_CLIENT_ID: actor.clientId, SLIPWAY_CLIENT_SECRET: actor.clientSecret, SLIPWAY_SCOPE: actor.scope };
   } else {

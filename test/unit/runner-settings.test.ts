@@ -20,6 +20,7 @@ describe('runner settings', () => {
       orgId: 'org_file',
       credentials: { tokenUrl: file.tokenUrl, clientId: 'su_file', clientSecret: 'secret-from-file', scope: 'openid urn:x:aud' },
       concurrency: 4,
+      reconcileSeconds: 15,
       logLevel: 'info',
     });
   });
@@ -34,6 +35,8 @@ describe('runner settings', () => {
     assert.equal(s.baseUrl, 'http://api.internal:8080');
     assert.deepEqual(s.environments, ['production']);
     assert.deepEqual([s.concurrency, s.logLevel], [2, 'debug']);
+    assert.equal(runnerSettings({ credentials: 'creds.json', 'reconcile-seconds': '3' }, { SLIPWAY_RUNNER_RECONCILE_SECONDS: '7' }, read(file)).reconcileSeconds, 3);
+    assert.equal(runnerSettings({ credentials: 'creds.json' }, { SLIPWAY_RUNNER_RECONCILE_SECONDS: '7' }, read(file)).reconcileSeconds, 7);
     assert.deepEqual(runnerSettings({ credentials: 'creds.json' }, env, read(file)).environments, ['staging', 'qa']);
     assert.deepEqual(runnerSettings({ credentials: 'creds.json', environment: ['a,b', 'a'] }, {}, read(file)).environments, ['a', 'b']);
   });
@@ -55,6 +58,7 @@ describe('runner settings', () => {
       [{}, without('SLIPWAY_SCOPE'), /--scope \(SLIPWAY_SCOPE\) is required/],
       [{ url: 'ftp://x' }, complete, /--url \(SLIPWAY_URL\) must be an http\(s\) URL/],
       [{ concurrency: '0' }, complete, /--concurrency .* from 1 to 64, got "0"/],
+      [{ 'reconcile-seconds': '1.5' }, complete, /--reconcile-seconds \(SLIPWAY_RUNNER_RECONCILE_SECONDS\) .* from 1 to 3600, got "1.5"/],
       [{ 'log-level': 'loud' }, complete, /--log-level .* must be one of/],
     ] as const) {
       assert.throws(() => runnerSettings(flags, env), (e: unknown) => e instanceof UsageError && message.test(e.message));

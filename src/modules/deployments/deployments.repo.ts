@@ -84,6 +84,47 @@ export const deploymentsRepo = {
     return rows.map((r) => r.id);
   },
 
+  /**
+   * A runner's report of the deployments it runs (`host`: its id): those of `ids` that serve and are
+   * its own, or no runner's yet, become its own, seen now. Ids another runner has adopted since are
+   * not among those returned: their processes here are to stop.
+   */
+  async reportHosted(db: Executor, orgId: string, ids: string[], host: string, now: string): Promise<string[]> {
+    const rows = await db.updateTable('deployments').set({ host_id: host, host_seen_at: now })
+      .where('org_id', '=', orgId).where('id', 'in', ids).where('state', '=', 'succeeded')
+      .where((w) => w.or([w('host_id', '=', host), w('host_id', 'is', null)]))
+      .returning('id').execute();
+    return rows.map((r) => r.id);
+  },
+
+  /**
+   * Serving deployments whose runner went away, oldest first: run by a runner that has not reported
+   * them since `cutoff`, or that let them go. Deployments no runner ever reported are not among them.
+   */
+  async orphans(db: Executor, orgId: string, environmentIds: string[] | null, cutoff: string, limit: number): Promise<string[]> {
+    let q = db.selectFrom('deployments').select('id')
+      .where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'is not', null)
+      .where((w) => w.or([w('host_seen_at', 'is', null), w('host_seen_at', '<', cutoff)]));
+    if (environmentIds !== null) q = q.where('environment_id', 'in', environmentIds);
+    return (await q.orderBy('id', 'asc').limit(limit).execute()).map((r) => r.id);
+  },
+
+  /** Makes an orphan `host`'s, if it still is one: of runners adopting it at once, one gets it. */
+  async adopt(db: Executor, orgId: string, id: string, host: string, now: string, cutoff: string): Promise<DeploymentRow | undefined> {
+    return db.updateTable('deployments').set({ host_id: host, host_seen_at: now })
+      .where('id', '=', id).where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'is not', null)
+      .where((w) => w.or([w('host_seen_at', 'is', null), w('host_seen_at', '<', cutoff)]))
+      .returningAll().executeTakeFirst();
+  },
+
+  /** `host` lets these go (it stopped their processes): they are orphans at once. */
+  async release(db: Executor, orgId: string, ids: string[], host: string): Promise<string[]> {
+    const rows = await db.updateTable('deployments').set({ host_seen_at: null })
+      .where('org_id', '=', orgId).where('id', 'in', ids).where('host_id', '=', host).where('state', '=', 'succeeded')
+      .returning('id').execute();
+    return rows.map((r) => r.id);
+  },
+
   /** The succeeded (serving) deployment of a service in an environment, other than `exceptId`. */
   async succeededOf(db: Executor, serviceId: string, environmentId: string, exceptId: string): Promise<DeploymentRow | undefined> {
     return db.selectFrom('deployments').selectAll()

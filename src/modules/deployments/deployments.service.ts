@@ -97,7 +97,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       id: newId('deployment'), org_id: orgId, service_id: snapshot.service.id, environment_id: snapshot.environment.id,
       state: 'queued', attempt: 1, revision: fields.revision, description: fields.description, snapshot: JSON.stringify(snapshot),
       rollback_of: fields.rollback_of, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
-      log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null,
+      log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
     };
     await deploymentsRepo.insert(trx, full);
     await appendEvents(trx, ctx, [{

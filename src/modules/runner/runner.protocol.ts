@@ -17,10 +17,18 @@
 //   3. completes: `…/complete` `{ leaseToken, outcome: "succeeded" | "failed", reason? }`.
 //      Completing again with the same token and outcome answers the same deployment again,
 //      so a runner may retry a complete whose answer it did not get.
-//   4. keeps what it runs true: `POST /v1/orgs/{orgId}/runner/serving` `{ deployments: [ids] }`
+//   4. keeps what it runs true: `POST /v1/orgs/{orgId}/runner/serving` `{ deployments: [ids], host? }`
 //      answers which of those succeeded deployments still serve. One that no longer does was
 //      superseded (perhaps by a deployment another runner carried out) or deleted with its
-//      service or environment: the runner stops its process.
+//      service or environment, or (with `host`) adopted by another runner: the runner stops its
+//      process.
+//   5. hosts: a runner that names itself with `host` (a random id per runner process) in its claims
+//      and serving reports is known to run what it reported. A serving deployment whose runner
+//      has not reported it for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS, or let it go with
+//      `POST …/runner/release` `{ host, deployments }` when it stopped, is an orphan:
+//      `POST …/runner/adopt` `{ host, environments?, limit? }` hands orphans to the runner that
+//      asks (one runner each), with what to run as in a claim, and it starts them again. Their
+//      state does not change: they still serve.
 //
 // Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
 // lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
@@ -49,6 +57,8 @@ export const RUNNER_ROUTES = {
   logs: '/v1/orgs/:orgId/runner/deployments/:id/logs',
   complete: '/v1/orgs/:orgId/runner/deployments/:id/complete',
   serving: '/v1/orgs/:orgId/runner/serving',
+  adopt: '/v1/orgs/:orgId/runner/adopt',
+  release: '/v1/orgs/:orgId/runner/release',
 } as const;
 
 /** The path of a runner call, e.g. `runnerUrl('heartbeat', 'acme', 'dep_…')`. */
@@ -81,14 +91,20 @@ export const RunnerDeploymentParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 100, description: 'Deployment id (`dep_…`).' }),
 });
 
+/** A runner process's id for hosting (step 5): random, made anew each time the runner starts. */
+export const Host = Type.String({ minLength: 8, maxLength: 100, pattern: '^[A-Za-z0-9_-]+$', description: 'The id this runner process goes by (random, new at each start): what it claims and reports on it runs.' });
+
+const EnvironmentNames = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+  minItems: 1, maxItems: 100, uniqueItems: true, description: 'Environment names or ids to take deployments from; all of the organization\'s when omitted.',
+});
+
 export const ClaimRequest = optionalBody(Type.Object({
-  environments: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
-    minItems: 1, maxItems: 100, uniqueItems: true, description: 'Environment names or ids to take deployments from; all of the organization\'s when omitted.',
-  })),
+  environments: Type.Optional(EnvironmentNames),
   waitSeconds: Type.Optional(Type.Integer({
     minimum: 0, maximum: CLAIM_WAIT_MAX_SECONDS, default: CLAIM_WAIT_DEFAULT_SECONDS,
     description: 'How long to wait for a deployment before answering 204; 0 answers at once.',
   })),
+  host: Type.Optional(Host),
 }, { additionalProperties: false }));
 export type ClaimRequestT = Static<typeof ClaimRequest>;
 
@@ -155,10 +171,13 @@ export type CompleteRequestT = Static<typeof CompleteRequest>;
 
 export const SERVING_MAX_IDS = 500;
 
+const DeploymentIds = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+  minItems: 1, maxItems: SERVING_MAX_IDS, uniqueItems: true, description: 'Ids of deployments whose processes this runner runs.',
+});
+
 export const ServingRequest = Type.Object({
-  deployments: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
-    minItems: 1, maxItems: SERVING_MAX_IDS, uniqueItems: true, description: 'Ids of deployments whose processes this runner runs.',
-  }),
+  deployments: DeploymentIds,
+  host: Type.Optional({ ...Host, description: 'This runner\'s id: the deployments answered become (or stay) its own, seen now; one another runner adopted is not answered.' }),
 }, { additionalProperties: false });
 export type ServingRequestT = Static<typeof ServingRequest>;
 
@@ -166,6 +185,33 @@ export const ServingResponse = Type.Object({
   serving: Type.Array(Type.String(), { description: 'Those of the ids that still serve (state `succeeded`); stop the processes of the others.' }),
 });
 export type ServingResponseT = Static<typeof ServingResponse>;
+
+export const ADOPT_MAX = 50;
+
+export const AdoptRequest = Type.Object({
+  host: Host,
+  environments: Type.Optional(EnvironmentNames),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: ADOPT_MAX, default: 10, description: 'Orphans to take at most.' })),
+}, { additionalProperties: false });
+export type AdoptRequestT = Static<typeof AdoptRequest>;
+
+export const AdoptResponse = Type.Object({
+  adopted: Type.Array(Type.Object({ deployment: DeploymentSchema, run: RunSpec }), {
+    description: 'Serving deployments whose runner went away, now this runner\'s: start each as after a claim (no lease: their state does not change).',
+  }),
+});
+export type AdoptResponseT = Static<typeof AdoptResponse>;
+
+export const ReleaseRequest = Type.Object({
+  host: Host,
+  deployments: DeploymentIds,
+}, { additionalProperties: false });
+export type ReleaseRequestT = Static<typeof ReleaseRequest>;
+
+export const ReleaseResponse = Type.Object({
+  released: Type.Array(Type.String(), { description: 'Those of the ids that were this runner\'s and serve: orphans now, for another runner to adopt.' }),
+});
+export type ReleaseResponseT = Static<typeof ReleaseResponse>;
 
 /** `complete` answers with the deployment as it now stands. */
 export const CompleteResponse = DeploymentSchema;

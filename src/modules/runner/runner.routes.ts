@@ -2,8 +2,8 @@ import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams } from '../../http/schemas.js';
 import {
-  AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest, HeartbeatResponse,
-  RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
+  AdoptRequest, AdoptResponse, AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest,
+  HeartbeatResponse, ReleaseRequest, ReleaseResponse, RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
 } from './runner.protocol.js';
 import type { RunnerService } from './runner.service.js';
 
@@ -77,10 +77,40 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
     schema: {
       tags,
       summary: 'Which of these succeeded deployments still serve',
-      description: 'A runner asks this about the deployments whose processes it runs, every few seconds. The others were superseded (by a deployment this or another runner carried out) or deleted with their service or environment: the runner stops their processes. Ids that are not deployments of this organization are simply not serving.',
+      description: 'A runner asks this about the deployments whose processes it runs, every few seconds. The others were superseded (by a deployment this or another runner carried out) or deleted with their service or environment: the runner stops their processes. Ids that are not deployments of this organization are simply not serving. '
+        + 'With `host`, it also says that it runs them (they are not orphans); one that another runner has adopted is not answered, and its process here is to stop.',
       params: OrgParams,
       body: ServingRequest,
       response: { 200: ServingResponse },
     },
-  }, async (req) => ({ serving: await runner.serving(req.org!.id, req.body.deployments) }));
+  }, async (req) => ({ serving: await runner.serving(req.org!.id, req.body.deployments, req.body.host) }));
+
+  app.post(RUNNER_ROUTES.adopt, {
+    // The answer carries secret values, like a claim's: never kept.
+    config: { auth: 'runner', operation: 'runner.adopt', idempotent: false },
+    schema: {
+      tags,
+      summary: 'Adopt serving deployments whose runner went away',
+      description: 'An orphan is a succeeded deployment, in one of the given environments, whose runner has not reported it (with `host`) for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS or released it. Each is handed to one runner: it is that runner\'s from now on, with what to run (secret values resolved, `Cache-Control: no-store`), and the runner starts it again. Its state does not change; each adoption appends a `deployment.adopted` event.',
+      params: OrgParams,
+      body: AdoptRequest,
+      response: { 200: AdoptResponse },
+    },
+  }, async (req, reply) => {
+    reply.header('cache-control', 'no-store');
+    return runner.adopt(req.ctx, req.org!.id, req.body);
+  });
+
+  app.post(RUNNER_ROUTES.release, {
+    // Releasing again changes nothing more: nothing to replay.
+    config: { auth: 'runner', operation: 'runner.release', idempotent: false },
+    schema: {
+      tags,
+      summary: 'Let go of serving deployments (a runner that stops)',
+      description: 'A runner that stops its processes says so: those of the deployments that were its own (`host`) and serve become orphans at once, for another runner, or this one when it starts again, to adopt.',
+      params: OrgParams,
+      body: ReleaseRequest,
+      response: { 200: ReleaseResponse },
+    },
+  }, async (req) => ({ released: await runner.release(req.org!.id, req.body.deployments, req.body.host) }));
 }

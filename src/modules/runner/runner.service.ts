@@ -11,10 +11,11 @@ import { deploymentsRepo, type DeploymentRow } from '../deployments/deployments.
 import { toDeployment, type Snapshot } from '../deployments/deployments.service.js';
 import type { Deployment } from '../deployments/deployments.schemas.js';
 import { expireLeases } from '../deployments/lease-expiry.js';
+import { appendEvents } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
 import { secretVariables, type SecretStore } from '../services/service-spec.js';
 import type {
-  AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT,
+  AdoptRequestT, AdoptResponseT, AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT,
 } from './runner.protocol.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS } from './runner.protocol.js';
 
@@ -25,6 +26,8 @@ export interface RunnerDeps {
   signals: DeploymentSignals;
   leaseSeconds: number;
   maxAttempts: number;
+  /** A serving deployment its runner has not reported for this long is an orphan, for another runner to adopt. */
+  hostTimeoutSeconds: number;
 }
 
 type ClaimOutcome = ClaimResponseT | 'none' | 'retry';
@@ -57,7 +60,7 @@ export function createRunnerService(deps: RunnerDeps) {
    * pinned secret versions are gone (destroyed since) cannot ever run: it fails with the reason,
    * and the claim moves on.
    */
-  async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null): Promise<ClaimOutcome> {
+  async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null, host: string | undefined): Promise<ClaimOutcome> {
     // A plain read first: an empty poll must not take SQLite's write lock.
     if ((await deploymentsRepo.findClaimable(db, orgId, envIds, false)) === undefined) return 'none';
     const now = new Date();
@@ -71,6 +74,8 @@ export function createRunnerService(deps: RunnerDeps) {
           set: {
             lease_token: randomBytes(24).toString('base64url'), lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
             claimed_by: ctx.actor.id, started_at: at, reason: null,
+            // The runner that runs it from now on, if it names itself; it reports it while it does.
+            ...(host !== undefined ? { host_id: host, host_seen_at: at } : {}),
           },
         }, at);
         if (!row) return 'retry';
@@ -136,7 +141,7 @@ export function createRunnerService(deps: RunnerDeps) {
         if (waited) await reauthenticate?.();
         const seen = signals.version(orgId);
         if (sweep) await expire(orgId);
-        const outcome = await claimOnce(ctx, orgId, envIds);
+        const outcome = await claimOnce(ctx, orgId, envIds, request?.host);
         if (outcome === 'retry') continue;
         if (outcome !== 'none') return outcome;
         const left = deadline - Date.now();
@@ -198,9 +203,48 @@ export function createRunnerService(deps: RunnerDeps) {
       return toDeployment(row);
     },
 
-    /** Which of these deployments still serve; a runner stops the processes of the others. */
-    async serving(orgId: string, ids: string[]): Promise<string[]> {
-      return deploymentsRepo.servingAmong(db, orgId, ids);
+    /**
+     * Which of these deployments still serve; a runner stops the processes of the others. With
+     * `host`, the runner also says it runs them: they are its own, seen now, unless another runner
+     * adopted one meanwhile (then that one is not answered either).
+     */
+    async serving(orgId: string, ids: string[], host?: string): Promise<string[]> {
+      if (host === undefined) return deploymentsRepo.servingAmong(db, orgId, ids);
+      return deploymentsRepo.reportHosted(db, orgId, ids, host, new Date().toISOString());
+    },
+
+    /**
+     * Hands orphans (serving deployments whose runner went away) to `host`, each to one runner, with
+     * what to run. Their state stays `succeeded`; each adoption is a `deployment.adopted` event. One
+     * whose pinned secret versions are gone cannot run again and is passed over.
+     */
+    async adopt(ctx: RequestContext, orgId: string, request: AdoptRequestT): Promise<AdoptResponseT> {
+      const envIds = await environmentIds(orgId, request.environments);
+      const now = new Date();
+      const at = now.toISOString();
+      const cutoff = new Date(now.getTime() - deps.hostTimeoutSeconds * 1000).toISOString();
+      const adopted: AdoptResponseT['adopted'] = [];
+      for (const id of await deploymentsRepo.orphans(db, orgId, envIds, cutoff, request.limit ?? 10)) {
+        const taken = await db.transaction().execute(async (trx) => {
+          const before = await deploymentsRepo.findInOrg(trx, orgId, id);
+          const row = await deploymentsRepo.adopt(trx, orgId, id, request.host, at, cutoff);
+          if (!row) return null;
+          const run = await runSpecOf(trx, orgId, row);
+          if (isAppError(run)) return null;
+          await appendEvents(trx, ctx, [{
+            orgId, type: 'deployment.adopted', subject: { type: 'deployment', id },
+            data: { host: request.host, runner: ctx.actor.id, previousHost: before?.host_id ?? null },
+          }], at);
+          return { deployment: toDeployment(row), run };
+        });
+        if (taken !== null) adopted.push(taken);
+      }
+      return { adopted };
+    },
+
+    /** `host` stopped the processes of these deployments: orphans at once, for another runner (or its next start) to adopt. */
+    async release(orgId: string, ids: string[], host: string): Promise<string[]> {
+      return deploymentsRepo.release(db, orgId, ids, host);
     },
 
     /** The periodic sweep: every organization's expired leases. */

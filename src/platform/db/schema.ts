@@ -185,6 +185,10 @@ export interface DeploymentsTable {
   updated_at: string;
   started_at: string | null;
   finished_at: string | null;
+  /** The runner (its `host` id, one per runner process) that runs or last ran the serving process. */
+  host_id: string | null;
+  /** When that runner last said it runs it; null once it let it go (released, or never reported). */
+  host_seen_at: string | null;
 }
 
 export interface DeploymentLogsTable {

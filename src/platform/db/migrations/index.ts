@@ -9,9 +9,10 @@ import { serviceUserTokenGeneration } from './0005-service-user-token-generation
 import { revokedTokensExpiryIndex } from './0006-revoked-tokens-expiry-index.js';
 import { orgExternalId } from './0007-org-external-id.js';
 import { eventsCommitOrder } from './0008-events-commit-order.js';
+import { deploymentHosts } from './0009-deployment-hosts.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts];
 
 export interface MigrationOutcome {
   applied: string[];
