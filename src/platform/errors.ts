@@ -161,6 +161,17 @@ export const errors = {
   unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
   unknownSecrets: (missing: string[]) =>
     new AppError(422, 'unknown_secrets', 'Unknown secrets', `${missing.length === 1 ? 'This secret does' : 'These secrets do'} not exist (or are deleted) in this organization: ${missing.join(', ')}.`, { missing }),
+  /**
+   * Pinned secret versions whose secret was deleted permanently or purged: whatever pinned them can
+   * never run. `refused`, when given, leads the detail with what is refused (a rollback).
+   */
+  secretVersionsGone: (missing: string[], refused?: string) => {
+    const one = missing.length === 1;
+    const gone = `the pinned secret version${one ? '' : 's'} ${missing.join(', ')} no longer exist${one ? 's' : ''} (${one ? 'its secret was' : 'their secrets were'} deleted permanently, or purged when the retention window of a deletion ended)`;
+    return new AppError(422, 'secret_versions_gone', 'Secret versions gone',
+      `${refused !== undefined ? `${refused}: ${gone}` : gone.charAt(0).toUpperCase() + gone.slice(1)}. Deploy the service again instead (POST …/deployments): a new deployment pins the secrets' current versions.`,
+      { missing });
+  },
   unknownSecretReferences: (fieldErrors: FieldError[]) =>
     new AppError(422, 'unknown_secret_reference', 'Unknown secret reference',
       `The spec refers to ${fieldErrors.length === 1 ? 'a secret or key that does' : `${fieldErrors.length} secrets or keys that do`} not exist in this organization: ${fieldErrors.map((e) => e.message).join('; ')}. Create them first or fix the reference.`,

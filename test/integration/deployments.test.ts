@@ -6,6 +6,7 @@ import { compareAndSet, DEPLOYMENT_STATES, allowedFrom, canTransition, type Depl
 import { SYSTEM_CONTEXT } from '../../src/modules/deployments/lease-expiry.js';
 import { sql } from 'kysely';
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
 import {
   createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
@@ -332,6 +333,49 @@ describe('deployments', () => {
       assert.equal(refused.status, 409);
       assert.equal(refused.body.code, 'not_rollbackable');
     }
+  });
+
+  it('refuses a rollback whose pinned secret versions were deleted permanently, writing nothing; a soft delete keeps it', async () => {
+    // An organization of its own, so that its deployments and events are this test's alone.
+    const org = (await server.createOrg()).id;
+    const [adm, dev, run] = [await server.actor(org, 'admin'), await server.actor(org, 'developer'), await newRunner(server, org)];
+    const [gone, alsoGone, kept] = [unique('gone'), unique('also-gone'), unique('kept')];
+    // Keys of their own: each secret exports every key, and no variable may come from two.
+    const secrets = [gone, alsoGone, kept].map((name, i) => ({ name, values: { [`K_${i}`]: name } }));
+    assert.equal((await dev.http.post(`/v1/orgs/${org}/secrets`, { secrets })).status, 201);
+    assert.equal((await dev.http.put(`/v1/orgs/${org}/secrets/${gone}`, { values: { K_0: 'two' } })).status, 200);
+    const env = await createEnvironment(adm.http, org);
+    const svc = await createService(dev.http, org, { spec: { command: ['x'], secrets: [{ secret: gone }, { secret: alsoGone }, { secret: kept }] } });
+    const shipped = await ship(dev.http, run, org, { service: svc.id, environment: env.id });
+    for (const name of [gone, alsoGone]) assert.equal((await adm.http.delete(`/v1/orgs/${org}/secrets/${name}?permanent=true`)).status, 204);
+
+    const refused = assertProblem(await dev.http.post(`/v1/orgs/${org}/deployments/${shipped.deployment.id}/rollback`, {}), 422, 'secret_versions_gone');
+    assert.deepEqual(refused.missing, [`${gone}@2`, `${alsoGone}@1`]);
+    assert.match(String(refused.detail), new RegExp(`^Deployment ${shipped.deployment.id} cannot be rolled back to: .*${gone}@2, ${alsoGone}@1 .*Deploy the service again instead`));
+    const listed = await dev.http.get(`/v1/orgs/${org}/deployments`);
+    assert.deepEqual(listed.body.deployments.map((d: any) => d.id), [shipped.deployment.id]);
+    const created = await server.owner.http.get(`/v1/orgs/${org}/events?type=deployment.created`);
+    assert.deepEqual(created.body.events.map((e: any) => e.subject.id), [shipped.deployment.id]);
+
+    // Soft-deleted, the secret keeps its versions: the rollback is queued and gets the values it pinned.
+    const svc2 = await createService(dev.http, org, { spec: { command: ['x'], secrets: [{ secret: kept }] } });
+    const kept1 = await ship(dev.http, run, org, { service: svc2.id, environment: env.id });
+    assert.equal((await dev.http.delete(`/v1/orgs/${org}/secrets/${kept}`)).status, 204);
+    const rolled = await dev.http.post(`/v1/orgs/${org}/deployments/${kept1.deployment.id}/rollback`, {});
+    assert.equal(rolled.status, 201, rolled.text);
+    const c = await run.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal(c.deployment.id, rolled.body.id);
+    assert.deepEqual(c.run.secrets, { K_2: kept });
+    assert.equal((await run.complete(rolled.body.id, c.lease.token)).status, 200);
+
+    // Queued before the permanent delete, a rollback fails at the claim, saying why.
+    const queued = await dev.http.post(`/v1/orgs/${org}/deployments/${kept1.deployment.id}/rollback`, {});
+    assert.equal(queued.status, 201, queued.text);
+    assert.equal((await adm.http.delete(`/v1/orgs/${org}/secrets/${kept}?permanent=true`)).status, 204);
+    assert.equal((await run.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
+    const failed = await getDeployment(dev.http, org, queued.body.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, new RegExp(`The pinned secret version ${kept}@1 no longer exists .*Deploy the service again instead`));
   });
 
   it('answers every illegal transition with 409 and the allowed ones, through the API and the state module', async () => {

@@ -67,10 +67,11 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
     schema: {
       tags,
       summary: 'Roll back to an earlier succeeded deployment',
-      description: 'Queues a new deployment with that deployment\'s snapshot: the same spec, revision and secret versions. The target must have succeeded (it may have been superseded since); otherwise 409 `not_rollbackable`. Protected environments need admin or owner.',
+      description: 'Queues a new deployment with that deployment\'s snapshot: the same spec, revision and secret versions. The target must have succeeded (it may have been superseded since); otherwise 409 `not_rollbackable`. Protected environments need admin or owner. ' +
+        'A pinned secret version that no longer exists (its secret deleted permanently, or purged after its retention window; a soft-deleted secret\'s versions still resolve) is 422 `secret_versions_gone`, listing each as `name@version` in `missing`, and nothing is queued: deploy the service again instead, which pins the secrets\' current versions.',
       params: DeploymentParams,
       body: RollbackBody,
-      response: { 201: withLocation(DeploymentSchema), ...problems(409) },
+      response: { 201: withLocation(DeploymentSchema), ...problems(409, 422) },
     },
   }, async (req, reply) => {
     const deployment = await deployments.rollback(req.ctx, req.org!.id, req.params.id, req.body ?? {});

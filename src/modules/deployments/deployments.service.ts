@@ -10,7 +10,7 @@ import { allows } from '../auth/roles.js';
 import { loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
 import { appendEvents } from '../events/event-log.js';
-import { pinSecretReferences, referencedSecretNames, type SecretVersionSource } from '../services/service-spec.js';
+import { pinnedVersions, pinSecretReferences, referencedSecretNames, type SecretStore, type SecretVersionSource } from '../services/service-spec.js';
 import type { DeploymentSpecT, ServiceSpec } from '../services/services.schemas.js';
 import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
@@ -65,7 +65,7 @@ const ROLLBACK_FROM: readonly DeploymentState[] = ['succeeded', 'superseded'];
 
 export interface DeploymentsDeps {
   db: Db;
-  secrets: SecretVersionSource;
+  secrets: SecretVersionSource & Pick<SecretStore, 'missingVersions'>;
   signals: Pick<DeploymentSignals, 'notify'>;
 }
 
@@ -173,6 +173,9 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         }
         assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id));
         snapshot = JSON.parse(target.snapshot) as Snapshot;
+        // A pinned version destroyed since would only fail at the claim: refuse now, with nothing written.
+        const missing = await deps.secrets.missingVersions(trx, orgId, pinnedVersions(snapshot.spec));
+        if (missing.length > 0) throw errors.secretVersionsGone(missing, `Deployment ${id} cannot be rolled back to`);
         return enqueue(trx, ctx, orgId, snapshot, {
           revision: target.revision, description: input.description ?? `Rollback to ${target.id}`, rollback_of: target.id,
         }, now);

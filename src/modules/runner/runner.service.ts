@@ -13,7 +13,7 @@ import type { Deployment } from '../deployments/deployments.schemas.js';
 import { expireLeases } from '../deployments/lease-expiry.js';
 import { appendEvents } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
-import { secretVariables, type SecretStore } from '../services/service-spec.js';
+import { pinnedVersions, secretVariables, type SecretStore } from '../services/service-spec.js';
 import type {
   AdoptRequestT, AdoptResponseT, AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT,
 } from './runner.protocol.js';
@@ -98,9 +98,9 @@ export function createRunnerService(deps: RunnerDeps) {
 
   async function runSpecOf(trx: Executor, orgId: string, row: DeploymentRow): Promise<RunSpecT | AppError> {
     const { spec } = JSON.parse(row.snapshot) as Snapshot;
-    const { variables, secrets: refs, ...run } = spec;
+    const { variables, secrets: _pinned, ...run } = spec;
     try {
-      const values = await deps.secrets.resolveValues(trx, orgId, refs.map((r) => ({ secretId: r.secretId, name: r.secret, version: r.version })));
+      const values = await deps.secrets.resolveValues(trx, orgId, pinnedVersions(spec));
       return { ...run, variables, secrets: secretVariables(spec, values) };
     } catch (error) {
       if (isAppError(error)) return error;

@@ -21,6 +21,24 @@ export interface SecretRef {
   version: number;
 }
 
+const pinKey = (ref: { secretId: string; version: number }) => `${ref.secretId}@${ref.version}`;
+
+/**
+ * The version rows of pinned (secret id, version) pairs that still exist, by `secretId@version`:
+ * of this organization's secrets only, found by id, never by name, which a new secret may have
+ * taken since.
+ */
+async function pinnedRows(executor: Executor, orgId: string, refs: SecretRef[]): Promise<Map<string, SecretVersionRow>> {
+  if (refs.length === 0) return new Map();
+  const ids = [...new Set(refs.map((r) => r.secretId).filter((id): id is string => typeof id === 'string'))];
+  const owned = new Set((await secretsRepo.findByIds(executor, orgId, ids)).map((r) => r.id));
+  const pinned = refs.filter((ref) => owned.has(ref.secretId)).map((ref) => ({ secretId: ref.secretId, version: ref.version }));
+  return new Map((pinned.length > 0 ? await secretsRepo.findVersions(executor, pinned) : []).map((v) => [pinKey({ secretId: v.secret_id, version: v.version }), v]));
+}
+
+const missingOf = (refs: SecretRef[], rows: ReadonlyMap<string, SecretVersionRow>): string[] =>
+  refs.filter((ref) => !rows.has(pinKey(ref))).map((ref) => `${ref.name}@${ref.version}`);
+
 export function createSecretReads(store: SecretStore) {
   const { db } = store.deps;
   const unlocked = { lock: false };
@@ -100,6 +118,14 @@ export function createSecretReads(store: SecretStore) {
     },
 
     /**
+     * `name@version` of each pinned version that is gone, for a rollback to refuse up front what
+     * resolveValues would fail at the claim; nothing is decrypted.
+     */
+    async missingVersions(executor: Executor, orgId: string, refs: SecretRef[]): Promise<string[]> {
+      return missingOf(refs, await pinnedRows(executor, orgId, refs));
+    },
+
+    /**
      * The values of pinned (secret id, version) pairs, for a runner's claim, keyed by secret id.
      * A pinned version stays resolvable while its secret exists, deleted or not (a soft delete
      * frees nothing by surprise, so a queued deployment or a rollback still gets what it pinned);
@@ -107,20 +133,11 @@ export function createSecretReads(store: SecretStore) {
      * since, and the call fails with a 422 naming every `name@version` missing.
      */
     async resolveValues(executor: Executor, orgId: string, refs: SecretRef[]): Promise<Map<string, Values>> {
+      const rows = await pinnedRows(executor, orgId, refs);
+      const missing = missingOf(refs, rows);
+      if (missing.length > 0) throw errors.secretVersionsGone(missing);
       const out = new Map<string, Values>();
-      if (refs.length === 0) return out;
-      // Only this organization's secrets, by id: never by name, which a new secret may have taken.
-      const ids = [...new Set(refs.map((r) => r.secretId).filter((id): id is string => typeof id === 'string'))];
-      const owned = new Set((await secretsRepo.findByIds(executor, orgId, ids)).map((r) => r.id));
-      const pinned = refs.filter((ref) => owned.has(ref.secretId)).map((ref) => ({ secretId: ref.secretId, version: ref.version }));
-      const versions = new Map((pinned.length > 0 ? await secretsRepo.findVersions(executor, pinned) : []).map((v) => [`${v.secret_id}@${v.version}`, v]));
-      const missing: string[] = [];
-      for (const ref of refs) {
-        const v = owned.has(ref.secretId) ? versions.get(`${ref.secretId}@${ref.version}`) : undefined;
-        if (v === undefined) missing.push(`${ref.name}@${ref.version}`);
-        else if (!out.has(ref.secretId)) out.set(ref.secretId, await store.open(executor, orgId, v));
-      }
-      if (missing.length > 0) throw errors.unknownSecrets(missing);
+      for (const ref of refs) if (!out.has(ref.secretId)) out.set(ref.secretId, await store.open(executor, orgId, rows.get(pinKey(ref))!));
       return out;
     },
   };

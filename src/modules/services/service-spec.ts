@@ -21,6 +21,8 @@ export interface SecretVersionSource {
 
 /** What a runner's claim needs besides: the values of exact (pinned) versions, the only read of values besides reveal. */
 export interface SecretStore extends SecretVersionSource {
+  /** `name@version` of each pinned version that is gone (as resolveValues would find it), none decrypted. */
+  missingVersions(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<string[]>;
   /**
    * Values per secret id, of exact (secret id, version) pairs; throws a problem naming every
    * `name@version` that is gone (destroyed, purged, or its secret deleted for good).
@@ -92,6 +94,11 @@ export function pinSecretReferences(
     const info = versions.get(ref.secret)!;
     return Object.assign({}, ref, { secretId: info.secretId, version: info.version });
   });
+}
+
+/** A deployment's pinned secret versions, as the secret store takes them. */
+export function pinnedVersions(spec: Pick<DeploymentSpecT, 'secrets'>): Array<{ secretId: string; name: string; version: number }> {
+  return spec.secrets.map((r) => ({ secretId: r.secretId, name: r.secret, version: r.version }));
 }
 
 /**
