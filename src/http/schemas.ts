@@ -19,7 +19,7 @@ export const ProblemSchema = Type.Object({
 
 export const PageQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT })),
-  cursor: Type.Optional(Type.String({ maxLength: 500, description: 'The `nextCursor` of the previous page.' })),
+  cursor: Type.Optional(Type.String({ maxLength: 500, description: 'The `nextCursor` of the previous page, valid only with the filters it was made with.' })),
 });
 
 /**

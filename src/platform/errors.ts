@@ -46,15 +46,20 @@ const bearer = (error: string, description: string, extra = ''): Record<string, 
   'www-authenticate': `Bearer realm="slipway", error="${error}", error_description="${description.replace(/"/g, "'")}"${extra}`,
 });
 
+const cursorProblem = (detail: string, message: string) =>
+  new AppError(400, 'invalid_cursor', 'Invalid cursor', detail, { errors: [{ pointer: '/query/cursor', message }] });
+
 export const errors = {
   // 400
   invalidRequest: (detail: string, fieldErrors: FieldError[] = []) =>
     new AppError(400, 'invalid_request', 'Invalid request', detail, fieldErrors.length ? { errors: fieldErrors } : {}),
   malformedJson: (detail: string, fieldErrors: FieldError[] = []) => new AppError(400, 'malformed_json', 'Malformed JSON body', detail, fieldErrors.length ? { errors: fieldErrors } : {}),
-  invalidCursor: () =>
-    new AppError(400, 'invalid_cursor', 'Invalid cursor', 'The cursor is not one this API returned; start again without it.', {
-      errors: [{ pointer: '/query/cursor', message: 'unknown cursor' }],
-    }),
+  invalidCursor: () => cursorProblem('The cursor is not one this API returned; start again without it.', 'unknown cursor'),
+  /** A cursor of the same list, returned for other filters or under another organization or parent. */
+  cursorOutOfScope: () => cursorProblem(
+    'The cursor was returned for other filters, or for another organization or parent resource: repeat the request with the filters the cursor was made with, or start again without it.',
+    'cursor made with other filters',
+  ),
   limitExceeded: (detail: string, limit: { name: string; value: number }, fieldErrors: FieldError[] = []) =>
     new AppError(400, 'limit_exceeded', 'Limit exceeded', detail, { limit, ...(fieldErrors.length ? { errors: fieldErrors } : {}) }),
   emptyBatch: (what: string) =>

@@ -5,7 +5,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { allows } from '../auth/roles.js';
 import { loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
@@ -137,11 +137,13 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string; service?: string; environment?: string; state?: string[] }): Promise<Page<Deployment>> {
-      const page = pageRequest('deployments', query);
       const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
       const environmentId = query.environment !== undefined ? (await loadEnvironment(db, orgId, query.environment)).id : undefined;
+      // Bound to ids, not the names a caller may give instead.
+      const list = cursorList('deployments', { org: orgId, service: serviceId, environment: environmentId, state: query.state });
+      const page = pageRequest(list, query);
       const rows = await deploymentsRepo.list(db, orgId, { ...page, serviceId, environmentId, states: query.state });
-      const result = toPage('deployments', rows, page.limit, (r) => r.id);
+      const result = toPage(list, rows, page.limit, (r) => r.id);
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
 
@@ -186,10 +188,11 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
 
     /** What serves in an environment: its succeeded deployment per service. */
     async active(orgId: string, environment: string, query: { limit?: number; cursor?: string; service?: string }): Promise<Page<Deployment>> {
-      const page = pageRequest('active-deployments', query);
       const env = await loadEnvironment(db, orgId, environment);
       const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
-      const result = toPage('active-deployments', await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.id);
+      const list = cursorList('active-deployments', { org: orgId, environment: env.id, service: serviceId });
+      const page = pageRequest(list, query);
+      const result = toPage(list, await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.id);
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
 

@@ -5,7 +5,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents } from '../events/event-log.js';
 import { environmentsRepo, type EnvironmentRow } from './environments.repo.js';
@@ -56,8 +56,9 @@ export function createEnvironmentsService(deps: { db: Db }) {
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Environment>> {
-      const page = pageRequest('environments', query);
-      const result = toPage('environments', await environmentsRepo.list(db, orgId, page), page.limit, (r) => r.id);
+      const list = cursorList('environments', { org: orgId });
+      const page = pageRequest(list, query);
+      const result = toPage(list, await environmentsRepo.list(db, orgId, page), page.limit, (r) => r.id);
       return { items: result.items.map(toEnvironment), nextCursor: result.nextCursor };
     },
 

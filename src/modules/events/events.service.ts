@@ -1,6 +1,6 @@
 import type { Db, Dialect } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { eventsRepo, type EventPosition, type StoredEvent } from './events.repo.js';
 import type { Event } from './events.schemas.js';
 
@@ -45,10 +45,12 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
 
     /** The organization's events in the order they were committed, oldest first. */
     async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string }): Promise<Page<Event>> {
-      const page = pageRequest('events', query);
+      // Cursors from before they were bound to their filters still resume the log.
+      const list = cursorList('events', { org: orgId, type: query.type, subject: query.subject }, { acceptsUnscoped: true });
+      const page = pageRequest(list, query);
       const after = page.after === null ? null : await positionOf(orgId, page.after);
       const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, limit: page.limit, type: query.type, subjectId: query.subject });
-      const result = toPage('events', rows, page.limit, (r) => keyOf(deps.dialect, r));
+      const result = toPage(list, rows, page.limit, (r) => keyOf(deps.dialect, r));
       return { items: result.items.map(toEvent), nextCursor: result.nextCursor };
     },
   };

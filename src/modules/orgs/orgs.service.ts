@@ -2,7 +2,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { appendEvents } from '../events/event-log.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
@@ -86,14 +86,15 @@ export function createOrgsService(deps: { db: Db }) {
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
-      const page = pageRequest('orgs', query);
+      const list = cursorList('orgs');
+      const page = pageRequest(list, query);
       if (!scope.all) {
         // A member belongs to exactly one organization.
         const own = scope.orgId === null ? null : await find(scope.orgId);
         return { items: own && (page.after === null || own.id > page.after) ? [own] : [], nextCursor: null };
       }
       return (await pages.get(`${page.after ?? ''}\0${page.limit}`, async () => {
-        const result = toPage('orgs', await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
+        const result = toPage(list, await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
         return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
       }))!;
     },

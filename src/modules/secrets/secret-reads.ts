@@ -3,7 +3,7 @@
 import type { RequestContext } from '../../platform/context.js';
 import { nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { appendEvents } from '../events/event-log.js';
 import { toMetadata, type Values } from './secret-model.js';
 import type { SecretStore } from './secret-store.js';
@@ -45,9 +45,11 @@ export function createSecretReads(store: SecretStore) {
 
   return {
     async list(orgId: string, query: { limit?: number; cursor?: string; prefix?: string; deleted?: boolean }): Promise<Page<SecretMetadataT>> {
-      const page = pageRequest('secrets', query);
+      // An empty prefix filters nothing, as no prefix.
+      const list = cursorList('secrets', { org: orgId, prefix: query.prefix || undefined, deleted: query.deleted === true });
+      const page = pageRequest(list, query);
       const rows = await secretsRepo.list(db, orgId, { ...page, prefix: query.prefix, deleted: query.deleted === true, restorableAfter: store.keep.cutoff(nowIso()) });
-      const result = toPage('secrets', rows, page.limit, (r) => r.name);
+      const result = toPage(list, rows, page.limit, (r) => r.name);
       return { items: result.items.map((r) => toMetadata(r, store.keep)), nextCursor: result.nextCursor };
     },
 
@@ -58,11 +60,13 @@ export function createSecretReads(store: SecretStore) {
     /** Newest first; the cursor is the last version number returned. */
     async listVersions(orgId: string, name: string, query: { limit?: number; cursor?: string }): Promise<Page<SecretVersionT>> {
       const row = await store.live(db, orgId, name, nowIso(), unlocked);
-      const page = pageRequest('secret-versions', query);
+      // The secret's id, not its name: one deleted and created again under the name is another.
+      const list = cursorList('secret-versions', { org: orgId, secret: row.id });
+      const page = pageRequest(list, query);
       const before = page.after === null ? null : Number(page.after);
       if (before !== null && !Number.isInteger(before)) throw errors.invalidCursor();
       const rows = await secretsRepo.listVersions(db, row.id, { before, limit: page.limit });
-      const result = toPage('secret-versions', rows, page.limit, (r) => String(r.version));
+      const result = toPage(list, rows, page.limit, (r) => String(r.version));
       return { items: result.items.map(toVersion), nextCursor: result.nextCursor };
     },
 

@@ -5,7 +5,7 @@ import { generateClientSecret, hashClientSecret, secretHint } from '../../platfo
 import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { canGrant, effectiveRole, type Role } from '../auth/roles.js';
 import { appendEvents } from '../events/event-log.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
@@ -155,9 +155,10 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<ServiceUser>> {
-      const page = pageRequest('service-users', query);
+      const list = cursorList('service-users', { org: orgId });
+      const page = pageRequest(list, query);
       const rows = await serviceUsersRepo.list(db, orgId, page);
-      const result = toPage('service-users', rows, page.limit, (r) => r.id);
+      const result = toPage(list, rows, page.limit, (r) => r.id);
       const secrets = await serviceUsersRepo.secretsOf(db, result.items.map((r) => r.id));
       return { items: result.items.map((r) => toServiceUser(r, secrets.filter((s) => s.service_user_id === r.id))), nextCursor: result.nextCursor };
     },

@@ -5,7 +5,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import { pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents } from '../events/event-log.js';
 import { normalizeSpec, pinSecretReferences, referencedSecretNames, type SecretVersionSource } from './service-spec.js';
@@ -72,8 +72,9 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Service>> {
-      const page = pageRequest('services', query);
-      const result = toPage('services', await servicesRepo.list(db, orgId, page), page.limit, (r) => r.id);
+      const list = cursorList('services', { org: orgId });
+      const page = pageRequest(list, query);
+      const result = toPage(list, await servicesRepo.list(db, orgId, page), page.limit, (r) => r.id);
       return { items: result.items.map(toService), nextCursor: result.nextCursor };
     },
 
