@@ -29,6 +29,9 @@ export type OrgPatch = { slug?: string; name?: string; externalId?: string | nul
 /** How long a node may answer from its memory of an organization (a rename elsewhere shows within this). */
 const CACHE_TTL_MS = 5_000;
 
+/** The organizations list has no filters or parent: one scope for every request. */
+const ORGS_LIST = cursorList('orgs');
+
 export function createOrgsService(deps: { db: Db }) {
   const { db } = deps;
   /** Organizations by one of their keys, remembered a few seconds (null: there is none). */
@@ -86,15 +89,14 @@ export function createOrgsService(deps: { db: Db }) {
 
     /** The organizations a caller belongs to: its own, or every one for an instance administrator. */
     async list(scope: { orgId: string | null; all: boolean }, query: { limit?: number; cursor?: string }): Promise<Page<Organization>> {
-      const list = cursorList('orgs');
-      const page = pageRequest(list, query);
+      const page = pageRequest(ORGS_LIST, query);
       if (!scope.all) {
         // A member belongs to exactly one organization.
         const own = scope.orgId === null ? null : await find(scope.orgId);
         return { items: own && (page.after === null || own.id > page.after) ? [own] : [], nextCursor: null };
       }
       return (await pages.get(`${page.after ?? ''}\0${page.limit}`, async () => {
-        const result = toPage(list, await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
+        const result = toPage(ORGS_LIST, await orgsRepo.list(db, { ...page }), page.limit, (r) => r.id);
         return { items: result.items.map(toOrganization), nextCursor: result.nextCursor };
       }))!;
     },
