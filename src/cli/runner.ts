@@ -65,7 +65,9 @@ const HELP = `usage: slipway runner [flags]
 Claims the deployments of an organization's environments and runs each as a local process: the
 service's command with its variables, secrets and PORT (a free port the runner picks), checked
 over HTTP, then put in place of the previous process of that service and environment. Stops the
-processes it started when it stops (SIGTERM, SIGINT).
+processes it started when it stops (SIGTERM, SIGINT) and lets their deployments go: the next runner
+of the environment (this one, started again) starts them again. It also starts what a runner that
+went away ran, once the server has not heard from that runner for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS.
 
 Flags win over variables, variables over the credentials file:
 ${DESCRIBED.map(([flag, arg, text]) => `  ${`--${flag} ${arg}`.padEnd(20)} ${((VARIABLES as Record<string, string>)[flag] ?? '').padEnd(27)} ${text}\n`).join('')}`;
