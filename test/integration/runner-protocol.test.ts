@@ -429,6 +429,7 @@ describe('runner protocol: hosts and adoption', () => {
     assert.equal(events.length, 1);
     assert.deepEqual({ host: events[0].data.host, previousHost: events[0].data.previousHost }, { host: winner, previousHost: hostA });
     assert.ok(!JSON.stringify(events).includes('adopted-value-1'));
+    assert.ok(!f.server.logs.some((l) => l.includes('adopted-value-1')), 'the value reached the server log');
   });
 
   it('makes a released deployment an orphan at once, only for the runner that held it; one never reported is never adopted', async () => {
