@@ -172,7 +172,7 @@ export function createErrorHandler(bodyLimit: number) {
     const known = isAppError(error) ? error
       : isTransactionAborted(error) ? errors.writeConflict()
       : isDatabaseBusy(error) ? errors.unavailable('The database is held by another process (a long slipway command, or a second server on the same SQLite file); nothing was written. Retry.', 2)
-      : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds; a POST with the same Idempotency-Key is never carried out twice.', 5)
+      : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds. A write whose connection was lost while it committed may have taken effect: check before sending it again.', 5)
       : fromFastify(error, req, bodyLimit);
     if (known) {
       if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');

@@ -28,13 +28,15 @@ function refuseProtoKeys(key: string, value: unknown): unknown {
  * body can be searched safely for where the key is.
  */
 function poisoned(text: string, key: string): Error {
-  const detail = `The body contains the key "${key}", which is refused because it could alter object prototypes; remove or rename it.`;
   let pointer: string | undefined;
   try {
     pointer = firstPointer(JSON.parse(text), '', (k, v) => k !== null && isPoisonedKey(k, v));
   } catch {
     // Nested too deeply to search: the detail alone says it.
   }
+  // The reviver meets the deepest key first, the search the outermost: name the one pointed at.
+  const named = pointer === undefined ? key : pointer.slice(pointer.lastIndexOf('/') + 1);
+  const detail = `The body contains the key "${named}", which is refused because it could alter object prototypes; remove or rename it.`;
   return errors.malformedJson(detail, pointer === undefined ? [] : [{ pointer, message: 'could alter object prototypes' }]);
 }
 

@@ -103,8 +103,8 @@ export function createProtocolClient(options: ProtocolClientOptions) {
     },
 
     /** Serving deployments whose runner went away, now this runner's to start again (step 5). */
-    async adopt(body: AdoptRequestT, signal: AbortSignal): Promise<AdoptResponseT['adopted']> {
-      return expect('adopt', await call<AdoptResponseT>('adopt', '', body, signal)).adopted;
+    async adopt(body: AdoptRequestT, signal: AbortSignal): Promise<AdoptResponseT> {
+      return expect('adopt', await call<AdoptResponseT>('adopt', '', body, signal));
     },
 
     /** Lets go of deployments whose processes this runner stopped: another runner may adopt them at once. */

@@ -52,10 +52,15 @@ export function createRunner(options: RunnerOptions): Runner {
   const stopping = new AbortController();
   const host = `rh_${randomBytes(12).toString('base64url')}`;
   const environments = options.environments !== undefined ? { environments: options.environments } : {};
-  const claim = { ...environments, waitSeconds: options.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS, host };
+  const claim = { ...environments, waitSeconds: options.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS };
   const context = { client, processes, ports, logger, stopping: stopping.signal };
-  let adopting = true;
+  /** Whether the server knows hosts (protocol step 5); an older one refuses `host`, so it is not sent. */
+  let hosting = true;
   let asking = true;
+  const configuredEveryMs = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
+  let reportEveryMs = configuredEveryMs;
+  /** Adopted deployments being started, by id: reported as this runner's while they start. */
+  const resuming = new Map<string, Promise<void>>();
 
   /** One long poll at a time: a claim goes out only when a slot is free to carry out what it brings. */
   async function claimLoop(active: Set<Promise<unknown>>): Promise<void> {
@@ -67,7 +72,7 @@ export function createRunner(options: RunnerOptions): Runner {
       }
       let claimed;
       try {
-        claimed = await client.claim(claim, stopping.signal);
+        claimed = await client.claim(hosting ? { ...claim, host } : claim, stopping.signal);
       } catch (error) {
         if (stopping.signal.aborted) return;
         if (!(answered && error instanceof Refused && error.code === 'environment_not_found')) throw error;
@@ -103,19 +108,29 @@ export function createRunner(options: RunnerOptions): Runner {
 
   /**
    * Adopts what a runner that went away ran (a runner that stopped, this one before it started
-   * again) and starts it here. An old server without adoption is asked no more.
+   * again) and starts it here, in the background: a start that takes long holds up no report. An
+   * old server, which knows no hosts, is asked no more, and no `host` is sent to it.
    */
   async function adoptOrphans(): Promise<void> {
-    if (!adopting) return;
-    let adopted;
+    if (!hosting) return;
+    let answer;
     try {
-      adopted = await client.adopt({ host, ...environments }, stopping.signal);
+      answer = await client.adopt({ host, ...environments }, stopping.signal);
     } catch (error) {
       const older = 'the server does not hand out the deployments of runners that went away (it is older than this runner): they are not started again here';
-      if (unanswered(error, older, 'could not ask for the deployments of runners that went away') === 'never') adopting = false;
+      if (unanswered(error, older, 'could not ask for the deployments of runners that went away') === 'never') hosting = false;
       return;
     }
-    for (const one of adopted) await resume(one, context);
+    // Reports must come well within the server's host timeout, whatever this runner was told.
+    reportEveryMs = Math.max(1000, Math.min(configuredEveryMs, (answer.hostTimeoutSeconds * 1000) / 3));
+    for (const one of answer.adopted) {
+      const id = one.deployment.id;
+      if (resuming.has(id)) continue;
+      const job = resume(one, context)
+        .then(() => undefined, (err: unknown) => logger.error({ deployment: id, code: (err as { code?: unknown }).code, name: (err as Error).name }, 'starting an adopted deployment failed unexpectedly'))
+        .finally(() => resuming.delete(id));
+      resuming.set(id, job);
+    }
   }
 
   /**
@@ -125,11 +140,9 @@ export function createRunner(options: RunnerOptions): Runner {
    * question waits, like every call, until it answers).
    */
   async function reconcileLoop(): Promise<void> {
-    const every = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
-    await adoptOrphans();
     while (!stopping.signal.aborted) {
       try {
-        await sleep(every, undefined, { signal: stopping.signal });
+        await sleep(reportEveryMs, undefined, { signal: stopping.signal });
       } catch {
         return;
       }
@@ -140,12 +153,12 @@ export function createRunner(options: RunnerOptions): Runner {
 
   async function stopWhatNoLongerServes(): Promise<void> {
     const running = processes.entries().filter((e) => e.tag !== '');
-    if (!asking || running.length === 0) return;
+    const asked = [...new Set([...running.map((e) => e.tag), ...resuming.keys()])];
+    if (!asking || asked.length === 0) return;
     const serving = new Set<string>();
     try {
-      const asked = [...new Set(running.map((e) => e.tag))];
       for (let i = 0; i < asked.length; i += SERVING_MAX_IDS) {
-        for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal, host)) serving.add(id);
+        for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal, hosting ? host : undefined)) serving.add(id);
       }
     } catch (error) {
       const older = 'the server does not answer which deployments still serve (it is older than this runner): processes are no longer stopped when their deployment is superseded elsewhere';
@@ -181,6 +194,9 @@ export function createRunner(options: RunnerOptions): Runner {
     host,
     async run() {
       const active = new Set<Promise<unknown>>();
+      // First, what runners that went away left (this one, before it started again): and whether
+      // the server knows hosts at all, which the claims need to know.
+      await adoptOrphans();
       const reconciling = reconcileLoop();
       try {
         await claimLoop(active);
@@ -189,10 +205,11 @@ export function createRunner(options: RunnerOptions): Runner {
         stopping.abort(error);
         throw error;
       } finally {
-        await Promise.allSettled([...active, reconciling]);
-        const ran = [...new Set(processes.entries().map((e) => e.tag).filter((tag) => tag !== ''))];
+        const adopted = [...resuming.keys()];
+        await Promise.allSettled([...active, reconciling, ...resuming.values()]);
+        const ran = [...new Set([...processes.entries().map((e) => e.tag).filter((tag) => tag !== ''), ...adopted])];
         await processes.stopAll();
-        await release(ran);
+        if (hosting) await release(ran);
       }
     },
     stop() {

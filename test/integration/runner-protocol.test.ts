@@ -407,7 +407,7 @@ describe('runner protocol: hosts and adoption', () => {
     const { id, env } = await served(f.runner, hostA, 'adopted-value-1');
     // Reported: not an orphan.
     assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
-    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [] });
+    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS });
 
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
     const racers = await Promise.all([post(other, 'adopt', { host: hostB, environments: [env.id] }), post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })]);
@@ -440,7 +440,52 @@ describe('runner protocol: hosts and adoption', () => {
     const adopted = await post(f.runner, 'adopt', { host: hostB, environments: [env.id, legacy.env.id] });
     assert.deepEqual(adopted.body.adopted.map((a: { deployment: { id: string } }) => a.deployment.id), [id]);
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
-    assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [legacy.env.id] })).body, { adopted: [] });
+    assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [legacy.env.id] })).body.adopted, []);
+  });
+
+  it('counts a deployment as seen when it succeeds, however long its start took; a lost lease or a claim without host makes it no runner\'s', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });
+    const slow = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    const claim = await f.runner.take({ environments: [env.id], waitSeconds: 0, host: hostA });
+    // A start longer than the host timeout, heartbeats all along.
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
+    assert.equal((await f.runner.heartbeat(slow.id, claim.lease.token)).status, 200);
+    assert.equal((await f.runner.complete(slow.id, claim.lease.token)).status, 200);
+    assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [env.id] })).body.adopted, [], 'adopted the moment it succeeded');
+
+    // An old runner (no host) takes over the next deployment: what it runs is nobody's to adopt.
+    const next = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    const old = await f.runner.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal((await f.runner.complete(next.id, old.lease.token)).status, 200);
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
+    assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [env.id] })).body.adopted, []);
+    const row = await f.server.core.db.selectFrom('deployments').select(['host_id', 'host_seen_at']).where('id', '=', next.id).executeTakeFirstOrThrow();
+    assert.equal(row.host_id, null);
+  });
+
+  it('after a server restart, adopts only what was let go until a whole host timeout has passed', async () => {
+    const unreported = await served(f.runner, hostA, 'restart-value-1');
+    const released = await served(f.runner, hostA, 'restart-value-2');
+    assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [released.id] })).body, { released: [released.id] });
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
+    const before = f.server;
+    const restarted = await before.restart();
+    try {
+      const runner = await newRunner(restarted, f.orgId);
+      const adopt = async () => (await runner.actor.http.post(`/v1/orgs/${f.orgId}/runner/adopt`, { host: hostB, environments: [unreported.env.id, released.env.id] })).body.adopted.map((a: { deployment: { id: string } }) => a.deployment.id);
+      // The runners' reports could not reach a server that was down: not yet an orphan.
+      assert.deepEqual(await adopt(), [released.id]);
+      await sleep(HOST_TIMEOUT_SECONDS * 1000 - 500);
+      // Its new runner reports it; the other one nobody reported for a whole timeout of this server's.
+      assert.deepEqual((await runner.actor.http.post(`/v1/orgs/${f.orgId}/runner/serving`, { deployments: [released.id], host: hostB })).body, { serving: [released.id] });
+      await sleep(800);
+      assert.deepEqual(await adopt(), [unreported.id]);
+      assert.deepEqual(restarted.undeclared, []);
+    } finally {
+      // The fixture closes the server it started; this one is the test's own.
+      f = { ...f, server: restarted, runner: await newRunner(restarted, f.orgId), close: async () => { assert.deepEqual(restarted.undeclared, []); await restarted.close(); } };
+    }
   });
 
   it('refuses what is not a host id, and lets only runners adopt and release', async () => {

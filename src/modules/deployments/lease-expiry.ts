@@ -30,7 +30,8 @@ export async function expireLeases(db: Db, opts: { orgId: string | null; maxAtte
       leaseToken: d.lease_token ?? '',
       leaseExpiredBefore: now,
       set: requeue
-        ? { attempt: d.attempt + 1, lease_token: null, lease_expires_at: null, claimed_by: null, reason: `The lease of attempt ${d.attempt} expired without a heartbeat; re-queued.` }
+        // Whoever claims it next runs it: the runner that lost it is no longer its host.
+        ? { attempt: d.attempt + 1, lease_token: null, lease_expires_at: null, claimed_by: null, host_id: null, host_seen_at: null, reason: `The lease of attempt ${d.attempt} expired without a heartbeat; re-queued.` }
         : {
           lease_token: null, lease_expires_at: null, finished_at: now,
           reason: `The lease of attempt ${d.attempt} expired without a heartbeat, and ${opts.maxAttempts} attempts are the limit (SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS).`,

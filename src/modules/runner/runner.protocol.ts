@@ -199,6 +199,7 @@ export const AdoptResponse = Type.Object({
   adopted: Type.Array(Type.Object({ deployment: DeploymentSchema, run: RunSpec }), {
     description: 'Serving deployments whose runner went away, now this runner\'s: start each as after a claim (no lease: their state does not change).',
   }),
+  hostTimeoutSeconds: Type.Integer({ description: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: report what you run (`serving` with `host`) well within it, every third of it at the least.' }),
 });
 export type AdoptResponseT = Static<typeof AdoptResponse>;
 

@@ -35,6 +35,10 @@ type ClaimOutcome = ClaimResponseT | 'none' | 'retry';
 export function createRunnerService(deps: RunnerDeps) {
   const { db, signals } = deps;
   const leaseMs = deps.leaseSeconds * 1000;
+  const hostTimeoutMs = deps.hostTimeoutSeconds * 1000;
+  // Reports made to a server that was down did not arrive: until a whole timeout has passed since
+  // this one started, only what a runner let go of is an orphan, not what went unreported.
+  const startedAt = Date.now();
 
   function leaseOf(row: DeploymentRow): LeaseT {
     return {
@@ -74,8 +78,9 @@ export function createRunnerService(deps: RunnerDeps) {
           set: {
             lease_token: randomBytes(24).toString('base64url'), lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
             claimed_by: ctx.actor.id, started_at: at, reason: null,
-            // The runner that runs it from now on, if it names itself; it reports it while it does.
-            ...(host !== undefined ? { host_id: host, host_seen_at: at } : {}),
+            // The runner that runs it from now on, if it names itself (it reports it while it does);
+            // one that does not is no host, and what it runs is never handed to another runner.
+            host_id: host ?? null, host_seen_at: host !== undefined ? at : null,
           },
         }, at);
         if (!row) return 'retry';
@@ -182,7 +187,8 @@ export function createRunnerService(deps: RunnerDeps) {
       const row = await db.transaction().execute(async (trx) => {
         const done = await compareAndSet(trx, ctx, {
           orgId, id, from: 'in_progress', to: outcome, leaseToken: token,
-          set: { lease_expires_at: null, finished_at: now, reason: outcome === 'failed' ? reason ?? 'The runner reported a failure without a reason.' : null },
+          // Seen now: however long the start took, its runner's reports take over from here.
+          set: { lease_expires_at: null, finished_at: now, host_seen_at: now, reason: outcome === 'failed' ? reason ?? 'The runner reported a failure without a reason.' : null },
         }, now);
         if (!done) {
           const current = await deploymentsRepo.findInOrg(trx, orgId, id);
@@ -222,7 +228,7 @@ export function createRunnerService(deps: RunnerDeps) {
       const envIds = await environmentIds(orgId, request.environments);
       const now = new Date();
       const at = now.toISOString();
-      const cutoff = new Date(now.getTime() - deps.hostTimeoutSeconds * 1000).toISOString();
+      const cutoff = new Date(now.getTime() - startedAt >= hostTimeoutMs ? now.getTime() - hostTimeoutMs : 0).toISOString();
       const adopted: AdoptResponseT['adopted'] = [];
       for (const id of await deploymentsRepo.orphans(db, orgId, envIds, cutoff, request.limit ?? 10)) {
         const taken = await db.transaction().execute(async (trx) => {
@@ -239,7 +245,7 @@ export function createRunnerService(deps: RunnerDeps) {
         });
         if (taken !== null) adopted.push(taken);
       }
-      return { adopted };
+      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds };
     },
 
     /** `host` stopped the processes of these deployments: orphans at once, for another runner (or its next start) to adopt. */

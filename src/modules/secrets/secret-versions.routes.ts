@@ -60,7 +60,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
     schema: {
       tags,
       summary: 'Reveal the values of the current or a given version (admin, owner; audited)',
-      description: 'The only response that carries secret values (besides a runner\'s claim). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version. With an Idempotency-Key, a retry reveals the same version again without a second event; the values are never kept (only the version number is).',
+      description: 'The only response that carries secret values (besides what a runner is handed to run: its claim, its adoption). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version. With an Idempotency-Key, a retry reveals the same version again without a second event; the values are never kept (only the version number is).',
       params: SecretParams,
       body: VersionBody,
       response: { 200: { ...RevealedSecret, headers: { 'cache-control': { type: 'string', description: '`no-store`' } } } },
