@@ -243,6 +243,33 @@ describe('runner token source and protocol client', () => {
     }
   });
 
+  it('works with a server older than hosting: no host in its claims and reports, and adoption asked once', async () => {
+    const seen: unknown[] = [];
+    let adoptions = 0;
+    const older = (real: ProtocolClient): ProtocolClient => ({
+      ...real,
+      async claim(claim, signal) {
+        seen.push(claim);
+        return real.claim(claim, signal);
+      },
+      async serving(ids, signal, host) {
+        seen.push({ serving: host });
+        return real.serving(ids, signal, host);
+      },
+      async adopt() {
+        adoptions++;
+        throw new Refused(404, 'route_not_found', 'adopt was refused (404): There is no route POST /v1/orgs/x/runner/adopt.');
+      },
+    });
+    const { env, svc, stop } = await runnerOn(older, { reconcileSeconds: 1 });
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+    await eventually('a report of what it runs', async () => (seen.some((s) => typeof s === 'object' && s !== null && 'serving' in s) ? true : undefined));
+    await stop();
+    assert.equal(adoptions, 1);
+    assert.ok(seen.length > 1 && seen.every((s) => !JSON.stringify(s).includes('"host"') && (s as { serving?: unknown }).serving === undefined), JSON.stringify(seen));
+  });
+
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {
     const port = await freePort();
     const stop = new AbortController();
