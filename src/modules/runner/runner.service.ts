@@ -126,6 +126,22 @@ export function createRunnerService(deps: RunnerDeps) {
     return to !== undefined ? transitionConflict(id, row.state as DeploymentState, to) : errors.deploymentFinished(id, row.state);
   }
 
+  /** One orphan made `host`'s, with what to run and its event; null when another runner took it first or it cannot run. */
+  async function adoptOne(ctx: RequestContext, orgId: string, id: string, host: string, at: string, cutoff: string): Promise<AdoptResponseT['adopted'][number] | null> {
+    return db.transaction().execute(async (trx) => {
+      const before = await deploymentsRepo.findInOrg(trx, orgId, id);
+      const row = await deploymentsRepo.adopt(trx, orgId, id, host, at, cutoff);
+      if (!row) return null;
+      const run = await runSpecOf(trx, orgId, row);
+      if (isAppError(run)) return null;
+      await appendEvents(trx, ctx, [{
+        orgId, type: 'deployment.adopted', subject: { type: 'deployment', id },
+        data: { host, runner: ctx.actor.id, previousHost: before?.host_id ?? null },
+      }], at);
+      return { deployment: toDeployment(row), run };
+    });
+  }
+
   function renewal(): string {
     return new Date(Date.now() + leaseMs).toISOString();
   }
@@ -231,18 +247,14 @@ export function createRunnerService(deps: RunnerDeps) {
       const cutoff = new Date(now.getTime() - startedAt >= hostTimeoutMs ? now.getTime() - hostTimeoutMs : 0).toISOString();
       const adopted: AdoptResponseT['adopted'] = [];
       for (const id of await deploymentsRepo.orphans(db, orgId, envIds, cutoff, request.limit ?? 10)) {
-        const taken = await db.transaction().execute(async (trx) => {
-          const before = await deploymentsRepo.findInOrg(trx, orgId, id);
-          const row = await deploymentsRepo.adopt(trx, orgId, id, request.host, at, cutoff);
-          if (!row) return null;
-          const run = await runSpecOf(trx, orgId, row);
-          if (isAppError(run)) return null;
-          await appendEvents(trx, ctx, [{
-            orgId, type: 'deployment.adopted', subject: { type: 'deployment', id },
-            data: { host: request.host, runner: ctx.actor.id, previousHost: before?.host_id ?? null },
-          }], at);
-          return { deployment: toDeployment(row), run };
-        });
+        let taken;
+        try {
+          taken = await adoptOne(ctx, orgId, id, request.host, at, cutoff);
+        } catch (error) {
+          // Those adopted already are this runner's now: they go out, or they would wait a whole timeout unrun.
+          if (adopted.length > 0) break;
+          throw error;
+        }
         if (taken !== null) adopted.push(taken);
       }
       return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds };
