@@ -488,6 +488,18 @@ describe('runner protocol: hosts and adoption', () => {
     }
   });
 
+  it('shares the orphans between runners that ask at once: each goes to one of them, and between them they take all', async () => {
+    const left = [];
+    for (let i = 0; i < 10; i++) left.push(await served(f.runner, hostA, `shared-value-${i}`));
+    assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: left.map((d) => d.id) })).body.released.length, 10);
+    const environments = left.map((d) => d.env.id);
+    const other = await newRunner(f.server, f.orgId);
+    const [one, two] = await Promise.all([post(f.runner, 'adopt', { host: hostB, environments, limit: 5 }), post(other, 'adopt', { host: 'rh_host-c-0003', environments, limit: 5 })]);
+    const ids = [...one.body.adopted, ...two.body.adopted].map((a: { deployment: { id: string } }) => a.deployment.id);
+    assert.equal(new Set(ids).size, ids.length, 'one runner each');
+    assert.deepEqual(ids.sort(), left.map((d) => d.id).sort(), 'between them, every orphan');
+  });
+
   it('refuses what is not a host id, and lets only runners adopt and release', async () => {
     for (const host of ['short', 'has space-in-it', 'x'.repeat(101)]) {
       assert.equal((await post(f.runner, 'adopt', { host })).status, 400);

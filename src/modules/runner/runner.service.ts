@@ -1,7 +1,7 @@
 // The server side of the runner protocol (see runner.protocol.ts): claims, leases fenced by a
 // token, log appends and completion. Every write checks the lease token in the same statement
 // that makes it, so a runner that lost its lease changes nothing.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors, isAppError, type AppError } from '../../platform/errors.js';
@@ -31,6 +31,15 @@ export interface RunnerDeps {
 }
 
 type ClaimOutcome = ClaimResponseT | 'none' | 'retry';
+
+function shuffled<T>(items: T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
 
 export function createRunnerService(deps: RunnerDeps) {
   const { db, signals } = deps;
@@ -245,8 +254,12 @@ export function createRunnerService(deps: RunnerDeps) {
       const now = new Date();
       const at = now.toISOString();
       const cutoff = new Date(now.getTime() - startedAt >= hostTimeoutMs ? now.getTime() - hostTimeoutMs : 0).toISOString();
+      const limit = request.limit ?? 10;
       const adopted: AdoptResponseT['adopted'] = [];
-      for (const id of await deploymentsRepo.orphans(db, orgId, envIds, cutoff, request.limit ?? 10)) {
+      // Runners asking at once would all try the same oldest few and each lose most of them: each
+      // tries a shuffle of more than it may take.
+      for (const id of shuffled(await deploymentsRepo.orphans(db, orgId, envIds, cutoff, limit * 4))) {
+        if (adopted.length >= limit) break;
         let taken;
         try {
           taken = await adoptOne(ctx, orgId, id, request.host, at, cutoff);
