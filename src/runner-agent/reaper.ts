@@ -5,19 +5,28 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 let reaper: ChildProcess | null | undefined;
+/** The groups it is to stop: told again to a reaper started anew after the last one ended. */
+const watched = new Set<number>();
 
 /** From now on `pgid` is stopped when this process ends, however it ends. */
 export function watchGroup(pgid: number): void {
+  watched.add(pgid);
   tell(`+${pgid}`);
 }
 
 /** `pgid` has been stopped: the reaper forgets it. */
 export function unwatchGroup(pgid: number): void {
-  if (reaper) tell(`-${pgid}`);
+  if (!watched.delete(pgid)) return;
+  tell(`-${pgid}`);
 }
 
 function tell(line: string): void {
-  reaper ??= start();
+  if (reaper === undefined) {
+    reaper = start();
+    // A new reaper knows nothing yet: everything watched, this line's group among them.
+    if (reaper?.stdin?.writable) for (const pgid of watched) reaper.stdin.write(`+${pgid}\n`);
+    return;
+  }
   if (reaper?.stdin?.writable) reaper.stdin.write(`${line}\n`);
 }
 
@@ -32,6 +41,10 @@ function start(): ChildProcess | null {
     });
     child.on('error', () => {});
     child.stdin!.on('error', () => {});
+    // A reaper that ended (killed by someone) is started again with the next group watched or stopped.
+    child.once('exit', () => {
+      if (reaper === child) reaper = undefined;
+    });
     // It must keep neither this process nor its event loop alive.
     child.unref();
     (child.stdin as unknown as { unref(): void }).unref();

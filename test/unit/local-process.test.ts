@@ -1,7 +1,8 @@
 // Exercises local-process.ts with real child processes (node -e scripts).
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -279,5 +280,51 @@ describe('ProcessTable', { timeout: 10_000 }, () => {
     assert.equal(table.current(key), undefined);
     assert.deepEqual(await b.exited, { code: null, signal: 'SIGTERM' });
     assertGone(b.pid);
+  });
+});
+
+// The reaper (reaper.ts) stops the services of a runner that is killed; one that is itself killed
+// is started again, and told of every group still running.
+describe('reaper', { timeout: 20_000, skip: !existsSync('/proc/self/stat') && 'reads /proc' }, () => {
+  const isGone = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return true;
+    }
+    // Where init reaps nothing, a process that ended stays a zombie.
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] === 'Z';
+  };
+
+  test('stops what a killed process started, also after its reaper was killed and started again', async () => {
+    const module = new URL('../../src/runner-agent/local-process.js', import.meta.url).href;
+    const script = `
+      import { readdirSync, readFileSync } from 'node:fs';
+      import { launch, freePort } from ${JSON.stringify(module)};
+      const service = { command: [process.execPath, '-e', 'setInterval(() => {}, 1000)'], env: {} };
+      const reapers = () => readdirSync('/proc').filter((d) => /^\\d+$/.test(d)).filter((d) => {
+        try {
+          return readFileSync('/proc/' + d + '/stat', 'utf8').split(') ')[1].split(' ')[1] === String(process.pid)
+            && readFileSync('/proc/' + d + '/cmdline', 'utf8').includes('reaper-main');
+        } catch { return false; }
+      }).map(Number);
+      const first = await launch({ ...service, port: await freePort() }, () => {});
+      const [reaper] = reapers();
+      process.kill(reaper, 'SIGKILL');
+      const running = (pid) => { try { return readFileSync('/proc/' + pid + '/stat', 'utf8').split(') ')[1][0] !== 'Z'; } catch { return false; } };
+      while (running(reaper)) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      const second = await launch({ ...service, port: await freePort() }, () => {});
+      console.log(JSON.stringify({ pids: [first.pid, second.pid], reapers: reapers().filter((p) => p !== reaper).length }));
+      process.kill(process.pid, 'SIGKILL');
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString('utf8'); });
+    await new Promise((resolve) => child.once('exit', resolve));
+    const { pids, reapers } = JSON.parse(out) as { pids: number[]; reapers: number };
+    assert.equal(reapers, 1, 'a new reaper took over');
+    for (let i = 0; i < 200 && !pids.every(isGone); i++) await sleep(50);
+    assert.deepEqual(pids.map(isGone), [true, true], `still running: ${pids.filter((p) => !isGone(p)).join(', ')}`);
   });
 });
