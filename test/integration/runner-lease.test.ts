@@ -77,6 +77,33 @@ describe('slipway runner and its lease', () => {
     assert.equal(await frozen.stop(), 0);
   });
 
+  it('does not hand a re-queued deployment back to the frozen runner whose claim still waits', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const gate = gateFile();
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) });
+    // Room for more: a claim of its own waits on the server while it is frozen.
+    const frozen = await startRunner(server, orgId, { environments: [env.name], concurrency: 4 });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    await eventually('the first attempt to start its process', async () => ((await startedPids(developer.http, orgId, d.id, 1)).length > 0 ? true : undefined));
+    frozen.proc.child.kill('SIGSTOP');
+    try {
+      await eventually('the lease to expire', async () => ((await getDeployment(developer.http, orgId, d.id)).attempt === 2 ? true : undefined));
+      // The frozen runner's waiting claim would be answered at once: the deployment stays queued for another.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal((await getDeployment(developer.http, orgId, d.id)).state, 'queued');
+      const rescuer = await startRunner(server, orgId, { environments: [env.name], via: 'env' });
+      fs.writeFileSync(gate, '');
+      const done = await settled(developer.http, orgId, d.id);
+      assert.deepEqual([done.state, done.attempt], ['succeeded', 2]);
+      const claims = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed' && e.data.to === 'in_progress');
+      assert.deepEqual(claims.map((e) => [e.data.attempt, e.data.runner]), [[1, frozen.actor.id], [2, rescuer.actor.id]]);
+      await rescuer.stop();
+    } finally {
+      frozen.proc.child.kill('SIGCONT');
+    }
+    assert.equal(await frozen.stop(), 0);
+  });
+
   it('stops the process of a deployment cancelled while it starts', async () => {
     const env = await createEnvironment(admin.http, orgId);
     const gate = gateFile();

@@ -443,7 +443,7 @@ describe('runner protocol: hosts and adoption', () => {
     assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [legacy.env.id] })).body.adopted, []);
   });
 
-  it('counts a deployment as seen when it succeeds, however long its start took; a lost lease or a claim without host makes it no runner\'s', async () => {
+  it('counts a deployment as seen when it succeeds, however long its start took; a claim without host makes it no runner\'s', async () => {
     const env = await createEnvironment(f.admin.http, f.orgId);
     const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });
     const slow = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });

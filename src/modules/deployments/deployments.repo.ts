@@ -53,7 +53,7 @@ export const deploymentsRepo = {
    * older queued). `lock` takes it with FOR UPDATE SKIP LOCKED (PostgreSQL): concurrent claimers
    * pass over each other's rows instead of waiting on them.
    */
-  async findClaimable(db: Executor, orgId: string, environmentIds: string[] | null, lock: boolean): Promise<string | undefined> {
+  async findClaimable(db: Executor, orgId: string, environmentIds: string[] | null, lock: boolean, avoid?: { host: string; lostSince: string }): Promise<string | undefined> {
     let q = db.selectFrom('deployments as d').select('d.id')
       .where('d.org_id', '=', orgId)
       .where('d.state', '=', 'queued')
@@ -64,6 +64,10 @@ export const deploymentsRepo = {
           .where((w) => or([w('o.state', '=', 'in_progress'), and([w('o.state', '=', 'queued'), w('o.id', '<', w.ref('d.id'))])])),
       )));
     if (environmentIds !== null) q = q.where('d.environment_id', 'in', environmentIds);
+    // Not straight back to the runner that lost its lease (a claim of it waiting still, while it is frozen).
+    if (avoid !== undefined) {
+      q = q.where((w) => w.or([w('d.host_id', 'is', null), w('d.host_id', '!=', avoid.host), w('d.host_seen_at', '<', avoid.lostSince)]));
+    }
     q = q.orderBy('d.id', 'asc').limit(1);
     if (lock) q = q.forUpdate('d').skipLocked();
     return (await q.executeTakeFirst())?.id;

@@ -30,8 +30,10 @@ export async function expireLeases(db: Db, opts: { orgId: string | null; maxAtte
       leaseToken: d.lease_token ?? '',
       leaseExpiredBefore: now,
       set: requeue
-        // Whoever claims it next runs it: the runner that lost it is no longer its host.
-        ? { attempt: d.attempt + 1, lease_token: null, lease_expires_at: null, claimed_by: null, host_id: null, host_seen_at: null, reason: `The lease of attempt ${d.attempt} expired without a heartbeat; re-queued.` }
+        // The runner that lost it stays named (host_id, and when: host_seen_at) so that its claims
+        // waiting still, frozen with it, are not handed the deployment straight back; whoever claims
+        // it next is its host.
+        ? { attempt: d.attempt + 1, lease_token: null, lease_expires_at: null, claimed_by: null, host_seen_at: now, reason: `The lease of attempt ${d.attempt} expired without a heartbeat; re-queued.` }
         : {
           lease_token: null, lease_expires_at: null, finished_at: now,
           reason: `The lease of attempt ${d.attempt} expired without a heartbeat, and ${opts.maxAttempts} attempts are the limit (SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS).`,

@@ -17,7 +17,7 @@ import { pinnedVersions, secretVariables, type SecretStore } from '../services/s
 import type {
   AdoptRequestT, AdoptResponseT, AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT,
 } from './runner.protocol.js';
-import { CLAIM_WAIT_DEFAULT_SECONDS } from './runner.protocol.js';
+import { CLAIM_WAIT_DEFAULT_SECONDS, CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
 
 export interface RunnerDeps {
   db: Db;
@@ -74,13 +74,16 @@ export function createRunnerService(deps: RunnerDeps) {
    * and the claim moves on.
    */
   async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null, host: string | undefined): Promise<ClaimOutcome> {
-    // A plain read first: an empty poll must not take SQLite's write lock.
-    if ((await deploymentsRepo.findClaimable(db, orgId, envIds, false)) === undefined) return 'none';
     const now = new Date();
     const at = now.toISOString();
+    // A runner that lost a deployment's lease is not handed it again before its claims waiting then
+    // have run out: one frozen with its lease may still be frozen.
+    const avoid = host !== undefined ? { host, lostSince: new Date(now.getTime() - CLAIM_WAIT_MAX_SECONDS * 1000).toISOString() } : undefined;
+    // A plain read first: an empty poll must not take SQLite's write lock.
+    if ((await deploymentsRepo.findClaimable(db, orgId, envIds, false, avoid)) === undefined) return 'none';
     try {
       return await db.transaction().execute(async (trx): Promise<ClaimOutcome> => {
-        const id = await deploymentsRepo.findClaimable(trx, orgId, envIds, deps.dialect === 'postgres');
+        const id = await deploymentsRepo.findClaimable(trx, orgId, envIds, deps.dialect === 'postgres', avoid);
         if (id === undefined) return 'none';
         const row = await compareAndSet(trx, ctx, {
           orgId, id, from: 'queued', to: 'in_progress', eventData: { runner: ctx.actor.id },

@@ -185,9 +185,12 @@ export interface DeploymentsTable {
   updated_at: string;
   started_at: string | null;
   finished_at: string | null;
-  /** The runner (its `host` id, one per runner process) that runs or last ran the serving process. */
+  /**
+   * The runner (its `host` id, one per runner process) that runs or last ran the deployment's
+   * process; for a deployment re-queued after a lost lease, the runner that lost it.
+   */
   host_id: string | null;
-  /** When that runner last said it runs it; null once it let it go (released, or never reported). */
+  /** When that runner last said it runs it (null once it let it go), or when it lost the lease. */
   host_seen_at: string | null;
 }
 
