@@ -1,6 +1,6 @@
-import { sql, type Updateable } from 'kysely';
+import { sql, type ExpressionBuilder, type Updateable } from 'kysely';
 import { insertRows, runPrepared, type Executor } from '../../platform/db/database.js';
-import type { DeploymentLogsTable, DeploymentsTable } from '../../platform/db/schema.js';
+import type { DeploymentLogsTable, DeploymentsTable, Schema } from '../../platform/db/schema.js';
 
 export type DeploymentRow = DeploymentsTable;
 export type DeploymentPatch = Omit<Updateable<DeploymentsTable>, 'id' | 'org_id' | 'service_id' | 'environment_id' | 'snapshot'>;
@@ -13,6 +13,16 @@ export interface DeploymentFilter {
   after: string | null;
   limit: number;
 }
+
+/**
+ * An orphan: a serving deployment that a runner reported once, and has not since `cutoff` (or let
+ * go of). The one definition that finding orphans and adopting one both hold to.
+ */
+const orphanedSince = (cutoff: string) => (eb: ExpressionBuilder<Schema, 'deployments'>) => eb.and([
+  eb('state', '=', 'succeeded'),
+  eb('host_id', 'is not', null),
+  eb.or([eb('host_seen_at', 'is', null), eb('host_seen_at', '<', cutoff)]),
+]);
 
 export const deploymentsRepo = {
   /** Through the shared insert of SQL compiled once: every deployment created or rolled back comes here. */
@@ -106,9 +116,7 @@ export const deploymentsRepo = {
    * them since `cutoff`, or that let them go. Deployments no runner ever reported are not among them.
    */
   async orphans(db: Executor, orgId: string, environmentIds: string[] | null, cutoff: string, limit: number): Promise<string[]> {
-    let q = db.selectFrom('deployments').select('id')
-      .where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'is not', null)
-      .where((w) => w.or([w('host_seen_at', 'is', null), w('host_seen_at', '<', cutoff)]));
+    let q = db.selectFrom('deployments').select('id').where('org_id', '=', orgId).where(orphanedSince(cutoff));
     if (environmentIds !== null) q = q.where('environment_id', 'in', environmentIds);
     return (await q.orderBy('id', 'asc').limit(limit).execute()).map((r) => r.id);
   },
@@ -116,8 +124,7 @@ export const deploymentsRepo = {
   /** Makes an orphan `host`'s, if it still is one: of runners adopting it at once, one gets it. */
   async adopt(db: Executor, orgId: string, id: string, host: string, now: string, cutoff: string): Promise<DeploymentRow | undefined> {
     return db.updateTable('deployments').set({ host_id: host, host_seen_at: now })
-      .where('id', '=', id).where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'is not', null)
-      .where((w) => w.or([w('host_seen_at', 'is', null), w('host_seen_at', '<', cutoff)]))
+      .where('id', '=', id).where('org_id', '=', orgId).where(orphanedSince(cutoff))
       .returningAll().executeTakeFirst();
   },
 
