@@ -10,9 +10,15 @@ import type { Claim, IdempotencyService } from './idempotency.service.js';
 /** Response headers a replay repeats; the rest (request id, rate limits) belong to each request. */
 const REPLAYED_HEADERS = ['content-type', 'location', 'etag', 'cache-control', 'pragma'] as const;
 
+/** The route's rule for keeping an answer with this status by reference: for its 2xx answers only. */
+function referenceFor(byReference: ReplayedByReference | undefined, status: number): ReplayedByReference | undefined {
+  return status >= 200 && status < 300 ? byReference : undefined;
+}
+
 /** The serialized response as sent (or its reference); null for a stream, which cannot be kept. */
 function bytesOf(req: FastifyRequest, payload: unknown, status: number, byReference: ReplayedByReference | undefined): Buffer | null {
-  if (byReference !== undefined && status >= 200 && status < 300) return typeof payload === 'string' ? byReference.reference(payload, req) : null;
+  const kept = referenceFor(byReference, status);
+  if (kept !== undefined) return kept.reference(req);
   if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
   if (Buffer.isBuffer(payload)) return payload;
   if (payload === null || payload === undefined) return Buffer.alloc(0);
@@ -50,7 +56,8 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
       return;
     }
     const { status, headers, body } = admission.response;
-    const replayed = byReference !== undefined && status >= 200 && status < 300 ? await byReference.replay(req, body) : body;
+    const kept = referenceFor(byReference, status);
+    const replayed = kept !== undefined ? await kept.replay(req, body) : body;
     reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' }).send(replayed);
   }
 

@@ -20,8 +20,8 @@ export const IdempotencyKeyHeader = Type.String({
  * and how a replay makes the answer again from it, without running the route's effects again.
  */
 export interface ReplayedByReference {
-  /** What to keep of a 2xx answer, from its serialized body and its request. */
-  reference(body: string, req: FastifyRequest): Buffer;
+  /** What to keep of the request's 2xx answer, which its handler noted. */
+  reference(req: FastifyRequest): Buffer;
   /** The body to send for a replay: serialized by the route's response schema, as the first was. */
   replay(req: FastifyRequest, reference: Buffer): Promise<unknown>;
 }

@@ -17,8 +17,11 @@ async function emptyBodyIsEmptyObject(req: { body: unknown }): Promise<void> {
 
 export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }): void {
   const { secrets } = deps;
-  /** The secret each reveal read: what a replay checks it reads again (not one created since under its name). */
-  const revealedSecrets = new WeakMap<FastifyRequest, string>();
+  /**
+   * What each reveal showed, kept by reference for its Idempotency-Key: the version, and the secret
+   * it belongs to (a replay does not read one created since under its name).
+   */
+  const revealed = new WeakMap<FastifyRequest, { secretId: string; version: number }>();
 
   app.get('/v1/orgs/:orgId/secrets/:name/versions', {
     config: { auth: 'viewer', operation: 'secrets.listVersions' },
@@ -47,7 +50,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       // The values are never kept: a retry with the same key reveals the same version again, and
       // its one event stays the first reveal's.
       idempotent: {
-        reference: (body, req) => Buffer.from(JSON.stringify({ secretId: revealedSecrets.get(req), version: (JSON.parse(body) as { version: number }).version })),
+        reference: (req) => Buffer.from(JSON.stringify(revealed.get(req))),
         async replay(req, reference) {
           const { secretId, version } = JSON.parse(reference.toString('utf8')) as { secretId: string; version: number };
           const { name } = req.params as { name: string };
@@ -66,10 +69,10 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       response: { 200: { ...RevealedSecret, headers: { 'cache-control': { type: 'string', description: '`no-store`' } } } },
     },
   }, async (req, reply) => {
-    const { revealed, secretId } = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
-    revealedSecrets.set(req, secretId);
+    const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
+    revealed.set(req, { secretId: answer.secretId, version: answer.revealed.version });
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
-    return revealed;
+    return answer.revealed;
   });
 
   app.post('/v1/orgs/:orgId/secrets/:name/restore', {
