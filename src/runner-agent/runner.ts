@@ -134,10 +134,11 @@ export function createRunner(options: RunnerOptions): Runner {
   }
 
   /**
-   * At start and then every `reconcileSeconds`: asks which of the deployments its processes run for
-   * still serve and are still its own, stops the others, and adopts orphans. A process replaced
-   * meanwhile, here, is left to whoever replaced it; an unreachable server changes nothing (the
-   * question waits, like every call, until it answers).
+   * Every round (`reconcileSeconds`, at most a third of the server's host timeout): asks which of
+   * the deployments its processes run for still serve and are still its own, stops the others, and
+   * adopts orphans (the first adoption is run() at start). A process replaced meanwhile, here, is
+   * left to whoever replaced it; an unreachable server changes nothing (the question waits, like
+   * every call, until it answers).
    */
   async function reconcileLoop(): Promise<void> {
     while (!stopping.signal.aborted) {
@@ -151,9 +152,13 @@ export function createRunner(options: RunnerOptions): Runner {
     }
   }
 
+  /** The deployments this runner runs or is starting: their processes in place, and adoptions starting. */
+  const deploymentsHere = (starting: Iterable<string> = resuming.keys()) =>
+    [...new Set([...processes.entries().map((e) => e.tag).filter((tag) => tag !== ''), ...starting])];
+
   async function stopWhatNoLongerServes(): Promise<void> {
     const running = processes.entries().filter((e) => e.tag !== '');
-    const asked = [...new Set([...running.map((e) => e.tag), ...resuming.keys()])];
+    const asked = deploymentsHere();
     if (!asking || asked.length === 0) return;
     const serving = new Set<string>();
     try {
@@ -205,9 +210,10 @@ export function createRunner(options: RunnerOptions): Runner {
         stopping.abort(error);
         throw error;
       } finally {
+        // Adoptions cut short by the stop are not in place, and this runner's all the same.
         const adopted = [...resuming.keys()];
         await Promise.allSettled([...active, reconciling, ...resuming.values()]);
-        const ran = [...new Set([...processes.entries().map((e) => e.tag).filter((tag) => tag !== ''), ...adopted])];
+        const ran = deploymentsHere(adopted);
         await processes.stopAll();
         if (hosting) await release(ran);
       }
