@@ -11,9 +11,21 @@ export interface Actor {
   instanceAdmin: boolean;
 }
 
+/** Proof of holding an Idempotency-Key (see modules/idempotency). */
+export interface IdempotencyClaim {
+  subject: string;
+  key: string;
+  lockToken: string;
+}
+
 export interface RequestContext {
   requestId: string | null;
   actor: Actor;
+  /**
+   * The Idempotency-Key this request runs under: every transaction that records an event marks it
+   * committed as well, so the request is never run again once its change is in.
+   */
+  idempotency?: IdempotencyClaim;
 }
 
 export const CLI_ACTOR: Actor = { id: 'cli', kind: 'cli', orgId: null, role: null, instanceAdmin: true };

@@ -145,6 +145,14 @@ export const errors = {
     new AppError(409, 'deployment_cancelled', 'Conflict', `Deployment ${id} was cancelled: stop working on it.`, { state: 'cancelled' }),
   deploymentFinished: (id: string, state: string) =>
     new AppError(409, 'deployment_finished', 'Conflict', `Deployment ${id} is already ${state}: it takes no more heartbeats or log lines.`, { state }),
+  /**
+   * The first attempt committed its change and then died, or failed, before its response was
+   * kept: nothing can be replayed, and running it again would do it twice.
+   */
+  idempotencyResponseLost: (firstRequestId: string | null, changed: Array<{ type: string; id: string }>) =>
+    new AppError(409, 'idempotency_response_lost', 'Response lost',
+      `The first request with this Idempotency-Key${firstRequestId === null ? '' : ` (request id ${firstRequestId})`} made its change, but its response was lost before it could be kept (the server stopped, or failed after the change), so there is none to replay. It was not run again, and will not be: read what it changed (\`changed\`, and the organization's events with its request id) instead of retrying.`,
+      { firstRequestId, changed }),
   idempotencyRequestInProgress: () =>
     new AppError(409, 'idempotency_request_in_progress', 'Request in progress',
       'A request with this Idempotency-Key is still being processed; retry after Retry-After seconds to get its response.', {}, { 'retry-after': '1' }),

@@ -67,6 +67,17 @@ export function newId(kind: IdKind, now = Date.now()): string {
   return chars.toString('latin1', 0, n);
 }
 
+/** The lowest id of this kind that `newId` can make at `time` (ms): ids at or after that time sort at or after it. */
+export function idFloor(kind: IdKind, time: number): string {
+  let t = Math.max(0, Math.floor(time));
+  let stamp = '';
+  for (let i = 0; i < 10; i++) {
+    stamp = ALPHABET[t % 32]! + stamp;
+    t = Math.floor(t / 32);
+  }
+  return `${ID_PREFIXES[kind]}_${stamp}${'0'.repeat(16)}`;
+}
+
 /** Writes 20 bits as four characters at `at`; returns the position after them. */
 function put20(bits: number, at: number): number {
   chars[at] = CHARS[bits >> 15]!;

@@ -10,7 +10,7 @@ import { createErrorHandler } from '../../src/http/error-handler.js';
 import { registerIdempotency } from '../../src/modules/idempotency/idempotency.hooks.js';
 import { createIdempotencyService } from '../../src/modules/idempotency/idempotency.service.js';
 import { errors } from '../../src/platform/errors.js';
-import { eventually } from '../support/deployments.js';
+import { createEnvironment, createService, eventually } from '../support/deployments.js';
 import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 
 const withKey = (key: string) => ({ headers: { 'idempotency-key': key } });
@@ -167,7 +167,7 @@ describe('Idempotency-Key', () => {
   it('frees the key after a 5xx, so that a retry runs', async () => {
     const key = randomUUID();
     const name = uniqueName('after-5xx');
-    const request = { subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name) };
+    const request = { subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name), requestId: randomUUID() };
     const admission = await server.core.idempotency.admit(request);
     assert.equal(admission.kind, 'execute');
     if (admission.kind !== 'execute') return;
@@ -181,7 +181,7 @@ describe('Idempotency-Key', () => {
   it('never lets a retry take over a key whose first request is still running, however long it runs', async () => {
     // The lock timeout shortened to 3 s (renewed every second): a request that runs longer keeps its hold.
     const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 3_000 });
-    const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(uniqueName('long')) };
+    const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(uniqueName('long')), requestId: randomUUID() };
     const first = await service.admit(request);
     assert.equal(first.kind, 'execute');
     if (first.kind !== 'execute') return;
@@ -244,7 +244,7 @@ describe('Idempotency-Key', () => {
     const key = randomUUID();
     const name = uniqueName('abandoned');
     // An attempt that got the key and then died with its node: it never records an outcome.
-    const admission = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name) });
+    const admission = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name), requestId: randomUUID() });
     assert.equal(admission.kind, 'execute');
     const busy = await createSecret(key, name);
     assert.equal(busy.status, 409, busy.text);
@@ -255,6 +255,62 @@ describe('Idempotency-Key', () => {
     assert.equal(retry.status, 201, retry.text);
     assert.equal((await secretsNamed(name)).length, 1);
     assertReplayOf(await createSecret(key, name), retry);
+  });
+
+  it('never runs again a request that committed its change and died before its response was kept', async () => {
+    const env = await createEnvironment(server.owner.http, 'default');
+    const svc = await createService(server.owner.http, 'default');
+    const body = { service: svc.name, environment: env.name, revision: 'r1' };
+    const key = randomUUID();
+    const first = await server.owner.http.post('/v1/orgs/default/deployments', body, withKey(key));
+    assert.equal(first.status, 201, first.text);
+    const firstRequestId = first.headers.get('x-request-id');
+    const row = await keyRow(key);
+    assert.equal(row!.request_id, firstRequestId);
+    assert.ok(row!.committed_at !== null, 'the change marked its key committed');
+    // What a node that died between its COMMIT and recording the response leaves behind: the
+    // change is in, the key still in progress, and nobody renews its hold any more.
+    await server.core.db.updateTable('idempotency_keys')
+      .set({ state: 'in_progress', status: null, headers: null, body_sealed: null, completed_at: null, locked_at: new Date(Date.now() - 61_000).toISOString() })
+      .where('idempotency_key', '=', key).execute();
+    const deploymentsOf = async () => (await server.core.db.selectFrom('deployments').select('id').where('service_id', '=', svc.id).execute()).map((d) => d.id);
+    assert.deepEqual(await deploymentsOf(), [first.body.id]);
+
+    for (let i = 0; i < 2; i++) {
+      const retry = await server.owner.http.post('/v1/orgs/default/deployments', body, withKey(key));
+      assert.equal(retry.status, 409, retry.text);
+      assert.equal(retry.body.code, 'idempotency_response_lost');
+      assert.equal(retry.body.firstRequestId, firstRequestId);
+      assert.deepEqual(retry.body.changed, [{ type: 'deployment', id: first.body.id }]);
+      assert.equal(retry.headers.get('retry-after'), null);
+    }
+    assert.deepEqual(await deploymentsOf(), [first.body.id], 'the deployment was created once');
+    // The same key with another body is still a misuse of the key.
+    const other = await server.owner.http.post('/v1/orgs/default/deployments', { ...body, revision: 'r2' }, withKey(key));
+    assert.equal(other.status, 422, other.text);
+  });
+
+  it('does not free the key of a request that failed after committing its change: a retry is told its response was lost', async () => {
+    const name = uniqueName('committed-then-5xx');
+    const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name), requestId: randomUUID() };
+    const admission = await server.core.idempotency.admit(request);
+    assert.equal(admission.kind, 'execute');
+    if (admission.kind !== 'execute') return;
+    // The change commits under the key, then the request fails on its way out.
+    await server.core.secrets.bulkCreate({ requestId: request.requestId, actor: { id: server.owner.clientId, kind: 'service_user', orgId: server.bootstrap.orgId, role: 'owner', instanceAdmin: false }, idempotency: admission.claim },
+      server.bootstrap.orgId, oneSecret(name).secrets);
+    // Say its PostgreSQL connection was lost while the COMMIT went through: the answer is a 503.
+    assert.equal(await server.core.idempotency.finish(admission.claim, { status: 503, headers: { 'content-type': 'application/problem+json' }, body: Buffer.from('{"code":"unavailable"}') }, { retryAfter: true }), true);
+    await assert.rejects(server.core.idempotency.admit(request), (error: { code?: string; extras?: { firstRequestId?: string; changed?: unknown } }) => {
+      assert.equal(error.code, 'idempotency_response_lost');
+      assert.equal(error.extras?.firstRequestId, request.requestId);
+      assert.equal((error.extras?.changed as Array<{ type: string }>).length, 1);
+      return true;
+    });
+    const retry = await createSecret(request.key, name);
+    assert.equal(retry.status, 409, retry.text);
+    assert.equal(retry.body.code, 'idempotency_response_lost');
+    assert.equal((await secretsNamed(name)).length, 1);
   });
 
   it('forgets a key after 24 hours: the request runs again, and pruning deletes the row', async () => {
@@ -360,7 +416,7 @@ describe('Idempotency-Key', () => {
     await sleep(200);
     assert.equal((await server.owner.http.get('/v1/orgs/default/events?type=secret.revealed&limit=200')).body.events.filter((e: any) => e.data.name === name).length, 1, JSON.stringify(revealed));
     // What is kept is the version number, sealed like every kept response; the value is nowhere in the database.
-    const kept = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path, body: {} });
+    const kept = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path, body: {}, requestId: randomUUID() });
     assert.equal(kept.kind, 'replay');
     assert.deepEqual(kept.kind === 'replay' && Object.keys(JSON.parse(kept.response.body.toString('utf8'))), ['secretId', 'version']);
     assert.equal(kept.kind === 'replay' && JSON.parse(kept.response.body.toString('utf8')).version, 1);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { ID_PREFIXES, isId, newId, type IdKind } from '../../src/platform/ids.js';
+import { ID_PREFIXES, idFloor, isId, newId, type IdKind } from '../../src/platform/ids.js';
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 
@@ -56,6 +56,19 @@ describe('ids', () => {
       const ids = times.map((t) => newId('deployment', t));
       assert.deepEqual(ids.map(timeOf), times);
       assert.deepEqual([...ids].sort(), ids);
+    }));
+  });
+
+  it('gives the floor of a millisecond: every id made at or after it sorts at or after it, every earlier one before', () => {
+    fc.assert(fc.property(fc.integer({ min: 1, max: 1_000 }), (step) => {
+      const before = newId('event', later);
+      later += step;
+      const floor = idFloor('event', later);
+      const at = newId('event', later);
+      assert.equal(timeOf(floor), later);
+      assert.match(floor, new RegExp(`^evt_[${CROCKFORD}]{26}$`));
+      assert.ok(before < floor && floor <= at, `${before} < ${floor} <= ${at}`);
+      later += 1;
     }));
   });
 });

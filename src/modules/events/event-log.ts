@@ -1,8 +1,11 @@
 // Appends events inside the caller's transaction: the change and its event commit together or not
 // at all. Event data never carries a secret value (callers pass names, keys and versions only).
+// Every change records an event, so this is also where a request under an Idempotency-Key marks
+// its key committed, in the same transaction.
 import type { RequestContext } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
 import { newId } from '../../platform/ids.js';
+import { idempotencyRepo } from '../idempotency/idempotency.repo.js';
 import { eventsRepo, type EventRow } from './events.repo.js';
 
 export interface NewEvent {
@@ -29,4 +32,5 @@ export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): Ev
 export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = new Date().toISOString()): Promise<void> {
   if (events.length === 0) return;
   await eventsRepo.insert(trx, events.map((e) => toEventRow(ctx, e, at)));
+  if (ctx.idempotency !== undefined) await idempotencyRepo.markCommitted(trx, ctx.idempotency, at);
 }

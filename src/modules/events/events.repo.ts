@@ -1,6 +1,7 @@
 import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import { insertRows, type Dialect, type Executor } from '../../platform/db/database.js';
 import type { EventsTable, Schema } from '../../platform/db/schema.js';
+import { idFloor } from '../../platform/ids.js';
 
 /** An event as written (its place in commit order is the database's to give). */
 export type EventRow = Omit<EventsTable, 'seq' | 'tx_id'>;
@@ -43,6 +44,19 @@ const COMMITTED_HORIZON = sql`(
 export const eventsRepo = {
   async insert(db: Executor, rows: EventRow[]): Promise<void> {
     await insertRows(db, 'events', rows);
+  },
+
+  /**
+   * What the request with this id changed, from the events it wrote at or after `since` (ms): ids
+   * are time-ordered, so the look-up reads only the events written since (through the id's index).
+   */
+  async subjectsOfRequest(db: Executor, requestId: string, since: number): Promise<Array<{ type: string; id: string }>> {
+    const rows = await db.selectFrom('events').select(['subject_type', 'subject_id'])
+      .where('id', '>=', idFloor('event', since)).where('request_id', '=', requestId)
+      .orderBy('id').limit(100).execute();
+    const seen = new Map<string, { type: string; id: string }>();
+    for (const row of rows) seen.set(`${row.subject_type}/${row.subject_id}`, { type: row.subject_type, id: row.subject_id });
+    return [...seen.values()];
   },
 
   /**

@@ -48,11 +48,13 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
 
   /** Runs the request under its key, or replays the first response (after which Fastify goes no further). */
   async function admitKeyed(req: FastifyRequest, reply: FastifyReply, key: string, byReference: ReplayedByReference | undefined): Promise<void> {
-    const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body });
+    const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body, requestId: req.id });
     if (admission.kind === 'execute') {
       // Renewed until the response is recorded: the request runs on when its client goes away (and
       // that client's retry is exactly what must wait for it).
       claims.set(req, { claim: admission.claim, release: idempotency.hold(admission.claim) });
+      // The handler's change marks the key committed in its own transaction (see appendEvents).
+      req.ctx = { ...req.ctx, idempotency: admission.claim };
       return;
     }
     const { status, headers, body } = admission.response;

@@ -1,3 +1,4 @@
+import type { IdempotencyClaim } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
 import type { IdempotencyKeysTable } from '../../platform/db/schema.js';
 
@@ -37,9 +38,25 @@ export const idempotencyRepo = {
     await rowOf(db, subject, key).where('lock_token', '=', lockToken).where('state', '=', 'in_progress').set({ locked_at: at }).execute();
   },
 
+  /** In the holder's own transaction, with its change: from now on the request must not run again. */
+  async markCommitted(db: Executor, claim: IdempotencyClaim, at: string): Promise<void> {
+    await rowOf(db, claim.subject, claim.key).where('lock_token', '=', claim.lockToken).where('state', '=', 'in_progress').set({ committed_at: at }).execute();
+  },
+
+  /**
+   * Gives up the hold at once, as if the holder's node had died: for a request that committed a
+   * change and then failed, whose retries are told so instead of running it again.
+   */
+  async relinquish(db: Executor, subject: string, key: string, lockToken: string): Promise<boolean> {
+    const result = await rowOf(db, subject, key).where('lock_token', '=', lockToken).where('state', '=', 'in_progress')
+      .set({ locked_at: new Date(0).toISOString() }).executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  /** Deletes the holder's row, unless its request committed a change: false then, or when the claim was lost. */
   async release(db: Executor, subject: string, key: string, lockToken: string): Promise<boolean> {
     const result = await db.deleteFrom('idempotency_keys').where('subject', '=', subject).where('idempotency_key', '=', key)
-      .where('lock_token', '=', lockToken).where('state', '=', 'in_progress').executeTakeFirst();
+      .where('lock_token', '=', lockToken).where('state', '=', 'in_progress').where('committed_at', 'is', null).executeTakeFirst();
     return Number(result.numDeletedRows) === 1;
   },
 

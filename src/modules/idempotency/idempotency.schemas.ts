@@ -38,7 +38,7 @@ export function isIdempotentRoute(route: RouteShape): boolean {
   return [route.method].flat().includes('POST') && route.url.startsWith('/v1/') && config?.auth !== undefined && config.idempotent !== false;
 }
 
-const IN_PROGRESS = 'a request with the same Idempotency-Key is still in progress (Retry-After)';
+const IN_PROGRESS = 'a request with the same Idempotency-Key is still in progress (Retry-After), or was carried out but its response was lost (`idempotency_response_lost`: it is not run again)';
 
 /** Declares the header on a route (validated and documented) and the statuses it can answer. */
 export function declareIdempotencyKey(schema: Record<string, unknown>, add: (status: string, description: string) => void): void {

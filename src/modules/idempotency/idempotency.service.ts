@@ -5,8 +5,10 @@
 // bit of state is in the database, so retries may land on any node, before or after a restart.
 import { createHmac, randomUUID } from 'node:crypto';
 import { open, seal } from '../../platform/crypto/aead.js';
+import type { IdempotencyClaim } from '../../platform/context.js';
 import type { Db } from '../../platform/db/database.js';
-import { errors } from '../../platform/errors.js';
+import { errors, type AppError } from '../../platform/errors.js';
+import { eventsRepo } from '../events/events.repo.js';
 import { idempotencyRepo, type IdempotencyRow } from './idempotency.repo.js';
 
 /** The instance key (see instance.service.ts) that seals stored response bodies. */
@@ -30,6 +32,8 @@ export interface IdempotentRequest {
   path: string;
   /** The parsed, validated body. */
   body: unknown;
+  /** This attempt's request id, kept while it holds the key (its events carry it too). */
+  requestId: string;
 }
 
 export interface StoredResponse {
@@ -39,11 +43,7 @@ export interface StoredResponse {
 }
 
 /** Proof of holding a key, needed to record its outcome. */
-export interface Claim {
-  subject: string;
-  key: string;
-  lockToken: string;
-}
+export type Claim = IdempotencyClaim;
 
 export type Admission = { kind: 'execute'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
 
@@ -80,13 +80,29 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
       subject: request.subject, idempotency_key: request.key, method: request.method, path: request.path, fingerprint,
       state: 'in_progress', lock_token: randomUUID(), locked_at: at,
       status: null, headers: null, body_sealed: null, created_at: at, completed_at: null,
+      request_id: request.requestId, committed_at: null,
     };
   }
 
-  /** Free for a new request: expired, or held by an attempt that died mid-way. */
+  /** The holder of an in-progress key stopped renewing its hold: it died with its node. */
+  function isAbandoned(row: IdempotencyRow, now: Date): boolean {
+    return row.state === 'in_progress' && Date.parse(row.locked_at) <= now.getTime() - lockTimeoutMs;
+  }
+
+  /**
+   * Free for a new request: expired, or held by an attempt that died before it changed anything.
+   * One that died after committing its change keeps the key: running it again would do it twice.
+   */
   function isFree(row: IdempotencyRow, now: Date): boolean {
     if (Date.parse(row.created_at) <= now.getTime() - RETENTION_MS) return true;
-    return row.state === 'in_progress' && Date.parse(row.locked_at) <= now.getTime() - lockTimeoutMs;
+    return isAbandoned(row, now) && row.committed_at === null;
+  }
+
+  /** The answer to a retry of an attempt that committed and died before its response was kept. */
+  async function lostResponse(row: IdempotencyRow): Promise<AppError> {
+    // Its events were written after it took the key (a minute's leeway for the clock stepping back).
+    const changed = row.request_id === null ? [] : await eventsRepo.subjectsOfRequest(db, row.request_id, Date.parse(row.created_at) - 60_000);
+    return errors.idempotencyResponseLost(row.request_id, changed);
   }
 
   function replayOf(row: IdempotencyRow): StoredResponse {
@@ -115,7 +131,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
           continue;
         }
         if (existing.fingerprint !== fingerprint) throw errors.idempotencyKeyReused(`${existing.method} ${existing.path}`);
-        if (existing.state === 'in_progress') throw errors.idempotencyRequestInProgress();
+        if (existing.state === 'in_progress') throw isAbandoned(existing, now) ? await lostResponse(existing) : errors.idempotencyRequestInProgress();
         return { kind: 'replay', response: replayOf(existing) };
       }
       throw errors.idempotencyRequestInProgress();
@@ -125,11 +141,16 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
      * Records the outcome. A 4xx was processed (the request itself is wrong, or met a conflict
      * with the state of things) and is kept like a success. The key is freed for a retry instead
      * after a 5xx (not the request's fault) and after a 409 that asks to be retried (`retryAfter`:
-     * raced by another request, see errors.raced; the retry must run again). False when the claim
-     * was lost (taken over after the lock timeout).
+     * raced by another request, see errors.raced; the retry must run again), unless the request
+     * had committed a change before it failed (say, a PostgreSQL connection lost during its
+     * COMMIT, which went through): its retries are then told that its response was lost. False
+     * when the claim was lost (taken over after the lock timeout).
      */
     async finish(claim: Claim, response: StoredResponse, opts: { retryAfter: boolean }): Promise<boolean> {
-      if (response.status >= 500 || (response.status === 409 && opts.retryAfter)) return idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken);
+      if (response.status >= 500 || (response.status === 409 && opts.retryAfter)) {
+        return await idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken)
+          || idempotencyRepo.relinquish(db, claim.subject, claim.key, claim.lockToken);
+      }
       return idempotencyRepo.complete(db, claim.subject, claim.key, claim.lockToken, {
         status: response.status,
         headers: JSON.stringify(response.headers),

@@ -136,6 +136,10 @@ export interface IdempotencyKeysTable {
   body_sealed: Buffer | null;
   created_at: string;
   completed_at: string | null;
+  /** The request id of the holder (null in rows older than the column). */
+  request_id: string | null;
+  /** Set in the holder's own transaction when it commits a change: from then on it must never run again. */
+  committed_at: string | null;
 }
 
 export interface EnvironmentsTable {

@@ -10,9 +10,10 @@ import { revokedTokensExpiryIndex } from './0006-revoked-tokens-expiry-index.js'
 import { orgExternalId } from './0007-org-external-id.js';
 import { eventsCommitOrder } from './0008-events-commit-order.js';
 import { deploymentHosts } from './0009-deployment-hosts.js';
+import { idempotencyCommit } from './0010-idempotency-commit.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit];
 
 export interface MigrationOutcome {
   applied: string[];
