@@ -105,33 +105,52 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
+/** How what runs for a key is doing: `restarting` from an exit on its own until the next process is in place. */
+export interface ProcessHealth {
+  state: 'running' | 'restarting';
+  /** Exits on its own since the first process of this tag was put in place. */
+  exits: number;
+  lastExit: (ExitStatus & { at: string }) | null;
+}
+
 /**
  * The running process per key (e.g. service + environment). The runner puts a
  * new process in only once it is healthy, so the previous one keeps serving
  * until then.
  */
 export class ProcessTable {
-  readonly #processes = new Map<string, { proc: RunningProcess; tag: string }>();
+  readonly #processes = new Map<string, { proc: RunningProcess; tag: string; health: ProcessHealth }>();
 
   current(key: string): RunningProcess | undefined {
     return this.#processes.get(key)?.proc;
   }
 
-  /** Every process in place, with its key and the tag it was put there with. */
-  entries(): Array<{ key: string; proc: RunningProcess; tag: string }> {
-    return [...this.#processes].map(([key, { proc, tag }]) => ({ key, proc, tag }));
+  /** Every process in place, with its key, the tag it was put there with and how it is doing. */
+  entries(): Array<{ key: string; proc: RunningProcess; tag: string; health: ProcessHealth }> {
+    return [...this.#processes].map(([key, { proc, tag, health }]) => ({ key, proc, tag, health: { ...health } }));
   }
 
   /**
    * Puts `next` in place for `key`, with a tag saying what it runs for (the runner: its
-   * deployment), then stops the previous process (awaited) and returns it.
+   * deployment), then stops the previous process (awaited) and returns it. A process of the same
+   * tag (started again after an exit) carries on its count of exits; another tag starts at none.
    */
   async replace(key: string, next: RunningProcess, tag = ''): Promise<RunningProcess | undefined> {
-    const previous = this.#processes.get(key)?.proc;
-    this.#processes.set(key, { proc: next, tag });
+    const current = this.#processes.get(key);
+    const previous = current?.proc;
+    const exits = current?.tag === tag ? current.health : { exits: 0, lastExit: null };
+    this.#processes.set(key, { proc: next, tag, health: { state: 'running', exits: exits.exits, lastExit: exits.lastExit } });
     if (previous === undefined || previous === next) return undefined;
     await previous.stop();
     return previous;
+  }
+
+  /** `proc`, in place for `key`, exited on its own and is to be started again; false when it is no longer in place. */
+  exitedOnItsOwn(key: string, proc: RunningProcess, status: ExitStatus, at = new Date()): boolean {
+    const entry = this.#processes.get(key);
+    if (entry?.proc !== proc) return false;
+    entry.health = { state: 'restarting', exits: entry.health.exits + 1, lastExit: { code: status.code, signal: status.signal, at: at.toISOString() } };
+    return true;
   }
 
   /** Takes `proc` out and stops it, if it is still the one in place for `key`; false otherwise. */

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
   mustStop, runnerUrl, RUNNER_ROUTES, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
-  type CompleteRequestT, type HeartbeatResponseT, type ReleaseRequestT, type ReleaseResponseT, type ServingResponseT,
+  type CompleteRequestT, type HeartbeatResponseT, type ReleaseRequestT, type ReleaseResponseT, type ServingRequestT, type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
 import { isTransientStatus, parseJson, Refused, request, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
@@ -98,8 +98,8 @@ export function createProtocolClient(options: ProtocolClientOptions) {
     },
 
     /** Which of these deployments still serve, and (with `host`) are still this runner's (see runner.protocol.ts, steps 4 and 5). */
-    async serving(deployments: string[], signal: AbortSignal, host?: string): Promise<string[]> {
-      return expect('serving', await call<ServingResponseT>('serving', '', { deployments, ...(host !== undefined ? { host } : {}) }, signal)).serving;
+    async serving(body: ServingRequestT, signal: AbortSignal): Promise<string[]> {
+      return expect('serving', await call<ServingResponseT>('serving', '', body, signal)).serving;
     },
 
     /** Serving deployments whose runner went away, now this runner's to start again (step 5). */

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
-import { CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS } from '../modules/runner/runner.protocol.js';
+import { CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS, type ServingRequestT } from '../modules/runner/runner.protocol.js';
 import { carryOut, PortPool, resume } from './deployment-run.js';
 import { Refused } from './http-call.js';
 import { ProcessTable } from './local-process.js';
@@ -56,6 +56,8 @@ export function createRunner(options: RunnerOptions): Runner {
   const context = { client, processes, ports, logger, stopping: stopping.signal };
   /** Whether the server knows hosts (protocol step 5); an older one refuses `host`, so it is not sent. */
   let hosting = true;
+  /** Whether the server takes `processes` in serving reports (its adopt answer says so). */
+  let reportingProcesses = false;
   let asking = true;
   const configuredEveryMs = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
   let reportEveryMs = configuredEveryMs;
@@ -121,6 +123,7 @@ export function createRunner(options: RunnerOptions): Runner {
       if (unanswered(error, older, 'could not ask for the deployments of runners that went away') === 'never') hosting = false;
       return;
     }
+    reportingProcesses = answer.acceptsProcessReports === true;
     // Reports must come well within the server's host timeout, whatever this runner was told.
     reportEveryMs = Math.max(1000, Math.min(configuredEveryMs, (answer.hostTimeoutSeconds * 1000) / 3));
     for (const one of answer.adopted) {
@@ -156,6 +159,17 @@ export function createRunner(options: RunnerOptions): Runner {
   const deploymentsHere = (starting: Iterable<string> = resuming.keys()) =>
     [...new Set([...processes.entries().map((e) => e.tag).filter((tag) => tag !== ''), ...starting])];
 
+  /** The report on `ids`: with `host` once hosting, and how their processes are doing to a server that takes it. */
+  function servingReport(ids: string[], running: ReturnType<ProcessTable['entries']>): ServingRequestT {
+    if (!hosting) return { deployments: ids };
+    if (!reportingProcesses) return { deployments: ids, host };
+    const asked = new Set(ids);
+    const processes = running.filter((e) => asked.has(e.tag)).map(({ tag, health }) => ({
+      deployment: tag, state: health.state, exits: health.exits, ...(health.lastExit !== null ? { lastExit: health.lastExit } : {}),
+    }));
+    return { deployments: ids, host, processes };
+  }
+
   async function stopWhatNoLongerServes(): Promise<void> {
     const running = processes.entries().filter((e) => e.tag !== '');
     const asked = deploymentsHere();
@@ -163,7 +177,8 @@ export function createRunner(options: RunnerOptions): Runner {
     const serving = new Set<string>();
     try {
       for (let i = 0; i < asked.length; i += SERVING_MAX_IDS) {
-        for (const id of await client.serving(asked.slice(i, i + SERVING_MAX_IDS), stopping.signal, hosting ? host : undefined)) serving.add(id);
+        const chunk = asked.slice(i, i + SERVING_MAX_IDS);
+        for (const id of await client.serving(servingReport(chunk, running), stopping.signal)) serving.add(id);
       }
     } catch (error) {
       const older = 'the server does not answer which deployments still serve (it is older than this runner): processes are no longer stopped when their deployment is superseded elsewhere';

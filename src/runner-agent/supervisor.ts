@@ -58,6 +58,7 @@ export async function supervise(s: Supervised, ctx: SupervisorContext): Promise<
     for (;;) {
       const status = await proc.exited;
       if (!serving(proc)) return;
+      ctx.processes.exitedOnItsOwn(s.key, proc, status);
       // The leader is gone; what it started may not be (a worker holding the port): stop the group
       // first, so that the new process finds the port free and is the one that answers it.
       await proc.stop();

@@ -171,8 +171,8 @@ describe('runner token source and protocol client', () => {
         await sleep(100, undefined, { signal }).catch(() => undefined);
         return null;
       },
-      async serving(ids, signal) {
-        const answer = await real.serving(ids, signal);
+      async serving(body, signal) {
+        const answer = await real.serving(body, signal);
         questions++;
         return answer;
       },
@@ -252,9 +252,9 @@ describe('runner token source and protocol client', () => {
         seen.push(claim);
         return real.claim(claim, signal);
       },
-      async serving(ids, signal, host) {
-        seen.push({ serving: host });
-        return real.serving(ids, signal, host);
+      async serving(body, signal) {
+        seen.push({ serving: body.host, processes: body.processes });
+        return real.serving(body, signal);
       },
       async adopt() {
         adoptions++;

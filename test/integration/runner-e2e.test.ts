@@ -21,7 +21,8 @@ describe('slipway runner', () => {
   before(async () => {
     f = await startDeployFixture();
     ({ orgId, admin, developer } = f);
-    runner = await startRunner(f.server, orgId);
+    // Reports every 2 s, so that what it says of its processes shows soon.
+    runner = await startRunner(f.server, orgId, { env: { SLIPWAY_RUNNER_RECONCILE_SECONDS: '2' } });
   });
   after(async () => {
     await runner.stop();
@@ -128,6 +129,15 @@ describe('slipway runner', () => {
     assert.equal(exited.serviceName, svc.name);
     assert.equal(exited.environmentName, env.name);
     await runner.proc.waitForLog((l) => l.msg === 'the service is running again' && l.processPid === back.pid, 'the restart');
+    // The runner's reports say so: the deployment shows the exit, and an event records it.
+    const shown = await eventually('the exit on the deployment', async () => {
+      const { process } = await getDeployment(developer.http, orgId, first.id);
+      return process?.state === 'running' && process.exits === 1 ? process : undefined;
+    });
+    assert.deepEqual({ code: shown.lastExit.code, signal: shown.lastExit.signal }, { code: 3, signal: null });
+    const exitEvents = (await eventsOf(f.server, orgId, first.id)).filter((e) => e.type === 'deployment.process_exited');
+    assert.equal(exitEvents.length, 1, JSON.stringify(exitEvents));
+    assert.equal(exitEvents[0].data.lastExit.code, 3);
     // Its output now reaches the runner's log, masked; the deployment's log ended with the deployment.
     await runner.proc.waitForLog((l) => l.msg === `serving pid=${back.pid} port=${one.port} key=***` && l.stream === 'stdout', 'the output of the restarted process');
     assert.ok(!(await deploymentLog(developer.http, orgId, first.id)).some((l) => l.line.includes(`pid=${back.pid}`)));

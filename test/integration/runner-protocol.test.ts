@@ -407,7 +407,7 @@ describe('runner protocol: hosts and adoption', () => {
     const { id, env } = await served(f.runner, hostA, 'adopted-value-1');
     // Reported: not an orphan.
     assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
-    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS });
+    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS, acceptsProcessReports: true });
 
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
     const racers = await Promise.all([post(other, 'adopt', { host: hostB, environments: [env.id] }), post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })]);
@@ -430,6 +430,66 @@ describe('runner protocol: hosts and adoption', () => {
     assert.deepEqual({ host: events[0].data.host, previousHost: events[0].data.previousHost }, { host: winner, previousHost: hostA });
     assert.ok(!JSON.stringify(events).includes('adopted-value-1'));
     assert.ok(!f.server.logs.some((l) => l.includes('adopted-value-1')), 'the value reached the server log');
+  });
+
+  it('keeps what its runner reports of a serving process: a crash loop shows on the deployment, one event per report of new exits', async () => {
+    const { id } = await served(f.runner, hostA, 'process-value');
+    const report = (processes: unknown[], host = hostA) => post(f.runner, 'serving', { deployments: [id], host, processes });
+    const processOf = async () => (await getDeployment(f.developer.http, f.orgId, id)).process;
+    const exitEvents = async () => (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_exited');
+    assert.equal(await processOf(), undefined, 'nothing reported yet');
+
+    assert.deepEqual((await report([{ deployment: id, state: 'running', exits: 0 }])).body, { serving: [id] });
+    const running = await processOf();
+    assert.deepEqual({ ...running, reportedAt: undefined }, { state: 'running', exits: 0, lastExit: null, reportedAt: undefined });
+    assert.ok(Date.parse(running.reportedAt) > Date.now() - 60_000);
+
+    const crashed = { code: 3, signal: null, at: new Date().toISOString() };
+    for (let i = 0; i < 2; i++) assert.deepEqual((await report([{ deployment: id, state: 'restarting', exits: 2, lastExit: crashed }])).body, { serving: [id] });
+    assert.deepEqual({ ...(await processOf()), reportedAt: undefined }, { state: 'restarting', exits: 2, lastExit: crashed, reportedAt: undefined });
+    const killed = { code: null, signal: 'SIGKILL', at: new Date().toISOString() };
+    await report([{ deployment: id, state: 'running', exits: 3, lastExit: killed }]);
+    assert.deepEqual({ ...(await processOf()), reportedAt: undefined }, { state: 'running', exits: 3, lastExit: killed, reportedAt: undefined });
+    assert.deepEqual((await exitEvents()).map((e) => e.data), [
+      { host: hostA, exits: 2, newExits: 2, lastExit: crashed, state: 'restarting' },
+      { host: hostA, exits: 3, newExits: 1, lastExit: killed, state: 'running' },
+    ]);
+
+    // Another runner's report on it is not answered and changes nothing; nor does a report on a deployment not asked about.
+    assert.deepEqual((await report([{ deployment: id, state: 'restarting', exits: 9 }], hostB)).body, { serving: [] });
+    assert.equal((await processOf()).exits, 3);
+    // What is not a report is refused, and changes nothing either.
+    for (const bad of [{ state: 'crashed', exits: 1 }, { state: 'running', exits: -1 }, { state: 'running', exits: 1, lastExit: { code: 1, signal: 'KILL', at: crashed.at } }, { state: 'running', exits: 1, extra: true }]) {
+      const res = await report([{ deployment: id, ...bad }]);
+      assert.equal(res.status, 400, JSON.stringify(bad));
+    }
+    assert.equal((await processOf()).exits, 3);
+    assert.equal((await exitEvents()).length, 2);
+
+    // Let go: no runner reports it any more, so nothing is shown.
+    assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id] })).body, { released: [id] });
+    assert.equal(await processOf(), undefined);
+  });
+
+  it('marks an orphan whose pinned secret is gone for good as stopped, with why, once, and offers it to no runner again', async () => {
+    const value = 'stopped-value-Q';
+    const { id, env } = await served(f.runner, hostA, value);
+    const { spec } = await getDeployment(f.developer.http, f.orgId, id);
+    const secret = spec.secrets[0].secret as string;
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${secret}?permanent=true`)).status, 204);
+    assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id] })).body, { released: [id] });
+
+    for (let i = 0; i < 2; i++) assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [env.id] })).body.adopted, []);
+    const stopped = await getDeployment(f.developer.http, f.orgId, id);
+    assert.equal(stopped.state, 'succeeded');
+    assert.equal(stopped.process.state, 'stopped');
+    assert.match(stopped.reason, new RegExp(`^Its runner went away, and it cannot be started again: the pinned secret version ${secret}@1 no longer exists .*Deploy the service again`));
+    const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type.startsWith('deployment.process_') || e.type === 'deployment.adopted');
+    assert.deepEqual(events.map((e) => [e.type, e.data.host, e.data.previousHost]), [['deployment.process_stopped', hostB, hostA]]);
+    assert.ok(!JSON.stringify(events).includes(value));
+    await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
+    assert.deepEqual((await post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })).body.adopted, []);
+    assert.equal((await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped').length, 1);
   });
 
   it('makes a released deployment an orphan at once, only for the runner that held it; one never reported is never adopted', async () => {

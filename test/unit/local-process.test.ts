@@ -281,6 +281,28 @@ describe('ProcessTable', { timeout: 10_000 }, () => {
     assert.deepEqual(await b.exited, { code: null, signal: 'SIGTERM' });
     assertGone(b.pid);
   });
+
+  test('counts exits on its own per tag: a restart of the same tag carries them on, another tag starts at none', async () => {
+    const table = new ProcessTable();
+    const key = 'svc-2/production';
+    // Stand-ins for processes: the table only keeps and stops them.
+    const proc = (pid: number): RunningProcess => ({ pid, port: 1, exited: new Promise(() => {}), stop: async () => {} });
+    const [a, b, c, d] = [proc(1), proc(2), proc(3), proc(4)];
+    const health = () => table.entries().find((e) => e.key === key)!.health;
+    await table.replace(key, a, 'dep_1');
+    assert.deepEqual(health(), { state: 'running', exits: 0, lastExit: null });
+    const at = new Date('2026-01-02T03:04:05.000Z');
+    assert.equal(table.exitedOnItsOwn(key, a, { code: 3, signal: null }, at), true);
+    assert.deepEqual(health(), { state: 'restarting', exits: 1, lastExit: { code: 3, signal: null, at: at.toISOString() } });
+    assert.equal(table.exitedOnItsOwn(key, b, { code: 1, signal: null }), false, 'not the process in place');
+    await table.replace(key, b, 'dep_1');
+    assert.deepEqual(health(), { state: 'running', exits: 1, lastExit: { code: 3, signal: null, at: at.toISOString() } });
+    table.exitedOnItsOwn(key, b, { code: null, signal: 'SIGKILL' }, at);
+    await table.replace(key, c, 'dep_1');
+    assert.equal(health().exits, 2);
+    await table.replace(key, d, 'dep_2');
+    assert.deepEqual(health(), { state: 'running', exits: 0, lastExit: null });
+  });
 });
 
 // The reaper (reaper.ts) stops the services of a runner that is killed; one that is itself killed

@@ -5,6 +5,9 @@ import type { DeploymentLogsTable, DeploymentsTable, Schema } from '../../platfo
 export type DeploymentRow = DeploymentsTable;
 export type DeploymentPatch = Omit<Updateable<DeploymentsTable>, 'id' | 'org_id' | 'service_id' | 'environment_id' | 'snapshot'>;
 export type LogRow = DeploymentLogsTable;
+/** What a runner reports of a serving deployment's process. */
+export type ProcessColumn = 'process_state' | 'process_exits' | 'process_last_exit';
+const NO_PROCESS_REPORT = { process_state: null, process_exits: null, process_last_exit: null } as const;
 
 export interface DeploymentFilter {
   serviceId?: string | undefined;
@@ -22,6 +25,8 @@ const orphanedSince = (cutoff: string) => (eb: ExpressionBuilder<Schema, 'deploy
   eb('state', '=', 'succeeded'),
   eb('host_id', 'is not', null),
   eb.or([eb('host_seen_at', 'is', null), eb('host_seen_at', '<', cutoff)]),
+  // One that cannot be started again is not handed out again and again.
+  eb.or([eb('process_state', 'is', null), eb('process_state', '!=', 'stopped')]),
 ]);
 
 export const deploymentsRepo = {
@@ -123,9 +128,26 @@ export const deploymentsRepo = {
 
   /** Makes an orphan `host`'s, if it still is one: of runners adopting it at once, one gets it. */
   async adopt(db: Executor, orgId: string, id: string, host: string, now: string, cutoff: string): Promise<DeploymentRow | undefined> {
-    return db.updateTable('deployments').set({ host_id: host, host_seen_at: now })
+    // What the runner that went away reported of the process is its own: the new one starts afresh.
+    return db.updateTable('deployments').set({ host_id: host, host_seen_at: now, ...NO_PROCESS_REPORT })
       .where('id', '=', id).where('org_id', '=', orgId).where(orphanedSince(cutoff))
       .returningAll().executeTakeFirst();
+  },
+
+  /** What `host` last reported of the processes of these deployments, among those it runs that serve. */
+  async processesOf(db: Executor, orgId: string, ids: string[], host: string): Promise<Array<Pick<DeploymentRow, 'id' | ProcessColumn>>> {
+    return db.selectFrom('deployments').select(['id', 'process_state', 'process_exits', 'process_last_exit'])
+      .where('org_id', '=', orgId).where('id', 'in', ids).where('host_id', '=', host).where('state', '=', 'succeeded')
+      .execute();
+  },
+
+  async setProcess(db: Executor, id: string, host: string, report: Pick<DeploymentRow, ProcessColumn>): Promise<void> {
+    await db.updateTable('deployments').set(report).where('id', '=', id).where('host_id', '=', host).execute();
+  },
+
+  /** A serving deployment that cannot be started again: its process is `stopped`, for `reason`. */
+  async setStopped(db: Executor, id: string, reason: string): Promise<void> {
+    await db.updateTable('deployments').set({ ...NO_PROCESS_REPORT, process_state: 'stopped', reason }).where('id', '=', id).execute();
   },
 
   /** `host` lets these go (it stopped their processes): they are orphans at once. */

@@ -17,6 +17,29 @@ export function optionalBody<T extends TObject>(schema: T) {
   return Type.Unsafe<Static<T> | null>({ ...schema, type: ['object', 'null'], description: `${schema.description ?? ''} The body may be omitted.`.trim() });
 }
 
+export const ProcessExit = Type.Object({
+  code: Type.Union([Type.Integer(), Type.Null()], { description: 'Its exit code; null when a signal ended it.' }),
+  signal: Type.Union([Type.String({ pattern: '^SIG[A-Z0-9]{1,12}$' }), Type.Null()], { description: 'The signal that ended it (`SIGKILL`), or null.' }),
+  at: Timestamp,
+}, { additionalProperties: false });
+export type ProcessExitT = Static<typeof ProcessExit>;
+
+/** What a runner reports of a process it runs. */
+export const REPORTED_PROCESS_STATES = ['running', 'restarting'] as const;
+export const ReportedProcessState = Type.Union(REPORTED_PROCESS_STATES.map((s) => Type.Literal(s)), {
+  description: '`running`: up since it was last started; `restarting`: it exited on its own and its runner starts it again, after a pause that doubles with each exit in a row (1 s up to a minute).',
+});
+
+export const DeploymentProcess = Type.Object({
+  state: Type.Union([...REPORTED_PROCESS_STATES, 'stopped' as const].map((s) => Type.Literal(s)), {
+    description: `${ReportedProcessState.description} \`stopped\`: its runner went away and it cannot be started again (\`reason\` says why): deploy the service again.`,
+  }),
+  exits: Type.Integer({ minimum: 0, description: 'How often it exited on its own since its runner started it (a crash loop counts up here).' }),
+  lastExit: Type.Union([ProcessExit, Type.Null()], { description: 'Its last exit on its own.' }),
+  reportedAt: { ...Timestamp, description: 'When its runner last reported it (every few seconds while the runner is up); for `stopped`, when that was found.' },
+}, { description: 'Serving (`succeeded`) deployments: how the process is doing, as its runner last reported it. Absent until a runner has reported it, and after its runner let it go.' });
+export type DeploymentProcessT = Static<typeof DeploymentProcess>;
+
 export const DeploymentSchema = Type.Object({
   id: Type.String({ examples: ['dep_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
   service: Type.Object({ id: Type.String(), name: Type.String(), version: Type.Integer({ description: 'The service version the spec was taken from.' }) }),
@@ -32,11 +55,12 @@ export const DeploymentSchema = Type.Object({
   updatedAt: Timestamp,
   startedAt: Type.Optional({ ...Timestamp, description: 'When a runner claimed the current attempt.' }),
   finishedAt: Type.Optional({ ...Timestamp, description: 'When it succeeded, failed or was cancelled.' }),
-  reason: Type.Optional(Type.String({ description: 'Why it failed, was cancelled, re-queued or superseded.' })),
+  reason: Type.Optional(Type.String({ description: 'Why it failed, was cancelled, re-queued or superseded, or why its process is stopped.' })),
   lease: Type.Optional(Type.Object({
     runner: Type.String({ description: 'The runner service user holding the lease.' }),
     expiresAt: Timestamp,
   }, { description: 'In progress only.' })),
+  process: Type.Optional(DeploymentProcess),
 });
 export type Deployment = Static<typeof DeploymentSchema>;
 

@@ -16,7 +16,7 @@ import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
 import { moveDeployment, type DeploymentState } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
-import type { CreateDeploymentInput, Deployment, LogLineT, LogStreamT } from './deployments.schemas.js';
+import type { CreateDeploymentInput, Deployment, DeploymentProcessT, LogLineT, LogStreamT, ProcessExitT } from './deployments.schemas.js';
 
 /** What a deployment froze at creation. */
 export interface Snapshot {
@@ -45,6 +45,16 @@ export function toDeployment(row: DeploymentRow, snapshot = JSON.parse(row.snaps
     ...(row.reason !== null ? { reason: row.reason } : {}),
     ...(row.state === 'in_progress' && row.claimed_by !== null && row.lease_expires_at !== null
       ? { lease: { runner: row.claimed_by, expiresAt: row.lease_expires_at } } : {}),
+    ...(row.state === 'succeeded' && row.process_state !== null && row.host_seen_at !== null ? { process: processOf(row, row.host_seen_at) } : {}),
+  };
+}
+
+function processOf(row: DeploymentRow, reportedAt: string): DeploymentProcessT {
+  return {
+    state: row.process_state as DeploymentProcessT['state'],
+    exits: row.process_exits ?? 0,
+    lastExit: row.process_last_exit === null ? null : JSON.parse(row.process_last_exit) as ProcessExitT,
+    reportedAt,
   };
 }
 
@@ -98,6 +108,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       state: 'queued', attempt: 1, revision: fields.revision, description: fields.description, snapshot: JSON.stringify(snapshot),
       rollback_of: fields.rollback_of, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
       log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
+      process_state: null, process_exits: null, process_last_exit: null,
     };
     await deploymentsRepo.insert(trx, full);
     await appendEvents(trx, ctx, [{

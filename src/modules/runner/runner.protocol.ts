@@ -28,7 +28,11 @@
 //      `POST …/runner/release` `{ host, deployments }` when it stopped, is an orphan:
 //      `POST …/runner/adopt` `{ host, environments?, limit? }` hands orphans to the runner that
 //      asks (one runner each), with what to run as in a claim, and it starts them again. Their
-//      state does not change: they still serve.
+//      state does not change: they still serve. When the server's adopt answer says
+//      `acceptsProcessReports`, the runner's serving reports also say how each process is doing
+//      (`processes`: running, or restarting after exiting on its own, how often, the last exit);
+//      the deployment shows it as `process`, and each report of new exits is a
+//      `deployment.process_exited` event.
 //
 // Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
 // lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
@@ -47,7 +51,7 @@
 // it sends.
 import { Type, type Static } from '@sinclair/typebox';
 import { OrgIdParam, Timestamp } from '../../http/schemas.js';
-import { DeploymentSchema, LogStream, optionalBody } from '../deployments/deployments.schemas.js';
+import { DeploymentSchema, LogStream, optionalBody, ProcessExit, ReportedProcessState } from '../deployments/deployments.schemas.js';
 import { HealthCheck } from '../services/services.schemas.js';
 
 /** Route templates (Fastify syntax); `runnerUrl` fills them in. */
@@ -175,9 +179,21 @@ const DeploymentIds = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), 
   minItems: 1, maxItems: SERVING_MAX_IDS, uniqueItems: true, description: 'Ids of deployments whose processes this runner runs.',
 });
 
+export const ProcessReport = Type.Object({
+  deployment: Type.String({ minLength: 1, maxLength: 100 }),
+  state: ReportedProcessState,
+  exits: Type.Integer({ minimum: 0, maximum: 2 ** 31 - 1, description: 'How often its process exited on its own since this runner started it.' }),
+  lastExit: Type.Optional(ProcessExit),
+}, { additionalProperties: false });
+export type ProcessReportT = Static<typeof ProcessReport>;
+
 export const ServingRequest = Type.Object({
   deployments: DeploymentIds,
   host: Type.Optional({ ...Host, description: 'This runner\'s id: the deployments answered become (or stay) its own, seen now; one another runner adopted is not answered.' }),
+  processes: Type.Optional(Type.Array(ProcessReport, {
+    maxItems: SERVING_MAX_IDS,
+    description: 'With `host`, to a server whose adopt answer says `acceptsProcessReports`: how the process of each of these deployments is doing. Those left out keep what was reported last; reports on deployments not answered are ignored.',
+  })),
 }, { additionalProperties: false });
 export type ServingRequestT = Static<typeof ServingRequest>;
 
@@ -200,6 +216,7 @@ export const AdoptResponse = Type.Object({
     description: 'Serving deployments whose runner went away, now this runner\'s: start each as after a claim (no lease: their state does not change).',
   }),
   hostTimeoutSeconds: Type.Integer({ description: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: report what you run (`serving` with `host`) well within it, every third of it at the least.' }),
+  acceptsProcessReports: Type.Boolean({ description: 'The server takes `processes` in serving reports (older servers refuse the field).' }),
 });
 export type AdoptResponseT = Static<typeof AdoptResponse>;
 

@@ -78,12 +78,13 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       tags,
       summary: 'Which of these succeeded deployments still serve',
       description: 'A runner asks this about the deployments whose processes it runs, every few seconds. The others were superseded (by a deployment this or another runner carried out) or deleted with their service or environment: the runner stops their processes. Ids that are not deployments of this organization are simply not serving. '
-        + 'With `host`, it also says that it runs them (they are not orphans); one that another runner has adopted is not answered, and its process here is to stop.',
+        + 'With `host`, it also says that it runs them (they are not orphans); one that another runner has adopted is not answered, and its process here is to stop. '
+        + 'With `processes`, it says how each process is doing: the deployment shows it as `process`, and a report of new exits appends a `deployment.process_exited` event.',
       params: OrgParams,
       body: ServingRequest,
       response: { 200: ServingResponse },
     },
-  }, async (req) => ({ serving: await runner.serving(req.org!.id, req.body.deployments, req.body.host) }));
+  }, async (req) => ({ serving: await runner.serving(req.ctx, req.org!.id, req.body) }));
 
   app.post(RUNNER_ROUTES.adopt, {
     // The answer carries secret values, like a claim's: never kept.

@@ -11,11 +11,12 @@ import { deploymentsRepo, type DeploymentRow } from '../deployments/deployments.
 import { toDeployment, type Snapshot } from '../deployments/deployments.service.js';
 import type { Deployment } from '../deployments/deployments.schemas.js';
 import { expireLeases } from '../deployments/lease-expiry.js';
-import { appendEvents } from '../events/event-log.js';
+import { appendEvents, type NewEvent } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
 import { pinnedVersions, secretVariables, type SecretStore } from '../services/service-spec.js';
 import type {
-  AdoptRequestT, AdoptResponseT, AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT,
+  AdoptRequestT, AdoptResponseT, AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, ProcessReportT, RunSpecT,
+  ServingRequestT,
 } from './runner.protocol.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
 
@@ -138,19 +139,53 @@ export function createRunnerService(deps: RunnerDeps) {
     return to !== undefined ? transitionConflict(id, row.state as DeploymentState, to) : errors.deploymentFinished(id, row.state);
   }
 
-  /** One orphan made `host`'s, with what to run and its event; null when another runner took it first or it cannot run. */
+  /**
+   * One orphan made `host`'s, with what to run and its event; null when another runner took it
+   * first, or when it cannot run (its pinned secret versions are gone): its process is `stopped`
+   * then, with the reason and a `deployment.process_stopped` event, and no runner is offered it again.
+   */
   async function adoptOne(ctx: RequestContext, orgId: string, id: string, host: string, at: string, cutoff: string): Promise<AdoptResponseT['adopted'][number] | null> {
     return db.transaction().execute(async (trx) => {
       const before = await deploymentsRepo.findInOrg(trx, orgId, id);
       const row = await deploymentsRepo.adopt(trx, orgId, id, host, at, cutoff);
       if (!row) return null;
+      const subject = { type: 'deployment', id };
+      const previousHost = before?.host_id ?? null;
       const run = await runSpecOf(trx, orgId, row);
-      if (isAppError(run)) return null;
-      await appendEvents(trx, ctx, [{
-        orgId, type: 'deployment.adopted', subject: { type: 'deployment', id },
-        data: { host, runner: ctx.actor.id, previousHost: before?.host_id ?? null },
-      }], at);
+      if (isAppError(run)) {
+        const reason = `Its runner went away, and it cannot be started again: ${run.detail.charAt(0).toLowerCase()}${run.detail.slice(1)}`;
+        await deploymentsRepo.setStopped(trx, id, reason);
+        await appendEvents(trx, ctx, [{ orgId, type: 'deployment.process_stopped', subject, data: { host, previousHost, reason } }], at);
+        return null;
+      }
+      await appendEvents(trx, ctx, [{ orgId, type: 'deployment.adopted', subject, data: { host, runner: ctx.actor.id, previousHost } }], at);
       return { deployment: toDeployment(row), run };
+    });
+  }
+
+  /**
+   * Keeps what `host` reports of the processes of the deployments it was just answered for; a
+   * report of new exits is a `deployment.process_exited` event. Unchanged reports write nothing.
+   */
+  async function recordProcesses(ctx: RequestContext, orgId: string, host: string, reports: ProcessReportT[], at: string): Promise<void> {
+    await db.transaction().execute(async (trx) => {
+      const known = new Map((await deploymentsRepo.processesOf(trx, orgId, reports.map((r) => r.deployment), host)).map((row) => [row.id, row]));
+      const events: NewEvent[] = [];
+      for (const report of reports) {
+        const row = known.get(report.deployment);
+        if (row === undefined) continue;
+        const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
+        if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit) continue;
+        await deploymentsRepo.setProcess(trx, row.id, host, { process_state: report.state, process_exits: report.exits, process_last_exit: lastExit });
+        const before = row.process_exits ?? 0;
+        if (report.exits > before) {
+          events.push({
+            orgId, type: 'deployment.process_exited', subject: { type: 'deployment', id: row.id },
+            data: { host, exits: report.exits, newExits: report.exits - before, lastExit: report.lastExit ?? null, state: report.state },
+          });
+        }
+      }
+      await appendEvents(trx, ctx, events, at);
     });
   }
 
@@ -242,15 +277,20 @@ export function createRunnerService(deps: RunnerDeps) {
      * `host`, the runner also says it runs them: they are its own, seen now, unless another runner
      * adopted one meanwhile (then that one is not answered either).
      */
-    async serving(orgId: string, ids: string[], host?: string): Promise<string[]> {
+    async serving(ctx: RequestContext, orgId: string, request: ServingRequestT): Promise<string[]> {
+      const { deployments: ids, host } = request;
       if (host === undefined) return deploymentsRepo.servingAmong(db, orgId, ids);
-      return deploymentsRepo.reportHosted(db, orgId, ids, host, new Date().toISOString());
+      const at = new Date().toISOString();
+      const answered = await deploymentsRepo.reportHosted(db, orgId, ids, host, at);
+      const reports = request.processes?.filter((report) => answered.includes(report.deployment)) ?? [];
+      if (reports.length > 0) await recordProcesses(ctx, orgId, host, reports, at);
+      return answered;
     },
 
     /**
      * Hands orphans (serving deployments whose runner went away) to `host`, each to one runner, with
      * what to run. Their state stays `succeeded`; each adoption is a `deployment.adopted` event. One
-     * whose pinned secret versions are gone cannot run again and is passed over.
+     * whose pinned secret versions are gone cannot run again: it is marked stopped instead (see adoptOne).
      */
     async adopt(ctx: RequestContext, orgId: string, request: AdoptRequestT): Promise<AdoptResponseT> {
       const envIds = await environmentIds(orgId, request.environments);
@@ -273,7 +313,7 @@ export function createRunnerService(deps: RunnerDeps) {
         }
         if (taken !== null) adopted.push(taken);
       }
-      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds };
+      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true };
     },
 
     /** `host` stopped the processes of these deployments: orphans at once, for another runner (or its next start) to adopt. */

@@ -196,6 +196,12 @@ export interface DeploymentsTable {
   host_id: string | null;
   /** When that runner last said it runs it (null once it let it go), or when it lost the lease. */
   host_seen_at: string | null;
+  /** What that runner last reported of the serving process: `running` or `restarting` (null: nothing yet). */
+  process_state: string | null;
+  /** How often the process exited on its own since that runner started it. */
+  process_exits: number | null;
+  /** JSON `{code, signal, at}` of its last exit on its own. */
+  process_last_exit: string | null;
 }
 
 export interface DeploymentLogsTable {

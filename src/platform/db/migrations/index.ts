@@ -11,9 +11,10 @@ import { orgExternalId } from './0007-org-external-id.js';
 import { eventsCommitOrder } from './0008-events-commit-order.js';
 import { deploymentHosts } from './0009-deployment-hosts.js';
 import { idempotencyCommit } from './0010-idempotency-commit.js';
+import { deploymentProcess } from './0011-deployment-process.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess];
 
 export interface MigrationOutcome {
   applied: string[];
