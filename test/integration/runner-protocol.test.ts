@@ -490,6 +490,12 @@ describe('runner protocol: hosts and adoption', () => {
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
     assert.deepEqual((await post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })).body.adopted, []);
     assert.equal((await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped').length, 1);
+
+    // It stays with the runner it was taken from: one that still runs it after all says so, and that holds again.
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 0 }] })).body, { serving: [id] });
+    const back = await getDeployment(f.developer.http, f.orgId, id);
+    assert.equal(back.process.state, 'running');
+    assert.equal(back.reason, undefined);
   });
 
   it('makes a released deployment an orphan at once, only for the runner that held it; one never reported is never adopted', async () => {

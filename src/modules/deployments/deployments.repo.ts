@@ -141,13 +141,17 @@ export const deploymentsRepo = {
       .execute();
   },
 
-  async setProcess(db: Executor, id: string, host: string, report: Pick<DeploymentRow, ProcessColumn>): Promise<void> {
+  async setProcess(db: Executor, id: string, host: string, report: Pick<DeploymentRow, ProcessColumn> & { reason?: null }): Promise<void> {
     await db.updateTable('deployments').set(report).where('id', '=', id).where('host_id', '=', host).execute();
   },
 
-  /** A serving deployment that cannot be started again: its process is `stopped`, for `reason`. */
-  async setStopped(db: Executor, id: string, reason: string): Promise<void> {
-    await db.updateTable('deployments').set({ ...NO_PROCESS_REPORT, process_state: 'stopped', reason }).where('id', '=', id).execute();
+  /**
+   * A serving deployment that cannot be started again: its process is `stopped`, for `reason`. It
+   * stays `host`'s (the runner it was taken from): should that runner still run it and report it,
+   * its report is answered and says how the process is doing again.
+   */
+  async setStopped(db: Executor, id: string, host: string, reason: string): Promise<void> {
+    await db.updateTable('deployments').set({ ...NO_PROCESS_REPORT, process_state: 'stopped', reason, host_id: host }).where('id', '=', id).execute();
   },
 
   /** `host` lets these go (it stopped their processes): they are orphans at once. */
