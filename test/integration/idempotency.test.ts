@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
 import { createErrorHandler } from '../../src/http/error-handler.js';
 import { registerIdempotency } from '../../src/modules/idempotency/idempotency.hooks.js';
+import { idempotencyRepo } from '../../src/modules/idempotency/idempotency.repo.js';
 import { createIdempotencyService } from '../../src/modules/idempotency/idempotency.service.js';
 import { errors } from '../../src/platform/errors.js';
 import { createEnvironment, createService, eventually } from '../support/deployments.js';
@@ -273,6 +274,10 @@ describe('Idempotency-Key', () => {
     await server.core.db.updateTable('idempotency_keys')
       .set({ state: 'in_progress', status: null, headers: null, body_sealed: null, completed_at: null, locked_at: new Date(Date.now() - 61_000).toISOString() })
       .where('idempotency_key', '=', key).execute();
+    // Another caller sending the same X-Request-Id (it is the caller's to choose) adds nothing to `changed`.
+    const borrowed = await developer.http.post('/v1/orgs/default/secrets', oneSecret(uniqueName('same-request-id')), { headers: { 'x-request-id': firstRequestId! } });
+    assert.equal(borrowed.status, 201, borrowed.text);
+    assert.equal(borrowed.headers.get('x-request-id'), firstRequestId);
     const deploymentsOf = async () => (await server.core.db.selectFrom('deployments').select('id').where('service_id', '=', svc.id).execute()).map((d) => d.id);
     assert.deepEqual(await deploymentsOf(), [first.body.id]);
 
@@ -311,6 +316,45 @@ describe('Idempotency-Key', () => {
     assert.equal(retry.status, 409, retry.text);
     assert.equal(retry.body.code, 'idempotency_response_lost');
     assert.equal((await secretsNamed(name)).length, 1);
+  });
+
+  it('rolls back the change of a request whose key a retry took over while it ran: the retry runs in its place', async () => {
+    const name = uniqueName('taken-over');
+    const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name), requestId: randomUUID() };
+    const slow = await server.core.idempotency.admit(request);
+    assert.equal(slow.kind, 'execute');
+    // The first attempt stalls past the lock timeout without renewing (a frozen process, say), and a retry takes the key over.
+    await server.core.db.updateTable('idempotency_keys').set({ locked_at: new Date(Date.now() - 61_000).toISOString() }).where('idempotency_key', '=', request.key).execute();
+    const retry = await server.core.idempotency.admit({ ...request, requestId: randomUUID() });
+    assert.equal(retry.kind, 'execute');
+    if (slow.kind !== 'execute' || retry.kind !== 'execute') return;
+    const ctxOf = (claim: typeof slow.claim, requestId: string) => ({ requestId, actor: { id: server.owner.clientId, kind: 'service_user' as const, orgId: server.bootstrap.orgId, role: 'owner' as const, instanceAdmin: false }, idempotency: claim });
+    // The first attempt wakes up and makes its change: it must not commit, as the retry runs it.
+    await assert.rejects(server.core.secrets.bulkCreate(ctxOf(slow.claim, request.requestId), server.bootstrap.orgId, oneSecret(name).secrets),
+      (error: { code?: string }) => error.code === 'idempotency_request_in_progress');
+    assert.equal((await secretsNamed(name)).length, 0, 'the stale attempt changed nothing');
+    await server.core.secrets.bulkCreate(ctxOf(retry.claim, randomUUID()), server.bootstrap.orgId, oneSecret(name).secrets);
+    assert.equal((await secretsNamed(name)).length, 1);
+  });
+
+  it('does not take over a key whose holder committed its change after the key was read as abandoned', async () => {
+    const name = uniqueName('committed-while-read');
+    const request = { subject: server.owner.clientId, key: randomUUID(), method: 'POST', path: '/v1/orgs/default/secrets', body: oneSecret(name), requestId: randomUUID() };
+    const holder = await server.core.idempotency.admit(request);
+    if (holder.kind !== 'execute') return assert.fail('the first attempt runs');
+    await server.core.db.updateTable('idempotency_keys').set({ locked_at: new Date(Date.now() - 61_000).toISOString() }).where('idempotency_key', '=', request.key).execute();
+    const seen = (await keyRow(request.key))!;
+    // Between the retry's read and its takeover, the holder (slow, not dead) commits its change.
+    await server.core.secrets.bulkCreate({ requestId: request.requestId, actor: { id: server.owner.clientId, kind: 'service_user', orgId: server.bootstrap.orgId, role: 'owner', instanceAdmin: false }, idempotency: holder.claim },
+      server.bootstrap.orgId, oneSecret(name).secrets);
+    const fresh = { ...seen, lock_token: randomUUID(), locked_at: new Date().toISOString(), committed_at: null, request_id: randomUUID() };
+    assert.equal(await idempotencyRepo.takeOver(server.core.db, seen, fresh), false, 'the commit mark is not overwritten');
+    // A renewal since the read stops a takeover too: its holder is alive.
+    await server.core.db.updateTable('idempotency_keys').set({ committed_at: null }).where('idempotency_key', '=', request.key).execute();
+    const reread = (await keyRow(request.key))!;
+    await idempotencyRepo.renew(server.core.db, request.subject, request.key, holder.claim.lockToken, new Date().toISOString());
+    assert.equal(await idempotencyRepo.takeOver(server.core.db, reread, fresh), false, 'a renewed hold is not taken over');
+    assert.equal((await keyRow(request.key))!.lock_token, holder.claim.lockToken);
   });
 
   it('forgets a key after 24 hours: the request runs again, and pruning deletes the row', async () => {

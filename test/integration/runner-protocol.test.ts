@@ -2,6 +2,7 @@
 // snapshot with secret values, heartbeats, logs in order, completion, the fencing token, and
 // leases that expire into a re-queue or a failure.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
@@ -187,7 +188,17 @@ describe('runner protocol', () => {
       sent.push(...lines);
     }
     const at = '2030-01-02T03:04:05.678Z';
-    assert.equal((await runner.logs(d.id, { leaseToken: token, lines: [{ line: 'from the runner', stream: 'runner', at }] })).status, 200);
+    // The runner sends each batch under an Idempotency-Key: a retry appends nothing twice, even
+    // when the first response was lost after its lines went in (the append marks its key committed).
+    const key = randomUUID();
+    const keyed = { leaseToken: token, lines: [{ line: 'from the runner', stream: 'runner' as const, at }] };
+    const first = await runner.logs(d.id, keyed, { headers: { 'idempotency-key': key } });
+    assert.equal(first.status, 200, first.text);
+    const replay = await runner.logs(d.id, keyed, { headers: { 'idempotency-key': key } });
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replay.text, first.text);
+    const keyRow = await server.core.db.selectFrom('idempotency_keys').select('committed_at').where('idempotency_key', '=', key).executeTakeFirstOrThrow();
+    assert.ok(keyRow.committed_at !== null, 'the append marked its key committed');
     sent.push('from the runner');
 
     const tooLong = await runner.logs(d.id, { leaseToken: token, lines: [{ line: 'x'.repeat(LOG_LINE_MAX_CHARS + 1) }] });

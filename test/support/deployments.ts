@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   runnerUrl, type AppendLogsRequestT, type ClaimRequestT, type ClaimResponseT, type OutcomeT,
 } from '../../src/modules/runner/runner.protocol.js';
-import { startServer, type Actor, type HttpClient, type HttpResult, type StartOptions, type TestServer } from './harness.js';
+import { startServer, type Actor, type HttpClient, type HttpResult, type RequestOptions, type StartOptions, type TestServer } from './harness.js';
 
 let counter = 0;
 export const unique = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
@@ -42,7 +42,7 @@ export function runnerClient(actor: Actor, orgId: string) {
     actor,
     claim: (body: ClaimRequestT = { waitSeconds: 0 }): Promise<HttpResult<ClaimResponseT>> => http.post(runnerUrl('claim', orgId), body ?? undefined),
     heartbeat: (id: string, leaseToken: string) => http.post(runnerUrl('heartbeat', orgId, id), { leaseToken }),
-    logs: (id: string, body: AppendLogsRequestT) => http.post(runnerUrl('logs', orgId, id), body),
+    logs: (id: string, body: AppendLogsRequestT, opts?: RequestOptions) => http.post(runnerUrl('logs', orgId, id), body, opts),
     complete: (id: string, leaseToken: string, outcome: OutcomeT = 'succeeded', reason?: string) =>
       http.post(runnerUrl('complete', orgId, id), { leaseToken, outcome, ...(reason !== undefined ? { reason } : {}) }),
     /** Claims and expects a deployment. */

@@ -4,6 +4,7 @@
 // its key committed, in the same transaction.
 import type { RequestContext } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { idempotencyRepo } from '../idempotency/idempotency.repo.js';
 import { eventsRepo, type EventRow } from './events.repo.js';
@@ -32,5 +33,15 @@ export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): Ev
 export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = new Date().toISOString()): Promise<void> {
   if (events.length === 0) return;
   await eventsRepo.insert(trx, events.map((e) => toEventRow(ctx, e, at)));
-  if (ctx.idempotency !== undefined) await idempotencyRepo.markCommitted(trx, ctx.idempotency, at);
+  await markCommitted(trx, ctx, at);
+}
+
+/**
+ * For the rare change that records no event (a runner's log lines): marks the request's
+ * Idempotency-Key committed in the change's transaction, as `appendEvents` does.
+ */
+export async function markCommitted(trx: Executor, ctx: RequestContext, at: string): Promise<void> {
+  // A retry took the key over, taking this request for dead: it runs in this one's place, so this
+  // change rolls back, and this request's caller is sent to that one's response.
+  if (ctx.idempotency !== undefined && !(await idempotencyRepo.markCommitted(trx, ctx.idempotency, at))) throw errors.idempotencyRequestInProgress();
 }

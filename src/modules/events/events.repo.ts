@@ -50,9 +50,11 @@ export const eventsRepo = {
    * What the request with this id changed, from the events it wrote at or after `since` (ms): ids
    * are time-ordered, so the look-up reads only the events written since (through the id's index).
    */
-  async subjectsOfRequest(db: Executor, requestId: string, since: number): Promise<Array<{ type: string; id: string }>> {
+  async subjectsOfRequest(db: Executor, actorId: string, requestId: string, since: number): Promise<Array<{ type: string; id: string }>> {
+    // Its caller's own events only: a request id is whatever the caller sent as X-Request-Id, and
+    // another caller's request may carry the same one.
     const rows = await db.selectFrom('events').select(['subject_type', 'subject_id'])
-      .where('id', '>=', idFloor('event', since)).where('request_id', '=', requestId)
+      .where('id', '>=', idFloor('event', since)).where('request_id', '=', requestId).where('actor_id', '=', actorId)
       .orderBy('id').limit(100).execute();
     const seen = new Map<string, { type: string; id: string }>();
     for (const row of rows) seen.set(`${row.subject_type}/${row.subject_id}`, { type: row.subject_type, id: row.subject_id });

@@ -20,9 +20,16 @@ export const idempotencyRepo = {
     return db.selectFrom('idempotency_keys').selectAll().where('subject', '=', subject).where('idempotency_key', '=', key).executeTakeFirst();
   },
 
-  /** Replaces a row whose holder is `lockToken` (compare-and-set): false when someone else got there first. */
-  async takeOver(db: Executor, lockToken: string, row: IdempotencyRow): Promise<boolean> {
-    const result = await rowOf(db, row.subject, row.idempotency_key).where('lock_token', '=', lockToken).set(row).executeTakeFirst();
+  /**
+   * Replaces `seen`, a row found free, unless it changed since it was read (compare-and-set on its
+   * holder, the holder's last renewal and its commit mark): false when someone else got there
+   * first, or when its holder turned out to be alive, renewing or committing its change.
+   */
+  async takeOver(db: Executor, seen: IdempotencyRow, row: IdempotencyRow): Promise<boolean> {
+    const result = await rowOf(db, row.subject, row.idempotency_key)
+      .where('lock_token', '=', seen.lock_token).where('locked_at', '=', seen.locked_at)
+      .where('committed_at', seen.committed_at === null ? 'is' : '=', seen.committed_at)
+      .set(row).executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   },
 
@@ -38,9 +45,15 @@ export const idempotencyRepo = {
     await rowOf(db, subject, key).where('lock_token', '=', lockToken).where('state', '=', 'in_progress').set({ locked_at: at }).execute();
   },
 
-  /** In the holder's own transaction, with its change: from now on the request must not run again. */
-  async markCommitted(db: Executor, claim: IdempotencyClaim, at: string): Promise<void> {
-    await rowOf(db, claim.subject, claim.key).where('lock_token', '=', claim.lockToken).where('state', '=', 'in_progress').set({ committed_at: at }).execute();
+  /**
+   * In the holder's own transaction, with its change: from now on the request must not run again.
+   * False when the holder lost its key (a retry took it over, taking this request for dead): the
+   * change must then roll back, as the retry runs in its place.
+   */
+  async markCommitted(db: Executor, claim: IdempotencyClaim, at: string): Promise<boolean> {
+    const result = await rowOf(db, claim.subject, claim.key).where('lock_token', '=', claim.lockToken).where('state', '=', 'in_progress')
+      .set({ committed_at: at }).executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   },
 
   /**

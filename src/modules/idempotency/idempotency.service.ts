@@ -101,7 +101,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
   /** The answer to a retry of an attempt that committed and died before its response was kept. */
   async function lostResponse(row: IdempotencyRow): Promise<AppError> {
     // Its events were written after it took the key (a minute's leeway for the clock stepping back).
-    const changed = row.request_id === null ? [] : await eventsRepo.subjectsOfRequest(db, row.request_id, Date.parse(row.created_at) - 60_000);
+    const changed = row.request_id === null ? [] : await eventsRepo.subjectsOfRequest(db, row.subject, row.request_id, Date.parse(row.created_at) - 60_000);
     return errors.idempotencyResponseLost(row.request_id, changed);
   }
 
@@ -127,7 +127,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
         const existing = await idempotencyRepo.find(db, request.subject, request.key);
         if (existing === undefined) continue; // released or pruned since: insert again
         if (isFree(existing, now)) {
-          if (await idempotencyRepo.takeOver(db, existing.lock_token, row)) return { kind: 'execute', claim };
+          if (await idempotencyRepo.takeOver(db, existing, row)) return { kind: 'execute', claim };
           continue;
         }
         if (existing.fingerprint !== fingerprint) throw errors.idempotencyKeyReused(`${existing.method} ${existing.path}`);

@@ -57,7 +57,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       body: AppendLogsRequest,
       response: { 200: AppendLogsResponse, ...problems(409) },
     },
-  }, async (req) => runner.appendLogs(req.org!.id, req.params.id, req.body));
+  }, async (req) => runner.appendLogs(req.ctx, req.org!.id, req.params.id, req.body));
 
   app.post(RUNNER_ROUTES.complete, {
     config: { auth: 'runner', operation: 'runner.complete' },

@@ -11,7 +11,7 @@ import { deploymentsRepo, type DeploymentRow } from '../deployments/deployments.
 import { toDeployment, type Snapshot } from '../deployments/deployments.service.js';
 import type { Deployment } from '../deployments/deployments.schemas.js';
 import { expireLeases } from '../deployments/lease-expiry.js';
-import { appendEvents, type NewEvent } from '../events/event-log.js';
+import { appendEvents, markCommitted, type NewEvent } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
 import { pinnedVersions, secretVariables, type SecretStore } from '../services/service-spec.js';
 import type {
@@ -230,7 +230,7 @@ export function createRunnerService(deps: RunnerDeps) {
     },
 
     /** Appends in order after every stored line; the sequence numbers are reserved under the row's lock. */
-    async appendLogs(orgId: string, id: string, request: AppendLogsRequestT): Promise<AppendLogsResponseT> {
+    async appendLogs(ctx: RequestContext, orgId: string, id: string, request: AppendLogsRequestT): Promise<AppendLogsResponseT> {
       const now = new Date().toISOString();
       const { lines } = request;
       return db.transaction().execute(async (trx) => {
@@ -240,6 +240,7 @@ export function createRunnerService(deps: RunnerDeps) {
         await deploymentsRepo.insertLogs(trx, lines.map((l, i) => ({
           deployment_id: id, seq: first + i, attempt: row.attempt, stream: l.stream ?? 'stdout', line: l.line, at: l.at ?? now,
         })));
+        await markCommitted(trx, ctx, now);
         return { appended: lines.length, lastSeq: row.log_seq, lease: leaseOf(row) };
       });
     },
