@@ -50,10 +50,13 @@ export interface RunningProcess {
 export class LaunchError extends Error {
   override readonly name = 'LaunchError';
   readonly reason: string;
+  /** How the process ended, when it started and exited on its own before becoming healthy. */
+  readonly exit: ExitStatus | undefined;
 
-  constructor(reason: string, options?: ErrorOptions) {
+  constructor(reason: string, options?: ErrorOptions & { exit?: ExitStatus }) {
     super(reason, options);
     this.reason = reason;
+    this.exit = options?.exit;
   }
 }
 
@@ -108,7 +111,10 @@ export async function freePort(): Promise<number> {
 /** How what runs for a key is doing: `restarting` from an exit on its own until the next process is in place. */
 export interface ProcessHealth {
   state: 'running' | 'restarting';
-  /** Exits on its own since the first process of this tag was put in place. */
+  /**
+   * Exits on its own since the first process of this tag was put in place, counting those of
+   * processes started again that exited before they became healthy.
+   */
   exits: number;
   lastExit: (ExitStatus & { at: string }) | null;
 }
@@ -258,7 +264,7 @@ async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: Abor
     await Promise.race([
       readinessCheck(spec, done.signal),
       proc.leaderExit.then((status) => {
-        throw new LaunchError(`${describeExit(status)} before becoming healthy`);
+        throw new LaunchError(`${describeExit(status)} before becoming healthy`, { exit: status });
       }),
       aborted,
     ]);
@@ -267,7 +273,10 @@ async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: Abor
     done.abort();
   }
   // Exit and readiness may land in the same tick; a dead process is never healthy.
-  if (proc.hasExited) throw new LaunchError('process exited before becoming healthy');
+  if (proc.hasExited) {
+    const status = await proc.leaderExit;
+    throw new LaunchError(`${describeExit(status)} before becoming healthy`, { exit: status });
+  }
 }
 
 async function readinessCheck(spec: LaunchSpec, signal: AbortSignal): Promise<void> {

@@ -78,6 +78,8 @@ export async function supervise(s: Supervised, ctx: SupervisorContext): Promise<
           next = await launch(s.spec, s.sink, ctx.stopping);
         } catch (error) {
           if (ctx.stopping.aborted) return;
+          // A crash loop whose processes die before their health check still counts up.
+          if (error instanceof LaunchError && error.exit !== undefined) ctx.processes.exitedOnItsOwn(s.key, proc, error.exit);
           delay = restartDelayMs(exitsInARow++, policy);
           // Only the error's name or code: a message can quote what the process was given.
           const reason = error instanceof LaunchError ? error.reason : `could not start it (${(error as { code?: string }).code ?? (error as Error).name})`;

@@ -55,13 +55,13 @@ function logged(): { logger: ReturnType<typeof createLogger>; lines: Array<Recor
   return { logger: createLogger('debug', { write: (s: string) => { lines.push(JSON.parse(s)); } }), lines };
 }
 
-async function startService(key: string, broken: string, ports: PortPool) {
+async function startService(key: string, broken: string, ports: PortPool, tag: string) {
   const port = await ports.reserve();
   const output: string[] = [];
   const spec: LaunchSpec = { command: [process.execPath, '-e', SERVICE], env: { BROKEN: broken, TOKEN: 'tok-5ecret-value' }, port, healthCheck: { path: '/', timeoutSeconds: 10 } };
   const sink = (_stream: string, line: string) => { output.push(line); };
   const first = await launch(spec, sink);
-  await table.replace(key, first, 'dep');
+  await table.replace(key, first, tag);
   return { port, spec, sink, first, output };
 }
 
@@ -74,7 +74,7 @@ describe('runner supervisor', () => {
   test('starts an exited service again on its port; while restarts fail, waits longer each time; stops when the runner does', async () => {
     const ports = new PortPool();
     const broken = path.join(dir, 'broken-1');
-    const { port, spec, sink, first, output } = await startService('svc/env-1', broken, ports);
+    const { port, spec, sink, first, output } = await startService('svc/env-1', broken, ports, 'dep_1');
     const { logger, lines } = logged();
     const stopping = new AbortController();
     const supervised = supervise({ key: 'svc/env-1', spec, sink, mask: (t) => t.replaceAll('tok-5ecret-value', '***'), first, tag: 'dep_1' }, { processes: table, ports, log: logger, stopping: stopping.signal, policy: FAST });
@@ -98,6 +98,12 @@ describe('runner supervisor', () => {
     const pauses = lines.filter((l) => l.restartInMs !== undefined).map((l) => l.restartInMs as number);
     assert.deepEqual(pauses.slice(0, 5), [50, 100, 200, 400, 400]);
     assert.ok(lines.filter((l) => /did not come back/.test(l.msg)).every((l) => /process exited with code 4/.test(l.msg)));
+    // Each restart that died before its health check counts as an exit, with its code.
+    await until('the restarted process in the table', () => (table.current('svc/env-1')?.pid === third ? true : undefined));
+    const health = table.entries().find((e) => e.key === 'svc/env-1')!.health;
+    assert.equal(health.state, 'running');
+    assert.equal(health.exits, 2 + lines.filter((l) => /did not come back/.test(l.msg)).length);
+    assert.deepEqual({ code: health.lastExit?.code, signal: health.lastExit?.signal }, { code: 4, signal: null });
 
     stopping.abort();
     await table.stopAll();
@@ -109,7 +115,7 @@ describe('runner supervisor', () => {
 
   test('leaves a process that a deployment replaced alone, and frees its port', async () => {
     const ports = new PortPool();
-    const { port, spec, sink, first } = await startService('svc/env-2', path.join(dir, 'broken-2'), ports);
+    const { port, spec, sink, first } = await startService('svc/env-2', path.join(dir, 'broken-2'), ports, 'dep_2');
     const { logger, lines } = logged();
     const supervised = supervise({ key: 'svc/env-2', spec, sink, mask: (t) => t, first, tag: 'dep_2' }, { processes: table, ports, log: logger, stopping: new AbortController().signal, policy: FAST });
     const next: RunningProcess = await launch({ ...spec, port: await ports.reserve() }, sink);
