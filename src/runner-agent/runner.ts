@@ -170,6 +170,23 @@ export function createRunner(options: RunnerOptions): Runner {
     return { deployments: ids, host, processes };
   }
 
+  /**
+   * Sends the report on `ids`. During a rolling upgrade the node that answers may be older than the
+   * one that said it takes process reports, and refuse the field (400): the report then goes again
+   * without it, as the report of what still runs here must not be lost (without it, the server
+   * takes this runner for gone and hands its deployments to another one).
+   */
+  async function askServing(ids: string[], running: ReturnType<ProcessTable['entries']>): Promise<string[]> {
+    const report = servingReport(ids, running);
+    try {
+      return await client.serving(report, stopping.signal);
+    } catch (error) {
+      if (report.processes === undefined || !(error instanceof Refused && error.status === 400)) throw error;
+      logger.warn({ err: { status: error.status, code: error.code } }, 'the server refused how the processes are doing (a node older than this runner, during an upgrade?): reported what runs here without it');
+      return client.serving({ deployments: ids, host }, stopping.signal);
+    }
+  }
+
   async function stopWhatNoLongerServes(): Promise<void> {
     const running = processes.entries().filter((e) => e.tag !== '');
     const asked = deploymentsHere();
@@ -178,7 +195,7 @@ export function createRunner(options: RunnerOptions): Runner {
     try {
       for (let i = 0; i < asked.length; i += SERVING_MAX_IDS) {
         const chunk = asked.slice(i, i + SERVING_MAX_IDS);
-        for (const id of await client.serving(servingReport(chunk, running), stopping.signal)) serving.add(id);
+        for (const id of await askServing(chunk, running)) serving.add(id);
       }
     } catch (error) {
       const older = 'the server does not answer which deployments still serve (it is older than this runner): processes are no longer stopped when their deployment is superseded elsewhere';

@@ -270,6 +270,41 @@ describe('runner token source and protocol client', () => {
     assert.ok(seen.length > 1 && seen.every((s) => !JSON.stringify(s).includes('"host"') && (s as { serving?: unknown }).serving === undefined), JSON.stringify(seen));
   });
 
+  it('reports what it runs without how its processes are doing to a node that refuses that (an older one, mid-upgrade)', async () => {
+    const answered: Array<{ host?: string; processes?: unknown }> = [];
+    let refused = 0;
+    const mixed = (real: ProtocolClient): ProtocolClient => ({
+      ...real,
+      async serving(body, signal) {
+        // The adoption was answered by an upgraded node; every report lands on one that is not.
+        if (body.processes !== undefined) {
+          refused++;
+          throw new Refused(400, 'invalid_request', 'serving was refused (400): /processes: must NOT have additional properties.');
+        }
+        answered.push({ host: body.host, processes: body.processes });
+        return real.serving(body, signal);
+      },
+    });
+    const { env, svc, stop } = await runnerOn(mixed, { reconcileSeconds: 1 });
+    try {
+      const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+      assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+      await eventually('a report that reached the server', async () => (answered.length > 0 ? true : undefined));
+      assert.ok(refused >= 1);
+      assert.ok(answered.every((a) => typeof a.host === 'string' && a.processes === undefined), JSON.stringify(answered));
+      // The server saw its runner after the deployment succeeded (so it does not take it for an
+      // orphan), and the process still serves.
+      const { pid } = await servedBy(f.developer.http, f.orgId, d.id);
+      await eventually('the server to have seen the runner since', async () => {
+        const row = await f.server.core.db.selectFrom('deployments').select(['host_seen_at', 'finished_at']).where('id', '=', d.id).executeTakeFirstOrThrow();
+        return Date.parse(row.host_seen_at!) > Date.parse(row.finished_at!) ? true : undefined;
+      });
+      assert.ok(alive(pid));
+    } finally {
+      await stop();
+    }
+  });
+
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {
     const port = await freePort();
     const stop = new AbortController();
