@@ -465,6 +465,11 @@ describe('runner protocol: hosts and adoption', () => {
       { host: hostA, exits: 2, newExits: 2, lastExit: crashed, state: 'restarting' },
       { host: hostA, exits: 3, newExits: 1, lastExit: killed, state: 'running' },
     ]);
+    // The same news sent several times at once (a retried report) is told once.
+    const again = { code: 1, signal: null, at: new Date().toISOString() };
+    await Promise.all(Array.from({ length: 6 }, () => report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again }])));
+    assert.deepEqual((await exitEvents()).map((e) => e.data.exits), [2, 3, 4]);
+    await report([{ deployment: id, state: 'running', exits: 3, lastExit: killed }]);
 
     // Another runner's report on it is not answered and changes nothing; nor does a report on a deployment not asked about.
     assert.deepEqual((await report([{ deployment: id, state: 'restarting', exits: 9 }], hostB)).body, { serving: [] });
@@ -475,7 +480,7 @@ describe('runner protocol: hosts and adoption', () => {
       assert.equal(res.status, 400, JSON.stringify(bad));
     }
     assert.equal((await processOf()).exits, 3);
-    assert.equal((await exitEvents()).length, 2);
+    assert.equal((await exitEvents()).length, 3);
 
     // Let go: no runner reports it any more, so nothing is shown.
     assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id] })).body, { released: [id] });
@@ -487,15 +492,17 @@ describe('runner protocol: hosts and adoption', () => {
     const { id, env } = await served(f.runner, hostA, value);
     const { spec } = await getDeployment(f.developer.http, f.orgId, id);
     const secret = spec.secrets[0].secret as string;
+    const crashed = { code: 1, signal: null, at: new Date().toISOString() };
+    await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 2, lastExit: crashed }] });
     assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${secret}?permanent=true`)).status, 204);
     assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id] })).body, { released: [id] });
 
     for (let i = 0; i < 2; i++) assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [env.id] })).body.adopted, []);
     const stopped = await getDeployment(f.developer.http, f.orgId, id);
     assert.equal(stopped.state, 'succeeded');
-    assert.equal(stopped.process.state, 'stopped');
+    assert.deepEqual({ state: stopped.process.state, exits: stopped.process.exits, lastExit: stopped.process.lastExit }, { state: 'stopped', exits: 2, lastExit: crashed });
     assert.match(stopped.reason, new RegExp(`^Its runner went away, and it cannot be started again: the pinned secret version ${secret}@1 no longer exists .*Deploy the service again`));
-    const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type.startsWith('deployment.process_') || e.type === 'deployment.adopted');
+    const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped' || e.type === 'deployment.adopted');
     assert.deepEqual(events.map((e) => [e.type, e.data.host, e.data.previousHost]), [['deployment.process_stopped', hostB, hostA]]);
     assert.ok(!JSON.stringify(events).includes(value));
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
@@ -503,10 +510,12 @@ describe('runner protocol: hosts and adoption', () => {
     assert.equal((await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped').length, 1);
 
     // It stays with the runner it was taken from: one that still runs it after all says so, and that holds again.
-    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 0 }] })).body, { serving: [id] });
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 2, lastExit: crashed }] })).body, { serving: [id] });
     const back = await getDeployment(f.developer.http, f.orgId, id);
     assert.equal(back.process.state, 'running');
     assert.equal(back.reason, undefined);
+    // The exits it had reported before are not news.
+    assert.equal((await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_exited').length, 1);
   });
 
   it('makes a released deployment an orphan at once, only for the runner that held it; one never reported is never adopted', async () => {

@@ -141,8 +141,16 @@ export const deploymentsRepo = {
       .execute();
   },
 
-  async setProcess(db: Executor, id: string, host: string, report: Pick<DeploymentRow, ProcessColumn> & { reason?: null }): Promise<void> {
-    await db.updateTable('deployments').set(report).where('id', '=', id).where('host_id', '=', host).execute();
+  /**
+   * Replaces what `host` last reported (`seen`, as read) with `report`; false when it changed since
+   * it was read (another report of the same runner got there first), so that its news is told once.
+   */
+  async setProcess(db: Executor, id: string, host: string, seen: Pick<DeploymentRow, ProcessColumn>, report: Pick<DeploymentRow, ProcessColumn> & { reason?: null }): Promise<boolean> {
+    let q = db.updateTable('deployments').set(report).where('id', '=', id).where('host_id', '=', host);
+    for (const column of ['process_state', 'process_exits', 'process_last_exit'] as const) {
+      q = seen[column] === null ? q.where(column, 'is', null) : q.where(column, '=', seen[column]);
+    }
+    return Number((await q.executeTakeFirst()).numUpdatedRows) === 1;
   },
 
   /**
@@ -150,8 +158,10 @@ export const deploymentsRepo = {
    * stays `host`'s (the runner it was taken from): should that runner still run it and report it,
    * its report is answered and says how the process is doing again.
    */
-  async setStopped(db: Executor, id: string, host: string, reason: string): Promise<void> {
-    await db.updateTable('deployments').set({ ...NO_PROCESS_REPORT, process_state: 'stopped', reason, host_id: host }).where('id', '=', id).execute();
+  async setStopped(db: Executor, id: string, host: string, reason: string, reported: Pick<DeploymentRow, 'process_exits' | 'process_last_exit'>): Promise<void> {
+    // The exits `host` reported stay: should it report again, only exits after those are news.
+    await db.updateTable('deployments').set({ process_state: 'stopped', process_exits: reported.process_exits, process_last_exit: reported.process_last_exit, reason, host_id: host })
+      .where('id', '=', id).execute();
   },
 
   /** `host` lets these go (it stopped their processes): they are orphans at once. */

@@ -154,7 +154,7 @@ export function createRunnerService(deps: RunnerDeps) {
       const run = await runSpecOf(trx, orgId, row);
       if (isAppError(run)) {
         const reason = `Its runner went away, and it cannot be started again: ${run.detail.charAt(0).toLowerCase()}${run.detail.slice(1)}`;
-        await deploymentsRepo.setStopped(trx, id, previousHost ?? host, reason);
+        await deploymentsRepo.setStopped(trx, id, previousHost ?? host, reason, before ?? { process_exits: null, process_last_exit: null });
         await appendEvents(trx, ctx, [{ orgId, type: 'deployment.process_stopped', subject, data: { host, previousHost, reason } }], at);
         return null;
       }
@@ -177,9 +177,10 @@ export function createRunnerService(deps: RunnerDeps) {
         const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
         if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit) continue;
         // A runner that still runs one marked stopped: it was not gone after all, and the reason no longer holds.
-        await deploymentsRepo.setProcess(trx, row.id, host, {
+        const changed = await deploymentsRepo.setProcess(trx, row.id, host, row, {
           process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, ...(row.process_state === 'stopped' ? { reason: null } : {}),
         });
+        if (!changed) continue;
         const before = row.process_exits ?? 0;
         if (report.exits > before) {
           events.push({
