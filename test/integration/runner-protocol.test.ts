@@ -455,6 +455,14 @@ describe('runner protocol: hosts and adoption', () => {
     assert.deepEqual({ ...running, reportedAt: undefined }, { state: 'running', exits: 0, lastExit: null, reportedAt: undefined });
     assert.ok(Date.parse(running.reportedAt) > Date.now() - 60_000);
 
+    // A report of the deployment without its processes (from a node older than the runner) says nothing of them.
+    await sleep(5);
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
+    assert.equal((await processOf()).reportedAt, running.reportedAt);
+    await sleep(5);
+    await report([{ deployment: id, state: 'running', exits: 0 }]);
+    assert.ok((await processOf()).reportedAt > running.reportedAt, 'the same report again moves when it was reported');
+
     const crashed = { code: 3, signal: null, at: new Date().toISOString() };
     for (let i = 0; i < 2; i++) assert.deepEqual((await report([{ deployment: id, state: 'restarting', exits: 2, lastExit: crashed }])).body, { serving: [id] });
     assert.deepEqual({ ...(await processOf()), reportedAt: undefined }, { state: 'restarting', exits: 2, lastExit: crashed, reportedAt: undefined });

@@ -7,7 +7,7 @@ export type DeploymentPatch = Omit<Updateable<DeploymentsTable>, 'id' | 'org_id'
 export type LogRow = DeploymentLogsTable;
 /** What a runner reports of a serving deployment's process. */
 export type ProcessColumn = 'process_state' | 'process_exits' | 'process_last_exit';
-const NO_PROCESS_REPORT = { process_state: null, process_exits: null, process_last_exit: null } as const;
+const NO_PROCESS_REPORT = { process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null } as const;
 
 export interface DeploymentFilter {
   serviceId?: string | undefined;
@@ -145,7 +145,7 @@ export const deploymentsRepo = {
    * Replaces what `host` last reported (`seen`, as read) with `report`; false when it changed since
    * it was read (another report of the same runner got there first), so that its news is told once.
    */
-  async setProcess(db: Executor, id: string, host: string, seen: Pick<DeploymentRow, ProcessColumn>, report: Pick<DeploymentRow, ProcessColumn> & { reason?: null }): Promise<boolean> {
+  async setProcess(db: Executor, id: string, host: string, seen: Pick<DeploymentRow, ProcessColumn>, report: Pick<DeploymentRow, ProcessColumn | 'process_reported_at'> & { reason?: null }): Promise<boolean> {
     let q = db.updateTable('deployments').set(report).where('id', '=', id).where('host_id', '=', host);
     for (const column of ['process_state', 'process_exits', 'process_last_exit'] as const) {
       q = seen[column] === null ? q.where(column, 'is', null) : q.where(column, '=', seen[column]);
@@ -153,14 +153,20 @@ export const deploymentsRepo = {
     return Number((await q.executeTakeFirst()).numUpdatedRows) === 1;
   },
 
+  /** `host` reported these processes again, as they were. */
+  async processReportedAgain(db: Executor, ids: string[], host: string, at: string): Promise<void> {
+    if (ids.length > 0) await db.updateTable('deployments').set({ process_reported_at: at }).where('id', 'in', ids).where('host_id', '=', host).execute();
+  },
+
   /**
    * A serving deployment that cannot be started again: its process is `stopped`, for `reason`. It
    * stays `host`'s (the runner it was taken from): should that runner still run it and report it,
    * its report is answered and says how the process is doing again.
    */
-  async setStopped(db: Executor, id: string, host: string, reason: string, reported: Pick<DeploymentRow, 'process_exits' | 'process_last_exit'>): Promise<void> {
+  async setStopped(db: Executor, id: string, host: string, reason: string, reported: Pick<DeploymentRow, 'process_exits' | 'process_last_exit'>, at: string): Promise<void> {
     // The exits `host` reported stay: should it report again, only exits after those are news.
-    await db.updateTable('deployments').set({ process_state: 'stopped', process_exits: reported.process_exits, process_last_exit: reported.process_last_exit, reason, host_id: host })
+    await db.updateTable('deployments')
+      .set({ process_state: 'stopped', process_exits: reported.process_exits, process_last_exit: reported.process_last_exit, process_reported_at: at, reason, host_id: host })
       .where('id', '=', id).execute();
   },
 

@@ -36,7 +36,7 @@ export const DeploymentProcess = Type.Object({
   }),
   exits: Type.Integer({ minimum: 0, description: 'How often it exited on its own since its runner started it (a crash loop counts up here).' }),
   lastExit: Type.Union([ProcessExit, Type.Null()], { description: 'Its last exit on its own.' }),
-  reportedAt: { ...Timestamp, description: 'When its runner last reported it (every few seconds while the runner is up); for `stopped`, when that was found.' },
+  reportedAt: { ...Timestamp, description: 'When its runner last reported how it is doing (every few seconds while the runner is up); for `stopped`, when that was found.' },
 }, { description: 'Serving (`succeeded`) deployments: how the process is doing, as its runner last reported it. Absent until a runner has reported it, and after its runner let it go.' });
 export type DeploymentProcessT = Static<typeof DeploymentProcess>;
 

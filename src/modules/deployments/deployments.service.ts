@@ -45,7 +45,7 @@ export function toDeployment(row: DeploymentRow, snapshot = JSON.parse(row.snaps
     ...(row.reason !== null ? { reason: row.reason } : {}),
     ...(row.state === 'in_progress' && row.claimed_by !== null && row.lease_expires_at !== null
       ? { lease: { runner: row.claimed_by, expiresAt: row.lease_expires_at } } : {}),
-    ...(row.state === 'succeeded' && row.process_state !== null && row.host_seen_at !== null ? { process: processOf(row, row.host_seen_at) } : {}),
+    ...(row.state === 'succeeded' && row.process_state !== null && row.host_seen_at !== null ? { process: processOf(row, row.process_reported_at ?? row.host_seen_at) } : {}),
   };
 }
 
@@ -108,7 +108,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       state: 'queued', attempt: 1, revision: fields.revision, description: fields.description, snapshot: JSON.stringify(snapshot),
       rollback_of: fields.rollback_of, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
       log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
-      process_state: null, process_exits: null, process_last_exit: null,
+      process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null,
     };
     await deploymentsRepo.insert(trx, full);
     await appendEvents(trx, ctx, [{

@@ -154,7 +154,7 @@ export function createRunnerService(deps: RunnerDeps) {
       const run = await runSpecOf(trx, orgId, row);
       if (isAppError(run)) {
         const reason = `Its runner went away, and it cannot be started again: ${run.detail.charAt(0).toLowerCase()}${run.detail.slice(1)}`;
-        await deploymentsRepo.setStopped(trx, id, previousHost ?? host, reason, before ?? { process_exits: null, process_last_exit: null });
+        await deploymentsRepo.setStopped(trx, id, previousHost ?? host, reason, before ?? { process_exits: null, process_last_exit: null }, at);
         await appendEvents(trx, ctx, [{ orgId, type: 'deployment.process_stopped', subject, data: { host, previousHost, reason } }], at);
         return null;
       }
@@ -165,20 +165,24 @@ export function createRunnerService(deps: RunnerDeps) {
 
   /**
    * Keeps what `host` reports of the processes of the deployments it was just answered for; a
-   * report of new exits is a `deployment.process_exited` event. Unchanged reports write nothing.
+   * report of new exits is a `deployment.process_exited` event. Unchanged reports only move when it was reported.
    */
   async function recordProcesses(ctx: RequestContext, orgId: string, host: string, reports: ProcessReportT[], at: string): Promise<void> {
     await db.transaction().execute(async (trx) => {
       const known = new Map((await deploymentsRepo.processesOf(trx, orgId, reports.map((r) => r.deployment), host)).map((row) => [row.id, row]));
       const events: NewEvent[] = [];
+      const unchanged: string[] = [];
       for (const report of reports) {
         const row = known.get(report.deployment);
         if (row === undefined) continue;
         const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
-        if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit) continue;
+        if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit) {
+          unchanged.push(row.id);
+          continue;
+        }
         // A runner that still runs one marked stopped: it was not gone after all, and the reason no longer holds.
         const changed = await deploymentsRepo.setProcess(trx, row.id, host, row, {
-          process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, ...(row.process_state === 'stopped' ? { reason: null } : {}),
+          process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, process_reported_at: at, ...(row.process_state === 'stopped' ? { reason: null } : {}),
         });
         if (!changed) continue;
         const before = row.process_exits ?? 0;
@@ -189,6 +193,7 @@ export function createRunnerService(deps: RunnerDeps) {
           });
         }
       }
+      await deploymentsRepo.processReportedAgain(trx, unchanged, host, at);
       await appendEvents(trx, ctx, events, at);
     });
   }

@@ -202,6 +202,8 @@ export interface DeploymentsTable {
   process_exits: number | null;
   /** JSON `{code, signal, at}` of its last exit on its own. */
   process_last_exit: string | null;
+  /** When its runner last reported the process (null in rows reported before the column: `host_seen_at` stands in). */
+  process_reported_at: string | null;
 }
 
 export interface DeploymentLogsTable {
