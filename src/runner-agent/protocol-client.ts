@@ -76,10 +76,22 @@ export function createProtocolClient(options: ProtocolClientOptions) {
   }
 
   return {
-    /** Long poll: a deployment with its lease and what to run, or null when none came within the wait. */
+    /**
+     * Long poll: a deployment with its lease and what to run, or null when none came within the
+     * wait. Under an Idempotency-Key: a retry after an answer that got lost (a connection cut, a
+     * server restarting) is handed the same deployment, rather than leaving it to wait out its
+     * lease. Null too when that deployment is no longer this claim's (its lease ran out meanwhile,
+     * or the first answer was lost with its server): it is claimed again in the usual way.
+     */
     async claim(claim: ClaimOptions, signal: AbortSignal): Promise<ClaimResponseT | null> {
       const body = { ...(claim.environments !== undefined ? { environments: claim.environments } : {}), waitSeconds: claim.waitSeconds, ...(claim.host !== undefined ? { host: claim.host } : {}) };
-      return call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS });
+      const headers = { [IDEMPOTENCY_HEADER]: randomUUID() };
+      try {
+        return await call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS, headers });
+      } catch (error) {
+        if (error instanceof Refused && (error.mustStop || error.code === 'idempotency_response_lost')) return null;
+        throw error;
+      }
     },
 
     async heartbeat(id: string, leaseToken: string, signal: AbortSignal): Promise<HeartbeatResponseT> {

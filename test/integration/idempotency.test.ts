@@ -410,12 +410,11 @@ describe('Idempotency-Key', () => {
     assert.equal((await createSecret('k'.repeat(255), uniqueName('long-key'))).status, 201);
   });
 
-  it('documents the header, 409 and 422 on every POST of the API but a runner\'s claim, adoption, serving report and release, and nowhere else', async () => {
+  it('documents the header, 409 and 422 on every POST of the API but a runner\'s adoption, serving report and release, and nowhere else', async () => {
     const doc = (await server.http().get('/openapi.json')).body;
-    // A claim's and an adoption's answers carry secret values and hand out work (a lost answer is
-    // what the lease's expiry and the host timeout are for); a serving report and a release say
-    // the same each time, and an old answer replayed would be wrong.
-    const notKept = new Set(['/v1/orgs/{orgId}/runner/claim', '/v1/orgs/{orgId}/runner/adopt', '/v1/orgs/{orgId}/runner/serving', '/v1/orgs/{orgId}/runner/release']);
+    // An adoption's answer hands out work (a lost answer is what the host timeout is for); a
+    // serving report and a release say the same each time, and an old answer replayed would be wrong.
+    const notKept = new Set(['/v1/orgs/{orgId}/runner/adopt', '/v1/orgs/{orgId}/runner/serving', '/v1/orgs/{orgId}/runner/release']);
     let posts = 0;
     for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {

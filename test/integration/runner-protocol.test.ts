@@ -65,6 +65,47 @@ describe('runner protocol', () => {
     for (const c of [res.body, rest]) assert.equal((await runner.complete(c.deployment.id, c.lease.token)).status, 200);
   });
 
+  it('hands a claim retried under its Idempotency-Key the same deployment and lease, without keeping the values', async () => {
+    const sentinel = `claim-kept-nowhere-${randomUUID()}`;
+    const secret = unique('claimed-again');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { TOKEN: sentinel } }] })).status, 201);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'], port: 8000, secrets: [{ secret, key: 'TOKEN', as: 'TOKEN' }] } });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const keyed = (key: string) => ({ headers: { 'idempotency-key': key } });
+    const claimUrl = `/v1/orgs/${orgId}/runner/claim`;
+    const key = randomUUID();
+    const first = await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, keyed(key));
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.body.deployment.id, d.id);
+    assert.equal(first.body.run.secrets.TOKEN, sentinel);
+    // Its answer was lost: the retry gets the same deployment and lease, with the value resolved again.
+    const retry = await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, keyed(key));
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+    assert.equal(retry.headers.get('cache-control'), 'no-store');
+    assert.deepEqual(retry.body, first.body);
+    assert.equal((await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').length, 1, 'claimed once');
+    // Only which deployment under which lease is kept (sealed), not the answer with its values.
+    const row = await server.core.db.selectFrom('idempotency_keys').select(['body_sealed', 'committed_at']).where('idempotency_key', '=', key).executeTakeFirstOrThrow();
+    assert.ok(row.committed_at !== null);
+    assert.ok(row.body_sealed!.length < 200, `${row.body_sealed!.length} bytes kept`);
+    assert.ok(!server.logs.some((l) => l.includes(sentinel)));
+
+    // A claim that found nothing replays as nothing.
+    const none = randomUUID();
+    assert.equal((await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, keyed(none))).status, 204);
+    const noneAgain = await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, keyed(none));
+    assert.deepEqual({ status: noneAgain.status, replayed: noneAgain.headers.get('idempotent-replayed') }, { status: 204, replayed: 'true' });
+
+    // Once the lease is no longer held, the retry is told so, as any call under it would be.
+    assert.equal((await runner.complete(d.id, first.body.lease.token)).status, 200);
+    const late = await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, keyed(key));
+    assert.equal(late.status, 409, late.text);
+    assert.equal(late.body.code, 'deployment_finished');
+    assert.ok(!late.text.includes(sentinel));
+  });
+
   it('lets only runners speak the protocol, and runners nothing else', async () => {
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0 })).status, 403);
     assert.equal((await admin.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0 })).status, 403);

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams } from '../../http/schemas.js';
@@ -13,13 +14,29 @@ const FENCED = 'Carries the claim\'s `leaseToken`. A runner that no longer holds
 export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
   const { runner } = deps;
 
+  // Which deployment each claim handed out, under which lease (null: none), for its Idempotency-Key.
+  const claims = new WeakMap<FastifyRequest, { id: string; leaseToken: string } | null>();
+
   app.post(RUNNER_ROUTES.claim, {
-    config: { auth: 'runner', operation: 'runner.claim', idempotent: false },
+    config: {
+      auth: 'runner',
+      operation: 'runner.claim',
+      // What a claim hands out carries secret values, which are never kept: only which deployment
+      // under which lease. A retry whose first answer was lost gets them again (see claimAgain).
+      idempotent: {
+        reference: (req) => Buffer.from(JSON.stringify(claims.get(req) ?? null)),
+        async replay(req, reference) {
+          const kept = JSON.parse(reference.toString('utf8')) as { id: string; leaseToken: string } | null;
+          return kept === null ? undefined : runner.claimAgain(req.ctx, req.org!.id, kept.id, kept.leaseToken);
+        },
+      },
+    },
     schema: {
       tags,
       summary: 'Claim the oldest claimable deployment (long poll)',
       description: 'Waits up to `waitSeconds` for a queued deployment of the given environments whose service and environment have nothing in progress or queued before it, and takes it: 200 with the deployment, a lease (with its fencing token) and what to run, secret values resolved; 204 when none came in time. ' +
-        'The answer carries secret values: it is `Cache-Control: no-store` and is never logged. A waiting claim is woken when a deployment is created.',
+        'The answer carries secret values: it is `Cache-Control: no-store` and is never logged. A waiting claim is woken when a deployment is created. ' +
+        'With an Idempotency-Key, a retry whose first answer was lost gets the same deployment and lease again (the values are resolved again, never kept), while that lease is held; 409 `lease_lost` or `deployment_finished` once it is not.',
       params: OrgParams,
       body: ClaimRequest,
       response: { 200: ClaimResponse, 204: { type: 'null', description: 'Nothing to claim within `waitSeconds`; claim again.' } },
@@ -31,6 +48,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
     // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
     const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, () => req.reauthenticate());
     reply.header('cache-control', 'no-store');
+    claims.set(req, claimed === null ? null : { id: claimed.deployment.id, leaseToken: claimed.lease.token });
     if (claimed === null) return reply.code(204).send();
     return claimed;
   });

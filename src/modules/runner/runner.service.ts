@@ -99,10 +99,7 @@ export function createRunnerService(deps: RunnerDeps) {
         if (!row) return 'retry';
         const run = await runSpecOf(trx, orgId, row);
         if (isAppError(run)) {
-          await compareAndSet(trx, ctx, {
-            orgId, id, from: 'in_progress', to: 'failed', leaseToken: row.lease_token!,
-            set: { lease_token: null, lease_expires_at: null, finished_at: at, reason: `Its secrets cannot be resolved: ${run.detail}` },
-          }, at);
+          await failUnresolvable(trx, ctx, row, run, at);
           return 'retry';
         }
         return { deployment: toDeployment(row), lease: leaseOf(row), run };
@@ -112,6 +109,14 @@ export function createRunnerService(deps: RunnerDeps) {
       if (isUniqueViolation(error)) return 'retry';
       throw error;
     }
+  }
+
+  /** A claimed deployment whose pinned secret versions are gone cannot run: it fails, with why. */
+  async function failUnresolvable(trx: Executor, ctx: RequestContext, row: DeploymentRow, why: AppError, at: string): Promise<void> {
+    await compareAndSet(trx, ctx, {
+      orgId: row.org_id, id: row.id, from: 'in_progress', to: 'failed', leaseToken: row.lease_token!,
+      set: { lease_token: null, lease_expires_at: null, finished_at: at, reason: `Its secrets cannot be resolved: ${why.detail}` },
+    }, at);
   }
 
   async function runSpecOf(trx: Executor, orgId: string, row: DeploymentRow): Promise<RunSpecT | AppError> {
@@ -227,6 +232,23 @@ export function createRunnerService(deps: RunnerDeps) {
         // Woken by a signal: go straight for the new deployment. A quiet poll: a lease may have run out.
         sweep = signals.version(orgId) === seen;
       }
+    },
+
+    /**
+     * The answer to a claim again, for a retry under the claim's Idempotency-Key whose first answer
+     * was lost: the same deployment and lease, with what to run resolved again from its pinned
+     * versions, while the lease is still held. The values were never kept with the key.
+     */
+    async claimAgain(ctx: RequestContext, orgId: string, id: string, leaseToken: string): Promise<ClaimResponseT> {
+      return db.transaction().execute(async (trx) => {
+        const row = await deploymentsRepo.findInOrg(trx, orgId, id);
+        if (row?.state !== 'in_progress' || row.lease_token !== leaseToken) throw await refusal(trx, orgId, id, leaseToken);
+        const run = await runSpecOf(trx, orgId, row);
+        if (!isAppError(run)) return { deployment: toDeployment(row), lease: leaseOf(row), run };
+        // Deleted for good since the first answer: it cannot run, as a claim would have found.
+        await failUnresolvable(trx, ctx, row, run, new Date().toISOString());
+        throw errors.deploymentFinished(id, 'failed');
+      });
     },
 
     async heartbeat(orgId: string, id: string, token: string): Promise<{ lease: LeaseT }> {
