@@ -12,6 +12,8 @@ import {
   throughputJob,
 } from './lib/probes.js';
 import { basicAuthorization, clientCredentialsBody } from './lib/slipway.js';
+import { DEPLOY_SECRET_VALUES } from './probes/deployments.js';
+import { PATCH_BODY_TEMPLATE, PATCH_INITIAL, PATCH_POOL } from './probes/secrets.js';
 
 /** The fastest a Fastify route answers on this machine: no auth, no database, no logging. */
 export const ceiling: Probe = {
@@ -61,5 +63,55 @@ export const floorBulkCreate: Probe = {
       expectJson(201),
     );
     return ctx.load(server, job);
+  },
+};
+
+async function setUpWriteFloor(baseUrl: string, body: unknown): Promise<void> {
+  await preflight({ url: `${baseUrl}/setup`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }, expectJson(201));
+}
+
+/**
+ * The least work a PATCH of one secret key can do (bench/servers/write-floor.ts): open the
+ * current version, seal the new one, insert it, bump the secret, append an event, with group
+ * commit. The same pool of secrets, values and bodies as Slipway's PATCH row.
+ */
+export const floorPatchKey: Probe = {
+  id: 'floor-patch',
+  label: 'floor: Fastify+AES-GCM+SQLite PATCH of one key (a version and an event)',
+  server: 'writeFloor',
+  async run(ctx) {
+    const server = await ctx.server('writeFloor');
+    const prefix = `patch-${randomTag()}`;
+    await setUpWriteFloor(server.baseUrl, { secrets: Array.from({ length: PATCH_POOL }, (_, i) => ({ name: `${prefix}-${i}`, values: PATCH_INITIAL })) });
+    const path = `/secrets/${prefix}-{{slot}}`;
+    const url = `${server.baseUrl}/secrets/${prefix}-0`;
+    const headers = { 'content-type': 'application/json' };
+    await preflight({ url, method: 'PATCH', headers, body: JSON.stringify({ set: { K1: 'preflight' } }) },
+      expectJson(200, (j) => ((j as { version?: number }).version === 2 ? undefined : 'expected version 2')));
+    return ctx.load(server, throughputJob(ctx, { url, method: 'PATCH', headers, template: { path, body: PATCH_BODY_TEMPLATE, slots: PATCH_POOL } }));
+  },
+};
+
+/**
+ * The least work creating a deployment can do (bench/servers/write-floor.ts): find the service
+ * and environment, pin the current version of the service's one secret, insert the queued
+ * deployment and an event, with group commit. The same shape as Slipway's deployments row.
+ */
+export const floorCreateDeployment: Probe = {
+  id: 'floor-deployments',
+  label: 'floor: Fastify+SQLite deployment creation (a pinned secret and an event)',
+  server: 'writeFloor',
+  async run(ctx) {
+    const server = await ctx.server('writeFloor');
+    const tag = randomTag();
+    const target = { service: `svc-${tag}`, environment: `env-${tag}` };
+    await setUpWriteFloor(server.baseUrl, {
+      secrets: [{ name: `db-${tag}`, values: DEPLOY_SECRET_VALUES }],
+      environment: target.environment,
+      service: { name: target.service, secrets: [{ secret: `db-${tag}` }] },
+    });
+    const request = { url: `${server.baseUrl}/deployments`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(target) };
+    await preflight(request, expectJson(201, (j) => ((j as { state?: string }).state === 'queued' ? undefined : 'expected a queued deployment')));
+    return ctx.load(server, throughputJob(ctx, request));
   },
 };

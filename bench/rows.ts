@@ -14,7 +14,7 @@ import { p50AtMost, p99AtMostMs, type Row, throughputAtLeast } from './lib/harne
 import { slipwayListOrgs, slipwayToken } from './probes/auth.js';
 import { slipwayClaimLatency, slipwayCreateDeployment } from './probes/deployments.js';
 import { slipwayBulkCreate, slipwayBulkUpsert, slipwayPatchKey } from './probes/secrets.js';
-import { ceiling, floorBulkCreate, oidcToken } from './references.js';
+import { ceiling, floorBulkCreate, floorCreateDeployment, floorPatchKey, oidcToken } from './references.js';
 
 export const ROWS: Row[] = [
   {
@@ -46,6 +46,22 @@ export const ROWS: Row[] = [
     target: throughputAtLeast(0.2, 'ceiling'),
   },
   {
+    // Beside the issue's row: how far the PATCH is from the least work that does the same job.
+    id: 'patch-key-floor',
+    title: 'PATCH one secret key, against its floor',
+    subject: slipwayPatchKey,
+    reference: floorPatchKey,
+    target: throughputAtLeast(0.5, 'PATCH floor'),
+  },
+  {
+    // Whether the issue's PATCH target can be met on this machine at all: the floor against it.
+    id: 'patch-floor',
+    title: 'the PATCH floor itself, against the issue\'s PATCH target',
+    subject: floorPatchKey,
+    reference: ceiling,
+    target: throughputAtLeast(0.2, 'ceiling'),
+  },
+  {
     // The issue compares the upsert with the bulk-create floor, not with an upsert floor.
     id: 'bulk-upsert',
     title: 'bulk upsert 1,000 secrets, half existing',
@@ -57,6 +73,20 @@ export const ROWS: Row[] = [
     id: 'deployments',
     title: 'create a deployment',
     subject: slipwayCreateDeployment,
+    reference: ceiling,
+    target: throughputAtLeast(0.2, 'ceiling'),
+  },
+  {
+    id: 'deployments-floor',
+    title: 'create a deployment, against its floor',
+    subject: slipwayCreateDeployment,
+    reference: floorCreateDeployment,
+    target: throughputAtLeast(0.5, 'deployment floor'),
+  },
+  {
+    id: 'deployments-floor-ceiling',
+    title: 'the deployment floor itself, against the issue\'s deployment target',
+    subject: floorCreateDeployment,
     reference: ceiling,
     target: throughputAtLeast(0.2, 'ceiling'),
   },

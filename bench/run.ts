@@ -30,8 +30,10 @@ const STANDALONE: Probe[] = [ceiling, oidcToken, floorBulkCreate];
 type Outcome = { ok: true; m: Measurement } | { ok: false; reason: string };
 
 /** What an alternating row measured: its own reference windows (combined) and each round's ratio. */
+/** What an alternating row measured: its own windows of each side (a probe may serve several rows). */
 interface Pairing {
   reference: Outcome;
+  subject: Outcome;
   ratios: number[];
 }
 
@@ -246,12 +248,15 @@ async function main(): Promise<number> {
       return { ok: true, m: combineWindows(measured) };
     };
     if (failure) ctx.log(`FAILED: ${failure.reason.split('\n')[0]}`);
-    pairings.set(row.id, { reference: outcome('reference', sides.reference), ratios });
-    outcomes.set(row.subject.id, outcome('subject', sides.subject));
-    // The ref line: every window of this reference so far, from whichever rows measured it.
-    const all = windows.get(reference.id);
-    if (all?.length) outcomes.set(reference.id, { ok: true, m: combineWindows(all) });
-    else if (!outcomes.get(reference.id)?.ok) outcomes.set(reference.id, pairings.get(row.id)!.reference);
+    const pairing: Pairing = { reference: outcome('reference', sides.reference), subject: outcome('subject', sides.subject), ratios };
+    pairings.set(row.id, pairing);
+    // A probe's own line (a ref line, say): every window of it so far, from whichever rows measured
+    // it, as the reference of one row or the subject of another.
+    for (const [probe, own] of [[reference, pairing.reference], [row.subject, pairing.subject]] as const) {
+      const all = windows.get(probe.id);
+      if (all?.length) outcomes.set(probe.id, { ok: true, m: combineWindows(all) });
+      else if (!outcomes.get(probe.id)?.ok) outcomes.set(probe.id, own);
+    }
   }
 
   try {
@@ -338,7 +343,7 @@ function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Ou
 
   plan.rows.forEach((row) => {
     const index = ROWS.indexOf(row) + 1;
-    const subject = outcomes.get(row.subject.id);
+    const subject = pairings.get(row.id)?.subject ?? outcomes.get(row.subject.id);
     const reference = pairings.get(row.id)?.reference ?? (row.reference ? outcomes.get(row.reference.id) : undefined);
     let ratio = '';
     let result = probeStatus(row.subject, subject);

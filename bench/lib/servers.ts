@@ -27,6 +27,7 @@ export interface ServerTypes {
   ceiling: RunningServer;
   oidc: OidcServer;
   floor: RunningServer;
+  writeFloor: RunningServer;
 }
 
 export type ServerId = keyof ServerTypes;
@@ -109,6 +110,13 @@ export const SERVERS: { [K in ServerId]: ServerSpec<K> } = {
     start: (opts) =>
       startChildServer('floor', 'Fastify+SQLite floor', 'floor.js', opts, {
         BENCH_FLOOR_DB: path.join(opts.runDir, 'floor.db'),
+      }),
+  },
+  writeFloor: {
+    label: 'Fastify+SQLite write floor',
+    start: (opts) =>
+      startChildServer('writeFloor', 'Fastify+SQLite write floor', 'write-floor.js', opts, {
+        BENCH_WRITE_FLOOR_DB: path.join(opts.runDir, 'write-floor.db'),
       }),
   },
 };

@@ -12,9 +12,11 @@ import { slipwayApi } from '../lib/slipway-api.js';
  * A service to deploy and an environment to deploy it into. The service takes one secret, as
  * most do, so that every deployment pins a secret version and every claim decrypts one.
  */
+export const DEPLOY_SECRET_VALUES = { DATABASE_URL: 'postgres://bench:pw@db.internal/bench' };
+
 async function deployTarget(api: SlipwayApi, tag: string): Promise<{ service: string; environment: string }> {
   const secret = `db-${tag}`;
-  await api.createSecrets([{ name: secret, values: { DATABASE_URL: 'postgres://bench:pw@db.internal/bench' } }]);
+  await api.createSecrets([{ name: secret, values: DEPLOY_SECRET_VALUES }]);
   const environment = await api.createEnvironment(`env-${tag}`);
   const service = await api.createService(`svc-${tag}`, { command: ['node', '-e', '0'], secrets: [{ secret }] });
   return { service: service.name, environment: environment.name };

@@ -30,7 +30,13 @@ export const slipwayBulkCreate: Probe = {
  * PATCH; several secrets changing at once is the common case (a pipeline rotating credentials).
  * On SQLite every write takes the database's one write lock either way.
  */
-const PATCH_POOL = 16;
+export const PATCH_POOL = 16;
+
+/** What each of the pool's secrets holds before the first PATCH (K1 changes, K2 stays). */
+export const PATCH_INITIAL = { K1: 'initial', K2: 'kept' };
+
+/** Each PATCH sets K1 to a new value, so that every one makes a version. */
+export const PATCH_BODY_TEMPLATE = '{"set":{"K1":"value-{{n}}"}}';
 
 export const slipwayPatchKey: Probe = {
   id: 'slipway-patch-key',
@@ -41,7 +47,7 @@ export const slipwayPatchKey: Probe = {
     const token = await server.token();
     const api = slipwayApi(server, token);
     const prefix = `patch-${randomTag()}`;
-    await api.createSecrets(Array.from({ length: PATCH_POOL }, (_, i) => ({ name: `${prefix}-${i}`, values: { K1: 'initial', K2: 'kept' } })));
+    await api.createSecrets(Array.from({ length: PATCH_POOL }, (_, i) => ({ name: `${prefix}-${i}`, values: PATCH_INITIAL })));
 
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
     const path = `${api.orgPath}/secrets/${prefix}-{{slot}}`;
@@ -54,7 +60,7 @@ export const slipwayPatchKey: Probe = {
       }),
     );
 
-    const template = { path, body: '{"set":{"K1":"value-{{n}}"}}', slots: PATCH_POOL };
+    const template = { path, body: PATCH_BODY_TEMPLATE, slots: PATCH_POOL };
     const m = await ctx.load(server, throughputJob(ctx, { url, method: 'PATCH', headers, template }));
 
     // autocannon never reads the answers: count the versions to prove that every PATCH answered
