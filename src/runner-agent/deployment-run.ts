@@ -71,6 +71,8 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       } catch (error) {
         // A batch the server will never take (too large for its body limit, say) is lost; the rest goes on.
         if (!(error instanceof Refused) || error.mustStop) throw error;
+        // A retry of a batch that the server stored, whose answer was lost: nothing was dropped.
+        if (error.code === 'idempotency_response_lost') return;
         log.warn({ status: error.status, code: error.code, lines: lines.length }, `log lines dropped: ${error.detail}`);
       }
     },

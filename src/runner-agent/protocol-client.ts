@@ -32,13 +32,19 @@ export interface ClaimOptions {
 }
 
 const CALL_TIMEOUT_MS = 30_000;
+/** The problem code of a request whose Idempotency-Key is held by a first try still running (or taken for running). */
+const IN_PROGRESS = 'idempotency_request_in_progress';
 /** A long poll answers within its wait; this much more is the server being slow, not waiting. */
 const CLAIM_GRACE_MS = 15_000;
 
 export function createProtocolClient(options: ProtocolClientOptions) {
   const { tokens } = options;
 
-  async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: { timeoutMs?: number; headers?: Record<string, string> } = {}): Promise<T | null> {
+  /**
+   * `keyGivenUp`: a 409 saying the request under its Idempotency-Key is still in progress is a
+   * refusal (the caller drops the key) rather than a reason to ask again with it.
+   */
+  async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: { timeoutMs?: number; headers?: Record<string, string>; keyGivenUp?: boolean } = {}): Promise<T | null> {
     const url = options.baseUrl + runnerUrl(route, options.orgId, id);
     const attempt = async (): Promise<T | null> => {
       // A 401 to a cached token may only mean that the token went stale: one more try with a fresh one.
@@ -59,7 +65,8 @@ export function createProtocolClient(options: ProtocolClientOptions) {
         // A 409 with Retry-After says to ask again: another request raced this one (a database
         // deadlock, say: nothing was done), or a retried log append's first try is still running
         // on the server (its answer comes to the retry). A code the runner must act on wins.
-        const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code);
+        const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code)
+          && !(extra.keyGivenUp === true && problem.code === IN_PROGRESS);
         if (isTransientStatus(answer.status) || retryLater) {
           throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
         }
@@ -81,15 +88,18 @@ export function createProtocolClient(options: ProtocolClientOptions) {
      * wait. Under an Idempotency-Key: a retry after an answer that got lost (a connection cut, a
      * server restarting) is handed the same deployment, rather than leaving it to wait out its
      * lease. Null too when that deployment is no longer this claim's (its lease ran out meanwhile,
-     * or the first answer was lost with its server): it is claimed again in the usual way.
+     * or the first answer was lost with its server), and when the first claim is still held on the
+     * server: a long poll that may be waiting on a node that died, whose hold would only run out
+     * after the server's lock timeout. The next claim, under a new key, goes on at once; a
+     * deployment the lost claim took comes back when its lease runs out.
      */
     async claim(claim: ClaimOptions, signal: AbortSignal): Promise<ClaimResponseT | null> {
       const body = { ...(claim.environments !== undefined ? { environments: claim.environments } : {}), waitSeconds: claim.waitSeconds, ...(claim.host !== undefined ? { host: claim.host } : {}) };
       const headers = { [IDEMPOTENCY_HEADER]: randomUUID() };
       try {
-        return await call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS, headers });
+        return await call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS, headers, keyGivenUp: true });
       } catch (error) {
-        if (error instanceof Refused && (error.mustStop || error.code === 'idempotency_response_lost')) return null;
+        if (error instanceof Refused && (error.mustStop || error.code === 'idempotency_response_lost' || error.code === IN_PROGRESS)) return null;
         throw error;
       }
     },

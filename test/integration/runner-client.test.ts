@@ -3,6 +3,8 @@
 // refusals into `Refused` (with `mustStop` for the ones that end work on a deployment) and keeps
 // retrying a server it cannot reach until told to stop.
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/logging.js';
@@ -271,27 +273,29 @@ describe('runner token source and protocol client', () => {
   });
 
   it('reports what it runs without how its processes are doing to a node that refuses that (an older one, mid-upgrade)', async () => {
-    const answered: Array<{ host?: string; processes?: unknown }> = [];
-    let refused = 0;
+    // Every report sent, in order: refused (it carried processes) or answered.
+    const sent: Array<{ host?: string; deployments: number; processes: boolean; refused: boolean }> = [];
     const mixed = (real: ProtocolClient): ProtocolClient => ({
       ...real,
       async serving(body, signal) {
         // The adoption was answered by an upgraded node; every report lands on one that is not.
-        if (body.processes !== undefined) {
-          refused++;
-          throw new Refused(400, 'invalid_request', 'serving was refused (400): /processes: must NOT have additional properties.');
-        }
-        answered.push({ host: body.host, processes: body.processes });
+        const refused = body.processes !== undefined;
+        sent.push({ host: body.host, deployments: body.deployments.length, processes: refused, refused });
+        if (refused) throw new Refused(400, 'invalid_request', 'serving was refused (400): /processes: must NOT have additional properties.');
         return real.serving(body, signal);
       },
     });
+    const answered = () => sent.filter((s) => !s.refused);
     const { env, svc, stop } = await runnerOn(mixed, { reconcileSeconds: 1 });
     try {
       const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
       assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
-      await eventually('a report that reached the server', async () => (answered.length > 0 ? true : undefined));
-      assert.ok(refused >= 1);
-      assert.ok(answered.every((a) => typeof a.host === 'string' && a.processes === undefined), JSON.stringify(answered));
+      await eventually('a report that reached the server', async () => (answered().some((a) => a.deployments > 0) ? true : undefined));
+      // A report refused for its processes goes again at once without them, for the same deployments.
+      const first = sent.findIndex((s) => s.refused);
+      assert.ok(first >= 0, JSON.stringify(sent));
+      assert.deepEqual(sent[first + 1], { ...sent[first]!, processes: false, refused: false }, JSON.stringify(sent));
+      assert.ok(answered().every((a) => typeof a.host === 'string'), JSON.stringify(sent));
       // The server saw its runner after the deployment succeeded (so it does not take it for an
       // orphan), and the process still serves.
       const { pid } = await servedBy(f.developer.http, f.orgId, d.id);
@@ -302,6 +306,40 @@ describe('runner token source and protocol client', () => {
       assert.ok(alive(pid));
     } finally {
       await stop();
+    }
+  });
+
+  it('gives up the key of a claim whose first try the server still holds, and claims again under a new one', async () => {
+    // A server whose node died with the first try's long poll: it answers that try's retries 409
+    // in progress (with Retry-After) until its lock timeout frees the key.
+    const keys: string[] = [];
+    const fake = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/oauth/v2/token') {
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: 'a.b.c', token_type: 'Bearer', expires_in: 3600 }));
+          return;
+        }
+        keys.push(String(req.headers['idempotency-key']));
+        res.writeHead(409, { 'content-type': 'application/problem+json', 'retry-after': '1' })
+          .end(JSON.stringify({ status: 409, code: 'idempotency_request_in_progress', detail: 'A request with this Idempotency-Key is still being processed.' }));
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = fake.address() as AddressInfo;
+      const client = createProtocolClient({
+        baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
+        tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
+      });
+      const started = Date.now();
+      assert.equal(await client.claim({ waitSeconds: 0 }, AbortSignal.timeout(5000)), null);
+      assert.equal(await client.claim({ waitSeconds: 0 }, AbortSignal.timeout(5000)), null);
+      assert.ok(Date.now() - started < 900, 'no pause for the Retry-After of a key that is given up');
+      assert.equal(keys.length, 2);
+      assert.notEqual(keys[0], keys[1]);
+    } finally {
+      await new Promise((resolve) => fake.close(resolve));
     }
   });
 

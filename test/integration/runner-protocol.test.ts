@@ -106,6 +106,30 @@ describe('runner protocol', () => {
     assert.ok(!late.text.includes(sentinel));
   });
 
+  it('fails, for good, a deployment whose claim is retried after its pinned secret was destroyed', async () => {
+    const secret = unique('gone-before-retry');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { K: 'v' } }] })).status, 201);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['x'], secrets: [{ secret }] } });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const key = { headers: { 'idempotency-key': randomUUID() } };
+    const claimUrl = `/v1/orgs/${orgId}/runner/claim`;
+    const first = await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, key);
+    assert.equal(first.status, 200, first.text);
+    // The first answer is lost; meanwhile the pinned version is destroyed.
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/secrets/${secret}?permanent=true`)).status, 204);
+    const retry = await runner.actor.http.post(claimUrl, { environments: [env.id], waitSeconds: 0 }, key);
+    assert.equal(retry.status, 409, retry.text);
+    assert.equal(retry.body.code, 'deployment_finished');
+    // The failure the retry found is kept, not rolled back with its refusal: no lease left to run out.
+    const failed = await getDeployment(developer.http, orgId, d.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, new RegExp(`${secret}@1`));
+    const moves = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}->${e.data.to}`);
+    assert.deepEqual(moves, ['queued->in_progress', 'in_progress->failed']);
+    assert.equal((await runner.heartbeat(d.id, first.body.lease.token)).status, 409);
+  });
+
   it('lets only runners speak the protocol, and runners nothing else', async () => {
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0 })).status, 403);
     assert.equal((await admin.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0 })).status, 403);
@@ -518,17 +542,21 @@ describe('runner protocol: hosts and adoption', () => {
     const again = { code: 1, signal: null, at: new Date().toISOString() };
     await Promise.all(Array.from({ length: 6 }, () => report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again }])));
     assert.deepEqual((await exitEvents()).map((e) => e.data.exits), [2, 3, 4]);
-    await report([{ deployment: id, state: 'running', exits: 3, lastExit: killed }]);
+    // An older report that arrives late (its retry overtook it) is not news: the count never goes back.
+    assert.deepEqual((await report([{ deployment: id, state: 'running', exits: 3, lastExit: killed }])).body, { serving: [id] });
+    assert.deepEqual({ ...(await processOf()), reportedAt: undefined }, { state: 'restarting', exits: 4, lastExit: again, reportedAt: undefined });
+    await report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again }]);
+    assert.deepEqual((await exitEvents()).map((e) => e.data.exits), [2, 3, 4], 'the exit is told once, however the reports arrive');
 
     // Another runner's report on it is not answered and changes nothing; nor does a report on a deployment not asked about.
     assert.deepEqual((await report([{ deployment: id, state: 'restarting', exits: 9 }], hostB)).body, { serving: [] });
-    assert.equal((await processOf()).exits, 3);
+    assert.equal((await processOf()).exits, 4);
     // What is not a report is refused, and changes nothing either.
     for (const bad of [{ state: 'crashed', exits: 1 }, { state: 'running', exits: -1 }, { state: 'running', exits: 1, lastExit: { code: 1, signal: 'KILL', at: crashed.at } }, { state: 'running', exits: 1, extra: true }]) {
       const res = await report([{ deployment: id, ...bad }]);
       assert.equal(res.status, 400, JSON.stringify(bad));
     }
-    assert.equal((await processOf()).exits, 3);
+    assert.equal((await processOf()).exits, 4);
     assert.equal((await exitEvents()).length, 3);
 
     // Let go: no runner reports it any more, so nothing is shown.

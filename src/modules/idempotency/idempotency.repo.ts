@@ -48,11 +48,13 @@ export const idempotencyRepo = {
   /**
    * In the holder's own transaction, with its change: from now on the request must not run again.
    * False when the holder lost its key (a retry took it over, taking this request for dead): the
-   * change must then roll back, as the retry runs in its place.
+   * change must then roll back, as the retry runs in its place. The hold is renewed with it: a
+   * holder whose renewals failed for a while (a busy pool) is alive all the same, and its retries
+   * wait for its response rather than being told it was lost.
    */
   async markCommitted(db: Executor, claim: IdempotencyClaim, at: string): Promise<boolean> {
     const result = await rowOf(db, claim.subject, claim.key).where('lock_token', '=', claim.lockToken).where('state', '=', 'in_progress')
-      .set({ committed_at: at }).executeTakeFirst();
+      .set({ committed_at: at, locked_at: new Date().toISOString() }).executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   },
 

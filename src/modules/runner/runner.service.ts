@@ -180,6 +180,9 @@ export function createRunnerService(deps: RunnerDeps) {
       for (const report of reports) {
         const row = known.get(report.deployment);
         if (row === undefined) continue;
+        // A runner counts a deployment's exits up for as long as it runs it: fewer than already
+        // kept is an older report that arrived late (a retry that overtook it), not news.
+        if (row.process_exits !== null && report.exits < row.process_exits) continue;
         const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
         if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit) {
           unchanged.push(row.id);
@@ -240,15 +243,18 @@ export function createRunnerService(deps: RunnerDeps) {
      * versions, while the lease is still held. The values were never kept with the key.
      */
     async claimAgain(ctx: RequestContext, orgId: string, id: string, leaseToken: string): Promise<ClaimResponseT> {
-      return db.transaction().execute(async (trx) => {
+      const answer = await db.transaction().execute(async (trx) => {
         const row = await deploymentsRepo.findInOrg(trx, orgId, id);
         if (row?.state !== 'in_progress' || row.lease_token !== leaseToken) throw await refusal(trx, orgId, id, leaseToken);
         const run = await runSpecOf(trx, orgId, row);
         if (!isAppError(run)) return { deployment: toDeployment(row), lease: leaseOf(row), run };
-        // Deleted for good since the first answer: it cannot run, as a claim would have found.
+        // Deleted for good since the first answer: it cannot run, as a claim would have found. The
+        // failure commits; the refusal goes out after it (thrown here, it would roll the failure back).
         await failUnresolvable(trx, ctx, row, run, new Date().toISOString());
-        throw errors.deploymentFinished(id, 'failed');
+        return 'failed' as const;
       });
+      if (answer === 'failed') throw errors.deploymentFinished(id, 'failed');
+      return answer;
     },
 
     async heartbeat(orgId: string, id: string, token: string): Promise<{ lease: LeaseT }> {
