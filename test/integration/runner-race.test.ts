@@ -40,7 +40,8 @@ describe('slipway runners racing', () => {
     const runnerIds = new Set(runners.map((r) => r.actor.id));
     assert.ok(claims.every((e) => runnerIds.has(e.data.runner) && e.data.attempt === 1));
     const completions = changes.filter((e) => e.data.from === 'in_progress');
-    assert.deepEqual(completions.map((e) => e.data.to), Array(100).fill('succeeded'));
+    const failures = completions.filter((e) => e.data.to !== 'succeeded').map((e) => ({ id: e.subject.id, ...e.data }));
+    assert.deepEqual(completions.map((e) => e.data.to), Array(100).fill('succeeded'), JSON.stringify(failures));
     assert.deepEqual(new Set(completions.map((e) => e.subject.id)), all);
 
     // In each pair the last deployment serves; the nine before it were superseded in turn.

@@ -90,6 +90,25 @@ describe('SQLite group commit', () => {
     }
   });
 
+  it('keeps a group open while each turn of the event loop brings in another transaction', async () => {
+    await reset();
+    const seenAtResolve: number[] = [];
+    const started: Array<Promise<unknown>> = [];
+    const start = (i: number) => started.push(insert(`g${i}`).then(() => seenAtResolve.push(seenByOther().length)));
+    start(0);
+    // One more transaction in each of the next five turns, as requests reaching a busy server do.
+    await new Promise<void>((resolve) => {
+      const next = (i: number) => setImmediate(() => {
+        start(i);
+        if (i < 5) next(i + 1);
+        else resolve();
+      });
+      next(1);
+    });
+    await Promise.all(started);
+    assert.deepEqual(seenAtResolve, [6, 6, 6, 6, 6, 6]);
+  });
+
   it('commits a lone transaction without waiting for others', async () => {
     await reset();
     await insert('d1');

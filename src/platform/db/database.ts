@@ -58,6 +58,11 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');
+  // Each transaction of a group commit runs in a savepoint, whose journal (the pages it changed, as
+  // they were) SQLite keeps in a temporary file once it outgrows 64 KiB, and then writes every page
+  // there with system calls of its own. In memory, a deployment's creation costs a fifth less; the
+  // journal never outlives its transaction, so nothing durable is lost.
+  sqlite.pragma('temp_store = MEMORY');
   // A server copies the log back in a worker thread; its own automatic checkpoint (inside a
   // COMMIT, on the event loop) is left only as a backstop should the worker fall behind.
   const checkpointer = onCheckpointError === null ? null : startCheckpointer(file, onCheckpointError);

@@ -203,8 +203,8 @@ export class GroupCommitSqliteDriver implements Driver {
 
   /**
    * Gives the connection to the next in line. An open group stays open while transactions are
-   * waiting for the connection (they join it); otherwise it is committed once the event loop has
-   * taken in what else arrived together (requests parsed in the same turn join it too).
+   * waiting for the connection (they join it); otherwise it is committed once a turn of the event
+   * loop has taken in nothing more to join it (see #scheduleFlush).
    */
   #release(lease: Lease): void {
     lease.released = true;
@@ -213,12 +213,25 @@ export class GroupCommitSqliteDriver implements Driver {
     this.#mutex.unlock();
   }
 
+  /**
+   * Commits the open group after the event loop's next turn, unless that turn brought more
+   * transactions into it: then after the turn after that, and so on, within the group's limits. A
+   * lone transaction waits one turn; under load, where each turn takes in requests that reached
+   * the server meanwhile, a group gathers what is in flight and its COMMIT (every page its
+   * transactions dirtied, written with system calls of its own) is shared by more of them.
+   */
   #scheduleFlush(): void {
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
+    const joined = this.#group?.jobs ?? 0;
     setImmediate(() => {
       this.#flushScheduled = false;
-      if (this.#group === null) return;
+      const group = this.#group;
+      if (group === null) return;
+      if (group.jobs > joined && group.jobs < this.#limits.maxTransactions && Date.now() - group.started < this.#limits.maxMs) {
+        this.#scheduleFlush();
+        return;
+      }
       // Someone holds the connection: their release commits or schedules again.
       if (!this.#mutex.tryLock()) return;
       try {
