@@ -117,8 +117,10 @@ export async function orgCommand(argv: string[], env: Env): Promise<number> {
   if (sub === 'list') {
     const p = parse(rest, {}, env);
     const orgs = await withCore(p, (core) => allPages((cursor) => core.orgs.list({ orgId: null, all: true }, { limit: 200, ...(cursor ? { cursor } : {}) })));
-    if (p.values.json) printJson({ orgs });
-    else printTable(orgs.map((o) => ({ ...o, externalId: o.externalId ?? null })), ['id', 'slug', 'name', 'externalId', 'createdAt']);
+    // Every organization with the same fields, linked or not, as `org create --json` prints one.
+    const rows = orgs.map((o) => ({ ...o, externalId: o.externalId ?? null }));
+    if (p.values.json) printJson({ orgs: rows });
+    else printTable(rows, ['id', 'slug', 'name', 'externalId', 'createdAt']);
     return 0;
   }
   if (sub === 'link' || sub === 'unlink') {

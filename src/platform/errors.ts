@@ -103,8 +103,8 @@ export const errors = {
     new AppError(403, 'role_not_granted', 'Forbidden',
       `The access token grants none of the roles ${roles.join(', ')} in its organization "${externalOrgId}": grant the user one of these project roles at the issuer, and request the token with the scope \`${rolesScope}\` so that it carries ${rolesClaim}.`,
       { externalOrgId }),
-  protectedEnvironment: (environment: string, role: string) =>
-    new AppError(403, 'environment_protected', 'Forbidden', `The environment "${environment}" is protected: only an admin or owner may deploy to it; this service user is ${role}.`, {
+  protectedEnvironment: (environment: string, role: string, what = 'deploy to it') =>
+    new AppError(403, 'environment_protected', 'Forbidden', `The environment "${environment}" is protected: only an admin or owner may ${what}; this service user is ${role}.`, {
       requiredRole: 'admin',
     }),
 
@@ -173,7 +173,7 @@ export const errors = {
   // 422
   unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
   unknownSecrets: (missing: string[]) =>
-    new AppError(422, 'unknown_secrets', 'Unknown secrets', `${missing.length === 1 ? 'This secret does' : 'These secrets do'} not exist (or are deleted) in this organization: ${missing.join(', ')}.`, { missing }),
+    new AppError(422, 'unknown_secrets', 'Unknown secrets', `${missing.length === 1 ? 'This secret does not exist, or is deleted,' : 'These secrets do not exist, or are deleted,'} in this organization: ${missing.join(', ')}.`, { missing }),
   /**
    * Pinned secret versions whose secret was deleted permanently or purged: whatever pinned them can
    * never run. `refused`, when given, leads the detail with what is refused (a rollback).
@@ -182,7 +182,7 @@ export const errors = {
     const one = missing.length === 1;
     const gone = `the pinned secret version${one ? '' : 's'} ${missing.join(', ')} no longer exist${one ? 's' : ''} (${one ? 'its secret was' : 'their secrets were'} deleted permanently, or purged when the retention window of a deletion ended)`;
     return new AppError(422, 'secret_versions_gone', 'Secret versions gone',
-      `${refused !== undefined ? `${refused}: ${gone}` : gone.charAt(0).toUpperCase() + gone.slice(1)}. Deploy the service again instead (POST …/deployments): a new deployment pins the secrets' current versions.`,
+      `${refused !== undefined ? `${refused}: ${gone}` : gone.charAt(0).toUpperCase() + gone.slice(1)}. Deploy the service again instead (POST …/deployments): a new deployment pins the secrets' current versions (should its spec still name a secret deleted permanently, create that secret again or change the service first).`,
       { missing });
   },
   unknownSecretReferences: (fieldErrors: FieldError[]) =>

@@ -65,7 +65,7 @@ export async function supervise(s: Supervised, ctx: SupervisorContext): Promise<
       if (Date.now() - upSince >= policy.stableAfterMs) exitsInARow = 0;
       let delay = restartDelayMs(exitsInARow++, policy);
       const how = status.signal !== null ? `was killed by ${status.signal}` : `exited with code ${status.code}`;
-      ctx.log.warn({ processPid: proc.pid, ...status, restartInMs: delay }, `the service ${how} on its own; starting it again on port ${s.spec.port} in ${delay / 1000} s`);
+      ctx.log.warn({ processPid: proc.pid, ...status, restartInMs: delay }, `the service ${how}, not by this runner; starting it again on port ${s.spec.port} in ${delay / 1000} s`);
       let next: RunningProcess | undefined;
       while (next === undefined) {
         try {

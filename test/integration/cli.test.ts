@@ -77,6 +77,8 @@ describe('slipway CLI', () => {
     assert.deepEqual([org.slug, org.name], ['cli-org', 'CLI Org']);
     const { orgs } = await cliJson(['org', 'list'], env);
     assert.deepEqual(orgs.map((o: { slug: string }) => o.slug).sort(), ['cli-org', 'default']);
+    // Listed with the fields `org create` printed, an unlinked one's externalId null as there.
+    assert.deepEqual(orgs.find((o: { slug: string }) => o.slug === 'cli-org'), org);
     // The server sees it at once.
     assert.equal((await server.owner.http.get('/v1/orgs/cli-org')).body.id, org.id);
     const taken = await runCli(['org', 'create', '--slug', 'cli-org', '--name', 'Again'], env);

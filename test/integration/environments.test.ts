@@ -90,17 +90,26 @@ describe('environments', () => {
     assert.deepEqual((await otherOrg.http.get(`/v1/orgs/${otherOrg.orgId}/environments`)).body.environments, []);
   });
 
-  it('lets only admins and owners deploy to a protected environment', async () => {
+  it('lets only admins and owners deploy to a protected environment, and cancel its deployments', async () => {
     const env = await createEnvironment(admin.http, orgId, { protected: true });
     const svc = await createService(developer.http, orgId);
     const refused = await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name });
     assert.equal(refused.status, 403);
     assert.equal(refused.body.code, 'environment_protected');
     assert.match(refused.body.detail, /protected/);
+    const queued: string[] = [];
     for (const who of [admin, await server.actor(orgId, 'owner')]) {
       const ok = await who.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name });
       assert.equal(ok.status, 201, ok.text);
+      queued.push(ok.body.id);
     }
+    // Cancelling one is as much the admins' as deploying: a developer is refused, and nothing changes.
+    const cancel = await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued[0]}/cancel`, {});
+    assert.equal(cancel.status, 403, cancel.text);
+    assert.equal(cancel.body.code, 'environment_protected');
+    assert.match(cancel.body.detail, /cancel/);
+    assert.equal((await developer.http.get(`/v1/orgs/${orgId}/deployments/${queued[0]}`)).body.state, 'queued');
+    for (const id of queued) assert.equal((await admin.http.post(`/v1/orgs/${orgId}/deployments/${id}/cancel`, {})).status, 200);
     // A rollback is a deployment too.
     const env2 = await createEnvironment(admin.http, orgId, { protected: true });
     const shipped = await ship(admin.http, f.runner, orgId, { service: svc.id, environment: env2.id });

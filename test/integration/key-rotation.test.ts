@@ -319,4 +319,21 @@ describe('signing key rotation', () => {
     assert.deepEqual(status.signingKeys.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired'], [rotated.active.kid, 'active']]);
     assert.match((await runCli(['keys', 'rotate-signing'], cliEnv(server))).stderr, /signing key rotated/);
   });
+
+  it('stops accepting a key whose publication ended, on a node that has been running all along', async () => {
+    // Issued now, first shown to the API only after its key has left the JWKS.
+    const unseen = await server.token(server.bootstrap);
+    const oldKid = kidOf(unseen);
+    await cliJson(['keys', 'rotate-signing'], cliEnv(server));
+    await server.core.keys.reload();
+    // The node verifies with both keys meanwhile.
+    assert.equal((await server.http(await server.token(server.bootstrap)).get('/v1/orgs/default')).status, 200);
+    // Its publication ends (retired longer ago than a token lives): as an operator removing it would.
+    await server.core.db.updateTable('signing_keys').set({ retired_at: new Date(Date.now() - 30 * 86_400_000).toISOString() }).where('kid', '=', oldKid).execute();
+    await server.core.keys.reload();
+    const refused = await server.http(unseen).get('/v1/orgs/default');
+    assert.equal(refused.status, 401, refused.text);
+    assert.ok(!(await server.http().get('/oauth/v2/keys')).body.keys.some((k: any) => k.kid === oldKid));
+    assert.equal((await server.http(await server.token(server.bootstrap)).get('/v1/orgs/default')).status, 200);
+  });
 });

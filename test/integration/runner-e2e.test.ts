@@ -125,7 +125,7 @@ describe('slipway runner', () => {
       return 'pid' in answer && answer.pid !== one.pid ? answer : undefined;
     });
     assert.deepEqual(back, { pid: back.pid, greeting: null, apiKey: secretValues[0], revision: 'v1' });
-    const exited = await runner.proc.waitForLog((l) => (l.msg ?? '').includes('exited with code 3 on its own') && l.processPid === one.pid, 'the exit');
+    const exited = await runner.proc.waitForLog((l) => (l.msg ?? '').includes('exited with code 3, not by this runner') && l.processPid === one.pid, 'the exit');
     assert.equal(exited.serviceName, svc.name);
     assert.equal(exited.environmentName, env.name);
     await runner.proc.waitForLog((l) => l.msg === 'the service is running again' && l.processPid === back.pid, 'the restart');

@@ -158,6 +158,37 @@ describe('service users', () => {
     assert.equal((await owner.http.patch(`${base()}/${dev.id}`, { role: 'developer' })).body.role, 'developer');
   });
 
+  it('replays a client secret under its Idempotency-Key only to a caller who may still manage its service user', async () => {
+    const org = await server.createOrg();
+    const [first, second] = [await server.actor(org.id, 'owner'), await server.actor(org.id, 'owner')];
+    const users = `/v1/orgs/${org.id}/service-users`;
+    const keyed = (key: string) => ({ headers: { 'idempotency-key': key } });
+    const created = await first.http.post(users, { name: 'deputy', role: 'owner' }, keyed('create-deputy'));
+    assert.equal(created.status, 201, created.text);
+    const added = await first.http.post(`${users}/deputy/secrets`, undefined, keyed('rotate-deputy'));
+    assert.equal(added.status, 201, added.text);
+    // While it may, a retry gets the first answer again, byte for byte.
+    const again = await first.http.post(users, { name: 'deputy', role: 'owner' }, keyed('create-deputy'));
+    assert.deepEqual({ status: again.status, replayed: again.headers.get('idempotent-replayed'), body: again.text }, { status: 201, replayed: 'true', body: created.text });
+
+    // Demoted to admin, it may no longer manage an owner: its retries get what the routes say now.
+    assert.equal((await second.http.patch(`${users}/${first.id}`, { role: 'admin' })).status, 200);
+    for (const [path, body, key, secret] of [
+      [users, { name: 'deputy', role: 'owner' }, 'create-deputy', created.body.clientSecret],
+      [`${users}/deputy/secrets`, undefined, 'rotate-deputy', added.body.clientSecret],
+    ] as const) {
+      const retry = await first.http.post(path, body, keyed(key));
+      assert.equal(retry.status, 403, retry.text);
+      assert.ok(!retry.text.includes(secret));
+    }
+    // Once its service user is gone, a replay has nothing to hand out.
+    assert.equal((await second.http.patch(`${users}/${first.id}`, { role: 'owner' })).status, 200);
+    assert.equal((await second.http.delete(`${users}/deputy`)).status, 204);
+    const gone = await first.http.post(`${users}/deputy/secrets`, undefined, keyed('rotate-deputy'));
+    assert.equal(gone.status, 404, gone.text);
+    assert.ok(!gone.text.includes(added.body.clientSecret));
+  });
+
   it('keeps one enabled owner in every organization', async () => {
     const org = await server.createOrg();
     const solo = await server.actor(org.id, 'owner', 'solo');

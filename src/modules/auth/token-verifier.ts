@@ -5,7 +5,7 @@
 // With an external issuer configured (a ZITADEL), tokens are routed by `iss`: that issuer's are
 // verified against its keys and act in the organization linked to theirs (external-issuer.ts,
 // zitadel-claims.ts); any other `iss` meets the checks of our own tokens, and fails them.
-import { createLocalJWKSet, decodeJwt, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, decodeJwt, errors as joseErrors, jwtVerify, type JWK, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { errors } from '../../platform/errors.js';
 import type { Organization } from '../orgs/orgs.schemas.js';
@@ -91,20 +91,27 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
   let jwksKids = new Set<string>();
   let lastReload = 0;
 
+  /**
+   * Verifies with these keys from now on. A key that left the set (its retention ended, or an
+   * operator removed it) verifies nothing more, and the tokens it verified before are verified
+   * again: the cache of verified tokens is emptied.
+   */
+  function useKeys(publicJwks: JWK[]): ReturnType<typeof createLocalJWKSet> {
+    const kids = new Set(publicJwks.map((k) => k.kid!));
+    if (jwks !== null && kids.size === jwksKids.size && [...kids].every((k) => jwksKids.has(k))) return jwks;
+    if ([...jwksKids].some((k) => !kids.has(k))) verified.clear();
+    jwksKids = kids;
+    return (jwks = createLocalJWKSet({ keys: publicJwks }));
+  }
+
   async function keySet(kid: string | undefined) {
-    const set = await deps.keys.current();
-    if (jwks === null || set.publicJwks.some((k) => !jwksKids.has(k.kid!))) {
-      jwks = createLocalJWKSet({ keys: set.publicJwks });
-      jwksKids = new Set(set.publicJwks.map((k) => k.kid!));
-    }
+    let current = useKeys((await deps.keys.current()).publicJwks);
     // A kid we have not seen may come from a rotation on another node; re-read at most once a second.
     if (kid !== undefined && !jwksKids.has(kid) && Date.now() - lastReload > 1_000) {
       lastReload = Date.now();
-      const fresh = await deps.keys.reload();
-      jwks = createLocalJWKSet({ keys: fresh.publicJwks });
-      jwksKids = new Set(fresh.publicJwks.map((k) => k.kid!));
+      current = useKeys((await deps.keys.reload()).publicJwks);
     }
-    return jwks;
+    return current;
   }
 
   async function verifyOwn(token: string): Promise<OwnClaims> {

@@ -55,7 +55,7 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
     schema: {
       tags,
       summary: 'Cancel a queued or in-progress deployment',
-      description: 'A runner working on it gets 409 `deployment_cancelled` at its next call and stops. Any other state is 409 `invalid_transition`, listing the transitions the deployment still has.',
+      description: 'A runner working on it gets 409 `deployment_cancelled` at its next call and stops. Any other state is 409 `invalid_transition`, listing the transitions the deployment still has. In a protected environment only admins and owners cancel (403 `environment_protected`).',
       params: DeploymentParams,
       body: CancelBody,
       response: { 200: DeploymentSchema, ...problems(409) },

@@ -64,10 +64,13 @@ export async function loadDeployment(executor: Executor, orgId: string, id: stri
   return row;
 }
 
-/** Protected environments take deployments from admins and owners only (and the CLI operator). */
-function assertMayDeploy(ctx: RequestContext, environment: EnvironmentRow): void {
+/**
+ * Protected environments take deployments, and have them cancelled, by admins and owners only (and
+ * the CLI operator).
+ */
+function assertMayDeploy(ctx: RequestContext, environment: EnvironmentRow, what?: string): void {
   if (environment.protected !== 1 || ctx.actor.kind === 'cli') return;
-  if (!allows('admin', ctx.actor.role!, ctx.actor.instanceAdmin)) throw errors.protectedEnvironment(environment.name, ctx.actor.role ?? 'none');
+  if (!allows('admin', ctx.actor.role!, ctx.actor.instanceAdmin)) throw errors.protectedEnvironment(environment.name, ctx.actor.role ?? 'none', what);
 }
 
 /** Rollback targets: deployments that succeeded, whether or not something has superseded them since. */
@@ -165,9 +168,13 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     /** Queued or in progress → cancelled; a runner working on it is told to stop at its next call. */
     async cancel(ctx: RequestContext, orgId: string, id: string, reason?: string): Promise<Deployment> {
       const now = new Date().toISOString();
-      const { row } = await db.transaction().execute((trx) => moveDeployment(trx, ctx, {
-        orgId, id, to: 'cancelled', set: { finished_at: now, lease_expires_at: null, reason: reason ?? `Cancelled by ${ctx.actor.id}.` },
-      }));
+      const { row } = await db.transaction().execute(async (trx) => {
+        const target = await loadDeployment(trx, orgId, id);
+        assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id), 'cancel its deployments');
+        return moveDeployment(trx, ctx, {
+          orgId, id, to: 'cancelled', set: { finished_at: now, lease_expires_at: null, reason: reason ?? `Cancelled by ${ctx.actor.id}.` },
+        });
+      });
       // The next deployment of the same service and environment may be claimable now.
       signals.notify(orgId);
       return toDeployment(row);

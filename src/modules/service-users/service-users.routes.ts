@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
@@ -6,6 +7,7 @@ import {
   ClientSecretParams, CreatedServiceUser, CreateServiceUserBody, NewClientSecret, ServiceUserList, ServiceUserParams,
   ServiceUserSchema, UpdateServiceUserBody,
 } from './service-users.schemas.js';
+import type { ReplayedByReference } from '../idempotency/idempotency.schemas.js';
 import type { ServiceUsersService } from './service-users.service.js';
 
 const tags = ['service users'];
@@ -17,6 +19,21 @@ const WHO_MAY = 'Admins manage service users up to admin; only owners create, ch
 export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersService }): void {
   const { serviceUsers } = deps;
 
+  /**
+   * The answers that hand out a client secret, kept whole (sealed, as every kept answer) for an
+   * Idempotency-Key, but replayed only to a caller who may still manage that service user: one
+   * demoted since, or whose service user was deleted, gets the refusal the route would give now.
+   */
+  const handedOut = new WeakMap<FastifyRequest, { body: unknown; user: string }>();
+  const secretAnswer: ReplayedByReference = {
+    reference: (req) => Buffer.from(JSON.stringify(handedOut.get(req))),
+    async replay(req, reference) {
+      const kept = JSON.parse(reference.toString('utf8')) as { body: unknown; user: string };
+      await serviceUsers.assertMayStillManage(req.ctx, req.org!.id, kept.user);
+      return kept.body;
+    },
+  };
+
   app.get('/v1/orgs/:orgId/service-users', {
     config: { auth: 'admin', operation: 'serviceUsers.list' },
     schema: { tags, summary: 'List service users', params: OrgParams, querystring: PageQuery, response: { 200: ServiceUserList } },
@@ -26,7 +43,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
   });
 
   app.post('/v1/orgs/:orgId/service-users', {
-    config: { auth: 'admin', operation: 'serviceUsers.create' },
+    config: { auth: 'admin', operation: 'serviceUsers.create', idempotent: secretAnswer },
     schema: {
       tags,
       summary: 'Create a service user (Settings → Service Users → Create); the client secret is returned once',
@@ -38,6 +55,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
   }, async (req, reply) => {
     reply.header('cache-control', 'no-store');
     const user = await serviceUsers.create(req.ctx, req.org!.id, req.body);
+    handedOut.set(req, { body: user, user: user.id });
     return created(reply, `/v1/orgs/${req.org!.id}/service-users/${user.id}`, user);
   });
 
@@ -67,7 +85,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
   });
 
   app.post('/v1/orgs/:orgId/service-users/:id/secrets', {
-    config: { auth: 'admin', operation: 'serviceUsers.addSecret' },
+    config: { auth: 'admin', operation: 'serviceUsers.addSecret', idempotent: secretAnswer },
     schema: {
       tags,
       summary: 'Add a second client secret (rotation); the existing one stays valid until removed',
@@ -78,7 +96,9 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     },
   }, async (req, reply) => {
     reply.code(201).header('cache-control', 'no-store');
-    return serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
+    const secret = await serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
+    handedOut.set(req, { body: secret, user: req.params.id });
+    return secret;
   });
 
   app.delete('/v1/orgs/:orgId/service-users/:id/secrets/:secretId', {

@@ -133,6 +133,14 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     ({ orgId, type: `service_user.${type}`, subject: { type: 'service_user', id: row.id }, data });
 
   return {
+    /**
+     * For a replayed answer that hands out a client secret: the caller must still be allowed to
+     * manage that service user (404 when it is gone, 403 when the caller may no longer manage it).
+     */
+    async assertMayStillManage(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
+      assertMayManage(ctx, await load(db, orgId, idOrName));
+    },
+
     async create(ctx: RequestContext, orgId: string, input: NewServiceUser): Promise<ServiceUser & CredentialsT> {
       assertMayGrant(ctx, input.role);
       if (input.instanceAdmin && !ctx.actor.instanceAdmin) throw errors.forbidden('Only an instance administrator can make another.');
