@@ -170,6 +170,10 @@ describe('service users', () => {
     // While it may, a retry gets the first answer again, byte for byte.
     const again = await first.http.post(users, { name: 'deputy', role: 'owner' }, keyed('create-deputy'));
     assert.deepEqual({ status: again.status, replayed: again.headers.get('idempotent-replayed'), body: again.text }, { status: 201, replayed: 'true', body: created.text });
+    // Renamed since, it is still the service user whose secret was added.
+    assert.equal((await second.http.patch(`${users}/deputy`, { name: 'deputy-renamed' })).status, 200);
+    assert.equal((await first.http.post(`${users}/deputy/secrets`, undefined, keyed('rotate-deputy'))).text, added.text);
+    assert.equal((await second.http.patch(`${users}/deputy-renamed`, { name: 'deputy' })).status, 200);
 
     // Demoted to admin, it may no longer manage an owner: its retries get what the routes say now.
     assert.equal((await second.http.patch(`${users}/${first.id}`, { role: 'admin' })).status, 200);

@@ -96,8 +96,9 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     },
   }, async (req, reply) => {
     reply.code(201).header('cache-control', 'no-store');
-    const secret = await serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
-    handedOut.set(req, { body: secret, user: req.params.id });
+    const { serviceUserId, ...secret } = await serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
+    // By id: a service user renamed since is still the one whose secret this is.
+    handedOut.set(req, { body: secret, user: serviceUserId });
     return secret;
   });
 

@@ -224,8 +224,8 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       });
     },
 
-    /** Adds a second live secret; the first keeps working until it is removed. */
-    async addSecret(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ id: string; hint: string; createdAt: string; lastUsedAt: null; clientSecret: string }> {
+    /** Adds a second live secret; the first keeps working until it is removed. `serviceUserId`: whose it is. */
+    async addSecret(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ id: string; hint: string; createdAt: string; lastUsedAt: null; clientSecret: string; serviceUserId: string }> {
       const now = new Date().toISOString();
       return change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
@@ -237,7 +237,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
         const { row: secretRow, secret } = issueSecret(row.id, now);
         await serviceUsersRepo.insertSecret(trx, secretRow);
         await appendEvents(trx, ctx, [event(orgId, row, 'secret_added', { secretId: secretRow.id, hint: secretRow.hint })], now);
-        return { id: secretRow.id, hint: secretRow.hint, createdAt: now, lastUsedAt: null, clientSecret: secret };
+        return { id: secretRow.id, hint: secretRow.hint, createdAt: now, lastUsedAt: null, clientSecret: secret, serviceUserId: row.id };
       });
     },
 
