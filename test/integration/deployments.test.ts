@@ -188,6 +188,38 @@ describe('deployments', () => {
       [['queued', 'in_progress'], ['in_progress', 'cancelled']]);
   });
 
+  it('keeps another organization\'s real deployments, services and environments out of reach: 404, and nothing changes', async () => {
+    const p = await pair();
+    const served = await p.ship();
+    const queued = await deploy(developer.http, orgId, { service: p.svc.id, environment: p.env.id, revision: 'waiting' });
+    const other = (await server.createOrg()).id;
+    const [outsider, outsiderRunner] = [await server.actor(other, 'owner'), await newRunner(server, other)];
+    const theirs = `/v1/orgs/${other}`;
+    const refused = [
+      await outsider.http.get(`${theirs}/deployments/${queued.id}`),
+      await outsider.http.get(`${theirs}/deployments/${served.deployment.id}/logs`),
+      await outsider.http.post(`${theirs}/deployments/${queued.id}/cancel`, {}),
+      await outsider.http.post(`${theirs}/deployments/${served.deployment.id}/rollback`),
+      await outsider.http.post(`${theirs}/deployments`, { service: p.svc.id, environment: p.env.id }),
+      await outsider.http.get(`${theirs}/deployments?service=${p.svc.id}`),
+      await outsider.http.get(`${theirs}/environments/${p.env.id}/active`),
+    ];
+    for (const res of refused) assert.equal(res.status, 404, res.text);
+    // Their runner neither claims ours nor reaches one it was never handed.
+    assert.equal((await outsiderRunner.claim({ environments: [p.env.id], waitSeconds: 0 })).status, 404);
+    assert.equal((await outsiderRunner.claim({ waitSeconds: 0 })).status, 204);
+    for (const res of [
+      await outsiderRunner.heartbeat(queued.id, 'no-such-lease'),
+      await outsiderRunner.logs(queued.id, { leaseToken: 'no-such-lease', lines: [{ stream: 'stdout', line: 'x' }] }),
+      await outsiderRunner.complete(queued.id, 'no-such-lease'),
+    ]) assert.equal(res.status, 404, res.text);
+
+    assert.equal((await getDeployment(developer.http, orgId, queued.id)).state, 'queued');
+    assert.equal((await getDeployment(developer.http, orgId, served.deployment.id)).state, 'succeeded');
+    assert.deepEqual((await outsider.http.get(`${theirs}/deployments`)).body.deployments, []);
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued.id}/cancel`, {})).status, 200);
+  });
+
   it('answers every 201 of a single resource with its Location, by id, which reads it back', async () => {
     const read = async (res: { status: number; headers: Headers; body: any; text: string }, pattern: RegExp) => {
       assert.equal(res.status, 201, res.text);

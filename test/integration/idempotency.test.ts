@@ -116,6 +116,23 @@ describe('Idempotency-Key', () => {
     assertReplayOf(await createSecret(key, name, developer), created[0]!);
   });
 
+  it('creates one deployment for twenty concurrent retries, where nothing else would stop a second', async () => {
+    const orgId = server.bootstrap.orgId;
+    const env = await createEnvironment(server.owner.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const key = randomUUID();
+    const body = { service: svc.id, environment: env.id, revision: 'once' };
+    const answers = await Promise.all(Array.from({ length: 20 }, () => developer.http.post(`/v1/orgs/${orgId}/deployments`, body, { headers: { 'idempotency-key': key } })));
+    const created = answers.filter((a) => a.status === 201);
+    assert.equal(created.length + answers.filter((a) => a.status === 409 && a.body.code === 'idempotency_request_in_progress').length, 20, answers.map((a) => `${a.status} ${a.text}`).join('\n'));
+    assert.equal(created.filter((a) => a.headers.get('idempotent-replayed') === null).length, 1);
+    for (const a of created) assert.equal(a.text, created[0]!.text);
+    const made = (await developer.http.get(`/v1/orgs/${orgId}/deployments?service=${svc.id}`)).body.deployments;
+    assert.deepEqual(made.map((d: { id: string }) => d.id), [created[0]!.body.id]);
+    const events = await server.core.db.selectFrom('events').select('type').where('subject_id', '=', created[0]!.body.id).execute();
+    assert.deepEqual(events.map((e) => e.type), ['deployment.created']);
+  });
+
   it('keeps and replays a 4xx outcome (a 409 conflict) rather than running again', async () => {
     const name = uniqueName('taken');
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', oneSecret(name))).status, 201);

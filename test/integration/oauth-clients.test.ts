@@ -4,8 +4,10 @@
 // shows it. Each ends with the API accepting (or refusing) the token.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as client from 'openid-client';
 import { freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
@@ -161,18 +163,14 @@ describe('OAuth clients', () => {
     });
 
     it('runs the README block in a shell, reading bootstrap.json as it does', async () => {
-      // The README's block, word for word, except where bootstrap.json and the server are.
-      const script = [
-        `B=${path.basename(server.dataDir)}/bootstrap.json`,
-        `CLIENT_ID=$(node -p "require('./$B').clientId")`,
-        `CLIENT_SECRET=$(node -p "require('./$B').clientSecret")`,
-        `SCOPE=$(node -p "require('./$B').scope")`,
-        `TOKEN_URL=$(node -p "require('./$B').tokenUrl")`,
-        `BASE_URL=${server.url}`,
-        `TOKEN=$(curl -s -u "$CLIENT_ID:$CLIENT_SECRET" -d grant_type=client_credentials --data-urlencode "scope=$SCOPE" "$TOKEN_URL" \\`,
-        `  | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')`,
-        `curl -s -H "Authorization: Bearer $TOKEN" "$BASE_URL/v1/orgs"`,
-      ].join('\n');
+      // The README's block, read from the README, word for word but where bootstrap.json and the server are.
+      const readme = fs.readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
+      const block = /```sh\n(B=\.slipway\/bootstrap\.json\n[\s\S]*?)```/.exec(readme)?.[1];
+      assert.ok(block !== undefined, 'the README has the block');
+      const script = block
+        .replace(/^B=\.slipway\/bootstrap\.json$/m, `B=${path.basename(server.dataDir)}/bootstrap.json`)
+        .replace(/^BASE_URL=http:\/\/127\.0\.0\.1:8080$/m, `BASE_URL=${server.url}`);
+      assert.ok(script.includes(server.url) && script.includes('curl -s -u'), script);
       const { stdout } = await run('sh', ['-c', script], { cwd: path.dirname(server.dataDir), env: { PATH: process.env.PATH ?? '' } });
       const body = JSON.parse(stdout) as { orgs: Array<{ slug: string }> };
       assert.ok(body.orgs.some((o) => o.slug === 'default'));

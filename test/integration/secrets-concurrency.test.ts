@@ -41,7 +41,9 @@ describe('concurrent updates to one secret', () => {
       ? server.owner.http.put(`${base}/mixed`, { values: { N: `r${i}` } })
       : server.owner.http.patch(`${base}/mixed`, { set: { [`K${i}`]: 'x' } }))));
     for (const r of results) assert.equal(r.status, 200, r.text);
+    // Each writer sets a value or a key no other one does: every one of them makes a version.
     const made = results.filter((r) => r.body.result === 'updated').length;
+    assert.equal(made, WRITERS);
     assert.deepEqual(await versionsOf('mixed'), oneTo(made + 1));
   });
 

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { createEnvironment, createService, deploy, newRunner } from '../support/deployments.js';
 import { rawDatabaseBytes, startServer, type HttpResult, type TestServer } from '../support/harness.js';
 
 const base = '/v1/orgs/default/secrets';
@@ -14,6 +15,7 @@ describe('secret values never leak', () => {
   const values = {
     create: sentinel('create'), replace: sentinel('replace'), patch: sentinel('patch'),
     upsertNew: sentinel('upsert-new'), upsertOld: sentinel('upsert-old'), refused: sentinel('refused'),
+    keyed: sentinel('keyed'), keyedPatch: sentinel('keyed-patch'), deployed: sentinel('deployed'),
   };
   // Every value shares this marker, so a leak of part of one (a quoted snippet) is caught too.
   const all = [...Object.values(values), 'SENTINEL-'];
@@ -49,11 +51,57 @@ describe('secret values never leak', () => {
     assert.deepEqual(refused.map((r) => r.status), [400, 400, 400, 400, 409, 412, 400, 400]);
     assert.equal(refused.at(-1)!.body.code, 'malformed_json');
     assert.ok(refused.every((r) => r.headers.get('content-type')?.startsWith('application/problem+json')));
+    // Past the limits: a value too long for any write, and a body too large to read at all.
+    const tooLong = values.refused + 'x'.repeat(server.config.limits.valueChars);
+    const limits = [
+      record('over-long value', await http.post(base, { secrets: [{ name: 'leak-e', values: { A: tooLong } }] })),
+      record('over-long value in replace', await http.put(`${base}/leak-a`, { values: { A: tooLong } })),
+      record('over-long value in patch', await http.patch(`${base}/leak-a`, { set: { A: tooLong } })),
+      record('body too large', await http.post(base, { secrets: [{ name: 'leak-e', values: { A: values.refused + 'x'.repeat(server.config.limits.bodyBytes) } }] })),
+    ];
+    assert.deepEqual(limits.map((r) => r.status), [400, 400, 400, 413]);
+  });
+
+  it('enters under an Idempotency-Key, whose kept answers hold no value', async () => {
+    const http = server.owner.http;
+    const keyed = (key: string) => ({ headers: { 'idempotency-key': `${key}-${values.keyed.slice(-8)}` } });
+    for (let i = 0; i < 2; i++) {
+      assert.equal(record('keyed create', await http.post(base, { secrets: [{ name: 'leak-k', values: { K: values.keyed } }] }, keyed('create'))).status, 201);
+      // (A PATCH takes no key: setting the same keys again changes nothing.)
+      assert.equal(record('keyed patch', await http.patch(`${base}/leak-k`, { set: { P: values.keyedPatch } }, keyed('patch'))).status, 200);
+      // A reveal's answer carries the values; what its key keeps does not (checked with the database below).
+      const revealed = await http.post(`${base}/leak-k/reveal`, {}, keyed('reveal'));
+      assert.equal(revealed.status, 200);
+      assert.deepEqual(revealed.body.values, { K: values.keyed, P: values.keyedPatch });
+    }
+  });
+
+  it('reaches a runner through a deployment, and nothing else that the deployment shows', async () => {
+    const http = server.owner.http;
+    const orgId = server.bootstrap.orgId;
+    assert.equal(record('deployed secret', await http.post(base, { secrets: [{ name: 'leak-deployed', values: { DB_PASSWORD: values.deployed } }] })).status, 201);
+    const env = await createEnvironment(http, orgId);
+    const svc = record('service', await http.post(`/v1/orgs/${orgId}/services`, { name: 'leaky', spec: { command: ['x'], secrets: [{ secret: 'leak-deployed' }] } })).body;
+    const d = await deploy(http, orgId, { service: svc.id, environment: env.id });
+    const runner = await newRunner(server, orgId);
+    const claim = await runner.actor.http.post(`/v1/orgs/${orgId}/runner/claim`, { environments: [env.id], waitSeconds: 0 }, { headers: { 'idempotency-key': 'claim-with-a-secret' } });
+    assert.equal(claim.status, 200, claim.text);
+    assert.equal(claim.body.run.secrets.DB_PASSWORD, values.deployed);
+    assert.equal((await runner.logs(d.id, { leaseToken: claim.body.lease.token, lines: [{ stream: 'stdout', line: 'listening' }] })).status, 200);
+    assert.equal((await runner.complete(d.id, claim.body.lease.token)).status, 200);
+    record('deployment', await http.get(`/v1/orgs/${orgId}/deployments/${d.id}`));
+    record('deployments', await http.get(`/v1/orgs/${orgId}/deployments`));
+    record('deployment logs', await http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs`));
+    record('active', await http.get(`/v1/orgs/${orgId}/environments/${env.id}/active`));
+    record('service', await http.get(`/v1/orgs/${orgId}/services/${svc.id}`));
   });
 
   it('is read back by reveal, for every version it was written in', async () => {
     const http = server.owner.http;
-    const expect: Array<[string, number, string]> = [['leak-a', 1, values.create], ['leak-a', 2, values.replace], ['leak-a', 3, values.patch], ['leak-a', 4, values.upsertOld], ['leak-b', 1, values.upsertNew]];
+    const expect: Array<[string, number, string]> = [
+      ['leak-a', 1, values.create], ['leak-a', 2, values.replace], ['leak-a', 3, values.patch], ['leak-a', 4, values.upsertOld], ['leak-b', 1, values.upsertNew],
+      ['leak-k', 1, values.keyed], ['leak-k', 2, values.keyedPatch], ['leak-deployed', 1, values.deployed],
+    ];
     for (const [name, version, value] of expect) {
       const res = await http.post(`${base}/${name}/reveal`, { version });
       assert.equal(res.status, 200);
@@ -97,5 +145,7 @@ describe('secret values never leak', () => {
     }
     // The harness does see plain text that is stored as such: the check can fail.
     assert.ok(files.some((bytes) => bytes.includes(Buffer.from('leak-a', 'utf8'))));
+    // The keyed requests' kept answers were there to be found: the create's, the reveal's and the claim's.
+    assert.ok((await server.core.db.selectFrom('idempotency_keys').select('idempotency_key').where('status', 'is not', null).execute()).length >= 3);
   });
 });

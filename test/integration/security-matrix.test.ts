@@ -3,6 +3,8 @@
 // it does admit gets past authorization. The operations and their required roles come from
 // /openapi.json, so routes added later are covered without touching this file.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { Role } from '../../src/modules/auth/roles.js';
 import { startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
@@ -13,6 +15,38 @@ describe('security matrix (every operation of /openapi.json)', () => {
   let server: TestServer;
   before(async () => { server = await startServer(); });
   after(async () => { await server.close(); });
+
+  it('documents every route of the API that the server answers, so that the matrix below misses none', async () => {
+    // Fastify's own list of what it routes (a tree, one path segment a line), read back into paths.
+    const routed = new Set<string>();
+    const stack: string[] = [];
+    for (const line of server.slipway.server.printRoutes({ commonPrefix: false }).split('\n')) {
+      const at = line.indexOf('── ');
+      if (at < 0) continue;
+      const depth = (at - 1) / 4;
+      const [, segment, methods] = /^(.*) \(([^)]*)\)$/.exec(line.slice(at + 3)) ?? [];
+      stack.length = depth;
+      stack.push(segment ?? line.slice(at + 3));
+      const path = stack.join('');
+      if (!path.startsWith('/v1/') || methods === undefined) continue;
+      for (const method of methods.split(', ')) if (method !== 'HEAD') routed.add(`${method} ${path.replace(/:(\w+)/g, '{$1}')}`);
+    }
+    const doc = (await server.http().get('/openapi.json')).body;
+    const documented = new Set<string>();
+    for (const [path, item] of Object.entries<Record<string, unknown>>(doc.paths)) {
+      if (path.startsWith('/v1/')) for (const method of Object.keys(item)) documented.add(`${method.toUpperCase()} ${path}`);
+    }
+    assert.ok(routed.size >= 40, `${routed.size} routes read from the router`);
+    assert.deepEqual([...routed].filter((r) => !documented.has(r)), [], 'routed but not documented');
+    assert.deepEqual([...documented].filter((r) => !routed.has(r)), [], 'documented but not routed');
+  });
+
+  it('is the table the README shows, cell for cell', async () => {
+    const matrix = await loadRoleMatrix();
+    const readme = fs.readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
+    const table = matrix.matrixMarkdown((await server.http().get('/openapi.json')).body);
+    assert.ok(readme.includes(table), `the README's role table differs from what node scripts/role-matrix.mjs prints now:\n${table}`);
+  });
 
   it('refuses without a token, hides other organizations, and admits exactly the documented roles', async () => {
     const matrix = await loadRoleMatrix();
