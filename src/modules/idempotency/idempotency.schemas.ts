@@ -26,6 +26,21 @@ export interface ReplayedByReference {
   replay(req: FastifyRequest, reference: Buffer): Promise<unknown>;
 }
 
+/**
+ * A route's ReplayedByReference from what its handler notes of each answer (`note(req, kept)`),
+ * kept as JSON; `replay` makes the answer again from it.
+ */
+export function keptByReference<T>(replay: (req: FastifyRequest, kept: T) => Promise<unknown>): { note(req: FastifyRequest, kept: T): void; idempotent: ReplayedByReference } {
+  const noted = new WeakMap<FastifyRequest, { kept: T }>();
+  return {
+    note: (req, kept) => { noted.set(req, { kept }); },
+    idempotent: {
+      reference: (req) => Buffer.from(JSON.stringify(noted.get(req)!.kept)),
+      replay: (req, reference) => replay(req, JSON.parse(reference.toString('utf8')) as T),
+    },
+  };
+}
+
 interface RouteShape {
   method: string | string[];
   url: string;

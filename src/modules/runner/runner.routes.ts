@@ -1,4 +1,3 @@
-import type { FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams } from '../../http/schemas.js';
@@ -6,6 +5,7 @@ import {
   AdoptRequest, AdoptResponse, AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest,
   HeartbeatResponse, ReleaseRequest, ReleaseResponse, RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
 } from './runner.protocol.js';
+import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import type { RunnerService } from './runner.service.js';
 
 const tags = ['runner'];
@@ -15,7 +15,8 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
   const { runner } = deps;
 
   // Which deployment each claim handed out, under which lease (null: none), for its Idempotency-Key.
-  const claims = new WeakMap<FastifyRequest, { id: string; leaseToken: string } | null>();
+  const claims = keptByReference<{ id: string; leaseToken: string } | null>((req, kept) =>
+    kept === null ? Promise.resolve(undefined) : runner.claimAgain(req.ctx, req.org!.id, kept.id, kept.leaseToken));
 
   app.post(RUNNER_ROUTES.claim, {
     config: {
@@ -23,13 +24,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       operation: 'runner.claim',
       // What a claim hands out carries secret values, which are never kept: only which deployment
       // under which lease. A retry whose first answer was lost gets them again (see claimAgain).
-      idempotent: {
-        reference: (req) => Buffer.from(JSON.stringify(claims.get(req) ?? null)),
-        async replay(req, reference) {
-          const kept = JSON.parse(reference.toString('utf8')) as { id: string; leaseToken: string } | null;
-          return kept === null ? undefined : runner.claimAgain(req.ctx, req.org!.id, kept.id, kept.leaseToken);
-        },
-      },
+      idempotent: claims.idempotent,
     },
     schema: {
       tags,
@@ -48,7 +43,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
     // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
     const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, () => req.reauthenticate());
     reply.header('cache-control', 'no-store');
-    claims.set(req, claimed === null ? null : { id: claimed.deployment.id, leaseToken: claimed.lease.token });
+    claims.note(req, claimed === null ? null : { id: claimed.deployment.id, leaseToken: claimed.lease.token });
     if (claimed === null) return reply.code(204).send();
     return claimed;
   });

@@ -1,9 +1,9 @@
 // A secret's history and values: list and read versions, reveal values (admin, audited), and
 // restore (undelete, or bring back an earlier version's values as a new version).
-import type { FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { PageQuery } from '../../http/schemas.js';
+import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import { IfMatchHeaders, preconditionsOf, tagged, withEtag } from './secret-http.js';
 import { RevealedSecret, SecretChange, SecretParams, SecretVersion, SecretVersionPage, SecretVersionParams, VersionBody } from './secrets.schemas.js';
 import type { SecretsService } from './secrets.service.js';
@@ -21,7 +21,11 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
    * What each reveal showed, kept by reference for its Idempotency-Key: the version, and the secret
    * it belongs to (a replay does not read one created since under its name).
    */
-  const revealed = new WeakMap<FastifyRequest, { secretId: string; version: number }>();
+  const revealed = keptByReference<{ secretId: string; version: number }>(async (req, { secretId, version }) => {
+    const { name } = req.params as { name: string };
+    req.log.info({ secret: name, version }, 'a reveal replayed for its Idempotency-Key');
+    return secrets.revealAgain(req.org!.id, name, secretId, version);
+  });
 
   app.get('/v1/orgs/:orgId/secrets/:name/versions', {
     config: { auth: 'viewer', operation: 'secrets.listVersions' },
@@ -49,15 +53,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       operation: 'secrets.reveal',
       // The values are never kept: a retry with the same key reveals the same version again, and
       // its one event stays the first reveal's.
-      idempotent: {
-        reference: (req) => Buffer.from(JSON.stringify(revealed.get(req))),
-        async replay(req, reference) {
-          const { secretId, version } = JSON.parse(reference.toString('utf8')) as { secretId: string; version: number };
-          const { name } = req.params as { name: string };
-          req.log.info({ secret: name, version }, 'a reveal replayed for its Idempotency-Key');
-          return secrets.revealAgain(req.org!.id, name, secretId, version);
-        },
-      },
+      idempotent: revealed.idempotent,
     },
     preValidation: emptyBodyIsEmptyObject,
     schema: {
@@ -70,7 +66,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
     },
   }, async (req, reply) => {
     const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
-    revealed.set(req, { secretId: answer.secretId, version: answer.revealed.version });
+    revealed.note(req, { secretId: answer.secretId, version: answer.revealed.version });
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return answer.revealed;
   });

@@ -1,4 +1,3 @@
-import type { FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
@@ -7,7 +6,7 @@ import {
   ClientSecretParams, CreatedServiceUser, CreateServiceUserBody, NewClientSecret, ServiceUserList, ServiceUserParams,
   ServiceUserSchema, UpdateServiceUserBody,
 } from './service-users.schemas.js';
-import type { ReplayedByReference } from '../idempotency/idempotency.schemas.js';
+import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import type { ServiceUsersService } from './service-users.service.js';
 
 const tags = ['service users'];
@@ -24,15 +23,10 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
    * Idempotency-Key, but replayed only to a caller who may still manage that service user: one
    * demoted since, or whose service user was deleted, gets the refusal the route would give now.
    */
-  const handedOut = new WeakMap<FastifyRequest, { body: unknown; user: string }>();
-  const secretAnswer: ReplayedByReference = {
-    reference: (req) => Buffer.from(JSON.stringify(handedOut.get(req))),
-    async replay(req, reference) {
-      const kept = JSON.parse(reference.toString('utf8')) as { body: unknown; user: string };
-      await serviceUsers.assertMayStillManage(req.ctx, req.org!.id, kept.user);
-      return kept.body;
-    },
-  };
+  const handedOut = keptByReference<{ body: unknown; user: string }>(async (req, kept) => {
+    await serviceUsers.assertMayStillManage(req.ctx, req.org!.id, kept.user);
+    return kept.body;
+  });
 
   app.get('/v1/orgs/:orgId/service-users', {
     config: { auth: 'admin', operation: 'serviceUsers.list' },
@@ -43,7 +37,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
   });
 
   app.post('/v1/orgs/:orgId/service-users', {
-    config: { auth: 'admin', operation: 'serviceUsers.create', idempotent: secretAnswer },
+    config: { auth: 'admin', operation: 'serviceUsers.create', idempotent: handedOut.idempotent },
     schema: {
       tags,
       summary: 'Create a service user (Settings → Service Users → Create); the client secret is returned once',
@@ -55,7 +49,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
   }, async (req, reply) => {
     reply.header('cache-control', 'no-store');
     const user = await serviceUsers.create(req.ctx, req.org!.id, req.body);
-    handedOut.set(req, { body: user, user: user.id });
+    handedOut.note(req, { body: user, user: user.id });
     return created(reply, `/v1/orgs/${req.org!.id}/service-users/${user.id}`, user);
   });
 
@@ -85,7 +79,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
   });
 
   app.post('/v1/orgs/:orgId/service-users/:id/secrets', {
-    config: { auth: 'admin', operation: 'serviceUsers.addSecret', idempotent: secretAnswer },
+    config: { auth: 'admin', operation: 'serviceUsers.addSecret', idempotent: handedOut.idempotent },
     schema: {
       tags,
       summary: 'Add a second client secret (rotation); the existing one stays valid until removed',
@@ -98,7 +92,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     reply.code(201).header('cache-control', 'no-store');
     const { serviceUserId, ...secret } = await serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
     // By id: a service user renamed since is still the one whose secret this is.
-    handedOut.set(req, { body: secret, user: serviceUserId });
+    handedOut.note(req, { body: secret, user: serviceUserId });
     return secret;
   });
 
