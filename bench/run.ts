@@ -5,7 +5,7 @@
 // Environment:
 //   BENCH_ONLY=orgs,token,ceiling  rows (by row id) and/or single probes (by probe id)
 //   BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_CONNECTIONS=10      throughput rows
-//   BENCH_ROUNDS=4       windows a throughput row and its reference alternate in
+//   BENCH_ROUNDS=4       windows a row and its reference alternate in
 //   BENCH_BULK_REQUESTS=40 BENCH_BULK_WARMUP=5 BENCH_BULK_SIZE=1000   bulk rows
 //   BENCH_CLAIM_ROUNDS=200 BENCH_CLAIM_WARMUP=10                      claim-latency row
 //   BENCH_PIN=auto|0|1   pin servers to CPU 0 and the load generator to CPU 1 (taskset)
@@ -126,7 +126,8 @@ function printHeader(config: BenchConfig, runDir: string): void {
     `  load      throughput rows: ${config.connections} connections, ${config.warmupSec} s warm-up + ${config.durationSec} s measured; ` +
       `bulk rows: ${config.bulkSize} secrets/request, ${config.bulkWarmup} warm-up + ${config.bulkRequests} measured requests, one at a time; ` +
       `claim latency: ${config.claimWarmup} warm-up + ${config.claimRounds} measured rounds`,
-    `  rounds    throughput rows alternate with their reference in ${config.rounds} window(s) of ${+(config.durationSec / config.rounds).toFixed(2)} s each`,
+    `  rounds    rows alternate with their reference in ${config.rounds} window(s): throughput rows of ${+(config.durationSec / config.rounds).toFixed(2)} s each, ` +
+      `bulk rows of ${Math.ceil(config.bulkRequests / config.rounds)} requests each (after ${Math.min(config.bulkWarmup, 1)} of warm-up)`,
     `  run dir   ${runDir}`,
     '',
   ];
@@ -180,15 +181,24 @@ async function main(): Promise<number> {
   /** Every window measured per probe by alternating rows: a reference's ref line pools those of all its rows. */
   const windows = new Map<string, Measurement[]>();
   const pairings = new Map<string, Pairing>();
-  const windowCtx: RunContext = { ...ctx, config: { ...config, durationSec: config.durationSec / config.rounds } };
+  const windowCtx: RunContext = {
+    ...ctx,
+    config: { ...config, durationSec: config.durationSec / config.rounds, bulkRequests: Math.max(1, Math.ceil(config.bulkRequests / config.rounds)) },
+  };
+  /** A later bulk window: a request of warm-up, after the other side's window left this server idle. */
+  const bulkWindowCtx: RunContext = { ...windowCtx, config: { ...windowCtx.config, bulkWarmup: Math.min(config.bulkWarmup, 1) } };
 
-  /** One window of a probe: the probe itself the first time (the prologue), its load again after that. */
+  /**
+   * One window of a probe: the probe itself the first time (the prologue), its load again after
+   * that. A bulk (sequence) window is the whole probe again: its set-up makes the names that its
+   * requests need.
+   */
   async function window(probe: Probe, previous: LoadRun | undefined): Promise<LoadRun> {
     let run: LoadRun | undefined;
-    if (previous === undefined) {
-      await probe.run(windowCtx);
+    if (previous === undefined || previous.job.kind === 'sequence') {
+      await probe.run(previous === undefined ? windowCtx : bulkWindowCtx);
       run = ctx.lastLoad();
-      if (run?.job.kind !== 'throughput') throw new ProbeError('an alternating row needs a throughput load on both sides');
+      if (run?.job.kind !== 'throughput' && run?.job.kind !== 'sequence') throw new ProbeError('an alternating row needs a throughput or bulk load on both sides');
     } else {
       const job = previous.job as ThroughputJob;
       const next = previous.result.templateRequests;
@@ -202,7 +212,7 @@ async function main(): Promise<number> {
   }
 
   /**
-   * A throughput row against its throughput reference: reference and subject take turns for
+   * A row against its reference (throughput, or a bulk row's latency): reference and subject take turns for
    * BENCH_ROUNDS windows, and the ratio is over all of them. The ratio of two measurements minutes
    * apart mostly measured how the shared machine's speed had moved in between.
    *
@@ -236,9 +246,10 @@ async function main(): Promise<number> {
       for (let i = 0; i < config.rounds && !interrupted; i++) {
         if (!(await turn('reference')) || !(await turn('subject'))) break;
         const [ref, subject] = [last.reference!.result, last.subject!.result];
-        const ratio = subject.rps / ref.rps;
+        const ratio = row.target.ratio!(subject, ref);
         ratios.push(ratio);
-        ctx.log(`window ${i + 1}: ${formatRate(ref.rps)} req/s reference, ${formatRate(subject.rps)} req/s subject: ${ratio.toFixed(2)}×`);
+        const shown = (m: Measurement): string => (last.reference!.job.kind === 'sequence' ? `p50 ${formatMs(m.p50Ms)} ms` : `${formatRate(m.rps)} req/s`);
+        ctx.log(`window ${i + 1}: ${shown(ref)} reference, ${shown(subject)} subject: ${ratio.toFixed(2)}×`);
       }
     }
     const outcome = (side: Side, measured: Measurement[]): Outcome => {
@@ -261,7 +272,7 @@ async function main(): Promise<number> {
 
   try {
     for (const row of plan.rows) {
-      if (row.reference && row.target.alternating) {
+      if (row.reference && row.target.alternating && row.target.ratio) {
         await measureAlternating(row, row.reference);
         continue;
       }
@@ -372,7 +383,7 @@ function report(plan: { rows: Row[]; probes: Probe[] }, outcomes: Map<string, Ou
     'items/s: secrets written per second in bulk rows.',
     'cpu srv/load/other: CPU of the server, of the load generator and of everything else on the machine (noise) during the measured phase, % of one core.',
     'ratio: subject req/s ÷ reference req/s for throughput targets, subject p50 ÷ reference p50 for latency targets; both measured in this run.',
-    `Throughput rows and their reference take turns, ${config.rounds} window(s) each after an unmeasured prologue; a row's ratio is over its own windows and the reference windows between them, and a ref line pools the windows of every row that uses it. p50: the windows' median; p99: the highest window's.`,
+    `Rows and their reference take turns, ${config.rounds} window(s) each after an unmeasured prologue; a row's ratio is over its own windows and the reference windows between them, and a ref line pools the windows of every row that uses it. p50: the windows' median; p99: the highest window's.`,
   );
   const perRound = plan.rows.filter((row) => (pairings.get(row.id)?.ratios.length ?? 0) > 1);
   if (perRound.length) {

@@ -37,10 +37,12 @@ export interface Target {
   /** e.g. "≥ 0.50× ceiling req/s". */
   description: string;
   /**
-   * Throughput against a throughput reference: the two are measured in alternating windows
-   * (BENCH_ROUNDS), so that a machine getting faster or slower during the run moves both alike.
+   * Against a reference: the two are measured in alternating windows (BENCH_ROUNDS), so that a
+   * machine getting faster or slower during the run moves both alike.
    */
   alternating?: boolean;
+  /** Subject against reference, as the target compares them (a window pair's, or the row's). */
+  ratio?(subject: Measurement, reference: Measurement): number;
   evaluate(subject: Measurement, reference: Measurement | undefined): Verdict;
 }
 
@@ -155,11 +157,13 @@ function times(x: number): string {
 
 /** Subject req/s ≥ factor × reference req/s. */
 export function throughputAtLeast(factor: number, referenceName: string): Target {
+  const ratioOf = (subject: Measurement, reference: Measurement): number => subject.rps / reference.rps;
   return {
     description: `≥ ${times(factor)} ${referenceName} req/s`,
     alternating: true,
+    ratio: ratioOf,
     evaluate(subject, reference) {
-      const ratio = reference ? subject.rps / reference.rps : NaN;
+      const ratio = reference ? ratioOf(subject, reference) : NaN;
       return { ratioText: `${times(ratio)} ${referenceName}`, met: ratio >= factor };
     },
   };
@@ -167,10 +171,13 @@ export function throughputAtLeast(factor: number, referenceName: string): Target
 
 /** Subject p50 ≤ factor × reference p50. */
 export function p50AtMost(factor: number, referenceName: string): Target {
+  const ratioOf = (subject: Measurement, reference: Measurement): number => subject.p50Ms / reference.p50Ms;
   return {
     description: `p50 ≤ ${times(factor)} ${referenceName} p50`,
+    alternating: true,
+    ratio: ratioOf,
     evaluate(subject, reference) {
-      const ratio = reference ? subject.p50Ms / reference.p50Ms : NaN;
+      const ratio = reference ? ratioOf(subject, reference) : NaN;
       return { ratioText: `${times(ratio)} ${referenceName}`, met: ratio <= factor };
     },
   };

@@ -2,7 +2,8 @@
 // measurement whose req/s is over all of them, not an average of the windows' rates.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { combineWindows, type Measurement } from '../../bench/lib/harness.js';
+import { combineWindows, p50AtMost, throughputAtLeast, type Measurement } from '../../bench/lib/harness.js';
+import { ROWS } from '../../bench/rows.js';
 
 function window(requests: number, seconds: number, extra: Partial<Measurement> = {}): Measurement {
   return {
@@ -52,5 +53,22 @@ describe('bench: combining measured windows', () => {
   it('gives one window back as it is', () => {
     const only = window(42, 2);
     assert.equal(combineWindows([only]), only);
+  });
+});
+
+describe('bench: targets against a reference', () => {
+  it('compare each window pair as the row does: req/s for throughput, p50 for bulk latency', () => {
+    const fast = window(400, 1, { p50Ms: 10 });
+    const slow = window(100, 1, { p50Ms: 25 });
+    assert.equal(throughputAtLeast(0.2, 'ceiling').ratio!(slow, fast), 0.25);
+    assert.equal(p50AtMost(2, 'floor').ratio!(slow, fast), 2.5);
+    assert.equal(p50AtMost(2, 'floor').evaluate(slow, fast).met, false);
+    assert.equal(p50AtMost(3, 'floor').evaluate(slow, fast).met, true);
+  });
+
+  it('every row with a reference takes turns with it, so that no ratio compares two moments of a noisy machine', () => {
+    for (const row of ROWS.filter((r) => r.reference !== undefined)) {
+      assert.ok(row.target.alternating === true && typeof row.target.ratio === 'function', `${row.id} is measured apart from its reference`);
+    }
   });
 });
