@@ -145,6 +145,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   const server = await buildServer({
     logger: core.logger,
     bodyLimit: config.limits.bodyBytes,
+    trustProxy: config.trustProxy,
     verifier: core.verifier,
     orgs: core.orgs,
     apiLimiter: createRateLimiter({ name: 'api', limit: config.rateLimits.apiPerMinute, windowSeconds: 60 }),
@@ -163,7 +164,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
         tokens: core.tokens, keys: core.keys, issuer: core.issuer, baseUrl: config.baseUrl, idpName: config.idpName, projectId: core.identity.projectId,
         limits: {
           perClient: createRateLimiter({ name: 'token-client', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
-          perAddress: createRateLimiter({ name: 'token-address', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
+          failuresPerAddress: createRateLimiter({ name: 'token-failures', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
         },
       }, authPrefix);
     });

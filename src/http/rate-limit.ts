@@ -14,22 +14,31 @@ export function createRateLimiter(options: { name: string; limit: number; window
   const windows = new LRUCache<string, { start: number; count: number }>({ max: 100_000 });
   const windowMs = options.windowSeconds * 1000;
   const policy = `"${options.name}";q=${options.limit};w=${options.windowSeconds}`;
+  const decide = (count: number, start: number, now: number, allowed: boolean): RateLimitDecision => {
+    const remaining = Math.max(0, options.limit - count);
+    const resetSeconds = Math.max(1, Math.ceil((start + windowMs - now) / 1000));
+    return { allowed, remaining, resetSeconds, headers: { 'ratelimit-policy': policy, ratelimit: `"${options.name}";r=${remaining};t=${resetSeconds}` } };
+  };
+  const current = (key: string, now: number) => {
+    const entry = windows.get(key);
+    return entry === undefined || now - entry.start >= windowMs ? undefined : entry;
+  };
   return {
+    /** Counts a request of `key`: allowed while the window has counted no more than the limit. */
     hit(key: string, now = Date.now()): RateLimitDecision {
-      let entry = windows.get(key);
-      if (entry === undefined || now - entry.start >= windowMs) {
+      let entry = current(key, now);
+      if (entry === undefined) {
         entry = { start: now - (now % windowMs), count: 0 };
         windows.set(key, entry);
       }
       entry.count++;
-      const remaining = Math.max(0, options.limit - entry.count);
-      const resetSeconds = Math.max(1, Math.ceil((entry.start + windowMs - now) / 1000));
-      return {
-        allowed: entry.count <= options.limit,
-        remaining,
-        resetSeconds,
-        headers: { 'ratelimit-policy': policy, ratelimit: `"${options.name}";r=${remaining};t=${resetSeconds}` },
-      };
+      return decide(entry.count, entry.start, now, entry.count <= options.limit);
+    },
+
+    /** Whether `key` has any of its budget left, without counting anything. */
+    check(key: string, now = Date.now()): RateLimitDecision {
+      const entry = current(key, now);
+      return entry === undefined ? decide(0, now - (now % windowMs), now, true) : decide(entry.count, entry.start, now, entry.count < options.limit);
     },
   };
 }

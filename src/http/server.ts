@@ -25,6 +25,8 @@ import type { RateLimiter } from './rate-limit.js';
 export interface ServerDeps {
   logger: Logger;
   bodyLimit: number;
+  /** Peers whose X-Forwarded-For gives the client's address (`req.ip`); see Config.trustProxy. */
+  trustProxy: false | number | string[];
   verifier: TokenVerifier;
   orgs: OrgsService;
   apiLimiter: RateLimiter;
@@ -89,6 +91,10 @@ function admitToOrg(req: FastifyRequest, access: Access, principal: Principal, o
   return checkRole(access, principal);
 }
 
+function trustNearest(hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops;
+}
+
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
   const accessLog = new AccessLog(accessLogWriter(deps.logger));
   const app = Fastify({
@@ -97,6 +103,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     logController: accessLog,
     childLoggerFactory: (logger, bindings) => new RequestLogger(logger as Logger, bindings) as unknown as Logger,
     bodyLimit: deps.bodyLimit,
+    // A hop count is the function Fastify would make of it (its types take no number).
+    trustProxy: typeof deps.trustProxy === 'number' ? trustNearest(deps.trustProxy) : deps.trustProxy,
     requestIdHeader: false,
     // A caller's X-Request-Id is kept when it is a sane token, so it can follow a call across services.
     genReqId: (req) => {

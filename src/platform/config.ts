@@ -1,5 +1,6 @@
 // Configuration is parsed once at start-up from the environment and `serve` flags, validated,
 // and passed down. Nothing reads process.env after this.
+import net from 'node:net';
 import path from 'node:path';
 
 export interface Limits {
@@ -50,6 +51,11 @@ export interface Config {
   runnerHostTimeoutSeconds: number;
   /** Mean event-loop delay, ms, past which requests are refused with 503 (0: never). */
   maxEventLoopDelayMs: number;
+  /**
+   * Which peers' X-Forwarded-For names the client: none (false), the nearest N hops, or peers at
+   * these addresses and ranges (Fastify's `trustProxy`).
+   */
+  trustProxy: false | number | string[];
 }
 
 export class ConfigError extends Error {}
@@ -84,6 +90,7 @@ export const CONFIG_VARIABLES = {
   deploymentMaxAttempts: 'SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS',
   runnerHostTimeoutSeconds: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS',
   maxEventLoopDelay: 'SLIPWAY_MAX_EVENT_LOOP_DELAY_MS',
+  trustProxy: 'SLIPWAY_TRUST_PROXY',
 } as const;
 
 export type ConfigKey = keyof typeof CONFIG_VARIABLES;
@@ -183,6 +190,8 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     if (externalIssuer === null) throw new ConfigError(`${label('externalJwksUrl')} needs SLIPWAY_EXTERNAL_ISSUER: the issuer whose keys it serves`);
   }
 
+  const trustProxy = proxiesToTrust(raw('trustProxy'), label('trustProxy'));
+
   const logLevel = raw('logLevel') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`SLIPWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
@@ -219,7 +228,38 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     deploymentMaxAttempts: int('deploymentMaxAttempts', 3, 1, 100),
     runnerHostTimeoutSeconds: int('runnerHostTimeoutSeconds', 60, 2, 86_400),
     maxEventLoopDelayMs: int('maxEventLoopDelay', 1000, 0, 60_000),
+    trustProxy,
   };
+}
+
+/** proxy-addr's names for the private ranges, which a list may give beside addresses. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * SLIPWAY_TRUST_PROXY: unset trusts no proxy (the peer's address is the client's); a number trusts
+ * that many hops nearest the server; else a comma-separated list of addresses, CIDR ranges and
+ * proxy-addr's range names. `true` (every peer) is refused: any client could then name itself
+ * whatever address it likes, and the per-address limits would mean nothing.
+ */
+function proxiesToTrust(value: string | undefined, label: string): false | number | string[] {
+  if (value === undefined || value === 'false') return false;
+  const hint = 'the number of proxies in front of Slipway (e.g. 1), or their addresses and ranges (e.g. 10.0.0.0/8,loopback)';
+  if (value === 'true') throw new ConfigError(`${label} must be ${hint}; "true" would trust every client's X-Forwarded-For`);
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value);
+    if (hops < 1 || hops > 32) throw new ConfigError(`${label} must be a hop count from 1 to 32, or a list of addresses, got "${value}"`);
+    return hops;
+  }
+  const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const bad = entries.find((entry) => {
+    if (PROXY_RANGE_NAMES.includes(entry)) return false;
+    const [address, bits, extra] = entry.split('/');
+    const family = net.isIP(address ?? '');
+    if (family === 0 || extra !== undefined) return true;
+    return bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > (family === 4 ? 32 : 128));
+  });
+  if (entries.length === 0 || bad !== undefined) throw new ConfigError(`${label} must be ${hint}, got "${bad ?? value}"`);
+  return entries;
 }
 
 /** A database URL with its password replaced, fit for a log line or an error. */

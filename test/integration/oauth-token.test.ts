@@ -1,6 +1,7 @@
 // POST {auth_url}/oauth/v2/token exactly as the spec's Authentication section and RFC 6749 fix it:
 // the success response and its token, client authentication (Basic, form-url-decoded, or
-// client_secret_post, never both), every §5.2 error with its status and code, and the rate limit.
+// client_secret_post, never both), every §5.2 error with its status and code, and the rate limits
+// (per client, and failed authentications per address, behind a trusted proxy too).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
@@ -206,30 +207,73 @@ describe('token endpoint rate limit', () => {
   before(async () => { server = await startServer({ env: { SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE: '3' } }); });
   after(async () => { await server.close(); });
 
-  /** `"token-address";r=2;t=41, …` → the remaining count of the named limit. */
-  const remaining = (res: HttpResult, name: string): number | null => {
-    const item = (res.headers.get('ratelimit') ?? '').split(',').map((s) => s.trim()).find((s) => s.startsWith(`"${name}"`));
-    return item ? Number(/;r=(\d+)/.exec(item)![1]) : null;
-  };
-
-  it('answers the 4th request of a window with 429, Retry-After and RateLimit fields, in RFC 6749 form', async () => {
+  it('answers a client\'s 4th token request of a window with 429, Retry-After and RateLimit fields, in RFC 6749 form; another client at the same address is not held back', async () => {
     // Counted per fixed window: walk until the first 429 and check it came right after the window's
     // last allowed request, whichever window the requests fell into.
     const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'limited', role: 'viewer' });
-    const seen: HttpResult[] = [];
-    for (let i = 0; i < 8 && seen.at(-1)?.status !== 429; i++) seen.push(await requestToken(server, user));
+    const seen = await untilLimited(() => requestToken(server, user));
     const limited = seen.at(-1)!;
     assertOAuthError(limited, 429, 'slow_down');
     assert.match(limited.body.error_description, /retry after \d+ s/);
     assert.match(limited.headers.get('retry-after') ?? '', /^\d+$/);
     assert.ok(Number(limited.headers.get('retry-after')) <= 60);
-    assert.match(limited.headers.get('ratelimit-policy') ?? '', /"token-address";q=3;w=60/);
-    assert.equal(remaining(limited, 'token-address'), 0);
+    assert.match(limited.headers.get('ratelimit-policy') ?? '', /"token-client";q=3;w=60/);
+    assert.equal(remaining(limited, 'token-client'), 0);
     const before = seen.at(-2)!;
     assert.equal(before.status, 200);
-    assert.equal(remaining(before, 'token-address'), 0);
-    // Allowed answers report both limits they were counted against.
-    assert.match(before.headers.get('ratelimit-policy') ?? '', /"token-address";q=3;w=60, "token-client";q=3;w=60/);
-    assert.notEqual(remaining(before, 'token-client'), null);
+    assert.equal(remaining(before, 'token-client'), 0);
+    // Successful requests spend their client's budget, not their address's.
+    assert.equal(remaining(before, 'token-failures'), null);
+    const other = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'neighbour', role: 'viewer' });
+    assert.equal((await requestToken(server, other)).status, 200);
+  });
+
+  it('refuses an address that failed to authenticate 3 times in a window, whatever it sends next, and says when to retry', async () => {
+    const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'guessed', role: 'viewer' });
+    const seen = await untilLimited(() => requestToken(server, { clientId: user.clientId, clientSecret: 'a-wrong-guess' }));
+    const limited = seen.at(-1)!;
+    assertOAuthError(limited, 429, 'slow_down');
+    assert.match(limited.headers.get('ratelimit-policy') ?? '', /^"token-failures";q=3;w=60$/);
+    assert.equal(remaining(limited, 'token-failures'), 0);
+    const failed = seen.at(-2)!;
+    assertOAuthError(failed, 401, 'invalid_client');
+    assert.equal(remaining(failed, 'token-failures'), 0);
+    // Refused before its credentials are looked at: the right secret fares no better, and neither
+    // does an X-Forwarded-For that no trusted proxy vouches for. (Unless the window has just ended.)
+    if (Number(limited.headers.get('retry-after')) > 1) {
+      assertOAuthError(await requestToken(server, user), 429, 'slow_down');
+      assertOAuthError(await requestToken(server, user, undefined, { 'x-forwarded-for': '198.51.100.8' }), 429, 'slow_down');
+    }
   });
 });
+
+describe('token endpoint behind a trusted proxy (SLIPWAY_TRUST_PROXY)', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE: '3', SLIPWAY_TRUST_PROXY: 'loopback' } }); });
+  after(async () => { await server.close(); });
+
+  it('counts failures against the client address the proxy names, so one client\'s guessing does not lock out the others', async () => {
+    const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'behind-proxy', role: 'viewer' });
+    const guesser = { 'x-forwarded-for': '198.51.100.7' };
+    const seen = await untilLimited(() => requestToken(server, { clientId: user.clientId, clientSecret: 'a-wrong-guess' }, undefined, guesser));
+    const limited = seen.at(-1)!;
+    assertOAuthError(limited, 429, 'slow_down');
+    if (Number(limited.headers.get('retry-after')) > 1) assertOAuthError(await requestToken(server, user, undefined, guesser), 429, 'slow_down');
+    const res = await requestToken(server, user, undefined, { 'x-forwarded-for': '198.51.100.8' });
+    assert.equal(res.status, 200, res.text);
+  });
+});
+
+/** `"token-client";r=2;t=41, …` → the remaining count of the named limit. */
+function remaining(res: HttpResult, name: string): number | null {
+  const item = (res.headers.get('ratelimit') ?? '').split(',').map((s) => s.trim()).find((s) => s.startsWith(`"${name}"`));
+  return item ? Number(/;r=(\d+)/.exec(item)![1]) : null;
+}
+
+/** Sends until the first 429 (a limit of 3 is reached within two fixed windows): every answer, in order. */
+async function untilLimited(send: () => Promise<HttpResult>): Promise<HttpResult[]> {
+  const seen: HttpResult[] = [];
+  for (let i = 0; i < 8 && seen.at(-1)?.status !== 429; i++) seen.push(await send());
+  assert.equal(seen.at(-1)?.status, 429, `no 429 after ${seen.length} requests: ${seen.map((r) => r.status).join(', ')}`);
+  return seen;
+}

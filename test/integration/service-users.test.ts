@@ -55,6 +55,9 @@ describe('service users', () => {
       assert.deepEqual(Object.keys(got.body.secrets[0]).sort(), ['createdAt', 'hint', 'id', 'lastUsedAt']);
     }
 
+    // A token request refused after the secret was accepted (an unknown scope) did not use it.
+    assert.equal((await requestToken(server, created, 'openid no-such-scope')).status, 400);
+    assert.equal((await admin.http.get(`${base()}/${created.id}`)).body.secrets[0].lastUsedAt, null);
     const token = await server.token(created);
     const me = await server.http(token).get('/v1/orgs');
     assert.equal(me.status, 200);

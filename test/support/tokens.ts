@@ -31,11 +31,13 @@ export interface OAuthRequest {
   form?: Record<string, string>;
   raw?: string;
   contentType?: string;
+  /** Other request headers (X-Forwarded-For, say). */
+  headers?: Record<string, string>;
 }
 
 /** POST to an authorization-server endpoint (`token`, `introspect`, `revoke`). */
 export async function oauthPost(server: TestServer, endpoint: 'token' | 'introspect' | 'revoke', request: OAuthRequest): Promise<HttpResult> {
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { ...request.headers };
   if (request.authorization !== undefined) headers.authorization = request.authorization;
   const body = request.raw ?? (request.form ? new URLSearchParams(request.form).toString() : undefined);
   return server.http().request('POST', `/oauth/v2/${endpoint}`, {
@@ -45,8 +47,8 @@ export async function oauthPost(server: TestServer, endpoint: 'token' | 'introsp
 }
 
 /** The spec's token request: Basic credentials, client_credentials, the given scope (all five by default). */
-export function requestToken(server: TestServer, creds: { clientId: string; clientSecret: string }, scope = server.bootstrap.scope): Promise<HttpResult> {
-  return oauthPost(server, 'token', { authorization: basic(creds.clientId, creds.clientSecret), form: { grant_type: 'client_credentials', scope } });
+export function requestToken(server: TestServer, creds: { clientId: string; clientSecret: string }, scope = server.bootstrap.scope, headers: Record<string, string> = {}): Promise<HttpResult> {
+  return oauthPost(server, 'token', { authorization: basic(creds.clientId, creds.clientSecret), form: { grant_type: 'client_credentials', scope }, headers });
 }
 
 /**

@@ -2,8 +2,10 @@
 // invalid value.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
-import { ConfigError, loadConfig, redactUrl } from '../../src/platform/config.js';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, redactUrl } from '../../src/platform/config.js';
 
 /** The ConfigError message `loadConfig` throws for this environment (fails if it does not throw). */
 function refusal(env: Record<string, string>, flags: Record<string, string> = {}): string {
@@ -110,5 +112,28 @@ describe('configuration', () => {
     fc.assert(fc.property(fc.string({ minLength: 1 }).filter((s) => !/^\d+$/.test(s)), (value) => {
       assert.match(refusal({ SLIPWAY_PORT: value }), /^SLIPWAY_PORT must be a whole number from 0 to 65535/);
     }));
+  });
+
+  it('trusts no proxy by default, and takes a hop count or addresses, ranges and range names', () => {
+    assert.equal(loadConfig({}, {}, '/srv').trustProxy, false);
+    assert.equal(loadConfig({ SLIPWAY_TRUST_PROXY: '2' }, {}, '/srv').trustProxy, 2);
+    assert.deepEqual(loadConfig({ SLIPWAY_TRUST_PROXY: '10.0.0.0/8, loopback,2001:db8::1,192.0.2.7/32' }, {}, '/srv').trustProxy,
+      ['10.0.0.0/8', 'loopback', '2001:db8::1', '192.0.2.7/32']);
+    assert.deepEqual(loadConfig({}, { trustProxy: 'uniquelocal' }, '/srv').trustProxy, ['uniquelocal']);
+  });
+
+  it('refuses trusting every peer, and anything that is no hop count or address', () => {
+    assert.match(refusal({ SLIPWAY_TRUST_PROXY: 'true' }), /^SLIPWAY_TRUST_PROXY must be the number of proxies .*"true" would trust every client's X-Forwarded-For/);
+    for (const value of ['0', '33', 'proxy.internal', '10.0.0.0/33', '10.0.0.1/8/8', '::1/129', ',']) {
+      assert.match(refusal({ SLIPWAY_TRUST_PROXY: value }), /^SLIPWAY_TRUST_PROXY must be /, value);
+    }
+  });
+
+  it('is documented: the README\'s configuration table has a row for every variable', () => {
+    const readme = fs.readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
+    // A row's first cell names one variable or several: `| \`A\`, \`B\` |`.
+    const documented = new Set([...readme.matchAll(/^\| (`SLIPWAY_[A-Z_]+`(?:, `SLIPWAY_[A-Z_]+`)*) \|/gm)].flatMap((m) => m[1]!.split(', ').map((c) => c.slice(1, -1))));
+    const missing = Object.values(CONFIG_VARIABLES).filter((name) => !documented.has(name));
+    assert.deepEqual(missing, []);
   });
 });

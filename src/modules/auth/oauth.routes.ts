@@ -3,12 +3,12 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
-import type { RateLimiter } from '../../http/rate-limit.js';
-import { errors } from '../../platform/errors.js';
+import type { RateLimitDecision, RateLimiter } from '../../http/rate-limit.js';
+import { AppError, errors } from '../../platform/errors.js';
 import { oauthErrors } from './oauth-errors.js';
 import { audienceScope, orgClaim, STANDARD_SCOPES } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
-import type { ClientCredentials, TokenResponse, TokenService } from './token.service.js';
+import type { AuthenticatedClient, ClientCredentials, TokenResponse, TokenService } from './token.service.js';
 
 const FORM = 'application/x-www-form-urlencoded';
 
@@ -118,7 +118,12 @@ export interface OAuthRoutesDeps {
   baseUrl: string;
   idpName: string;
   projectId: string;
-  limits: { perClient: RateLimiter; perAddress: RateLimiter };
+  /**
+   * `perClient`: token requests of an authenticated client. `failuresPerAddress`: failed client
+   * authentications from one address; once it is spent, the address is refused before its
+   * credentials are looked at (guessing costs a database read and a keyed hash each).
+   */
+  limits: { perClient: RateLimiter; failuresPerAddress: RateLimiter };
 }
 
 export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): void {
@@ -142,22 +147,40 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   const tags = ['oauth'];
   const oauthConfig = { errorFormat: 'oauth' as const };
 
-  // A request counts against its address and then its client; RateLimit-Policy and RateLimit are
-  // lists, so the answer reports every limit it was counted against, not only the last one.
-  const limit = (key: string, limiter: RateLimiter, reply: FastifyReply) => {
-    const decision = limiter.hit(key);
+  // RateLimit-Policy and RateLimit are lists: an answer reports every limit that applied to it.
+  const report = (decision: RateLimitDecision, reply: FastifyReply): RateLimitDecision => {
     for (const [name, value] of Object.entries(decision.headers)) {
       const earlier = reply.getHeader(name);
       reply.header(name, earlier === undefined ? value : `${String(earlier)}, ${value}`);
     }
+    return decision;
+  };
+  const limit = (key: string, limiter: RateLimiter, reply: FastifyReply): void => {
+    const decision = report(limiter.hit(key), reply);
     if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
+  };
+
+  /**
+   * Authenticates the client, unless its address has failed too often lately. Only failures count
+   * against an address: clients that share one (behind a NAT, or a proxy that SLIPWAY_TRUST_PROXY
+   * does not name) do not spend each other's budget by getting their tokens.
+   */
+  const authenticate = async (req: FastifyRequest, reply: FastifyReply, creds: ClientCredentials): Promise<AuthenticatedClient> => {
+    const failures = deps.limits.failuresPerAddress;
+    const standing = failures.check(req.ip);
+    if (!standing.allowed) throw errors.rateLimited(report(standing, reply).resetSeconds);
+    try {
+      return await deps.tokens.authenticate(creds);
+    } catch (error) {
+      if (error instanceof AppError && error.code === 'invalid_client') report(failures.hit(req.ip), reply);
+      throw error;
+    }
   };
 
   /** Introspection and revocation: an authenticated client and the `token` it asks about. */
   const tokenRequest = async (req: FastifyRequest, reply: FastifyReply) => {
-    limit(req.ip, deps.limits.perAddress, reply);
     const form = formOf(req);
-    const caller = await deps.tokens.authenticate(clientCredentials(req, form));
+    const caller = await authenticate(req, reply, clientCredentials(req, form));
     const token = form.fields.get('token');
     if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
     return { caller, token };
@@ -177,16 +200,16 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
     },
   }, async (req, reply) => {
-    limit(req.ip, deps.limits.perAddress, reply);
     const form = formOf(req);
     const grant = form.fields.get('grant_type');
     if (grant === undefined) throw oauthErrors.invalidRequest('The grant_type parameter is required (client_credentials).');
     const creds = clientCredentials(req, form);
     if (grant !== 'client_credentials') throw oauthErrors.unsupportedGrantType(grant);
-    const client = await deps.tokens.authenticate(creds);
+    const client = await authenticate(req, reply, creds);
     // Counted once authenticated, so that nobody else can spend a client's budget by naming it.
-    limit(client.id, deps.limits.perClient, reply);
-    const token = await deps.tokens.clientCredentialsGrant(client, form.fields.get('scope'));
+    limit(client.user.id, deps.limits.perClient, reply);
+    const token = await deps.tokens.clientCredentialsGrant(client.user, form.fields.get('scope'));
+    await deps.tokens.markUsed(client);
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache').type(JSON_TYPE);
     // Sent as text: the response schema describes that JSON, and Fastify sends a string as it is.
     return (reply as FastifyReply).send(tokenResponseJson(token));
@@ -205,7 +228,9 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
     reply.header('cache-control', 'no-store');
-    return (await deps.tokens.introspect(caller, token)) as { active: boolean };
+    const answer = await deps.tokens.introspect(caller.user, token);
+    await deps.tokens.markUsed(caller);
+    return answer as { active: boolean };
   });
 
   app.post(`${prefix}/oauth/v2/revoke`, {
@@ -223,7 +248,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
     // token_type_hint is ignored (RFC 7009 §2.1 allows it): access tokens are the only kind we issue.
-    await deps.tokens.revoke(caller, token);
+    await deps.tokens.revoke(caller.user, token);
+    await deps.tokens.markUsed(caller);
     return {};
   });
 

@@ -21,6 +21,12 @@ export interface ClientCredentials {
   clientSecret: string;
 }
 
+/** A client whose credentials were accepted: its service user, and which of its secrets it gave. */
+export interface AuthenticatedClient {
+  user: ServiceUserRow;
+  secretId: string;
+}
+
 export interface TokenResponse {
   access_token: string;
   token_type: 'Bearer';
@@ -124,7 +130,7 @@ export function createTokenService(deps: TokenServiceDeps) {
     },
   });
 
-  async function authenticate(creds: ClientCredentials): Promise<ServiceUserRow> {
+  async function authenticate(creds: ClientCredentials): Promise<AuthenticatedClient> {
     // Every failure says the same to the caller: which one it was is for the log, not the client.
     const fail = () => oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
     if (!creds.clientId.startsWith('su_') || creds.clientId.length > 64) throw fail();
@@ -135,17 +141,24 @@ export function createTokenService(deps: TokenServiceDeps) {
     // database read it always did.
     const client = accepted(clients.known(creds.clientId), presented) ?? accepted(await clients.read(creds.clientId), presented);
     if (client === undefined) throw fail();
-    const now = Date.now();
-    if (now - (lastTouched.get(client.secretId) ?? 0) > LAST_USED_RESOLUTION_MS) {
-      lastTouched.set(client.secretId, now);
-      if (lastTouched.size > 100_000) lastTouched.clear();
-      await serviceUsersRepo.touchSecret(deps.db, client.secretId, new Date(now).toISOString());
-    }
-    return client.user;
+    return { user: client.user, secretId: client.secretId };
   }
 
   return {
     authenticate,
+
+    /**
+     * The client's secret served a request that was answered: its `lastUsedAt` says so (at most
+     * once a minute per secret). Not at authentication: a request refused after it (a scope
+     * unknown, a rate limit) did not use the secret for anything.
+     */
+    async markUsed(client: AuthenticatedClient): Promise<void> {
+      const now = Date.now();
+      if (now - (lastTouched.get(client.secretId) ?? 0) <= LAST_USED_RESOLUTION_MS) return;
+      lastTouched.set(client.secretId, now);
+      if (lastTouched.size > 100_000) lastTouched.clear();
+      await serviceUsersRepo.touchSecret(deps.db, client.secretId, new Date(now).toISOString());
+    },
 
     /** Called once a change to this service user (role, state, secrets, deletion) has committed. */
     forgetClient(serviceUserId: string): void {

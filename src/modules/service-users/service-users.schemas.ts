@@ -9,7 +9,7 @@ export const ClientSecretInfo = Type.Object({
   id: Type.String({ examples: ['cs_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
   hint: Type.String({ description: 'The first characters of the secret, to tell two live secrets apart.' }),
   createdAt: Timestamp,
-  lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'Last successful token request with it (updated at most once a minute).' }),
+  lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'Last request answered with it: a token, an introspection or a revocation (updated at most once a minute).' }),
 });
 
 export const ServiceUserSchema = Type.Object({
