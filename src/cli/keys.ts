@@ -111,8 +111,8 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       const newKey = newKeyFrom(p.values['new-key-file']);
       const batchSize = wholeNumber(p.values['batch-size'], 'batch-size', 100, 1, 10_000);
       const pauseMs = wholeNumber(p.values['pause-ms'], 'pause-ms', 0, 0, 3_600_000);
-      // Progress goes to stdout for people and to stderr with --json, which keeps stdout one document.
-      const progress = (r: RewrapProgress) => (json ? process.stderr : process.stdout).write(`batch ${r.batch}: ${r.done} of ${r.total} rows re-wrapped (${r.table})\n`);
+      // Progress goes to stderr, as every log line of the CLI does: stdout holds only the result.
+      const progress = (r: RewrapProgress) => process.stderr.write(`batch ${r.batch}: ${r.done} of ${r.total} rows re-wrapped (${r.table})\n`);
       const result = await withKeys(p, (keys) => keys.rotateMaster({
         ...(newKey ? { newKey } : {}),
         batchSize,
