@@ -1,6 +1,7 @@
 // `slipway serve`: the API and the authorization server in one process, or in N worker processes
 // (node:cluster) sharing one port. The primary migrates and bootstraps once before forking.
 import cluster from 'node:cluster';
+import net from 'node:net';
 import { createSlipway, openCore } from '../app.js';
 import { ConfigError, redactUrl, type Config } from '../platform/config.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
@@ -68,7 +69,27 @@ function listenError(error: unknown, config: Config): Error {
   }
 }
 
+/**
+ * Fails now, as listen would later, when the address cannot be listened on: before the database
+ * is opened, a first start's data directory, master key and bootstrap file are made for a server
+ * that would then not run. (Whatever takes the port in the moment between is still caught at listen.)
+ */
+async function assertCanListen(config: Config): Promise<void> {
+  if (config.port === 0) return;
+  const probe = net.createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ host: config.host, port: config.port, exclusive: true }, () => resolve());
+    });
+  } catch (error) {
+    throw listenError(error, config);
+  }
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+}
+
 export async function serve(config: Config): Promise<number> {
+  if (cluster.isPrimary) await assertCanListen(config);
   if (config.workers <= 1) {
     await runServer(config, true);
     return 0;

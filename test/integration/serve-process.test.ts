@@ -157,10 +157,13 @@ describe('slipway serve (child process)', () => {
     try {
       const busyPort = (taken.address() as net.AddressInfo).port;
       for (const workers of ['1', '2']) {
-        // With workers, the primary stops forking and ends with the workers' status.
-        const inUse = serve([], { SLIPWAY_PORT: String(busyPort), SLIPWAY_WORKERS: workers });
+        // Found before anything is made: a first start into a new data directory leaves none behind.
+        const freshDir = path.join(tempDir('slipway-serve-busy-'), 'data');
+        const inUse = serve([], { SLIPWAY_PORT: String(busyPort), SLIPWAY_WORKERS: workers, SLIPWAY_DATA_DIR: freshDir });
         assert.equal((await inUse.exited).code, 2, `${workers} worker(s): ${inUse.output.join('\n')}`);
         assert.ok(inUse.output.some((l) => l === `slipway: SLIPWAY_PORT (--port): 127.0.0.1:${busyPort} is in use by another process; stop it or choose another port`), inUse.output.join('\n'));
+        assert.equal(fs.existsSync(freshDir), false, 'a data directory was made for a server that cannot listen');
+        fs.rmSync(path.dirname(freshDir), { recursive: true, force: true });
       }
     } finally {
       taken.close();
