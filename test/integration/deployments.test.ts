@@ -279,7 +279,7 @@ describe('deployments', () => {
         await released;
       });
       await taken;
-      const deletion = admin.http.delete(kind === 'environment' ? `/v1/orgs/${orgId}/environments/${env.id}?force=true` : `/v1/orgs/${orgId}/services/${svc.id}`);
+      const deletion = admin.http.delete(kind === 'environment' ? `/v1/orgs/${orgId}/environments/${env.id}?force=true` : `/v1/orgs/${orgId}/services/${svc.id}?force=true`);
       await lockWaiters(1);
       const creation = developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id });
       // Held at its logs, the deletion has passed its check and the creation goes through now;

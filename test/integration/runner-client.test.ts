@@ -203,7 +203,7 @@ describe('runner token source and protocol client', () => {
       await eventually('two more rounds of questions', async () => (questions >= asked + 2 ? true : undefined));
       assert.equal(alive(three.pid), true, 'a serving deployment\'s process keeps running');
       assert.equal(runner.processes.current(`${other.id}/${env.id}`)?.pid, three.pid);
-      assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${other.id}`)).status, 204);
+      assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${other.id}?force=true`)).status, 204);
       await eventually('the deleted service\'s process to stop', async () => (alive(three.pid) ? undefined : true));
     } finally {
       await stop();

@@ -42,6 +42,9 @@ describe('services', () => {
 
     const minimal = await createService(developer.http, orgId, { spec: { image: 'registry.example/api:1.2' } });
     assert.deepEqual(minimal.spec, { image: 'registry.example/api:1.2', variables: {}, secrets: [] });
+    // A health check's timeout has a default, saved with the spec (what a runner is given).
+    const checked = await createService(developer.http, orgId, { spec: { command: ['node', 'server.js'], healthCheck: { path: '/ready' } } });
+    assert.deepEqual(checked.spec.healthCheck, { path: '/ready', timeoutSeconds: 30 });
 
     const events = await eventsOf(server, orgId, svc.id);
     assert.deepEqual(events.map((e) => e.type), ['service.created']);
@@ -146,6 +149,27 @@ describe('services', () => {
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/services/${svc.name}`)).status, 204);
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/services/${svc.id}`)).status, 404);
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${queued.id}`)).status, 404);
+    assert.deepEqual((await eventsOf(server, orgId, svc.id)).map((e) => e.type), ['service.created', 'service.deleted']);
+  });
+
+  it('refuses deleting a service that serves unless forced, since that stops its processes and its rollback targets go', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const made = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const claimed = await f.runner.take({ environments: [env.name], waitSeconds: 0 });
+    assert.equal(claimed.deployment.id, made.id);
+    assert.equal((await f.runner.complete(made.id, claimed.lease.token)).status, 200);
+
+    const serving = await admin.http.delete(`/v1/orgs/${orgId}/services/${svc.name}`);
+    assert.equal(serving.status, 409);
+    assert.equal(serving.body.code, 'service_in_use');
+    assert.deepEqual(serving.body.conflicts, [{ deployment: made.id, state: 'succeeded' }]);
+    assert.match(serving.body.detail, new RegExp(`The service "${svc.name}" serves .*force=true`));
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/services/${svc.id}`)).status, 200);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${made.id}`)).body.state, 'succeeded');
+
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/services/${svc.name}?force=true`)).status, 204);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${made.id}`)).status, 404);
     assert.deepEqual((await eventsOf(server, orgId, svc.id)).map((e) => e.type), ['service.created', 'service.deleted']);
   });
 

@@ -1,7 +1,7 @@
 // What deleting an environment or a service does to its deployments: refused while one is queued
-// or in progress (cancel it first), and for an environment also while a service serves in it
-// unless the caller says so; otherwise the finished ones and their logs go with it. The event log
-// keeps the record of what was deployed.
+// or in progress (cancel it first), and also while one serves unless the caller says so (`force`);
+// otherwise the finished ones and their logs go with it. The event log keeps the record of what
+// was deployed.
 import type { RequestContext } from '../../platform/context.js';
 import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -24,7 +24,7 @@ function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, '
   const listed = blocking.map((d) => `${d.id} ${d.state}`).join(', ');
   const detail = unfinished.length > 0
     ? `The ${kind} "${name}" has deployments that are queued or in progress (${listed}); cancel them or let them finish, then delete it.`
-    : `Services serve in the ${kind} "${name}" (${listed}): deleting it stops them and deletes its deployment history, rollback targets included. To do that, send the DELETE again with ?force=true.`;
+    : `${kind === 'environment' ? `Services serve in the environment "${name}"` : `The service "${name}" serves`} (${listed}): deleting it stops ${kind === 'environment' ? 'them' : 'its processes'} and deletes its deployment history, rollback targets included. To do that, send the DELETE again with ?force=true.`;
   return errors.conflict(`${kind}_in_use`, detail, { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
 }
 

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
+import { ForceDeleteQuery, NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
 import { SLUG_PATTERN } from '../orgs/orgs.schemas.js';
 
 export const EnvironmentName = Type.String({
@@ -38,6 +38,4 @@ export const EnvironmentParams = Type.Object({
 
 export const EnvironmentList = Type.Object({ environments: Type.Array(EnvironmentSchema), nextCursor: NullableCursor });
 
-export const DeleteEnvironmentQuery = Type.Object({
-  force: Type.Optional(Type.Boolean({ default: false, description: 'true: delete it even while services serve in it (their runners stop them); never while a deployment is queued or in progress.' })),
-});
+export const DeleteEnvironmentQuery = ForceDeleteQuery('delete it even while services serve in it (their runners stop them)');

@@ -4,7 +4,7 @@
 // versions, since secrets may have changed in between.
 import type { Executor } from '../../platform/db/database.js';
 import { errors, type FieldError } from '../../platform/errors.js';
-import type { DeploymentSpecT, PinnedSecretReferenceT, SecretReferenceT, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
+import { DEFAULT_HEALTH_TIMEOUT_SECONDS, type DeploymentSpecT, type PinnedSecretReferenceT, type SecretReferenceT, type ServiceSpec, type ServiceSpecInput } from './services.schemas.js';
 
 /** What the secret store tells us about a secret's current version. */
 export interface SecretVersionInfo {
@@ -42,7 +42,7 @@ export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): Servi
     ...(input.command !== undefined ? { command: input.command } : {}),
     ...(input.image !== undefined ? { image: input.image } : {}),
     ...(input.port !== undefined ? { port: input.port } : {}),
-    ...(input.healthCheck !== undefined ? { healthCheck: input.healthCheck } : {}),
+    ...(input.healthCheck !== undefined ? { healthCheck: { path: input.healthCheck.path, timeoutSeconds: input.healthCheck.timeoutSeconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS } } : {}),
     variables: input.variables ?? {},
     secrets: (input.secrets ?? []).map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) })),
   };

@@ -3,7 +3,7 @@ import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
-import { createServiceBody, ServiceList, ServiceParams, ServiceSchema, updateServiceBody } from './services.schemas.js';
+import { createServiceBody, DeleteServiceQuery, ServiceList, ServiceParams, ServiceSchema, updateServiceBody } from './services.schemas.js';
 import type { ServicesService } from './services.service.js';
 
 const tags = ['services'];
@@ -58,12 +58,13 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
     schema: {
       tags,
       summary: 'Delete a service and its finished deployments',
-      description: 'Refused (409 `service_in_use`, listing them) while a deployment of it is queued or in progress: cancel those first. Finished deployments and their logs are deleted with it; the event log keeps their record.',
+      description: 'Refused (409 `service_in_use`, listing them) while a deployment of it is queued or in progress: cancel those first. Also refused while it serves (an active, succeeded deployment), unless `force=true`: the runners then stop its processes. Finished deployments and their logs are deleted with it; the event log keeps their record.',
       params: ServiceParams,
+      querystring: DeleteServiceQuery,
       response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) },
     },
   }, async (req, reply) => {
-    await services.remove(req.ctx, req.org!.id, req.params.svc);
+    await services.remove(req.ctx, req.org!.id, req.params.svc, { force: req.query.force === true });
     return reply.code(204).send();
   });
 }

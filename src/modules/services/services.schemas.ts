@@ -2,7 +2,7 @@
 // check its health, its plain variables and which organization secrets it takes (by reference:
 // the values stay in the secret store until a runner claims a deployment).
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
+import { ForceDeleteQuery, NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { SLUG_PATTERN } from '../orgs/orgs.schemas.js';
 import { KEY_NAME_PATTERN, SecretName } from '../secrets/secrets.schemas.js';
@@ -14,9 +14,19 @@ export const ServiceName = Type.String({ pattern: SLUG_PATTERN, description: 'lo
 
 export const VariableName = Type.String({ pattern: KEY_NAME_PATTERN, description: 'an environment-variable name: letters, digits and `_`, not starting with a digit' });
 
-export const HealthCheck = Type.Object({
-  path: Type.String({ pattern: '^/[!-~]*$', maxLength: 1024, description: 'HTTP GET path, with a query if need be; any 2xx answer is healthy. Printable ASCII without spaces: percent-encode anything else.' }),
-  timeoutSeconds: Type.Integer({ minimum: 1, maximum: 3600, description: 'How long a new process has to become healthy.' }),
+/** Seconds a new process has to become healthy when its health check does not say. */
+export const DEFAULT_HEALTH_TIMEOUT_SECONDS = 30;
+
+const healthPath = Type.String({ pattern: '^/[!-~]*$', maxLength: 1024, description: 'HTTP GET path, with a query if need be; any 2xx answer is healthy. Printable ASCII without spaces: percent-encode anything else.' });
+const healthTimeout = { minimum: 1, maximum: 3600, description: 'How long a new process has to become healthy.' };
+
+/** A health check as saved and as a runner gets it: the timeout always filled in. */
+export const HealthCheck = Type.Object({ path: healthPath, timeoutSeconds: Type.Integer(healthTimeout) }, { additionalProperties: false });
+
+/** A health check as a client writes it. */
+const HealthCheckInput = Type.Object({
+  path: healthPath,
+  timeoutSeconds: Type.Optional(Type.Integer({ ...healthTimeout, description: `${healthTimeout.description} Default ${DEFAULT_HEALTH_TIMEOUT_SECONDS}.` })),
 }, { additionalProperties: false });
 
 export const SecretReference = Type.Object({
@@ -43,13 +53,13 @@ const runFields = {
   })),
   image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'An image reference, for runners that run images.' })),
   port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'The port it listens on; runners that choose ports pass theirs as PORT.' })),
-  healthCheck: Type.Optional(HealthCheck),
 };
 
 /** The spec as a client writes it: a command or an image (or both), the rest optional. */
 export function serviceSpecSchema(limits: Pick<Limits, 'valueChars'>) {
   return Type.Object({
     ...runFields,
+    healthCheck: Type.Optional(HealthCheckInput),
     variables: Type.Optional(variablesSchema(limits, 'Plain (non-secret) environment variables.')),
     secrets: Type.Optional(Type.Array(SecretReference, {
       maxItems: SPEC_LIMITS.secretRefs,
@@ -62,6 +72,7 @@ export function serviceSpecSchema(limits: Pick<Limits, 'valueChars'>) {
 function specView<S extends TSchema>(secretItem: S) {
   return Type.Object({
     ...runFields,
+    healthCheck: Type.Optional(HealthCheck),
     variables: Type.Record(Type.String(), Type.String()),
     secrets: Type.Array(secretItem),
   });
@@ -117,3 +128,5 @@ export type PinnedSecretReferenceT = Static<typeof PinnedSecretReference>;
 /** The spec a deployment froze at creation: variables merged with its overrides, secret versions pinned. */
 export const DeploymentSpec = specView(PinnedSecretReference);
 export type DeploymentSpecT = Static<typeof DeploymentSpec>;
+
+export const DeleteServiceQuery = ForceDeleteQuery('delete it even while it serves (its runners stop its processes)');

@@ -110,8 +110,12 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
     },
 
     /** Refused while a deployment of it is queued or in progress; its finished deployments go with it. */
-    async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
-      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'service', load: loadService, delete: servicesRepo.delete });
+    /**
+     * Refused while a deployment of it is queued or in progress, and, unless `force`, while it
+     * serves somewhere; its finished deployments go with it.
+     */
+    async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
+      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'service', load: loadService, delete: servicesRepo.delete, refuseServing: !opts.force });
     },
   };
 }
