@@ -34,12 +34,15 @@ function constChoices(schema: Record<string, unknown>): unknown[] | undefined {
   return branches?.every((b) => 'const' in b) ? branches.map((b) => b.const) : undefined;
 }
 
-function messageOf(error: AjvError): string {
+function messageOf(error: AjvError, context?: string): string {
   const schema = error.parentSchema ?? {};
   const limit = schema['x-limit'] as string | undefined;
   switch (error.keyword) {
-    case 'additionalProperties':
-      return 'is not a known field';
+    case 'additionalProperties': {
+      if (context !== 'querystring') return 'is not a known field';
+      const known = Object.keys((schema.properties ?? {}) as object);
+      return `is not a query parameter of this operation (${known.length > 0 ? `it takes ${known.join(', ')}` : 'it takes none'})`;
+    }
     case 'required':
       return 'is required';
     case 'pattern': {
@@ -87,7 +90,7 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
   const seen = new Set<string>();
   const fieldErrors: FieldError[] = [];
   for (const e of relevant.length ? relevant : ajvErrors) {
-    const item = { pointer: pointerOf(e, context), message: messageOf(e) };
+    const item = { pointer: pointerOf(e, context), message: messageOf(e, context) };
     const key = `${item.pointer}\0${item.message}`;
     if (!seen.has(key)) {
       seen.add(key);

@@ -239,6 +239,15 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
 
   // A write to a resource without ETags cannot honour a precondition on one (RFC 9110 §13.1): it is
   // refused rather than ignored, so a client that relies on it never overwrites by surprise.
+  // An API operation takes only the query parameters it declares: a misspelt one (`?limt=5`) is a
+  // 400 that names it, as an unknown body field is, not a request answered as if it had not been sent.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.auth === undefined) return;
+    const schema = (route.schema ??= {}) as { querystring?: Record<string, unknown> };
+    if (schema.querystring !== undefined && schema.querystring.type !== 'object') throw new Error(`${route.url}: a query schema must be one object (Type.Composite, not Type.Intersect), to refuse what it does not name`);
+    schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
+  });
+
   app.addHook('onRoute', (route) => {
     const headers = (route.schema as { headers?: { properties?: Record<string, unknown> } } | undefined)?.headers?.properties;
     if (route.config?.auth === undefined || headers?.['if-match'] !== undefined || !isWriteMethod(route.method)) return;

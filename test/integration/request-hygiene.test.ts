@@ -1,6 +1,7 @@
 // Input that no route should let reach the database or be quietly ignored: NUL characters and
 // numbers past 32 bits (PostgreSQL refuses both, as a 500 if nothing stops them first), refusals
-// that name what is allowed, and conditional headers on resources without ETags.
+// that name what is allowed, query parameters an operation does not take, and conditional headers
+// on resources without ETags.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -84,6 +85,19 @@ describe('request hygiene', () => {
     const extra = await server.owner.http.post(`${org}/service-users/${user.body.id}/secrets`, { extra: 1 });
     assert.deepEqual(assertProblem(extra, 400, 'invalid_request').errors, [{ pointer: '/extra', message: 'is not a known field' }]);
     assert.equal((await server.owner.http.post(`${org}/service-users/${user.body.id}/secrets`)).status, 201);
+  });
+
+  it('refuses a query parameter an operation does not take, naming those it does, and changes nothing', async () => {
+    const list = assertProblem(await server.owner.http.get(`${org}/secrets?limt=5`), 400, 'invalid_request');
+    assert.deepEqual(list.errors, [{ pointer: '/query/limt', message: 'is not a query parameter of this operation (it takes limit, cursor, prefix, deleted)' }]);
+    const one = assertProblem(await server.owner.http.get(`${org}/secrets/${secret}?version=1`), 400, 'invalid_request');
+    assert.deepEqual(one.errors, [{ pointer: '/query/version', message: 'is not a query parameter of this operation (it takes none)' }]);
+    // A misspelt switch of a destructive operation does nothing at all.
+    const env = await server.owner.http.post(`${org}/environments`, { name: `typo-${randomUUID().slice(0, 8)}` });
+    assert.equal(env.status, 201, env.text);
+    assertProblem(await server.owner.http.delete(`${org}/environments/${env.body.id}?froce=true`), 400, 'invalid_request');
+    assert.equal((await server.owner.http.get(`${org}/environments/${env.body.id}`)).status, 200);
+    assert.equal((await server.owner.http.get(`${org}/secrets?limit=1`)).status, 200);
   });
 
   it('says briefly what an Idempotency-Key must be', async () => {

@@ -12,7 +12,7 @@ export const EventSchema = Type.Object({
 });
 export type Event = Static<typeof EventSchema>;
 
-export const EventListQuery = Type.Intersect([
+export const EventListQuery = Type.Composite([
   PageQuery,
   Type.Object({
     type: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'An event type, or a family such as `secret.*`.' })),
