@@ -17,10 +17,11 @@ export const KEYS_HELP = `slipway keys — master key and token signing key
 usage:
   slipway keys status [--json]
   slipway keys rotate-master [--new-key-file FILE] [--batch-size N] [--pause-ms MS] [--json]
-  slipway keys rotate-signing [--json]
+  slipway keys rotate-signing [--revoke-previous] [--json]
+  slipway keys revoke-signing --kid KID [--json]
 
 status          the current master key, how many rows each master key wraps, and every signing
-                key (active; retired: still in the JWKS; expired: gone from it).
+                key (active; retired: still in the JWKS; expired and revoked: gone from it).
 rotate-master   re-wraps every organization data key, signing key and instance key under a new
                 master key, --batch-size rows (default 100) per transaction, waiting --pause-ms
                 (default 0) between batches. Servers keep serving throughout, accepting the old
@@ -28,6 +29,11 @@ rotate-master   re-wraps every organization data key, signing key and instance k
 rotate-signing  new tokens are signed with a new key (at once on this node, within a minute on
                 every other); the old key stays in the JWKS until every token it signed has
                 expired (SLIPWAY_TOKEN_TTL after the rotation, plus that minute).
+                --revoke-previous: every other key is revoked instead (a key that leaked): out
+                of the JWKS, and within a minute no node accepts a token it signed; clients get
+                401 and request new tokens.
+revoke-signing  revokes a retired key the same way (the key that signs: rotate-signing
+                --revoke-previous).
 
 Master key in the key file (<data dir>/master.key, the default):
   slipway keys rotate-master --data-dir DIR
@@ -127,12 +133,25 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case 'rotate-signing': {
-      const p = parse(rest, {}, env);
-      const result = await withKeys(p, (keys) => keys.rotateSigning());
+      const p = parse(rest, { 'revoke-previous': { type: 'boolean' } }, env);
+      const result = await withKeys(p, (keys) => keys.rotateSigning({ revokePrevious: p.values['revoke-previous'] === true }));
       if (p.values.json) printJson(result);
       else {
-        printFields({ 'signing key': result.active.kid, retired: result.retired.map((k) => `${k.kid} (in the JWKS until ${k.publishedUntil})`).join(', ') || '(none)' });
+        printFields({
+          'signing key': result.active.kid,
+          retired: result.retired.map((k) => `${k.kid} (in the JWKS until ${k.publishedUntil})`).join(', ') || '(none)',
+          ...(result.revoked.length > 0 ? { revoked: result.revoked.map((k) => k.kid).join(', ') } : {}),
+        });
       }
+      return 0;
+    }
+    case 'revoke-signing': {
+      const p = parse(rest, { kid: { type: 'string' } }, env);
+      const kid = p.values.kid;
+      if (typeof kid !== 'string' || kid === '') throw new UsageError('revoke-signing needs --kid KID (slipway keys status lists the keys)');
+      const result = await withKeys(p, (keys) => keys.revokeSigning(kid));
+      if (p.values.json) printJson(result);
+      else printFields({ 'signing key': result.key.kid, state: result.key.state, revoked: result.key.revokedAt!, result: result.result });
       return 0;
     }
     case undefined:

@@ -325,6 +325,51 @@ describe('signing key rotation', () => {
     assert.match((await runCli(['keys', 'rotate-signing'], cliEnv(server))).stderr, /signing key rotated/);
   });
 
+  it('revokes the previous keys on request (a key that leaked): gone from the JWKS, their tokens refused, even ones already verified', async () => {
+    const before = await server.token(server.bootstrap);
+    const oldKid = kidOf(before);
+    assert.equal((await server.http(before).get('/v1/orgs/default')).status, 200);
+    const rotated = await cliJson(['keys', 'rotate-signing', '--revoke-previous'], cliEnv(server));
+    assert.notEqual(rotated.active.kid, oldKid);
+    assert.deepEqual(rotated.retired, []);
+    assert.ok(rotated.revoked.some((k: any) => k.kid === oldKid && k.state === 'revoked' && k.revokedAt === k.publishedUntil));
+
+    // The running server notices within its cache period (a minute); reload stands in for waiting.
+    await server.core.keys.reload();
+    const refused = await server.http(before).get('/v1/orgs/default');
+    assert.equal(refused.status, 401, refused.text);
+    assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer /);
+    const jwks = (await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid);
+    assert.deepEqual(jwks, [rotated.active.kid]);
+    const after = await server.token(server.bootstrap);
+    assert.equal(kidOf(after), rotated.active.kid);
+    assert.equal((await server.http(after).get('/v1/orgs/default')).status, 200);
+
+    const status = await cliJson(['keys', 'status'], cliEnv(server));
+    assert.deepEqual(status.signingKeys.filter((k: any) => k.state !== 'revoked').map((k: any) => k.kid), [rotated.active.kid]);
+  });
+
+  it('revokes one retired key by its kid, and refuses to revoke the key that signs or one it does not know', async () => {
+    const old = kidOf(await server.token(server.bootstrap));
+    const rotated = await cliJson(['keys', 'rotate-signing'], cliEnv(server));
+    await server.core.keys.reload();
+    assert.ok((await server.http().get('/oauth/v2/keys')).body.keys.some((k: any) => k.kid === old));
+
+    const active = await runCli(['keys', 'revoke-signing', '--kid', rotated.active.kid, '--json'], cliEnv(server));
+    assert.equal(active.code, 1);
+    assert.equal(JSON.parse(active.stderr.trim().split('\n').at(-1)!).error.code, 'signing_key_active');
+    assert.match(active.stderr, /rotate-signing --revoke-previous/);
+    const unknown = await runCli(['keys', 'revoke-signing', '--kid', 'no-such-kid'], cliEnv(server));
+    assert.equal(unknown.code, 1);
+    assert.equal((await runCli(['keys', 'revoke-signing'], cliEnv(server))).code, 2);
+
+    const revoked = await cliJson(['keys', 'revoke-signing', '--kid', old], cliEnv(server));
+    assert.deepEqual([revoked.key.kid, revoked.key.state, revoked.result], [old, 'revoked', 'revoked']);
+    assert.equal((await cliJson(['keys', 'revoke-signing', '--kid', old], cliEnv(server))).result, 'already revoked');
+    await server.core.keys.reload();
+    assert.deepEqual((await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid), [rotated.active.kid]);
+  });
+
   it('stops accepting a key whose publication ended, on a node that has been running all along', async () => {
     // Issued now, first shown to the API only after its key has left the JWKS.
     const unseen = await server.token(server.bootstrap);

@@ -4,10 +4,11 @@ import type { SigningKeysTable } from '../../platform/db/schema.js';
 export type SigningKeyRow = SigningKeysTable;
 
 export const signingKeysRepo = {
-  /** Keys that sign now or whose tokens may still be live (retired less than a token lifetime ago). */
+  /** Keys that sign now or whose tokens may still be live (retired less than a token lifetime ago, not revoked). */
   async listUsable(db: Executor, retiredAfter: string): Promise<SigningKeyRow[]> {
     return db.selectFrom('signing_keys').selectAll()
       .where('activated_at', 'is not', null)
+      .where('revoked_at', 'is', null)
       .where((eb) => eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', retiredAfter)]))
       .orderBy('activated_at', 'desc')
       .execute();
@@ -19,6 +20,14 @@ export const signingKeysRepo = {
 
   async insert(db: Executor, row: SigningKeyRow): Promise<void> {
     await db.insertInto('signing_keys').values(row).execute();
+  },
+
+  /** Revokes these keys (retiring any that still signed); those revoked already keep their time. */
+  async revoke(db: Executor, kids: string[], at: string): Promise<void> {
+    if (kids.length === 0) return;
+    await db.updateTable('signing_keys').set((eb) => ({ revoked_at: at, retired_at: eb.fn.coalesce('retired_at', eb.val(at)) }))
+      .where('kid', 'in', kids).where('revoked_at', 'is', null)
+      .execute();
   },
 
   async retireActive(db: Executor, exceptKid: string, at: string): Promise<void> {

@@ -4,6 +4,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Db } from '../../platform/db/database.js';
+import { errors } from '../../platform/errors.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import { es256Signer } from './jws.js';
 import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
@@ -40,7 +41,7 @@ export function jwksRetentionMs(tokenTtlSeconds: number): number {
   return tokenTtlSeconds * 1000 + SIGNER_CACHE_MS;
 }
 
-export type SigningKeyState = 'staged' | 'active' | 'retired' | 'expired';
+export type SigningKeyState = 'staged' | 'active' | 'retired' | 'expired' | 'revoked';
 
 export interface SigningKeyInfo {
   kid: string;
@@ -48,18 +49,21 @@ export interface SigningKeyInfo {
   createdAt: string;
   activatedAt: string | null;
   retiredAt: string | null;
-  /** active signs; retired is still in the JWKS (its tokens may be live); expired is gone from it. */
+  /** active signs; retired is still in the JWKS (its tokens may be live); expired and revoked are gone from it. */
   state: SigningKeyState;
-  /** When a retired key leaves the JWKS. */
+  /** When a retired key leaves the JWKS (a revoked one: when it was revoked). */
   publishedUntil: string | null;
+  revokedAt: string | null;
 }
 
 export function describeSigningKey(row: SigningKeyRow, tokenTtlSeconds: number, now = Date.now()): SigningKeyInfo {
-  const publishedUntil = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + jwksRetentionMs(tokenTtlSeconds)).toISOString();
+  const retention = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + jwksRetentionMs(tokenTtlSeconds)).toISOString();
+  const publishedUntil = row.revoked_at !== null && (retention === null || row.revoked_at < retention) ? row.revoked_at : retention;
   const state: SigningKeyState = row.activated_at === null ? 'staged'
-    : row.retired_at === null ? 'active'
-      : Date.parse(publishedUntil!) > now ? 'retired' : 'expired';
-  return { kid: row.kid, alg: row.alg, createdAt: row.created_at, activatedAt: row.activated_at, retiredAt: row.retired_at, state, publishedUntil };
+    : row.revoked_at !== null ? 'revoked'
+      : row.retired_at === null ? 'active'
+        : Date.parse(publishedUntil!) > now ? 'retired' : 'expired';
+  return { kid: row.kid, alg: row.alg, createdAt: row.created_at, activatedAt: row.activated_at, retiredAt: row.retired_at, state, publishedUntil, revokedAt: row.revoked_at };
 }
 
 export async function generateSigningKeyRow(ring: MasterKeyring, now: string): Promise<SigningKeyRow> {
@@ -77,6 +81,7 @@ export async function generateSigningKeyRow(ring: MasterKeyring, now: string): P
     created_at: now,
     activated_at: now,
     retired_at: null,
+    revoked_at: null,
   };
 }
 
@@ -84,6 +89,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   let cached: { set: KeySet; loadedAt: number } | null = null;
   // The requests that find the cache expired all wait for the same read.
   let refreshing: Promise<KeySet> | null = null;
+  const listeners: Array<(set: KeySet) => void> = [];
 
   /** The signer of `row`: its private key unwrapped and made into a KeyObject, once per key. */
   async function signerOf(row: SigningKeyRow): Promise<ActiveSigner> {
@@ -105,6 +111,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     const signer = cached?.set.signer.kid === active.kid ? cached.set.signer : await signerOf(active);
     const set = { signer, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
     cached = { set, loadedAt: Date.now() };
+    for (const listener of listeners) listener(set);
     return set;
   }
 
@@ -125,17 +132,55 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     },
     /** Re-reads now: a token names a kid this node has not seen yet. */
     reload: load,
-    /** Starts signing with a new key; the old one stays published until its tokens expire. */
-    async rotate(): Promise<{ kid: string; retired: string[] }> {
+    /**
+     * Starts re-reading the key set in the background when it is older than SIGNER_CACHE_MS, for
+     * callers that answer from what they know already (tokens verified before): a key revoked on
+     * another node reaches them within that period too. A failed read is left for the next caller
+     * that needs the keys to meet.
+     */
+    refreshIfStale(): void {
+      if (refreshing !== null || (cached !== null && Date.now() - cached.loadedAt < SIGNER_CACHE_MS)) return;
+      refreshing = load().finally(() => { refreshing = null; });
+      refreshing.catch(() => undefined);
+    },
+    /** `listener` is given every key set read from now on (the token verifier follows revocations so). */
+    onKeySet(listener: (set: KeySet) => void): void {
+      listeners.push(listener);
+    },
+    /**
+     * Starts signing with a new key; the old one stays published until its tokens expire, or, with
+     * `revokePrevious`, every other key is revoked: gone from the JWKS, its tokens refused.
+     */
+    async rotate(opts: { revokePrevious?: boolean } = {}): Promise<{ kid: string; retired: string[]; revoked: string[] }> {
       const now = new Date().toISOString();
       const row = await generateSigningKeyRow(deps.ring, now);
-      const before = (await signingKeysRepo.listAll(deps.db)).filter((r) => r.retired_at === null && r.activated_at !== null).map((r) => r.kid);
+      const all = await signingKeysRepo.listAll(deps.db);
+      const before = all.filter((r) => r.retired_at === null && r.activated_at !== null).map((r) => r.kid);
+      const revoked = opts.revokePrevious === true ? all.filter((r) => r.revoked_at === null).map((r) => r.kid) : [];
       await deps.db.transaction().execute(async (trx) => {
         await signingKeysRepo.insert(trx, row);
         await signingKeysRepo.retireActive(trx, row.kid, now);
+        await signingKeysRepo.revoke(trx, revoked, now);
       });
       cached = null;
-      return { kid: row.kid, retired: before };
+      return { kid: row.kid, retired: before.filter((kid) => !revoked.includes(kid)), revoked };
+    },
+
+    /**
+     * Revokes a key that no longer signs (a retired one: its tokens may be live still): out of the
+     * JWKS, its tokens refused. The key that signs is revoked by rotating (`rotate({ revokePrevious })`),
+     * so that a key signs all along.
+     */
+    async revoke(kid: string): Promise<'revoked' | 'already revoked'> {
+      const row = (await signingKeysRepo.listAll(deps.db)).find((r) => r.kid === kid);
+      if (row === undefined) throw errors.notFound('signing key', kid);
+      if (row.revoked_at !== null) return 'already revoked';
+      if (row.activated_at !== null && row.retired_at === null) {
+        throw errors.conflict('signing_key_active', `${kid} is the key that signs tokens now: revoke it with slipway keys rotate-signing --revoke-previous, which makes a new key sign first.`);
+      }
+      await signingKeysRepo.revoke(deps.db, [kid], new Date().toISOString());
+      cached = null;
+      return 'revoked';
     },
     /** Every key ever made, oldest first, with what it is doing now. */
     async list(): Promise<SigningKeyInfo[]> {

@@ -104,6 +104,9 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     return (jwks = createLocalJWKSet({ keys: publicJwks }));
   }
 
+  // Every key set read, by whichever caller: a key revoked since empties the cache of verified tokens.
+  deps.keys.onKeySet((set) => { useKeys(set.publicJwks); });
+
   async function keySet(kid: string | undefined) {
     let current = useKeys((await deps.keys.current()).publicJwks);
     // A kid we have not seen may come from a rotation on another node; re-read at most once a second.
@@ -186,6 +189,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
 
   /** The claims of a token verified before, or undefined when its signature has yet to be checked. */
   function remembered(token: string): VerifiedClaims | undefined {
+    deps.keys.refreshIfStale();
     const entry = verified.get(signatureOf(token));
     const claims = entry !== undefined && entry.token === token ? entry.claims : undefined;
     if (claims !== undefined && claims.expiresAt + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE) * 1000 <= Date.now()) {

@@ -162,14 +162,26 @@ export function createKeysService(deps: KeysServiceDeps) {
       return result;
     },
 
-    /** A new active signing key; the old one stays in the JWKS until every token it signed has expired. */
-    async rotateSigning(): Promise<{ active: SigningKeyInfo; retired: SigningKeyInfo[] }> {
-      const rotated = await deps.signingKeys.rotate();
+    /**
+     * A new active signing key; the old one stays in the JWKS until every token it signed has
+     * expired, or with `revokePrevious` every other key is revoked at once.
+     */
+    async rotateSigning(opts: { revokePrevious?: boolean } = {}): Promise<{ active: SigningKeyInfo; retired: SigningKeyInfo[]; revoked: SigningKeyInfo[] }> {
+      const rotated = await deps.signingKeys.rotate(opts);
       const keys = await deps.signingKeys.list();
       const active = keys.find((k) => k.kid === rotated.kid)!;
       const retired = keys.filter((k) => rotated.retired.includes(k.kid));
-      logger.info({ kid: active.kid, retired: rotated.retired }, 'signing key rotated');
-      return { active, retired };
+      const revoked = keys.filter((k) => rotated.revoked.includes(k.kid));
+      logger.info({ kid: active.kid, retired: rotated.retired, revoked: rotated.revoked }, 'signing key rotated');
+      return { active, retired, revoked };
+    },
+
+    /** Revokes a signing key that no longer signs: out of the JWKS, its tokens refused. */
+    async revokeSigning(kid: string): Promise<{ key: SigningKeyInfo; result: 'revoked' | 'already revoked' }> {
+      const result = await deps.signingKeys.revoke(kid);
+      const key = (await deps.signingKeys.list()).find((k) => k.kid === kid)!;
+      if (result === 'revoked') logger.info({ kid }, 'signing key revoked');
+      return { key, result };
     },
   };
 }

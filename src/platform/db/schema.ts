@@ -27,6 +27,8 @@ export interface SigningKeysTable {
   activated_at: string | null;
   /** When it stopped signing; its tokens stay valid until retired_at + token TTL. */
   retired_at: string | null;
+  /** When it was revoked: out of the JWKS from then on, its tokens no longer valid. */
+  revoked_at: string | null;
 }
 
 export interface OrganizationsTable {
