@@ -5,6 +5,7 @@
 // runner, or deleted with its service or environment). Under an id of its own (`host`), it reports
 // what it runs, lets it go when it stops, and adopts what a runner that went away ran.
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS, type ServingRequestT } from '../modules/runner/runner.protocol.js';
@@ -41,6 +42,8 @@ export interface Runner {
 }
 
 const ENVIRONMENT_GONE_RETRY_MS = 15_000;
+/** This machine's name as the server takes it in a process's address; null (not reported) when it is not one. */
+const HOSTNAME = ((name) => (/^[A-Za-z0-9._-]{1,253}$/.test(name) ? name : null))(hostname());
 export const RECONCILE_DEFAULT_SECONDS = 15;
 /** How long a stopping runner tries to tell the server that it let its deployments go. */
 const RELEASE_BUDGET_MS = 5_000;
@@ -58,6 +61,8 @@ export function createRunner(options: RunnerOptions): Runner {
   let hosting = true;
   /** Whether the server takes `processes` in serving reports (its adopt answer says so). */
   let reportingProcesses = false;
+  /** Whether it takes where each process answers in them, too. */
+  let reportingAddresses = false;
   let asking = true;
   const configuredEveryMs = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
   let reportEveryMs = configuredEveryMs;
@@ -124,6 +129,7 @@ export function createRunner(options: RunnerOptions): Runner {
       return;
     }
     reportingProcesses = answer.acceptsProcessReports === true;
+    reportingAddresses = reportingProcesses && answer.acceptsProcessAddresses === true;
     // Reports must come well within the server's host timeout, whatever this runner was told.
     reportEveryMs = Math.max(1000, Math.min(configuredEveryMs, (answer.hostTimeoutSeconds * 1000) / 3));
     for (const one of answer.adopted) {
@@ -164,8 +170,9 @@ export function createRunner(options: RunnerOptions): Runner {
     if (!hosting) return { deployments: ids };
     if (!reportingProcesses) return { deployments: ids, host };
     const asked = new Set(ids);
-    const processes = running.filter((e) => asked.has(e.tag)).map(({ tag, health }) => ({
+    const processes = running.filter((e) => asked.has(e.tag)).map(({ tag, health, proc }) => ({
       deployment: tag, state: health.state, exits: health.exits, ...(health.lastExit !== null ? { lastExit: health.lastExit } : {}),
+      ...(reportingAddresses && HOSTNAME !== null ? { address: { hostname: HOSTNAME, port: proc.port } } : {}),
     }));
     return { deployments: ids, host, processes };
   }

@@ -3,6 +3,7 @@
 // health check, and a server restart in the middle of a deployment.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
@@ -135,6 +136,8 @@ describe('slipway runner', () => {
       return process?.state === 'running' && process.exits === 1 ? process : undefined;
     });
     assert.deepEqual({ code: shown.lastExit.code, signal: shown.lastExit.signal }, { code: 3, signal: null });
+    // And where it answers: this machine, on the port the runner gave it.
+    assert.deepEqual(shown.address, { hostname: os.hostname(), port: one.port });
     const exitEvents = (await eventsOf(f.server, orgId, first.id)).filter((e) => e.type === 'deployment.process_exited');
     assert.equal(exitEvents.length, 1, JSON.stringify(exitEvents));
     assert.equal(exitEvents[0].data.lastExit.code, 3);

@@ -483,7 +483,7 @@ describe('runner protocol: hosts and adoption', () => {
     const { id, env } = await served(f.runner, hostA, 'adopted-value-1');
     // Reported: not an orphan.
     assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
-    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS, acceptsProcessReports: true });
+    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS, acceptsProcessReports: true, acceptsProcessAddresses: true });
 
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
     const racers = await Promise.all([post(other, 'adopt', { host: hostB, environments: [env.id] }), post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })]);
@@ -547,6 +547,16 @@ describe('runner protocol: hosts and adoption', () => {
     assert.deepEqual({ ...(await processOf()), reportedAt: undefined }, { state: 'restarting', exits: 4, lastExit: again, reportedAt: undefined });
     await report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again }]);
     assert.deepEqual((await exitEvents()).map((e) => e.data.exits), [2, 3, 4], 'the exit is told once, however the reports arrive');
+
+    // Where the process answers, when its runner says: kept with the rest, and moved by a report of it alone.
+    const address = { hostname: 'build-01.example', port: 40123 };
+    await report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again, address }]);
+    assert.deepEqual((await processOf()).address, address);
+    assert.deepEqual((await exitEvents()).map((e) => e.data.exits), [2, 3, 4], 'an address is not an exit');
+    for (const bad of [{ hostname: 'build 01', port: 40123 }, { hostname: 'build-01', port: 0 }, { hostname: 'build-01' }]) {
+      assert.equal((await report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again, address: bad }])).status, 400, JSON.stringify(bad));
+    }
+    assert.deepEqual((await processOf()).address, address);
 
     // Another runner's report on it is not answered and changes nothing; nor does a report on a deployment not asked about.
     assert.deepEqual((await report([{ deployment: id, state: 'restarting', exits: 9 }], hostB)).body, { serving: [] });

@@ -7,7 +7,9 @@ export type DeploymentPatch = Omit<Updateable<DeploymentsTable>, 'id' | 'org_id'
 export type LogRow = DeploymentLogsTable;
 /** What a runner reports of a serving deployment's process. */
 export type ProcessColumn = 'process_state' | 'process_exits' | 'process_last_exit';
-const NO_PROCESS_REPORT = { process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null } as const;
+/** Where a process answers, as its runner reports it. */
+export type AddressColumn = 'process_hostname' | 'process_port';
+const NO_PROCESS_REPORT = { process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null, process_hostname: null, process_port: null } as const;
 
 export interface DeploymentFilter {
   serviceId?: string | undefined;
@@ -135,8 +137,8 @@ export const deploymentsRepo = {
   },
 
   /** What `host` last reported of the processes of these deployments, among those it runs that serve. */
-  async processesOf(db: Executor, orgId: string, ids: string[], host: string): Promise<Array<Pick<DeploymentRow, 'id' | ProcessColumn>>> {
-    return db.selectFrom('deployments').select(['id', 'process_state', 'process_exits', 'process_last_exit'])
+  async processesOf(db: Executor, orgId: string, ids: string[], host: string): Promise<Array<Pick<DeploymentRow, 'id' | ProcessColumn | AddressColumn>>> {
+    return db.selectFrom('deployments').select(['id', 'process_state', 'process_exits', 'process_last_exit', 'process_hostname', 'process_port'])
       .where('org_id', '=', orgId).where('id', 'in', ids).where('host_id', '=', host).where('state', '=', 'succeeded')
       .execute();
   },
@@ -145,7 +147,7 @@ export const deploymentsRepo = {
    * Replaces what `host` last reported (`seen`, as read) with `report`; false when it changed since
    * it was read (another report of the same runner got there first), so that its news is told once.
    */
-  async setProcess(db: Executor, id: string, host: string, seen: Pick<DeploymentRow, ProcessColumn>, report: Pick<DeploymentRow, ProcessColumn | 'process_reported_at'> & { reason?: null }): Promise<boolean> {
+  async setProcess(db: Executor, id: string, host: string, seen: Pick<DeploymentRow, ProcessColumn>, report: Pick<DeploymentRow, ProcessColumn | AddressColumn | 'process_reported_at'> & { reason?: null }): Promise<boolean> {
     let q = db.updateTable('deployments').set(report).where('id', '=', id).where('host_id', '=', host);
     for (const column of ['process_state', 'process_exits', 'process_last_exit'] as const) {
       q = seen[column] === null ? q.where(column, 'is', null) : q.where(column, '=', seen[column]);

@@ -24,6 +24,11 @@ export const ProcessExit = Type.Object({
 }, { additionalProperties: false });
 export type ProcessExitT = Static<typeof ProcessExit>;
 
+export const ProcessAddress = Type.Object({
+  hostname: Type.String({ minLength: 1, maxLength: 253, pattern: '^[A-Za-z0-9._-]+$', description: 'The host name of the runner\'s machine.' }),
+  port: Type.Integer({ minimum: 1, maximum: 65535, description: 'The port the runner gave the process (its PORT).' }),
+}, { additionalProperties: false, description: 'Where the process answers, as its runner reported it.' });
+
 /** What a runner reports of a process it runs. */
 export const REPORTED_PROCESS_STATES = ['running', 'restarting'] as const;
 export const ReportedProcessState = Type.Union(REPORTED_PROCESS_STATES.map((s) => Type.Literal(s)), {
@@ -36,6 +41,7 @@ export const DeploymentProcess = Type.Object({
   }),
   exits: Type.Integer({ minimum: 0, description: 'How often it exited on its own since its runner started it (a crash loop counts up here).' }),
   lastExit: Type.Union([ProcessExit, Type.Null()], { description: 'Its last exit on its own.' }),
+  address: Type.Optional({ ...ProcessAddress, description: `${ProcessAddress.description} Absent until its runner says (runners older than this field do not).` }),
   reportedAt: { ...Timestamp, description: 'When its runner last reported how it is doing (every few seconds while the runner is up); for `stopped`, when that was found.' },
 }, { description: 'Serving (`succeeded`) deployments: how the process is doing, as its runner last reported it. Absent until a runner has reported it, and after its runner let it go.' });
 export type DeploymentProcessT = Static<typeof DeploymentProcess>;

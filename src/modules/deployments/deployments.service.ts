@@ -54,6 +54,7 @@ function processOf(row: DeploymentRow, reportedAt: string): DeploymentProcessT {
     state: row.process_state as DeploymentProcessT['state'],
     exits: row.process_exits ?? 0,
     lastExit: row.process_last_exit === null ? null : JSON.parse(row.process_last_exit) as ProcessExitT,
+    ...(row.process_hostname !== null && row.process_port !== null ? { address: { hostname: row.process_hostname, port: row.process_port } } : {}),
     reportedAt,
   };
 }
@@ -111,7 +112,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       state: 'queued', attempt: 1, revision: fields.revision, description: fields.description, snapshot: JSON.stringify(snapshot),
       rollback_of: fields.rollback_of, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
       log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
-      process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null,
+      process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null, process_hostname: null, process_port: null,
     };
     await deploymentsRepo.insert(trx, full);
     await appendEvents(trx, ctx, [{

@@ -32,7 +32,8 @@
 //      `acceptsProcessReports`, the runner's serving reports also say how each process is doing
 //      (`processes`: running, or restarting after exiting on its own, how often, the last exit);
 //      the deployment shows it as `process`, and each report of new exits is a
-//      `deployment.process_exited` event.
+//      `deployment.process_exited` event. With `acceptsProcessAddresses` too, each process report
+//      may say where it answers (`address`: the runner's host name and the process's port).
 //
 // Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
 // lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
@@ -51,7 +52,7 @@
 // it sends.
 import { Type, type Static } from '@sinclair/typebox';
 import { OrgIdParam, Timestamp } from '../../http/schemas.js';
-import { DeploymentSchema, LogStream, optionalBody, ProcessExit, ReportedProcessState } from '../deployments/deployments.schemas.js';
+import { DeploymentSchema, LogStream, optionalBody, ProcessAddress, ProcessExit, ReportedProcessState } from '../deployments/deployments.schemas.js';
 import { HealthCheck } from '../services/services.schemas.js';
 
 /** Route templates (Fastify syntax); `runnerUrl` fills them in. */
@@ -184,6 +185,7 @@ export const ProcessReport = Type.Object({
   state: ReportedProcessState,
   exits: Type.Integer({ minimum: 0, maximum: 2 ** 31 - 1, description: 'How often its process exited on its own since this runner started it.' }),
   lastExit: Type.Optional(ProcessExit),
+  address: Type.Optional(ProcessAddress),
 }, { additionalProperties: false });
 export type ProcessReportT = Static<typeof ProcessReport>;
 
@@ -217,6 +219,7 @@ export const AdoptResponse = Type.Object({
   }),
   hostTimeoutSeconds: Type.Integer({ description: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: report what you run (`serving` with `host`) well within it, every third of it at the least.' }),
   acceptsProcessReports: Type.Boolean({ description: 'The server takes `processes` in serving reports (older servers refuse the field).' }),
+  acceptsProcessAddresses: Type.Optional(Type.Boolean({ description: 'The server takes `address` in those process reports (older servers refuse the field, or leave this out).' })),
 });
 export type AdoptResponseT = Static<typeof AdoptResponse>;
 

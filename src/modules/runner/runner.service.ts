@@ -184,13 +184,15 @@ export function createRunnerService(deps: RunnerDeps) {
         // kept is an older report that arrived late (a retry that overtook it), not news.
         if (row.process_exits !== null && report.exits < row.process_exits) continue;
         const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
-        if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit) {
+        const address = { process_hostname: report.address?.hostname ?? null, process_port: report.address?.port ?? null };
+        if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit
+          && row.process_hostname === address.process_hostname && row.process_port === address.process_port) {
           unchanged.push(row.id);
           continue;
         }
         // A runner that still runs one marked stopped: it was not gone after all, and the reason no longer holds.
         const changed = await deploymentsRepo.setProcess(trx, row.id, host, row, {
-          process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, process_reported_at: at, ...(row.process_state === 'stopped' ? { reason: null } : {}),
+          process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, process_reported_at: at, ...address, ...(row.process_state === 'stopped' ? { reason: null } : {}),
         });
         if (!changed) continue;
         const before = row.process_exits ?? 0;
@@ -351,7 +353,7 @@ export function createRunnerService(deps: RunnerDeps) {
         }
         if (taken !== null) adopted.push(taken);
       }
-      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true };
+      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true, acceptsProcessAddresses: true };
     },
 
     /** `host` stopped the processes of these deployments: orphans at once, for another runner (or its next start) to adopt. */

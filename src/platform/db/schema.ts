@@ -206,6 +206,9 @@ export interface DeploymentsTable {
   process_last_exit: string | null;
   /** When its runner last reported the process (null in rows reported before the column: `host_seen_at` stands in). */
   process_reported_at: string | null;
+  /** Where the process answers, as its runner reported it (null: not reported, or by a runner that does not say). */
+  process_hostname: string | null;
+  process_port: number | null;
 }
 
 export interface DeploymentLogsTable {
