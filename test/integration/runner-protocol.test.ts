@@ -580,7 +580,7 @@ describe('runner protocol: hosts and adoption', () => {
     const { spec } = await getDeployment(f.developer.http, f.orgId, id);
     const secret = spec.secrets[0].secret as string;
     const crashed = { code: 1, signal: null, at: new Date().toISOString() };
-    await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 2, lastExit: crashed }] });
+    await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 2, lastExit: crashed, address: { hostname: 'build-01', port: 40001 } }] });
     assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${secret}?permanent=true`)).status, 204);
     assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id] })).body, { released: [id] });
 
@@ -588,6 +588,7 @@ describe('runner protocol: hosts and adoption', () => {
     const stopped = await getDeployment(f.developer.http, f.orgId, id);
     assert.equal(stopped.state, 'succeeded');
     assert.deepEqual({ state: stopped.process.state, exits: stopped.process.exits, lastExit: stopped.process.lastExit }, { state: 'stopped', exits: 2, lastExit: crashed });
+    assert.equal(stopped.process.address, undefined, 'a process that cannot be started again answers nowhere');
     assert.match(stopped.reason, new RegExp(`^Its runner went away, and it cannot be started again: the pinned secret version ${secret}@1 no longer exists .*Deploy the service again`));
     const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped' || e.type === 'deployment.adopted');
     assert.deepEqual(events.map((e) => [e.type, e.data.host, e.data.previousHost]), [['deployment.process_stopped', hostB, hostA]]);

@@ -54,7 +54,8 @@ function processOf(row: DeploymentRow, reportedAt: string): DeploymentProcessT {
     state: row.process_state as DeploymentProcessT['state'],
     exits: row.process_exits ?? 0,
     lastExit: row.process_last_exit === null ? null : JSON.parse(row.process_last_exit) as ProcessExitT,
-    ...(row.process_hostname !== null && row.process_port !== null ? { address: { hostname: row.process_hostname, port: row.process_port } } : {}),
+    // A process that cannot be started again answers nowhere.
+    ...(row.process_hostname !== null && row.process_port !== null && row.process_state !== 'stopped' ? { address: { hostname: row.process_hostname, port: row.process_port } } : {}),
     reportedAt,
   };
 }
