@@ -25,8 +25,12 @@ export function parse(argv: string[], own: FlagSpec, env: Record<string, string 
     // No command takes positional arguments: a stray word is a mistake to report, not to ignore.
     result = parseArgs({ args: argv, options: { ...CONFIG_FLAGS, ...own, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: false, strict: true });
   } catch (error) {
-    // node:util's messages run on with advice about `--`; the first sentence is the clear part.
-    throw new UsageError((error as Error).message.split(/(?<=\.) /)[0]!);
+    // node:util's messages run on with advice about `--`; the first sentence is the clear part. A
+    // value that begins with a dash (a signing key's kid can) goes with `=`: that is worth saying.
+    const message = (error as Error).message;
+    const ambiguous = /^Option '(--[a-z-]+)'(?: <value>)? argument is ambiguous/.exec(message);
+    if (ambiguous) throw new UsageError(`${ambiguous[1]} needs a value; one that begins with a dash goes after =, as in ${ambiguous[1]}=-XYZ`);
+    throw new UsageError(message.split(/(?<=\.) /)[0]!);
   }
   const values = result.values as Record<string, string | boolean | undefined>;
   const flags: Partial<Record<ConfigKey, string>> = {};

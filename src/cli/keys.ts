@@ -18,7 +18,7 @@ usage:
   slipway keys status [--json]
   slipway keys rotate-master [--new-key-file FILE] [--batch-size N] [--pause-ms MS] [--json]
   slipway keys rotate-signing [--revoke-previous] [--json]
-  slipway keys revoke-signing --kid KID [--json]
+  slipway keys revoke-signing --kid=KID [--json]
 
 status          the current master key, how many rows each master key wraps, and every signing
                 key (active; retired: still in the JWKS; expired and revoked: gone from it).
@@ -148,7 +148,7 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
     case 'revoke-signing': {
       const p = parse(rest, { kid: { type: 'string' } }, env);
       const kid = p.values.kid;
-      if (typeof kid !== 'string' || kid === '') throw new UsageError('revoke-signing needs --kid KID (slipway keys status lists the keys)');
+      if (typeof kid !== 'string' || kid === '') throw new UsageError('revoke-signing needs --kid=KID (slipway keys status lists the keys)');
       const result = await withKeys(p, (keys) => keys.revokeSigning(kid));
       if (p.values.json) printJson(result);
       else printFields({ 'signing key': result.key.kid, state: result.key.state, revoked: result.key.revokedAt!, result: result.result });

@@ -355,17 +355,21 @@ describe('signing key rotation', () => {
     await server.core.keys.reload();
     assert.ok((await server.http().get('/oauth/v2/keys')).body.keys.some((k: any) => k.kid === old));
 
-    const active = await runCli(['keys', 'revoke-signing', '--kid', rotated.active.kid, '--json'], cliEnv(server));
-    assert.equal(active.code, 1);
+    // A kid may begin with a dash: it goes after =.
+    const active = await runCli(['keys', 'revoke-signing', `--kid=${rotated.active.kid}`, '--json'], cliEnv(server));
+    assert.equal(active.code, 1, active.stderr);
     assert.equal(JSON.parse(active.stderr.trim().split('\n').at(-1)!).error.code, 'signing_key_active');
     assert.match(active.stderr, /rotate-signing --revoke-previous/);
     const unknown = await runCli(['keys', 'revoke-signing', '--kid', 'no-such-kid'], cliEnv(server));
-    assert.equal(unknown.code, 1);
+    assert.equal(unknown.code, 1, unknown.stderr);
     assert.equal((await runCli(['keys', 'revoke-signing'], cliEnv(server))).code, 2);
 
-    const revoked = await cliJson(['keys', 'revoke-signing', '--kid', old], cliEnv(server));
+    const revoked = await cliJson(['keys', 'revoke-signing', `--kid=${old}`], cliEnv(server));
     assert.deepEqual([revoked.key.kid, revoked.key.state, revoked.result], [old, 'revoked', 'revoked']);
-    assert.equal((await cliJson(['keys', 'revoke-signing', '--kid', old], cliEnv(server))).result, 'already revoked');
+    assert.equal((await cliJson(['keys', 'revoke-signing', `--kid=${old}`], cliEnv(server))).result, 'already revoked');
+    const dash = await runCli(['keys', 'revoke-signing', '--kid', '-AbC'], cliEnv(server));
+    assert.equal(dash.code, 2);
+    assert.match(dash.stderr, /--kid needs a value; one that begins with a dash goes after =, as in --kid=-XYZ/);
     await server.core.keys.reload();
     assert.deepEqual((await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid), [rotated.active.kid]);
   });
