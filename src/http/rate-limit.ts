@@ -35,10 +35,10 @@ export function createRateLimiter(options: { name: string; limit: number; window
       return decide(entry.count, entry.start, now, entry.count <= options.limit);
     },
 
-    /** Whether `key` has any of its budget left, without counting anything. */
-    check(key: string, now = Date.now()): RateLimitDecision {
+    /** Counting nothing: the refusal when `key` has spent its budget in this window, else undefined. */
+    spent(key: string, now = Date.now()): RateLimitDecision | undefined {
       const entry = current(key, now);
-      return entry === undefined ? decide(0, now - (now % windowMs), now, true) : decide(entry.count, entry.start, now, entry.count < options.limit);
+      return entry !== undefined && entry.count >= options.limit ? decide(entry.count, entry.start, now, false) : undefined;
     },
   };
 }

@@ -167,8 +167,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
    */
   const authenticate = async (req: FastifyRequest, reply: FastifyReply, creds: ClientCredentials): Promise<AuthenticatedClient> => {
     const failures = deps.limits.failuresPerAddress;
-    const standing = failures.check(req.ip);
-    if (!standing.allowed) throw errors.rateLimited(report(standing, reply).resetSeconds);
+    const refusal = failures.spent(req.ip);
+    if (refusal !== undefined) throw errors.rateLimited(report(refusal, reply).resetSeconds);
     try {
       return await deps.tokens.authenticate(creds);
     } catch (error) {
