@@ -29,8 +29,8 @@ rotate-master   re-wraps every organization data key, signing key and instance k
 rotate-signing  new tokens are signed with a new key (at once on this node, within a minute on
                 every other); the old key stays in the JWKS until every token it signed has
                 expired (SLIPWAY_TOKEN_TTL after the rotation, plus that minute).
-                --revoke-previous: every other key is revoked instead (a key that leaked): out
-                of the JWKS, and within a minute no node accepts a token it signed; clients get
+                --revoke-previous: every other key is revoked instead (a key that leaked):
+                within a minute no node publishes it or accepts a token it signed; clients get
                 401 and request new tokens.
 revoke-signing  revokes a retired key the same way (the key that signs: rotate-signing
                 --revoke-previous).

@@ -35,10 +35,10 @@ export function createRateLimiter(options: { name: string; limit: number; window
       return decide(entry.count, entry.start, now, entry.count <= options.limit);
     },
 
-    /** Counting nothing: the refusal when `key` has spent its budget in this window, else undefined. */
-    spent(key: string, now = Date.now()): RateLimitDecision | undefined {
+    /** Takes back a request of `key` counted in this window that turned out not to count (see its callers). */
+    giveBack(key: string, now = Date.now()): void {
       const entry = current(key, now);
-      return entry !== undefined && entry.count >= options.limit ? decide(entry.count, entry.start, now, false) : undefined;
+      if (entry !== undefined && entry.count > 0) entry.count--;
     },
   };
 }

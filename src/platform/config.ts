@@ -238,8 +238,8 @@ const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
 /**
  * SLIPWAY_TRUST_PROXY: unset trusts no proxy (the peer's address is the client's); a number trusts
  * that many hops nearest the server; else a comma-separated list of addresses, CIDR ranges and
- * proxy-addr's range names. `true` (every peer) is refused: any client could then name itself
- * whatever address it likes, and the per-address limits would mean nothing.
+ * proxy-addr's range names. `true` and a /0 range (every peer) are refused: any client could then
+ * name itself whatever address it likes, and the per-address limits would mean nothing.
  */
 function proxiesToTrust(value: string | undefined, label: string): false | number | string[] {
   if (value === undefined || value === 'false') return false;
@@ -251,6 +251,8 @@ function proxiesToTrust(value: string | undefined, label: string): false | numbe
     return hops;
   }
   const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const everyone = entries.find((entry) => /\/0+$/.test(entry));
+  if (everyone !== undefined) throw new ConfigError(`${label} must be ${hint}; "${everyone}" would trust every client's X-Forwarded-For`);
   const bad = entries.find((entry) => {
     if (PROXY_RANGE_NAMES.includes(entry)) return false;
     const [address, bits, extra] = entry.split('/');

@@ -179,18 +179,26 @@ export function createRunner(options: RunnerOptions): Runner {
 
   /**
    * Sends the report on `ids`. During a rolling upgrade the node that answers may be older than the
-   * one that said it takes process reports, and refuse the field (400): the report then goes again
-   * without it, as the report of what still runs here must not be lost (without it, the server
-   * takes this runner for gone and hands its deployments to another one).
+   * one whose adopt answer this runner went by, and refuse a field (400): the report then goes
+   * again with less, first without the processes' addresses, then without the processes, as the
+   * report of what still runs here must not be lost (without it, the server takes this runner for
+   * gone and hands its deployments to another one).
    */
   async function askServing(ids: string[], running: ReturnType<ProcessTable['entries']>): Promise<string[]> {
-    const report = servingReport(ids, running);
-    try {
-      return await client.serving(report, stopping.signal);
-    } catch (error) {
-      if (report.processes === undefined || !(error instanceof Refused && error.status === 400)) throw error;
-      logger.warn({ err: { status: error.status, code: error.code } }, 'the server refused how the processes are doing (a node older than this runner, during an upgrade?): reported what runs here without it');
-      return client.serving({ deployments: ids, host }, stopping.signal);
+    let report = servingReport(ids, running);
+    for (;;) {
+      try {
+        return await client.serving(report, stopping.signal);
+      } catch (error) {
+        if (report.processes === undefined || !(error instanceof Refused && error.status === 400)) throw error;
+        const addressed = report.processes.some((p) => p.address !== undefined);
+        logger.warn({ err: { status: error.status, code: error.code } }, addressed
+          ? 'the server refused where the processes answer (a node older than this runner, during an upgrade?): reporting them without it'
+          : 'the server refused how the processes are doing (a node older than this runner, during an upgrade?): reported what runs here without it');
+        report = addressed
+          ? { ...report, processes: report.processes.map(({ address: _address, ...rest }) => rest) }
+          : { deployments: ids, host };
+      }
     }
   }
 

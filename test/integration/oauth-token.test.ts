@@ -228,6 +228,14 @@ describe('token endpoint rate limit', () => {
     assert.equal((await requestToken(server, other)).status, 200);
   });
 
+  it('counts a client\'s introspections and revocations against the same budget', async () => {
+    const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'introspecting', role: 'viewer' });
+    const introspect = () => oauthPost(server, 'introspect', { authorization: basic(user.clientId, user.clientSecret), form: { token: 'not-a-token' } });
+    const seen = await untilLimited(introspect);
+    assert.equal(seen.at(-2)!.status, 200);
+    assert.match(seen.at(-1)!.headers.get('ratelimit-policy') ?? '', /"token-client";q=3;w=60/);
+  });
+
   it('refuses an address that failed to authenticate 3 times in a window, whatever it sends next, and says when to retry', async () => {
     const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'guessed', role: 'viewer' });
     const seen = await untilLimited(() => requestToken(server, { clientId: user.clientId, clientSecret: 'a-wrong-guess' }));
@@ -261,6 +269,17 @@ describe('token endpoint behind a trusted proxy (SLIPWAY_TRUST_PROXY)', () => {
     if (Number(limited.headers.get('retry-after')) > 1) assertOAuthError(await requestToken(server, user, undefined, guesser), 429, 'slow_down');
     const res = await requestToken(server, user, undefined, { 'x-forwarded-for': '198.51.100.8' });
     assert.equal(res.status, 200, res.text);
+  });
+
+  it('counts guesses sent together before it checks any of them, so no more than the budget get an answer', async () => {
+    const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'burst', role: 'viewer' });
+    const started = Date.now();
+    const answers = await Promise.all(Array.from({ length: 12 }, () => requestToken(server, { clientId: user.clientId, clientSecret: 'a-wrong-guess' }, undefined, { 'x-forwarded-for': '198.51.100.9' })));
+    // Within one fixed window, 3; a burst that crosses into the next may have up to 3 more.
+    const windows = Math.floor(Date.now() / 60_000) - Math.floor(started / 60_000) + 1;
+    const statuses = answers.map((a) => a.status);
+    assert.ok(statuses.filter((s) => s === 401).length <= 3 * windows, statuses.join(', '));
+    assert.deepEqual([...new Set(statuses)].sort(), [401, 429]);
   });
 });
 

@@ -13,7 +13,7 @@ import { createRunner } from '../../src/runner-agent/runner.js';
 import { createProtocolClient, type ProtocolClient } from '../../src/runner-agent/protocol-client.js';
 import { createTokenSource, type ClientCredentials } from '../../src/runner-agent/token-source.js';
 import { clientCredentialsGrant, freePort, type Actor } from '../support/harness.js';
-import { createEnvironment, createService, deploy, eventually, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventually, getDeployment, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
 import { alive, ask, servedBy, serviceSpec, settled } from '../support/runner-agent.js';
 
 describe('runner token source and protocol client', () => {
@@ -272,42 +272,52 @@ describe('runner token source and protocol client', () => {
     assert.ok(seen.length > 1 && seen.every((s) => !JSON.stringify(s).includes('"host"') && (s as { serving?: unknown }).serving === undefined), JSON.stringify(seen));
   });
 
-  it('reports what it runs without how its processes are doing to a node that refuses that (an older one, mid-upgrade)', async () => {
-    // Every report sent, in order: refused (it carried processes) or answered.
-    const sent: Array<{ host?: string; deployments: number; processes: boolean; refused: boolean }> = [];
-    const mixed = (real: ProtocolClient): ProtocolClient => ({
-      ...real,
-      async serving(body, signal) {
-        // The adoption was answered by an upgraded node; every report lands on one that is not.
-        const refused = body.processes !== undefined;
-        sent.push({ host: body.host, deployments: body.deployments.length, processes: refused, refused });
-        if (refused) throw new Refused(400, 'invalid_request', 'serving was refused (400): /processes: must NOT have additional properties.');
-        return real.serving(body, signal);
-      },
-    });
-    const answered = () => sent.filter((s) => !s.refused);
-    const { env, svc, stop } = await runnerOn(mixed, { reconcileSeconds: 1 });
-    try {
-      const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
-      assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
-      await eventually('a report that reached the server', async () => (answered().some((a) => a.deployments > 0) ? true : undefined));
-      // A report refused for its processes goes again at once without them, for the same deployments.
-      const first = sent.findIndex((s) => s.refused);
-      assert.ok(first >= 0, JSON.stringify(sent));
-      assert.deepEqual(sent[first + 1], { ...sent[first]!, processes: false, refused: false }, JSON.stringify(sent));
-      assert.ok(answered().every((a) => typeof a.host === 'string'), JSON.stringify(sent));
-      // The server saw its runner after the deployment succeeded (so it does not take it for an
-      // orphan), and the process still serves.
-      const { pid } = await servedBy(f.developer.http, f.orgId, d.id);
-      await eventually('the server to have seen the runner since', async () => {
-        const row = await f.server.core.db.selectFrom('deployments').select(['host_seen_at', 'finished_at']).where('id', '=', d.id).executeTakeFirstOrThrow();
-        return Date.parse(row.host_seen_at!) > Date.parse(row.finished_at!) ? true : undefined;
+  for (const older of ['processes', 'addresses'] as const) {
+    it(`reports what it runs, with as much as it can, to a node that refuses ${older === 'processes' ? 'how its processes are doing' : 'where they answer'} (an older one, mid-upgrade)`, async () => {
+      // Every report sent, in order: refused (it carried what that node does not know) or answered.
+      const sent: Array<{ host?: string; deployments: number; processes: boolean; addresses: boolean; refused: boolean }> = [];
+      const mixed = (real: ProtocolClient): ProtocolClient => ({
+        ...real,
+        async serving(body, signal) {
+          // The adoption was answered by an upgraded node; every report lands on one that is not.
+          const addresses = body.processes?.some((p) => p.address !== undefined) ?? false;
+          const refused = older === 'processes' ? body.processes !== undefined : addresses;
+          sent.push({ host: body.host, deployments: body.deployments.length, processes: body.processes !== undefined, addresses, refused });
+          if (refused) throw new Refused(400, 'invalid_request', 'serving was refused (400): /processes: must NOT have additional properties.');
+          return real.serving(body, signal);
+        },
       });
-      assert.ok(alive(pid));
-    } finally {
-      await stop();
-    }
-  });
+      const answered = () => sent.filter((s) => !s.refused);
+      const { env, svc, stop } = await runnerOn(mixed, { reconcileSeconds: 1 });
+      try {
+        const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+        assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+        await eventually('a report that reached the server', async () => (answered().some((a) => a.deployments > 0 && (older === 'processes' || a.processes)) ? true : undefined));
+        // A refused report goes again at once with less, for the same deployments: without the
+        // addresses first, then without the processes; what that node knows is kept.
+        const first = sent.findIndex((s) => s.refused && s.addresses);
+        assert.ok(first >= 0, JSON.stringify(sent));
+        assert.deepEqual(sent[first + 1], { ...sent[first]!, addresses: false, refused: older === 'processes' }, JSON.stringify(sent));
+        if (older === 'processes') assert.deepEqual(sent[first + 2], { ...sent[first]!, addresses: false, processes: false, refused: false }, JSON.stringify(sent));
+        assert.ok(answered().every((a) => typeof a.host === 'string'), JSON.stringify(sent));
+        // The server saw its runner after the deployment succeeded (so it does not take it for an
+        // orphan), and the process still serves.
+        const { pid } = await servedBy(f.developer.http, f.orgId, d.id);
+        await eventually('the server to have seen the runner since', async () => {
+          const row = await f.server.core.db.selectFrom('deployments').select(['host_seen_at', 'finished_at']).where('id', '=', d.id).executeTakeFirstOrThrow();
+          return Date.parse(row.host_seen_at!) > Date.parse(row.finished_at!) ? true : undefined;
+        });
+        assert.ok(alive(pid));
+        if (older === 'addresses') {
+          const shown = await eventually('how the process is doing, without where', async () => (await getDeployment(f.developer.http, f.orgId, d.id)).process);
+          assert.equal(shown.state, 'running');
+          assert.equal(shown.address, undefined);
+        }
+      } finally {
+        await stop();
+      }
+    });
+  }
 
   it('gives up the key of a claim whose first try the server still holds, and claims again under a new one', async () => {
     // A server whose node died with the first try's long poll: it answers that try's retries 409

@@ -123,7 +123,9 @@ describe('configuration', () => {
   });
 
   it('refuses trusting every peer, and anything that is no hop count or address', () => {
-    assert.match(refusal({ SLIPWAY_TRUST_PROXY: 'true' }), /^SLIPWAY_TRUST_PROXY must be the number of proxies .*"true" would trust every client's X-Forwarded-For/);
+    for (const everyone of ['true', '0.0.0.0/0', '10.0.0.0/8,::/0']) {
+      assert.match(refusal({ SLIPWAY_TRUST_PROXY: everyone }), /^SLIPWAY_TRUST_PROXY must be the number of proxies .* would trust every client's X-Forwarded-For/, everyone);
+    }
     for (const value of ['0', '33', 'proxy.internal', '10.0.0.0/33', '10.0.0.1/8/8', '::1/129', ',']) {
       assert.match(refusal({ SLIPWAY_TRUST_PROXY: value }), /^SLIPWAY_TRUST_PROXY must be /, value);
     }

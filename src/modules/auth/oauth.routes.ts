@@ -119,7 +119,7 @@ export interface OAuthRoutesDeps {
   idpName: string;
   projectId: string;
   /**
-   * `perClient`: token requests of an authenticated client. `failuresPerAddress`: failed client
+   * `perClient`: requests of an authenticated client (token, introspection, revocation). `failuresPerAddress`: failed client
    * authentications from one address; once it is spent, the address is refused before its
    * credentials are looked at (guessing costs a database read and a keyed hash each).
    */
@@ -161,20 +161,28 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   };
 
   /**
-   * Authenticates the client, unless its address has failed too often lately. Only failures count
-   * against an address: clients that share one (behind a NAT, or a proxy that SLIPWAY_TRUST_PROXY
-   * does not name) do not spend each other's budget by getting their tokens.
+   * Authenticates the client, unless its address has failed too often lately, then counts the
+   * request against the client. Only failures count against an address: clients that share one
+   * (behind a NAT, or a proxy that SLIPWAY_TRUST_PROXY does not name) do not spend each other's
+   * budget by getting their tokens. Each attempt is counted before its credentials are looked at,
+   * so that guesses sent together cannot all slip past the check, and given back once they pass.
    */
   const authenticate = async (req: FastifyRequest, reply: FastifyReply, creds: ClientCredentials): Promise<AuthenticatedClient> => {
     const failures = deps.limits.failuresPerAddress;
-    const refusal = failures.spent(req.ip);
-    if (refusal !== undefined) throw errors.rateLimited(report(refusal, reply).resetSeconds);
+    const attempt = failures.hit(req.ip);
+    if (!attempt.allowed) throw errors.rateLimited(report(attempt, reply).resetSeconds);
+    let client: AuthenticatedClient;
     try {
-      return await deps.tokens.authenticate(creds);
+      client = await deps.tokens.authenticate(creds);
     } catch (error) {
-      if (error instanceof AppError && error.code === 'invalid_client') report(failures.hit(req.ip), reply);
+      if (error instanceof AppError && error.code === 'invalid_client') report(attempt, reply);
+      else failures.giveBack(req.ip);
       throw error;
     }
+    failures.giveBack(req.ip);
+    // Counted once authenticated, so that nobody else can spend a client's budget by naming it.
+    limit(client.user.id, deps.limits.perClient, reply);
+    return client;
   };
 
   /** Introspection and revocation: an authenticated client and the `token` it asks about. */
@@ -206,8 +214,6 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     const creds = clientCredentials(req, form);
     if (grant !== 'client_credentials') throw oauthErrors.unsupportedGrantType(grant);
     const client = await authenticate(req, reply, creds);
-    // Counted once authenticated, so that nobody else can spend a client's budget by naming it.
-    limit(client.user.id, deps.limits.perClient, reply);
     const token = await deps.tokens.clientCredentialsGrant(client.user, form.fields.get('scope'));
     await deps.tokens.markUsed(client);
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache').type(JSON_TYPE);

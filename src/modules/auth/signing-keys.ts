@@ -90,6 +90,9 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   // The requests that find the cache expired all wait for the same read.
   let refreshing: Promise<KeySet> | null = null;
   const listeners: Array<(set: KeySet) => void> = [];
+  // Reads are numbered: one that finishes after a later one was applied is not applied over it.
+  let reads = 0;
+  let appliedRead = 0;
 
   /** The signer of `row`: its private key unwrapped and made into a KeyObject, once per key. */
   async function signerOf(row: SigningKeyRow): Promise<ActiveSigner> {
@@ -100,6 +103,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   }
 
   async function load(): Promise<KeySet> {
+    const read = ++reads;
     const retiredAfter = new Date(Date.now() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
     let rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
     if (!rows.some((r) => r.retired_at === null)) {
@@ -110,6 +114,8 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     // Most reads find the key already signing (a master-key rotation re-wraps it, the key stays the same).
     const signer = cached?.set.signer.kid === active.kid ? cached.set.signer : await signerOf(active);
     const set = { signer, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
+    if (read < appliedRead) return cached!.set;
+    appliedRead = read;
     cached = { set, loadedAt: Date.now() };
     for (const listener of listeners) listener(set);
     return set;

@@ -30,6 +30,8 @@ interface OwnClaims {
   generation: number;
   /** Whether `aud` names this API's project: a token without it is ours but not for the API. */
   forThisApi: boolean;
+  /** The signing key it was verified with. */
+  kid: string;
 }
 
 type VerifiedClaims = OwnClaims | (ExternalClaims & { external: true });
@@ -62,6 +64,8 @@ const CLOCK_TOLERANCE = 5;
 const EXTERNAL_TYPES = new Set(['jwt', 'at+jwt']);
 const listed = (items: string[]) => `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
 
+const UNKNOWN_KEY = 'The access token was signed with an unknown key.';
+
 /** What jose found wrong with a token, in words; `algorithms` is what it should have been signed with. */
 function describe(error: unknown, algorithms = SIGNING_ALG): string {
   if (error instanceof joseErrors.JWTExpired) return 'The access token has expired; request a new one.';
@@ -75,7 +79,7 @@ function describe(error: unknown, algorithms = SIGNING_ALG): string {
   }
   if (error instanceof joseErrors.JOSEAlgNotAllowed) return `The access token must be signed with ${algorithms}.`;
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
-  if (error instanceof joseErrors.JWKSNoMatchingKey) return 'The access token was signed with an unknown key.';
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return UNKNOWN_KEY;
   return 'The access token is malformed.';
 }
 
@@ -119,6 +123,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
 
   async function verifyOwn(token: string): Promise<OwnClaims> {
     let payload: JWTPayload;
+    let kid: string;
     try {
       const result = await jwtVerify(token, async (header, input) => (await keySet(header.kid))(header, input), {
         algorithms: [SIGNING_ALG],
@@ -128,6 +133,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
         requiredClaims: ['exp', 'iat', 'sub', 'jti'],
       });
       payload = result.payload;
+      kid = result.protectedHeader.kid!;
     } catch (error) {
       // Only what jose says about the token is the token's fault; a key set that could not be read is ours.
       if (!(error instanceof joseErrors.JOSEError)) throw error;
@@ -146,6 +152,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       expiresAt: payload.exp! * 1000,
       generation: typeof payload[generationClaimName] === 'number' ? payload[generationClaimName] : 0,
       forThisApi: aud.includes(deps.projectId),
+      kid,
     };
   }
 
@@ -201,6 +208,9 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
 
   async function verifyAndRemember(token: string, ownOnly: boolean): Promise<VerifiedClaims> {
     const claims = await verifySignature(token, ownOnly);
+    // Its key may have left the set while it was being verified (a revocation read meanwhile, which
+    // emptied the cache): it must not be accepted, or remembered, after that.
+    if (!claims.external && !jwksKids.has(claims.kid)) throw errors.invalidToken(UNKNOWN_KEY);
     verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, claims.expiresAt - Date.now()) });
     return claims;
   }
