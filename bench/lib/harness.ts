@@ -142,6 +142,12 @@ export function combineWindows(windows: Measurement[]): Measurement {
   const server = weighted((m) => m.serverCpuPct);
   const other = weighted((m) => m.otherCpuPct);
   const firstFailure = windows.find((m) => m.firstFailure !== undefined)?.firstFailure;
+  // Bulk windows: items over all of their time, as req/s is.
+  const items = weighted((m) => m.itemsPerSec);
+  if (items !== undefined) {
+    combined.itemsPerSec = items;
+    if (windows[0]!.itemsLabel !== undefined) combined.itemsLabel = windows[0]!.itemsLabel;
+  }
   if (server !== undefined) combined.serverCpuPct = server;
   if (other !== undefined) combined.otherCpuPct = other;
   if (firstFailure !== undefined) combined.firstFailure = firstFailure;

@@ -44,6 +44,13 @@ describe('bench: combining measured windows', () => {
     assert.equal(m.firstFailure, 'HTTP 503');
   });
 
+  it('counts the items of bulk windows over their total time', () => {
+    const m = combineWindows([window(10, 1, { itemsPerSec: 10_000, itemsLabel: 'secrets/s' }), window(10, 3, { itemsPerSec: 2_000, itemsLabel: 'secrets/s' })]);
+    assert.equal(m.itemsPerSec, (10_000 + 3 * 2_000) / 4);
+    assert.equal(m.itemsLabel, 'secrets/s');
+    assert.equal(combineWindows([window(10, 1), window(10, 1)]).itemsPerSec, undefined);
+  });
+
   it('leaves CPU unknown when a window could not sample it', () => {
     const second = window(10, 1);
     delete second.serverCpuPct;
