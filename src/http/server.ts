@@ -237,8 +237,6 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     route.onRequest = [route.onRequest ?? []].flat().concat(authenticate);
   });
 
-  // A write to a resource without ETags cannot honour a precondition on one (RFC 9110 §13.1): it is
-  // refused rather than ignored, so a client that relies on it never overwrites by surprise.
   // An API operation takes only the query parameters it declares: a misspelt one (`?limt=5`) is a
   // 400 that names it, as an unknown body field is, not a request answered as if it had not been sent.
   app.addHook('onRoute', (route) => {
@@ -248,6 +246,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
   });
 
+  // A write to a resource without ETags cannot honour a precondition on one (RFC 9110 §13.1): it is
+  // refused rather than ignored, so a client that relies on it never overwrites by surprise.
   app.addHook('onRoute', (route) => {
     const headers = (route.schema as { headers?: { properties?: Record<string, unknown> } } | undefined)?.headers?.properties;
     if (route.config?.auth === undefined || headers?.['if-match'] !== undefined || !isWriteMethod(route.method)) return;

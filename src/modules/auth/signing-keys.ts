@@ -94,6 +94,12 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   let reads = 0;
   let appliedRead = 0;
 
+  /** After a change made here: the next use reads the keys again, and no read begun before it is applied. */
+  function forget(): void {
+    cached = null;
+    appliedRead = ++reads;
+  }
+
   /** The signer of `row`: its private key unwrapped and made into a KeyObject, once per key. */
   async function signerOf(row: SigningKeyRow): Promise<ActiveSigner> {
     const privateJwk = JSON.parse(unwrapKey(deps.ring, row.private_sealed, row.master_key_id, signingKeyBinding(row.kid)).toString('utf8')) as JWK;
@@ -114,7 +120,9 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     // Most reads find the key already signing (a master-key rotation re-wraps it, the key stays the same).
     const signer = cached?.set.signer.kid === active.kid ? cached.set.signer : await signerOf(active);
     const set = { signer, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
-    if (read < appliedRead) return cached!.set;
+    // Older than what is applied (or than a change this process made since it began): its caller
+    // gets it, nobody else does.
+    if (read < appliedRead) return cached?.set ?? set;
     appliedRead = read;
     cached = { set, loadedAt: Date.now() };
     for (const listener of listeners) listener(set);
@@ -168,7 +176,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
         await signingKeysRepo.retireActive(trx, row.kid, now);
         await signingKeysRepo.revoke(trx, revoked, now);
       });
-      cached = null;
+      forget();
       return { kid: row.kid, retired: before.filter((kid) => !revoked.includes(kid)), revoked };
     },
 
@@ -185,7 +193,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
         throw errors.conflict('signing_key_active', `${kid} is the key that signs tokens now: revoke it with slipway keys rotate-signing --revoke-previous, which makes a new key sign first.`);
       }
       await signingKeysRepo.revoke(deps.db, [kid], new Date().toISOString());
-      cached = null;
+      forget();
       return 'revoked';
     },
     /** Every key ever made, oldest first, with what it is doing now. */
