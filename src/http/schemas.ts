@@ -29,12 +29,12 @@ export const PageQuery = Type.Object({
 export const SequenceNumber = (options: { minimum: number; description?: string; default?: number }) =>
   Type.Integer({ maximum: 2_147_483_647, ...options });
 
-/** For a POST that takes nothing: no body, or an empty object (a field in it is refused by name). */
 /** `?force=true` on the DELETE of an environment or a service: `what` says what it then does anyway. */
 export const ForceDeleteQuery = (what: string) => Type.Object({
   force: Type.Optional(Type.Boolean({ default: false, description: `true: ${what}; never while a deployment is queued or in progress.` })),
 });
 
+/** For a POST that takes nothing: no body, or an empty object (a field in it is refused by name). */
 export const NoBody = Type.Unsafe<Record<string, never> | undefined>({ additionalProperties: false, description: 'No body, or {}.' });
 
 export const OrgIdParam = Type.String({ minLength: 1, maxLength: 64, description: 'Organization id (`org_…`) or slug.' });
