@@ -87,7 +87,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const verifier = createTokenVerifier({ keys, principals, revocations, issuer, idpName: config.idpName, projectId: identity.projectId, external });
     const tokens = createTokenService({ db, pepper: identity.pepper, keys, revocations, verifier, issuer, idpName: config.idpName, projectId: identity.projectId, ttlSeconds: config.tokenTtlSeconds });
 
-    const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, onChanged: (id) => { principals.forget(id); tokens.forgetClient(id); } });
+    const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, baseUrl: config.baseUrl, onChanged: (id) => { principals.forget(id); tokens.forgetClient(id); } });
     const dataKeys = createDataKeys({ ring });
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db, dialect: database.dialect });

@@ -151,7 +151,7 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       const created = await withCore(p, async (core) => core.serviceUsers.create(cliContext(), await orgId(core, org), input));
       if (p.values.json) printJson(created);
       else {
-        printFields({ clientId: created.clientId, clientSecret: created.clientSecret, orgId: created.orgId, role: created.role, tokenUrl: created.tokenUrl, scope: created.scope });
+        printFields({ clientId: created.clientId, clientSecret: created.clientSecret, orgId: created.orgId, role: created.role, tokenUrl: created.tokenUrl, scope: created.scope, baseUrl: created.baseUrl });
         process.stderr.write('The client secret is shown only now; store it safely.\n');
       }
       return 0;
@@ -175,7 +175,7 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
         const rotated = keepOld
           ? { clientId: (await core.serviceUsers.get(id, user)).clientId, clientSecret: (await core.serviceUsers.addSecret(cliContext(), id, user)).clientSecret }
           : await core.serviceUsers.replaceSecrets(cliContext(), id, user);
-        return { clientId: rotated.clientId, clientSecret: rotated.clientSecret, tokenUrl: core.tokenUrl, scope: core.scope, orgId: id, keptOld: keepOld };
+        return { clientId: rotated.clientId, clientSecret: rotated.clientSecret, tokenUrl: core.tokenUrl, scope: core.scope, baseUrl: core.config.baseUrl, orgId: id, keptOld: keepOld };
       });
       if (p.values.json) printJson(result);
       else {

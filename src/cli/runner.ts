@@ -47,7 +47,7 @@ const VARIABLES = {
 const TOKEN_PATH = '/oauth/v2/token';
 
 const DESCRIBED: Array<[keyof typeof FLAGS, string, string]> = [
-  ['credentials', 'FILE', 'JSON with clientId, clientSecret, tokenUrl, scope, orgId (service-user create --json)'],
+  ['credentials', 'FILE', 'JSON with clientId, clientSecret, tokenUrl, scope, orgId and baseUrl (service-user create --json)'],
   ['client-id', 'ID', 'the runner service user\'s client id'],
   ['client-secret', 'S', 'its client secret (a flag shows in ps: prefer the variable or the file)'],
   ['scope', 'S', 'the scope string to ask for'],
@@ -92,6 +92,7 @@ interface CredentialsFile {
   tokenUrl?: string;
   scope?: string;
   orgId?: string;
+  baseUrl?: string;
 }
 
 function readCredentialsFile(file: string, read: (file: string) => string): CredentialsFile {
@@ -105,7 +106,7 @@ function readCredentialsFile(file: string, read: (file: string) => string): Cred
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--credentials ${file} must hold a JSON object with clientId, clientSecret, tokenUrl, scope and orgId`);
   const out: CredentialsFile = {};
-  for (const key of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId'] as const) {
+  for (const key of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId', 'baseUrl'] as const) {
     const value = (parsed as Record<string, unknown>)[key];
     if (typeof value === 'string' && value !== '') out[key] = value;
   }
@@ -137,7 +138,7 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
     return value;
   };
 
-  const givenUrl = setting('url');
+  const givenUrl = setting('url', file.baseUrl);
   const givenTokenUrl = setting('token-url', file.tokenUrl);
   if (givenUrl === undefined && givenTokenUrl === undefined) throw new UsageError('--url (SLIPWAY_URL) is required: the base URL of the Slipway API');
   const url = givenUrl !== undefined ? httpUrl(givenUrl, '--url (SLIPWAY_URL)') : undefined;

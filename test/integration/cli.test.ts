@@ -90,8 +90,9 @@ describe('slipway CLI', () => {
 
   it('creates a service user whose printed credentials work at the server\'s token endpoint', async () => {
     const printed = await cliJson(['service-user', 'create', '--org', 'cli-org', '--name', 'ci', '--role', 'developer'], env);
-    for (const field of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId']) assert.equal(typeof printed[field], 'string', field);
+    for (const field of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId', 'baseUrl']) assert.equal(typeof printed[field], 'string', field);
     assert.equal(printed.tokenUrl, `${server!.url}/oauth/v2/token`);
+    assert.equal(printed.baseUrl, server!.url);
     assert.equal(printed.scope, server!.bootstrap.scope);
     assert.equal(printed.role, 'developer');
     creds = printed;

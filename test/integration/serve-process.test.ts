@@ -67,8 +67,9 @@ describe('slipway serve (child process)', () => {
     assert.equal(fs.statSync(file).mode & 0o777, 0o600);
     assert.deepEqual(fs.readdirSync(dataDir).filter((f) => f.endsWith('.tmp')), []);
     boot = JSON.parse(fs.readFileSync(file, 'utf8')) as Credentials;
-    assert.deepEqual(Object.keys(boot).sort(), ['clientId', 'clientSecret', 'orgId', 'scope', 'tokenUrl']);
+    assert.deepEqual(Object.keys(boot).sort(), ['baseUrl', 'clientId', 'clientSecret', 'orgId', 'scope', 'tokenUrl']);
     assert.equal(boot.tokenUrl, `http://127.0.0.1:${port}/oauth/v2/token`);
+    assert.equal((boot as Credentials & { baseUrl: string }).baseUrl, `http://127.0.0.1:${port}`);
     assert.ok(first.logs().some((l) => l.file === file && /bootstrap/.test(String(l.msg))), 'the log names the bootstrap file');
     const token = await accessToken(boot);
     assert.equal((await httpClient(`http://127.0.0.1:${port}`, token).get('/v1/orgs/default')).body.id, boot.orgId);

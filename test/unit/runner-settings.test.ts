@@ -14,7 +14,7 @@ const read = (contents: unknown) => (name: string) => {
 };
 
 describe('runner settings', () => {
-  it('takes everything from a credentials file, the API URL from its token URL', () => {
+  it('takes everything from a credentials file, the API URL from its token URL when it names none', () => {
     assert.deepEqual(runnerSettings({ credentials: 'creds.json' }, {}, read(file)), {
       baseUrl: 'https://auth.example.com',
       orgId: 'org_file',
@@ -23,6 +23,14 @@ describe('runner settings', () => {
       reconcileSeconds: 15,
       logLevel: 'info',
     });
+  });
+
+  it('takes the API URL from the file\'s baseUrl when it has one (an API apart from its authorization server)', () => {
+    const apart = { ...file, baseUrl: 'https://api.example.com' };
+    const s = runnerSettings({ credentials: 'creds.json' }, {}, read(apart));
+    assert.equal(s.baseUrl, 'https://api.example.com');
+    assert.equal(s.credentials.tokenUrl, file.tokenUrl);
+    assert.equal(runnerSettings({ credentials: 'creds.json' }, { SLIPWAY_URL: 'http://api.internal' }, read(apart)).baseUrl, 'http://api.internal');
   });
 
   it('prefers flags to variables, and variables to the file', () => {

@@ -34,7 +34,7 @@ export async function bootstrapIfEmpty(deps: { db: Db; dataDir: string; orgs: Or
   }
   const file = path.join(deps.dataDir, BOOTSTRAP_FILE);
   fs.mkdirSync(deps.dataDir, { recursive: true, mode: 0o700 });
-  const body = { orgId: org.id, clientId: owner.clientId, clientSecret: owner.clientSecret, tokenUrl: owner.tokenUrl, scope: owner.scope };
+  const body = { orgId: org.id, clientId: owner.clientId, clientSecret: owner.clientSecret, tokenUrl: owner.tokenUrl, scope: owner.scope, baseUrl: owner.baseUrl };
   writeOwnerOnly(file, JSON.stringify(body, null, 2) + '\n');
   deps.logger.warn({ file, orgId: org.id, clientId: owner.clientId }, 'first start: created organization "default" and an owner service user; credentials are in the bootstrap file');
   return file;

@@ -41,7 +41,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     schema: {
       tags,
       summary: 'Create a service user (Settings → Service Users → Create); the client secret is returned once',
-      description: `The response carries \`clientId\`, \`clientSecret\`, \`tokenUrl\`, \`scope\` and \`orgId\`; the secret is never shown again (only a keyed hash is kept). ${WHO_MAY}`,
+      description: `The response carries \`clientId\`, \`clientSecret\`, \`tokenUrl\`, \`scope\`, \`orgId\` and \`baseUrl\`; the secret is never shown again (only a keyed hash is kept). ${WHO_MAY}`,
       params: OrgParams,
       body: CreateServiceUserBody,
       response: { 201: withLocation(CreatedServiceUser), ...problems(409) },

@@ -35,6 +35,7 @@ export const Credentials = Type.Object({
   clientSecret: Type.String({ description: 'Shown once; only a keyed hash is stored.' }),
   tokenUrl: Type.String({ format: 'uri' }),
   scope: Type.String({ description: 'The exact scope string to request.' }),
+  baseUrl: Type.String({ format: 'uri', description: 'The API\'s base URL (SLIPWAY_BASE_URL): its paths start with /v1.' }),
 });
 export type CredentialsT = Static<typeof Credentials>;
 

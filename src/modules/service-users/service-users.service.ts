@@ -38,6 +38,8 @@ export interface ServiceUsersDeps {
   pepper: Buffer;
   tokenUrl: string;
   scope: string;
+  /** The API's public base URL, handed out with credentials. */
+  baseUrl: string;
   /**
    * Told once a change to a service user has committed, so this process's caches of it (the API's
    * token checks, the token endpoint's client records) see it at once. A new one needs no call: the
@@ -159,7 +161,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       } catch (error) {
         throw nameTakenOr(error, input.name);
       }
-      return { ...toServiceUser(row, [secretRow]), clientId: row.id, clientSecret: secret, tokenUrl: deps.tokenUrl, scope: deps.scope };
+      return { ...toServiceUser(row, [secretRow]), clientId: row.id, clientSecret: secret, tokenUrl: deps.tokenUrl, scope: deps.scope, baseUrl: deps.baseUrl };
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<ServiceUser>> {
