@@ -24,7 +24,7 @@ function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, '
   const listed = blocking.map((d) => `${d.id} ${d.state}`).join(', ');
   const detail = unfinished.length > 0
     ? `The ${kind} "${name}" has deployments that are queued or in progress (${listed}); cancel them or let them finish, then delete it.`
-    : `${kind === 'environment' ? `Services serve in the environment "${name}"` : `The service "${name}" serves`} (${listed}): deleting it stops ${kind === 'environment' ? 'them' : 'its processes'} and deletes its deployment history, rollback targets included. To do that, send the DELETE again with ?force=true.`;
+    : `${kind === 'environment' ? `Services serve in the environment "${name}" (${listed}): deleting it stops them` : `The service "${name}" serves (${listed}): deleting it stops its processes`} and deletes its deployment history, rollback targets included. To do that, send the DELETE again with ?force=true.`;
   return errors.conflict(`${kind}_in_use`, detail, { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
 }
 

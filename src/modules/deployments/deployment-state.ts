@@ -104,15 +104,17 @@ export async function compareAndSet(trx: Executor, ctx: RequestContext, change: 
  * Moves a deployment to `to` from whatever state it is in now, if the graph allows it: 404 when
  * there is no such deployment, 409 with the allowed transitions when there is no such edge. A
  * concurrent change between the read and the write is noticed by the compare-and-set and the
- * decision is taken again on the new state.
+ * decision is taken again on the new state. `read`: the row as the caller read it in `trx` just
+ * before, which the first decision is taken on.
  */
 export async function moveDeployment(
   trx: Executor,
   ctx: RequestContext,
   change: Omit<CompareAndSet, 'from' | 'leaseToken' | 'leaseExpiredBefore'>,
+  read?: DeploymentRow,
 ): Promise<{ from: DeploymentState; row: DeploymentRow }> {
   for (let tries = 0; ; tries++) {
-    const current = await deploymentsRepo.findInOrg(trx, change.orgId, change.id);
+    const current = tries === 0 && read !== undefined ? read : await deploymentsRepo.findInOrg(trx, change.orgId, change.id);
     if (!current) throw errors.notFound('deployment', change.id);
     const from = current.state as DeploymentState;
     const row = await compareAndSet(trx, ctx, { ...change, from });

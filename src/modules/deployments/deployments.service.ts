@@ -175,7 +175,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id), 'cancel its deployments');
         return moveDeployment(trx, ctx, {
           orgId, id, to: 'cancelled', set: { finished_at: now, lease_expires_at: null, reason: reason ?? `Cancelled by ${ctx.actor.id}.` },
-        });
+        }, target);
       });
       // The next deployment of the same service and environment may be claimable now.
       signals.notify(orgId);
