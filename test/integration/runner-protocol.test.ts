@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { createSlipway } from '../../src/app.js';
+import { deploymentsRepo } from '../../src/modules/deployments/deployments.repo.js';
 import { LOG_LINE_MAX_CHARS } from '../../src/modules/runner/runner.protocol.js';
 import { freePort, httpClient, type Actor, type TestServer } from '../support/harness.js';
 import {
@@ -604,6 +605,26 @@ describe('runner protocol: hosts and adoption', () => {
     assert.equal(back.reason, undefined);
     // The exits it had reported before are not news.
     assert.equal((await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_exited').length, 1);
+  });
+
+  it('keeps a serving report whole or not at all: a process report that fails leaves the host report unmoved too', async () => {
+    const { id } = await served(f.runner, hostA, 'whole-report-value');
+    const seen = () => f.server.core.db.selectFrom('deployments').select(['host_seen_at', 'process_state']).where('id', '=', id).executeTakeFirstOrThrow();
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
+    const before = await seen();
+    await sleep(5);
+    const setProcess = deploymentsRepo.setProcess;
+    deploymentsRepo.setProcess = async () => { throw new Error('the disk is full'); };
+    try {
+      assert.equal((await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 0 }] })).status, 500);
+    } finally {
+      deploymentsRepo.setProcess = setProcess;
+    }
+    assert.deepEqual(await seen(), before);
+    assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 0 }] })).body, { serving: [id] });
+    const after = await seen();
+    assert.equal(after.process_state, 'running');
+    assert.ok(after.host_seen_at! > before.host_seen_at!);
   });
 
   it('makes a released deployment an orphan at once, only for the runner that held it; one never reported is never adopted', async () => {

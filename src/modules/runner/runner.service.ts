@@ -172,40 +172,38 @@ export function createRunnerService(deps: RunnerDeps) {
    * Keeps what `host` reports of the processes of the deployments it was just answered for; a
    * report of new exits is a `deployment.process_exited` event. Unchanged reports only move when it was reported.
    */
-  async function recordProcesses(ctx: RequestContext, orgId: string, host: string, reports: ProcessReportT[], at: string): Promise<void> {
-    await db.transaction().execute(async (trx) => {
-      const known = new Map((await deploymentsRepo.processesOf(trx, orgId, reports.map((r) => r.deployment), host)).map((row) => [row.id, row]));
-      const events: NewEvent[] = [];
-      const unchanged: string[] = [];
-      for (const report of reports) {
-        const row = known.get(report.deployment);
-        if (row === undefined) continue;
-        // A runner counts a deployment's exits up for as long as it runs it: fewer than already
-        // kept is an older report that arrived late (a retry that overtook it), not news.
-        if (row.process_exits !== null && report.exits < row.process_exits) continue;
-        const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
-        const address = { process_hostname: report.address?.hostname ?? null, process_port: report.address?.port ?? null };
-        if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit
-          && row.process_hostname === address.process_hostname && row.process_port === address.process_port) {
-          unchanged.push(row.id);
-          continue;
-        }
-        // A runner that still runs one marked stopped: it was not gone after all, and the reason no longer holds.
-        const changed = await deploymentsRepo.setProcess(trx, row.id, host, row, {
-          process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, process_reported_at: at, ...address, ...(row.process_state === 'stopped' ? { reason: null } : {}),
-        });
-        if (!changed) continue;
-        const before = row.process_exits ?? 0;
-        if (report.exits > before) {
-          events.push({
-            orgId, type: 'deployment.process_exited', subject: { type: 'deployment', id: row.id },
-            data: { host, exits: report.exits, newExits: report.exits - before, lastExit: report.lastExit ?? null, state: report.state },
-          });
-        }
+  async function recordProcesses(trx: Executor, ctx: RequestContext, orgId: string, host: string, reports: ProcessReportT[], at: string): Promise<void> {
+    const known = new Map((await deploymentsRepo.processesOf(trx, orgId, reports.map((r) => r.deployment), host)).map((row) => [row.id, row]));
+    const events: NewEvent[] = [];
+    const unchanged: string[] = [];
+    for (const report of reports) {
+      const row = known.get(report.deployment);
+      if (row === undefined) continue;
+      // A runner counts a deployment's exits up for as long as it runs it: fewer than already
+      // kept is an older report that arrived late (a retry that overtook it), not news.
+      if (row.process_exits !== null && report.exits < row.process_exits) continue;
+      const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
+      const address = { process_hostname: report.address?.hostname ?? null, process_port: report.address?.port ?? null };
+      if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit
+        && row.process_hostname === address.process_hostname && row.process_port === address.process_port) {
+        unchanged.push(row.id);
+        continue;
       }
-      await deploymentsRepo.processReportedAgain(trx, unchanged, host, at);
-      await appendEvents(trx, ctx, events, at);
-    });
+      // A runner that still runs one marked stopped: it was not gone after all, and the reason no longer holds.
+      const changed = await deploymentsRepo.setProcess(trx, row.id, host, row, {
+        process_state: report.state, process_exits: report.exits, process_last_exit: lastExit, process_reported_at: at, ...address, ...(row.process_state === 'stopped' ? { reason: null } : {}),
+      });
+      if (!changed) continue;
+      const before = row.process_exits ?? 0;
+      if (report.exits > before) {
+        events.push({
+          orgId, type: 'deployment.process_exited', subject: { type: 'deployment', id: row.id },
+          data: { host, exits: report.exits, newExits: report.exits - before, lastExit: report.lastExit ?? null, state: report.state },
+        });
+      }
+    }
+    await deploymentsRepo.processReportedAgain(trx, unchanged, host, at);
+    await appendEvents(trx, ctx, events, at);
   }
 
   function renewal(): string {
@@ -321,10 +319,13 @@ export function createRunnerService(deps: RunnerDeps) {
       const { deployments: ids, host } = request;
       if (host === undefined) return deploymentsRepo.servingAmong(db, orgId, ids);
       const at = new Date().toISOString();
-      const answered = await deploymentsRepo.reportHosted(db, orgId, ids, host, at);
-      const reports = request.processes?.filter((report) => answered.includes(report.deployment)) ?? [];
-      if (reports.length > 0) await recordProcesses(ctx, orgId, host, reports, at);
-      return answered;
+      // One transaction: a report is kept whole or not at all.
+      return db.transaction().execute(async (trx) => {
+        const answered = await deploymentsRepo.reportHosted(trx, orgId, ids, host, at);
+        const reports = request.processes?.filter((report) => answered.includes(report.deployment)) ?? [];
+        if (reports.length > 0) await recordProcesses(trx, ctx, orgId, host, reports, at);
+        return answered;
+      });
     },
 
     /**
