@@ -21,6 +21,7 @@ import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
 import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
+import { writesTogether } from './writes-together.js';
 
 export interface ServerDeps {
   logger: Logger;
@@ -271,7 +272,9 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   // would wait for its header timeout (a minute) before the process could end. At shutdown such
   // connections are ended at once; idle keep-alive ones Fastify ends itself, busy ones finish.
   const sockets = new Set<Socket>();
+  const holdWrites = writesTogether();
   app.server.on('connection', (socket: Socket) => {
+    holdWrites(socket);
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
