@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isAppError } from '../../src/platform/errors.js';
-import { applyPatch, etagOf, keyDiff, parseIfMatch, retention, sameValues, satisfies, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
+import { applyPatch, etagOf, keyDiff, keysOf, parseIfMatch, retention, sameValues, satisfies, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
 import type { SecretRow } from '../../src/modules/secrets/secrets.repo.js';
 
 const key = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,5}$/);
@@ -20,6 +20,14 @@ function problemOf(fn: () => unknown): { code: string; status: number; limit?: u
 }
 
 describe('secret values', () => {
+  it('keysOf lists the key names in Array#sort order, short lists and long ones alike', () => {
+    const anyKey = fc.string({ unit: 'grapheme', maxLength: 6 });
+    fc.assert(fc.property(fc.dictionary(anyKey, fc.constant('v'), { maxKeys: 40 }), (given) => {
+      assert.deepEqual(keysOf(given), Object.keys(given).sort());
+    }));
+    assert.deepEqual(keysOf({ b: '', a: '', B: '', 'é': '', Z_1: '', '10': '', '9': '' }), ['10', '9', 'B', 'Z_1', 'a', 'b', 'é']);
+  });
+
   it('sameValues ignores key order and sees every difference', () => {
     fc.assert(fc.property(values, values, (a, b) => {
       const reordered = Object.fromEntries(Object.entries(a).reverse());

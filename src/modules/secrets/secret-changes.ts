@@ -66,7 +66,7 @@ export function createSecretChanges(store: SecretStore) {
       if (await secretsRepo.bumpVersions(trx, [{ id: row.id, expected: row.version, keys: version.keys }], now, ctx.actor.id) !== 1) throw concurrentChange();
       await appendEvents(trx, ctx, [{
         orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
-        data: { name, version: version.version, keys, change: how.kind, ...keyDiff(current, next), ...how.data },
+        data: { name, version: version.version, keys, change: how.kind, ...keyDiff(current, next, keys), ...how.data },
       }], now);
       return toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys);
     });

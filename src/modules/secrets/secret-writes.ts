@@ -182,7 +182,7 @@ export function createSecretWrites(store: SecretStore) {
         bumps.push({ id: row.id, expected: row.version, keys: version.keys });
         events.push({
           orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
-          data: { name: row.name, version: version.version, keys, change: 'upsert', ...keyDiff(before, item.values) },
+          data: { name: row.name, version: version.version, keys, change: 'upsert', ...keyDiff(before, item.values, keys) },
         });
         results.set(item.name, toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys));
       }
