@@ -1,5 +1,6 @@
 // The one place errors become responses: our AppErrors, Fastify's own (validation, body parsing,
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
+import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 import { isDatabaseBusy, isDatabaseUnreachable, isTransactionAborted } from '../platform/db/database.js';
@@ -74,6 +75,12 @@ function messageOf(error: AjvError, context?: string): string {
   }
 }
 
+/**
+ * Field errors a problem lists at most: a body of a few MiB can hold hundreds of thousands of bad
+ * keys, and a problem listing each would be ten times the body's size.
+ */
+export const MAX_FIELD_ERRORS = 100;
+
 // Keywords whose failure means a documented limit was hit rather than a malformed request.
 const LIMIT_KEYWORDS = new Set(['maxItems', 'maxProperties', 'maxLength']);
 
@@ -89,7 +96,13 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
   const relevant = ajvErrors.filter((e) => e.keyword !== 'propertyNames' && e.keyword !== 'if' && !(e.keyword === 'const' && unions.has(e.instancePath)));
   const seen = new Set<string>();
   const fieldErrors: FieldError[] = [];
-  for (const e of relevant.length ? relevant : ajvErrors) {
+  const found = relevant.length ? relevant : ajvErrors;
+  let unlisted = 0;
+  for (const [index, e] of found.entries()) {
+    if (fieldErrors.length === MAX_FIELD_ERRORS) {
+      unlisted = found.length - index;
+      break;
+    }
     const item = { pointer: pointerOf(e, context), message: messageOf(e, context) };
     const key = `${item.pointer}\0${item.message}`;
     if (!seen.has(key)) {
@@ -105,7 +118,8 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
   }
   const first = fieldErrors[0];
   const summary = first ? `${first.pointer} ${first.message}` : 'it does not match its schema';
-  const more = fieldErrors.length > 1 ? ` (and ${fieldErrors.length - 1} more; see errors)` : '';
+  const more = unlisted > 0 ? ` (and more: errors lists the first ${MAX_FIELD_ERRORS} of ${found.length})`
+    : fieldErrors.length > 1 ? ` (and ${fieldErrors.length - 1} more; see errors)` : '';
   return errors.invalidRequest(`The request is not valid: ${summary}${more}.`, fieldErrors);
 }
 
@@ -143,16 +157,35 @@ export function pathOf(url: string): string {
 }
 
 export function problemBody(error: AppError, req: FastifyRequest): Record<string, unknown> {
+  return problemFields(error, pathOf(req.url), req.id);
+}
+
+function problemFields(error: AppError, instance: string | undefined, requestId: string): Record<string, unknown> {
   return {
     type: PROBLEM_BASE + error.code.replace(/_/g, '-'),
     title: error.title,
     status: error.status,
     detail: error.detail,
-    instance: pathOf(req.url),
+    ...(instance !== undefined ? { instance } : {}),
     code: error.code,
-    requestId: req.id,
+    requestId,
     ...error.extras,
   };
+}
+
+/**
+ * What Node's HTTP parser refuses before there is a request to answer (malformed HTTP, headers past
+ * its limit, a request not received in time), as a whole HTTP/1.1 response carrying a problem like
+ * every other refusal. The connection is closed after it, as Node's own answer does.
+ */
+export function clientErrorResponse(error: { code?: string }, requestId: string, maxHeaderBytes: number): { status: number; raw: string } {
+  const problem = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? errors.requestTimeout()
+    : error.code === 'HPE_HEADER_OVERFLOW' ? errors.headersTooLarge(maxHeaderBytes)
+    : errors.malformedHttp(error.code);
+  const body = JSON.stringify(problemFields(problem, undefined, requestId));
+  const raw = `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\nContent-Type: application/problem+json; charset=utf-8\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
+  return { status: problem.status, raw };
 }
 
 /** OAuth endpoints answer in RFC 6749 §5.2 form; any non-OAuth code becomes the closest one. */

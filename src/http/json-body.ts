@@ -2,6 +2,12 @@
 // valid JSON" and drops the reason; a caller needs to know where the syntax broke, or which key was
 // refused, to fix the request. Keys that could reach an object's prototype (`__proto__`, and
 // `constructor` holding a `prototype`) are refused outright rather than silently dropped.
+//
+// Bodies are I-JSON (RFC 7493), since what JSON leaves to each parser would otherwise be decided
+// quietly for the caller: text that is not UTF-8 would be stored with U+FFFD in place of its bytes,
+// a name twice in one object would keep only its last value (a whole batch item lost while the
+// answer says 201), and an unpaired surrogate escape would reach a value no process can be given.
+import { isUtf8 } from 'node:buffer';
 import type { App } from './app-types.js';
 import { errors, pointerSegment } from '../platform/errors.js';
 
@@ -73,36 +79,180 @@ function firstPointer(value: unknown, pointer: string, offends: (key: string | n
 
 const holdsNul = (key: string | null, value: unknown): boolean => (key !== null ? key.includes('\0') : typeof value === 'string' && value.includes('\0'));
 
-export function parseJsonBody(text: string): unknown {
+/** A UTF-16 surrogate without its other half: only a \u escape can write one in UTF-8 text. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const holdsLoneSurrogate = (key: string | null, value: unknown): boolean => LONE_SURROGATE.test(key ?? (typeof value === 'string' ? value : ''));
+
+const isSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/** The index of the quote that closes the string opened at `open`, in valid JSON text. */
+function closingQuote(text: string, open: number): number {
+  let close = text.indexOf('"', open + 1);
+  for (;;) {
+    let backslashes = 0;
+    while (text.charCodeAt(close - 1 - backslashes) === 0x5c) backslashes++;
+    if (backslashes % 2 === 0) return close;
+    close = text.indexOf('"', close + 1);
+  }
+}
+
+/**
+ * How many object members valid JSON text writes: the strings a colon follows. Where the parsed
+ * value holds fewer, a name was given twice in one object. Strings are found by indexOf, so a
+ * bulk body of a thousand secrets costs a fraction of its parse.
+ */
+function membersWritten(text: string): number {
+  let count = 0;
+  for (let open = text.indexOf('"'); open !== -1;) {
+    let next = closingQuote(text, open) + 1;
+    while (isSpace(text.charCodeAt(next))) next++;
+    if (text.charCodeAt(next) === 0x3a) count++;
+    open = text.indexOf('"', next);
+  }
+  return count;
+}
+
+function membersParsed(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0;
+  let count = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) count += membersParsed(item);
+    return count;
+  }
+  for (const key of Object.keys(value)) count += 1 + membersParsed((value as Record<string, unknown>)[key]);
+  return count;
+}
+
+/** The pointer to the first member whose name its object already holds, in valid JSON text. */
+function firstDuplicateMember(text: string): string | undefined {
+  let at = 0;
+  const skipSpace = () => { while (isSpace(text.charCodeAt(at))) at++; };
+  const string = (): string => {
+    const open = at;
+    at = closingQuote(text, open) + 1;
+    return JSON.parse(text.slice(open, at)) as string;
+  };
+  const value = (pointer: string): string | undefined => {
+    skipSpace();
+    const c = text[at];
+    if (c === '"') {
+      string();
+      return undefined;
+    }
+    if (c !== '{' && c !== '[') {
+      while (at < text.length && !',]} \t\n\r'.includes(text[at]!)) at++;
+      return undefined;
+    }
+    at++;
+    skipSpace();
+    if (text[at] === (c === '{' ? '}' : ']')) {
+      at++;
+      return undefined;
+    }
+    const names = new Set<string>();
+    for (let index = 0; ; index++) {
+      let here = `${pointer}/${index}`;
+      if (c === '{') {
+        skipSpace();
+        const name = string();
+        here = `${pointer}/${pointerSegment(name)}`;
+        if (names.has(name)) return here;
+        names.add(name);
+        skipSpace();
+        at++; // the colon
+      }
+      const found = value(here);
+      if (found !== undefined) return found;
+      skipSpace();
+      if (text[at++] !== ',') return undefined;
+    }
+  };
+  return value('');
+}
+
+/** Where the first byte that cannot be read as UTF-8 is, in bytes isUtf8 refused. */
+function firstNonUtf8Byte(bytes: Uint8Array): number {
+  for (let at = 0; at < bytes.length;) {
+    const lead = bytes[at]!;
+    if (lead < 0x80) {
+      at++;
+      continue;
+    }
+    // RFC 3629 §4: the lead byte fixes the length and the range of the byte after it (no overlong
+    // forms, no surrogates, nothing past U+10FFFF).
+    const length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+    if (length === 0 || at + length > bytes.length) return at;
+    const second = bytes[at + 1]!;
+    const low = lead === 0xe0 ? 0xa0 : lead === 0xf0 ? 0x90 : 0x80;
+    const high = lead === 0xed ? 0x9f : lead === 0xf4 ? 0x8f : 0xbf;
+    if (second < low || second > high) return at;
+    for (let k = 2; k < length; k++) if ((bytes[at + k]! & 0xc0) !== 0x80) return at;
+    at += length;
+  }
+  return bytes.length;
+}
+
+function notUtf8(bytes: Uint8Array): Error {
+  const at = firstNonUtf8Byte(bytes);
+  return errors.malformedJson(`The body is not valid UTF-8: the byte at offset ${at} (0x${bytes[at]?.toString(16).padStart(2, '0') ?? '??'}) does not begin or continue a UTF-8 character. Send JSON encoded as UTF-8 (RFC 8259 §8.1).`);
+}
+
+export function parseJsonBody(body: string | Uint8Array): unknown {
+  if (typeof body !== 'string' && !isUtf8(body)) throw notUtf8(body);
+  const text = typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
   // No body with a JSON content type is the same as no body: bodyless POSTs work from clients that
   // always send the header, and a route that needs a body says so through its schema.
   if (text.trim() === '') return undefined;
-  // One scan serves both the reviver pass and the NUL check below: MAYBE_POISONED matches every \u
-  // escape, and U+0000 can only be written escaped in JSON text.
+  // One scan serves the reviver pass and the NUL and surrogate checks below: MAYBE_POISONED
+  // matches every \u escape, and U+0000 and unpaired surrogates can only be written escaped.
   const suspect = MAYBE_POISONED.test(text);
   let value: unknown;
+  let duplicated: boolean;
   try {
     value = suspect ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
+    duplicated = membersWritten(text) !== membersParsed(value);
   } catch (error) {
     if (error instanceof PoisonedKey) throw poisoned(text, error.key);
     if (error instanceof SyntaxError) throw syntaxError(text, error);
-    // The reviver's pass recurses: a body nested deeper than the stack allows (no API body nests
-    // more than a few levels) is refused like any other malformed body.
+    // The reviver's pass and the member count recurse: a body nested deeper than the stack allows
+    // (no API body nests more than a few levels) is refused like any other malformed body.
     if (error instanceof RangeError) throw errors.malformedJson('The body is nested too deeply.');
     throw error;
+  }
+  if (duplicated) {
+    const pointer = firstDuplicateMember(text) ?? '/';
+    throw errors.malformedJson(`The body has the member ${pointer} twice in one object; names must be unique within an object (RFC 7493 §2.3), and only one of the two values would be read. Remove one.`,
+      [{ pointer, message: 'is given twice' }]);
   }
   if (suspect && text.includes('\\u0000')) {
     const pointer = firstPointer(value, '', holdsNul);
     if (pointer !== undefined) throw errors.nulCharacter('A string in the body', [{ pointer, message: 'contains U+0000' }]);
   }
+  if (suspect && /\\u[dD][89a-fA-F]/.test(text)) {
+    const pointer = firstPointer(value, '', holdsLoneSurrogate);
+    if (pointer !== undefined) {
+      throw errors.malformedJson('A string in the body holds an unpaired surrogate escape (\\uD800 to \\uDFFF without its other half), which no UTF-8 text, and so no name, key, value or variable, can carry (RFC 7493 §2.1). Escape the whole character, or send it unescaped.',
+        [{ pointer, message: 'contains an unpaired surrogate' }]);
+    }
+  }
   return value;
+}
+
+/** The charset parameter of a Content-Type, lowercased, or undefined when it has none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const match = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType ?? '');
+  return match === null ? undefined : (match[1] ?? match[2])!.toLowerCase();
 }
 
 export function registerJsonParser(app: App): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      const coding = req.headers['content-encoding']?.trim().toLowerCase();
+      if (coding !== undefined && coding !== '' && coding !== 'identity') throw errors.unsupportedContentEncoding(coding);
+      const charset = charsetOf(req.headers['content-type']);
+      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw errors.unsupportedMediaType(req.headers['content-type'], 'application/json in UTF-8 (RFC 8259 §8.1)');
+      done(null, parseJsonBody(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);
     }

@@ -2,6 +2,7 @@
 // problems, 404/405, authentication and the organization check, rate limits, OpenAPI), then the
 // feature modules' routes.
 import { randomUUID } from 'node:crypto';
+import { maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -16,7 +17,7 @@ import type { TokenVerifier } from '../modules/auth/token-verifier.js';
 import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { Organization } from '../modules/orgs/orgs.schemas.js';
 import type { App } from './app-types.js';
-import { createErrorHandler, pathOf, sendError } from './error-handler.js';
+import { clientErrorResponse, createErrorHandler, pathOf, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
 import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
@@ -124,7 +125,19 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       const problem = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? errors.pathSegmentTooLong(MAX_PATH_PARAMETER) : errors.malformedPath(pathOf(req.url));
       return sendError(problem, req, reply);
     },
-    return503OnClosing: true,
+    // Fastify's answers to these are plain JSON, not problems; ours come from the hook and handler below.
+    return503OnClosing: false,
+    clientErrorHandler: (error: Error & { code?: string }, socket) => {
+      // A connection reset leaves nobody to answer.
+      if (error.code === 'ECONNRESET' || socket.destroyed) return;
+      const requestId = randomUUID();
+      const { status, raw } = clientErrorResponse(error, requestId, maxHeaderSize);
+      // Only the parser's code: the raw packet Fastify's own handler logs (at trace) can hold a
+      // bearer token and a body of secret values.
+      deps.logger.debug({ requestId, status, code: error.code }, 'malformed request refused');
+      if (socket.writable) socket.write(raw);
+      socket.destroy();
+    },
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
@@ -169,9 +182,16 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path), req, reply);
   });
 
+  // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold
+  // the server open until its keep-alive timeout, past the shutdown grace period. A request that
+  // arrives meanwhile (on a connection that was busy) is refused with 503: a load balancer retries
+  // it on another node.
+  let closing = false;
+
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
+    if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
     if (req.url.includes('%00')) throw errors.nulCharacter('The URL');
     done();
   });
@@ -225,7 +245,11 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       if (header === undefined) throw errors.missingToken();
       const token = bearerCredentials(header);
       const malformed = () => errors.invalidToken('The Authorization header must be "Bearer <access token>".');
-      if (token === null) throw malformed();
+      if (token === null) {
+        // Another scheme (Basic, say) is no bearer token at all; the scheme is not repeated, in case a token was sent without one.
+        if (!/^bearer(\s|$)/i.test(header)) throw errors.missingToken('This API takes an access token as `Authorization: Bearer <token>`; the Authorization header sent uses another scheme.');
+        throw malformed();
+      }
       // A token this node has verified before is well-formed: only a new one needs the format check.
       const principal = deps.verifier.known(token);
       if (principal === undefined && !TOKEN68.test(token)) throw malformed();
@@ -265,6 +289,24 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
   });
 
+  // An operation that takes no body refuses one rather than ignore it: `{"permanent": true}` sent to
+  // a DELETE would otherwise be answered 204 for a restorable delete. An empty object says nothing
+  // and passes, for clients that always send one.
+  app.addHook('onRoute', (route) => {
+    const schema = route.schema as { body?: unknown; querystring?: { properties?: Record<string, unknown> } } | undefined;
+    if (route.config?.auth === undefined || !isWriteMethod(route.method) || schema?.body !== undefined) return;
+    const options = Object.keys(schema?.querystring?.properties ?? {});
+    const takesNone = () => errors.invalidRequest(
+      `This operation takes no request body${options.length > 0 ? `; its options are query parameters (${options.join(', ')})` : ''}. Send it without one.`,
+      [{ pointer: '/', message: 'is not taken by this operation' }]);
+    const noBody = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      const body = req.body;
+      if (body !== undefined && !(body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0)) throw takesNone();
+      done();
+    };
+    route.preValidation = [route.preValidation ?? []].flat().concat(noBody);
+  });
+
   // A write to a resource without ETags cannot honour a precondition on one (RFC 9110 §13.1): it is
   // refused rather than ignored, so a client that relies on it never overwrites by surprise.
   app.addHook('onRoute', (route) => {
@@ -283,9 +325,6 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     route.preValidation = [route.preValidation ?? []].flat().concat(noPreconditions);
   });
 
-  // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold
-  // the server open until its keep-alive timeout, past the shutdown grace period.
-  let closing = false;
   // A connection that has not sent a byte yet is neither idle nor busy to Node: closing the server
   // would wait for its header timeout (a minute) before the process could end. At shutdown such
   // connections are ended at once; idle keep-alive ones Fastify ends itself, busy ones finish.

@@ -8,16 +8,52 @@ import type { FastifySchemaCompiler } from 'fastify';
 // ajv-formats is CommonJS; under NodeNext its function is the module's default export.
 const addFormats = addFormatsModule.default as unknown as (ajv: Ajv) => Ajv;
 
-function makeAjv(coerceTypes: Options['coerceTypes']): Ajv {
-  const ajv = new Ajv({ removeAdditional: false, allErrors: true, verbose: true, useDefaults: true, coerceTypes, strict: false });
+function makeAjv(coerceTypes: Options['coerceTypes'], allErrors = true): Ajv {
+  const ajv = new Ajv({ removeAdditional: false, allErrors, verbose: true, useDefaults: true, coerceTypes, strict: false });
   addFormats(ajv);
   // `x-limit` names the setting behind a maxItems/maxLength, so the problem can name it too.
   ajv.addKeyword({ keyword: 'x-limit', schemaType: 'string' });
   return ajv;
 }
 
+/**
+ * Bodies with more members and items than this are checked up to their first error only. Listing
+ * every error costs time in proportion to the errors, and a body of a few MiB can hold hundreds of
+ * thousands (a key name refused each time): a second of the event loop for one request. Every
+ * body the limits admit stays well under it, or passes either way.
+ */
+export const ALL_ERRORS_UP_TO = 20_000;
+
+/** Whether a parsed body holds more than `limit` object members and array items (stops counting there). */
+function largerThan(value: unknown, limit: number): boolean {
+  let left = limit;
+  const walk = (v: unknown): boolean => {
+    if (v === null || typeof v !== 'object') return false;
+    const items = Array.isArray(v) ? v : Object.values(v as object);
+    left -= items.length;
+    if (left < 0) return true;
+    for (const item of items) if (walk(item)) return true;
+    return false;
+  };
+  return walk(value);
+}
+
+type Validate = ((data: unknown) => boolean) & { errors?: unknown };
+
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const forBody = makeAjv(false);
+  const forLargeBody = makeAjv(false, false);
   const forText = makeAjv('array');
-  return ({ schema, httpPart }) => (httpPart === 'body' ? forBody : forText).compile(schema as object) as never;
+  return ({ schema, httpPart }) => {
+    if (httpPart !== 'body') return forText.compile(schema as object) as never;
+    const every = forBody.compile(schema as object);
+    const first = forLargeBody.compile(schema as object);
+    const validate: Validate = (data) => {
+      const chosen = largerThan(data, ALL_ERRORS_UP_TO) ? first : every;
+      const valid = chosen(data);
+      validate.errors = chosen.errors;
+      return valid;
+    };
+    return validate as never;
+  };
 }

@@ -66,6 +66,9 @@ export const errors = {
     new AppError(400, 'empty_batch', 'Empty batch', `The request must contain at least one item in \`${what}\`.`, {
       errors: [{ pointer: `/${what}`, message: 'must contain at least one item' }],
     }),
+  /** What Node's HTTP parser refused before there was a request (its code, e.g. HPE_INVALID_METHOD, says what). */
+  malformedHttp: (parserCode: string | undefined) =>
+    new AppError(400, 'malformed_http', 'Malformed HTTP request', `The request is not valid HTTP/1.1${parserCode ? ` (${parserCode})` : ''}; nothing was done. Check the request line, the headers and Content-Length or Transfer-Encoding.`),
   malformedPath: (path: string) =>
     new AppError(400, 'malformed_path', 'Malformed path', `The path ${JSON.stringify(path)} has a malformed percent-encoding: % must be followed by two hex digits, and the bytes they spell must be UTF-8.`),
   /** PostgreSQL text cannot hold U+0000, and no name, key, value or variable of a process can either. */
@@ -76,8 +79,9 @@ export const errors = {
     new AppError(400, 'duplicate_names', 'Duplicate names in request', `Each name may appear only once in one request.${taken ? ` Besides: ${taken.also}` : ''}`, { errors: pointers, ...(taken ? { conflicts: taken.conflicts } : {}) }),
 
   // 401 (RFC 6750: the challenge says what is wrong)
-  missingToken: () =>
-    new AppError(401, 'unauthenticated', 'Authentication required', 'Send an access token as `Authorization: Bearer <token>`.', {}, {
+  /** No token, or credentials of another scheme: RFC 6750 §3.1 gives no error code for either. */
+  missingToken: (detail = 'Send an access token as `Authorization: Bearer <token>`.') =>
+    new AppError(401, 'unauthenticated', 'Authentication required', detail, {}, {
       'www-authenticate': 'Bearer realm="slipway"',
     }),
   invalidToken: (detail: string) =>
@@ -156,6 +160,9 @@ export const errors = {
   idempotencyRequestInProgress: () =>
     new AppError(409, 'idempotency_request_in_progress', 'Request in progress',
       'A request with this Idempotency-Key is still being processed; retry after Retry-After seconds to get its response.', {}, { 'retry-after': '1' }),
+  // 408
+  requestTimeout: () =>
+    new AppError(408, 'request_timeout', 'Request timeout', 'The request did not arrive in full within the server\'s time limit; nothing was done. Send it again.'),
   // 412
   preconditionFailed: (detail: string, extras: ProblemExtras = {}) =>
     new AppError(412, 'precondition_failed', 'Precondition failed', detail, extras),
@@ -170,6 +177,9 @@ export const errors = {
   // 415
   unsupportedMediaType: (got: string | undefined, expected: string) =>
     new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Send the body as ${expected}${got ? `, not ${got}` : ''}.`),
+  /** RFC 9110 §15.5.16: a coding the server does not decode, answered with the codings it accepts. */
+  unsupportedContentEncoding: (coding: string) =>
+    new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Request bodies are not decoded: send the body without Content-Encoding (it says ${JSON.stringify(coding)}).`, {}, { 'accept-encoding': 'identity' }),
   // 422
   unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
   unknownSecrets: (missing: string[]) =>
@@ -196,6 +206,9 @@ export const errors = {
   idempotencyKeyReused: (firstUse: string) =>
     new AppError(422, 'idempotency_key_reused', 'Idempotency key reused',
       `This Idempotency-Key was already used for a different request (${firstUse}). Send a new key for a new request; a retry must repeat the first request exactly, body included.`),
+  // 431
+  headersTooLarge: (limitBytes: number) =>
+    new AppError(431, 'headers_too_large', 'Request header fields too large', `The request's headers are larger than the ${limitBytes} bytes the server reads; nothing was done. Send fewer or shorter headers.`),
   // 429
   rateLimited: (retryAfterSeconds: number) =>
     new AppError(429, 'rate_limited', 'Too many requests', `Rate limit reached; retry after ${retryAfterSeconds} s.`, {}, {

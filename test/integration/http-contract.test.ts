@@ -3,6 +3,8 @@
 // its redaction, health and readiness.
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
@@ -98,6 +100,42 @@ describe('HTTP contract', () => {
     assert.equal((await server.owner.http.get('/v1/orgs/p')).status, 404);
   });
 
+
+  it('reads bodies as I-JSON: UTF-8 only, each name once per object, no unpaired surrogates; refusals write nothing', async () => {
+    const create = (raw: string | Buffer, contentType = 'application/json', headers: Record<string, string> = {}) =>
+      server.owner.http.request('POST', '/v1/orgs/default/secrets', { raw, contentType, headers });
+    const gone = async (name: string) => assert.equal((await server.owner.http.get(`/v1/orgs/default/secrets/${name}`)).status, 404, name);
+
+    // Bytes that are not UTF-8 were read as U+FFFD and stored so: now refused, naming the byte.
+    const latin1 = Buffer.concat([Buffer.from('{"secrets":[{"name":"ij-bytes","values":{"A":"caf'), Buffer.from([0xe9]), Buffer.from('"}}]}')]);
+    assert.match(String(assertProblem(await create(latin1), 400, 'malformed_json').detail), /not valid UTF-8: the byte at offset 49 \(0xe9\)/);
+    await gone('ij-bytes');
+    // A charset other than UTF-8 is not decoded either; naming UTF-8 is fine.
+    const latinCharset = await create('{"secrets":[{"name":"ij-charset","values":{"A":"x"}}]}', 'application/json; charset=ISO-8859-1');
+    assert.match(String(assertProblem(latinCharset, 415, 'unsupported_media_type').detail), /UTF-8.*charset=ISO-8859-1/);
+    await gone('ij-charset');
+    assert.equal((await create('{"secrets":[{"name":"ij-utf8","values":{"A":"café"}}]}', 'application/json; charset="UTF-8"')).status, 201);
+    // A compressed body is refused as such, not as malformed JSON (RFC 9110 §15.5.16).
+    const gzipped = await create(gzipSync('{"secrets":[{"name":"ij-gzip","values":{"A":"x"}}]}'), 'application/json', { 'content-encoding': 'gzip' });
+    assert.match(String(assertProblem(gzipped, 415, 'unsupported_media_type').detail), /without Content-Encoding \(it says "gzip"\)/);
+    assert.equal(gzipped.headers.get('accept-encoding'), 'identity');
+
+    // A member twice: the first item of the batch would have vanished behind a 201.
+    const twice = await create('{"secrets":[{"name":"ij-first","values":{"A":"1"}}],"secrets":[{"name":"ij-second","values":{"B":"1"}}]}');
+    assert.deepEqual(assertProblem(twice, 400, 'malformed_json').errors, [{ pointer: '/secrets', message: 'is given twice' }]);
+    const key = await create('{"secrets":[{"name":"ij-key","values":{"A\\"/":"first","A\\u0022/":"second"}}]}');
+    assert.deepEqual(assertProblem(key, 400, 'malformed_json').errors, [{ pointer: '/secrets/0/values/A"~1', message: 'is given twice' }]);
+    assert.ok(!key.text.includes('first') && !key.text.includes('second'), 'no value is repeated');
+    for (const name of ['ij-first', 'ij-second', 'ij-key']) await gone(name);
+    // The same name in different objects, and quotes, colons and escapes inside strings, are fine.
+    const fine = await create('{"secrets":[{"name":"ij-fine-1","values":{"A":"x\\":\\\\","B":"{\\"A\\":1}"}},{"name":"ij-fine-2","values":{"A":"y"}}]}');
+    assert.equal(fine.status, 201, fine.text);
+
+    const lone = await create('{"secrets":[{"name":"ij-lone","values":{"A":"\\ud800x"}}]}');
+    assert.deepEqual(assertProblem(lone, 400, 'malformed_json').errors, [{ pointer: '/secrets/0/values/A', message: 'contains an unpaired surrogate' }]);
+    await gone('ij-lone');
+    assert.equal((await create('{"secrets":[{"name":"ij-pair","values":{"A":"\\ud83d\\ude80"}}]}')).status, 201);
+  });
   it('asks for a body when a route needs one and none came', async () => {
     for (const options of [{}, { raw: '', contentType: 'application/json' }]) {
       const res = await server.owner.http.request('POST', '/v1/orgs', options);
@@ -138,6 +176,58 @@ describe('HTTP contract', () => {
     const escape = await server.owner.http.get('/v1/orgs/default/secrets/%zz');
     assert.match(String(assertProblem(escape, 400, 'malformed_path').detail), /percent-encoding/);
     assert.match(escape.headers.get('x-request-id') ?? '', UUID);
+  });
+
+  it('answers what the HTTP parser refuses with problems, and logs nothing of the request even at trace', async () => {
+    const traced = await startServer({ env: { SLIPWAY_LOG_LEVEL: 'trace' } });
+    try {
+      const { port } = new URL(traced.url);
+      const rawExchange = (request: string) => new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => socket.end(request));
+        let text = '';
+        socket.on('data', (chunk: Buffer) => { text += chunk.toString(); }).on('close', () => resolve(text)).on('error', reject);
+      });
+      const parse = (raw: string) => {
+        const [head, body] = raw.split('\r\n\r\n') as [string, string];
+        return { head, problem: JSON.parse(body) as Record<string, unknown> };
+      };
+      // A body of secret values behind a request line no parser takes, with a bearer token.
+      const garbage = parse(await rawExchange(`GARBAGE /v1/orgs/default/secrets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${traced.owner.token}\r\n`
+        + 'Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{"secrets":[{"name":"a","values":{"K":"TRACED-SENTINEL"}}]}'));
+      assert.match(garbage.head, /^HTTP\/1\.1 400 Bad Request\r\n/);
+      assert.match(garbage.head, /\r\ncontent-type: application\/problem\+json; charset=utf-8/i);
+      assert.equal(garbage.problem.code, 'malformed_http');
+      assert.match(String(garbage.problem.detail), /not valid HTTP\/1\.1 \(HPE_INVALID_METHOD\)/);
+      assert.match(String(garbage.problem.requestId), UUID);
+      assert.match(garbage.head, new RegExp(`\\r\\nx-request-id: ${String(garbage.problem.requestId)}`, 'i'));
+
+      // No request came to be, so these problems have no `instance`.
+      const headers = await traced.owner.http.get('/v1/orgs', { headers: { 'x-big': 'a'.repeat(20_000) } });
+      assert.equal(headers.status, 431);
+      assert.equal(headers.headers.get('content-type'), 'application/problem+json; charset=utf-8');
+      assert.equal(headers.body.code, 'headers_too_large');
+      assert.match(String(headers.body.detail), /larger than the \d+ bytes the server reads/);
+
+      await sleep(50);
+      const logged = traced.logs.join('\n');
+      assert.ok(!logged.includes('TRACED-SENTINEL') && !logged.includes(traced.owner.token), 'neither the body nor the token is logged');
+      assert.ok(!logged.includes('rawPacket'));
+      assert.ok(traced.logs.some((l) => l.includes(String(garbage.problem.requestId)) && l.includes('HPE_INVALID_METHOD')), 'the refusal itself is logged');
+    } finally {
+      await traced.close();
+    }
+  });
+
+  it('refuses a body on an operation that takes none, rather than ignore it, and does nothing', async () => {
+    const name = `nobody-${Date.now()}`;
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'v' } }] })).status, 201);
+    const refused = await server.owner.http.delete(`/v1/orgs/default/secrets/${name}`, { body: { permanent: true } });
+    const problem = assertProblem(refused, 400, 'invalid_request');
+    assert.match(String(problem.detail), /takes no request body; its options are query parameters \(permanent\)/);
+    assert.deepEqual(problem.errors, [{ pointer: '/', message: 'is not taken by this operation' }]);
+    assert.equal((await server.owner.http.get(`/v1/orgs/default/secrets/${name}`)).status, 200, 'not deleted');
+    // An empty object carries nothing: clients that always send one still work.
+    assert.equal((await server.owner.http.delete(`/v1/orgs/default/secrets/${name}`, { body: {} })).status, 204);
   });
 
   it('writes exactly one access-log line per request', async () => {

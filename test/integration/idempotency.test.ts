@@ -3,6 +3,7 @@
 // the database (restart, expiry, abandoned attempts, no client secret in plain text).
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
@@ -425,6 +426,43 @@ describe('Idempotency-Key', () => {
       assert.deepEqual(res.body.errors.map((e: { pointer: string }) => e.pointer), ['/headers/idempotency-key']);
     }
     assert.equal((await createSecret('k'.repeat(255), uniqueName('long-key'))).status, 201);
+  });
+
+  it('refuses a key sent twice (400), which a proxy or client would otherwise join into a third key', async () => {
+    const name = uniqueName('twice');
+    const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      // fetch joins repeated headers into one line; node:http sends an array as separate lines.
+      const req = httpRequest(`${server.url}/v1/orgs/default/secrets`, {
+        method: 'POST', headers: { authorization: `Bearer ${server.owner.token}`, 'content-type': 'application/json', 'idempotency-key': ['k-one', 'k-two'] },
+      }, (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => { text += chunk.toString(); }).on('end', () => resolve({ status: res.statusCode!, body: text }));
+      });
+      req.on('error', reject).end(JSON.stringify(oneSecret(name)));
+    });
+    assert.equal(status, 400, body);
+    assert.deepEqual((JSON.parse(body) as { errors: unknown }).errors, [{ pointer: '/headers/idempotency-key', message: 'is sent more than once' }]);
+    assert.equal((await secretsNamed(name)).length, 0);
+    assert.equal(await keyRow('k-one, k-two'), undefined);
+  });
+
+  it('counts If-Match and If-None-Match as part of the request: a retry on another ETag is another request (422)', async () => {
+    const name = uniqueName('preconditioned');
+    assert.equal((await createSecret(randomUUID(), name)).status, 201);
+    assert.equal((await server.owner.http.patch(`/v1/orgs/default/secrets/${name}`, { set: { TOKEN: 'second' } })).status, 200);
+    const restore = (key: string, etag: string) => server.owner.http.post(`/v1/orgs/default/secrets/${name}/restore`, { version: 1 }, { headers: { 'idempotency-key': key, 'if-match': etag } });
+    // A stale ETag's 412 is kept; re-read and retried under the same key, it is a new request, not that 412 again.
+    const stale = randomUUID();
+    assert.equal((await restore(stale, '"1"')).status, 412);
+    assert.equal((await restore(stale, '"1"')).headers.get('idempotent-replayed'), 'true');
+    assert.equal((await restore(stale, '"2"')).body.code, 'idempotency_key_reused');
+    const key = randomUUID();
+    const first = await restore(key, '"2"');
+    assert.equal(first.status, 200, first.text);
+    assertReplayOf(await restore(key, '"2"'), first);
+    assert.equal((await restore(key, '"3"')).status, 422);
+    const versions = await server.owner.http.get(`/v1/orgs/default/secrets/${name}/versions`);
+    assert.deepEqual(versions.body.versions.map((v: { version: number }) => v.version), [3, 2, 1]);
   });
 
   it('documents the header, 409 and 422 on every POST of the API but a runner\'s adoption, serving report and release, and nowhere else', async () => {

@@ -52,6 +52,20 @@ describe('request hygiene', () => {
     assert.ok(!server.logs.some((l) => l.includes('Maximum call stack')), 'nothing overflowed');
   });
 
+  it('lists at most 100 errors, and checks a body of more than 20,000 members up to its first', async () => {
+    const badKeys = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`1bad${i}`, 'v']));
+    const several = assertProblem(await server.owner.http.put(`${org}/secrets/${secret}`, { values: badKeys(150) }), 400, 'limit_exceeded');
+    assert.equal((several.errors as unknown[]).length, 100);
+    assert.match(String(several.detail), /more than 100 properties \(limit SLIPWAY_MAX_KEYS_PER_SECRET\)/);
+    const invalid = assertProblem(await server.owner.http.post(`${org}/secrets`, { secrets: [{ name: 'many-bad', values: badKeys(0) }, ...Array.from({ length: 120 }, () => ({ nome: 'x' }))] }), 400, 'invalid_request');
+    assert.equal((invalid.errors as unknown[]).length, 100);
+    assert.match(String(invalid.detail), /\(and more: errors lists the first 100 of \d+\)/);
+    // Hundreds of thousands of errors took seconds to list; the first is what such a body gets.
+    const huge = assertProblem(await server.owner.http.put(`${org}/secrets/${secret}`, { values: badKeys(30_000) }), 400, 'limit_exceeded');
+    assert.deepEqual(huge.errors, [{ pointer: '/values', message: 'must NOT have more than 100 properties (limit SLIPWAY_MAX_KEYS_PER_SECRET)' }]);
+    assert.equal((await server.owner.http.get(`${org}/secrets/${secret}`)).body.version, 1, 'nothing was written');
+  });
+
   it('refuses version and sequence numbers past 32 bits as invalid requests', async () => {
     for (const [method, path, body] of [
       ['GET', `${org}/secrets/${secret}/versions/3000000000`, undefined],

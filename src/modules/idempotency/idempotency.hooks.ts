@@ -4,6 +4,7 @@
 // through a promise and a microtask turn. Other routes pay nothing.
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import type { App } from '../../http/app-types.js';
+import { errors } from '../../platform/errors.js';
 import { IDEMPOTENCY_HEADER, isIdempotentRoute, REPLAYED_HEADER, type ReplayedByReference } from './idempotency.schemas.js';
 import type { Claim, IdempotencyService } from './idempotency.service.js';
 
@@ -42,13 +43,18 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
     return function admit(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       const key = req.headers[IDEMPOTENCY_HEADER];
       if (typeof key !== 'string') return done();
+      // Node joins a header sent twice into one value ("a, b"): that would be a third key.
+      if ((req.raw.headersDistinct?.[IDEMPOTENCY_HEADER]?.length ?? 1) > 1) {
+        throw errors.invalidRequest('Idempotency-Key is sent more than once; send one key per request.', [{ pointer: '/headers/idempotency-key', message: 'is sent more than once' }]);
+      }
       admitKeyed(req, reply, key, byReference).then(() => done(), done);
     };
   }
 
   /** Runs the request under its key, or replays the first response (after which Fastify goes no further). */
   async function admitKeyed(req: FastifyRequest, reply: FastifyReply, key: string, byReference: ReplayedByReference | undefined): Promise<void> {
-    const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body, requestId: req.id });
+    const preconditions = { ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] };
+    const admission = await idempotency.admit({ subject: req.principal!.subject, key, method: req.method, path: req.url, body: req.body, preconditions, requestId: req.id });
     if (admission.kind === 'execute') {
       // Renewed until the response is recorded: the request runs on when its client goes away (and
       // that client's retry is exactly what must wait for it).

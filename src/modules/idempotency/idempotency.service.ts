@@ -32,6 +32,8 @@ export interface IdempotentRequest {
   path: string;
   /** The parsed, validated body. */
   body: unknown;
+  /** If-Match and If-None-Match as sent: a request on another precondition is another request. */
+  preconditions?: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined };
   /** This attempt's request id, kept while it holds the key (its events carry it too). */
   requestId: string;
 }
@@ -63,8 +65,12 @@ export function canonicalJson(value: unknown): string {
  * Keyed (HMAC-SHA-256 under the instance's idempotency key), not a plain hash: a request body may
  * hold secret values, and a plain hash of a weak value could be guessed from a database dump.
  */
-export function requestFingerprint(key: Buffer, request: Pick<IdempotentRequest, 'method' | 'path' | 'body'>): string {
-  return createHmac('sha256', key).update(`${request.method} ${request.path}\n`).update(canonicalJson(request.body)).digest('hex');
+export function requestFingerprint(key: Buffer, request: Pick<IdempotentRequest, 'method' | 'path' | 'body' | 'preconditions'>): string {
+  const hmac = createHmac('sha256', key).update(`${request.method} ${request.path}\n`);
+  // Only when there are any, so that a request without them keeps the fingerprint it always had.
+  const { ifMatch, ifNoneMatch } = request.preconditions ?? {};
+  if (ifMatch !== undefined || ifNoneMatch !== undefined) hmac.update(`preconditions ${JSON.stringify([ifMatch ?? null, ifNoneMatch ?? null])}\n`);
+  return hmac.update(canonicalJson(request.body)).digest('hex');
 }
 
 // The sealed body is bound to its row: moved to another caller's key, it does not open.
