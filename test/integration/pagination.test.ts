@@ -68,6 +68,11 @@ describe('cursors bound to their listing', () => {
     const cursor = await cursorOf(`${base}/ver-x/versions`);
     assert.deepEqual((await accepted(`${base}/ver-x/versions`, cursor)).versions.map((v: any) => v.version), [2]);
     await refused(`${base}/ver-y/versions`, cursor);
+    // A cursor made by hand, with a version number no request may carry: refused, never a 500 (PostgreSQL).
+    for (const k of ['99999999999', '0', '1.5']) {
+      const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')), k })).toString('base64url');
+      assertProblem(await page(`${base}/ver-x/versions`, forged), 400, 'invalid_cursor', k);
+    }
 
     // Deleted for good and created again: the same name, another secret.
     assert.equal((await owner.http.delete(`${base}/ver-x?permanent=true`)).status, 204);

@@ -64,7 +64,9 @@ export function createSecretReads(store: SecretStore) {
       const list = cursorList('secret-versions', { org: orgId, secret: row.id });
       const page = pageRequest(list, query);
       const before = page.after === null ? null : Number(page.after);
-      if (before !== null && !Number.isInteger(before)) throw errors.invalidCursor();
+      // A cursor is ours only if it decodes, but its number is checked as a request's would be:
+      // PostgreSQL refuses a comparison with one past 32 bits (a 500, were it let through).
+      if (before !== null && !(Number.isInteger(before) && before >= 1 && before <= 2_147_483_647)) throw errors.invalidCursor();
       const rows = await secretsRepo.listVersions(db, row.id, { before, limit: page.limit });
       const result = toPage(list, rows, page.limit, (r) => String(r.version));
       return { items: result.items.map(toVersion), nextCursor: result.nextCursor };
