@@ -46,6 +46,25 @@ describe('secrets lifecycle', () => {
     assert.equal(missing.body.code, 'secret_not_found');
   });
 
+  it('answers a read 304 when If-None-Match names the current version, and 200 once it moved', async () => {
+    await create('cond.get', { A: '1' });
+    const tag = (await dev.http.get(`${base}/cond.get`)).headers.get('etag')!;
+    const read = (ifNoneMatch: string) => dev.http.get(`${base}/cond.get`, { headers: { 'if-none-match': ifNoneMatch } });
+    for (const held of [tag, `W/${tag}`, '"1"', `"7", ${tag}`, '*']) {
+      const res = await read(held);
+      assert.equal(res.status, 304, held);
+      assert.equal(res.text, '');
+      assert.equal(res.headers.get('etag'), tag);
+    }
+    assert.equal((await dev.http.patch(`${base}/cond.get`, { set: { A: '2' } })).status, 200);
+    const moved = await read(tag);
+    assert.equal(moved.status, 200);
+    assert.equal(moved.headers.get('etag'), etag(2, moved.body.createdAt));
+    const malformed = await read('3');
+    assert.equal(malformed.status, 400);
+    assert.equal(malformed.body.errors[0].pointer, '/headers/if-none-match');
+  });
+
   it('replaces values as a new version; identical values make none and say so', async () => {
     await create('replace-me', { A: '1', B: '2' });
     const res = await dev.http.put(`${base}/replace-me`, { values: { A: '1', C: '3' } });

@@ -1,7 +1,7 @@
 // HTTP pieces the secret routes share: If-Match and If-None-Match in, ETag out, all documented.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Expected } from './secret-changes.js';
-import { etagOf, parseIfMatch } from './secret-model.js';
+import { etagOf, parseIfMatch, satisfies } from './secret-model.js';
 
 export const IfMatchHeaders = {
   type: 'object',
@@ -32,4 +32,10 @@ export function preconditionsOf(req: FastifyRequest): Expected {
     match: parseIfMatch(joined(req.headers['if-match'])),
     noneMatch: noneMatch === undefined ? undefined : noneMatch.trim() === '*' ? '*' : parseIfMatch(noneMatch, { header: 'if-none-match', weak: true }),
   };
+}
+
+/** A read's If-None-Match names the version it would answer with (RFC 9110 §13.1.2): a 304 then. */
+export function notModified(req: FastifyRequest, current: { version: number; createdAt: string }): boolean {
+  const { noneMatch } = preconditionsOf(req);
+  return noneMatch === '*' || (noneMatch !== undefined && satisfies(noneMatch, current.version, current.createdAt));
 }

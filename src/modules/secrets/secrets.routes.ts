@@ -1,12 +1,13 @@
 // The secrets collection and one secret: list, bulk create, bulk upsert, read, replace, patch and
 // delete. Versions, reveal and restore are in secret-versions.routes.ts.
+import { Type } from '@sinclair/typebox';
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { errors } from '../../platform/errors.js';
 import { allows } from '../auth/roles.js';
-import { IfMatchHeaders, preconditionsOf, tagged, withEtag } from './secret-http.js';
+import { IfMatchHeaders, notModified, preconditionsOf, tagged, withEtag } from './secret-http.js';
 import { secretVersionsRoutes } from './secret-versions.routes.js';
 import {
   bulkBodySchema, DeleteQuery, patchBodySchema, replaceBodySchema, SecretChange, SecretList, SecretListQuery, SecretMetadata,
@@ -69,11 +70,16 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     schema: {
       tags,
       summary: 'Get one secret\'s metadata, with its ETag',
-      description: 'Never values (see `POST …/reveal`). A deleted secret is a 404 with code `secret_deleted` that says until when it can be restored.',
+      description: 'Never values (see `POST …/reveal`). A deleted secret is a 404 with code `secret_deleted` that says until when it can be restored. With `If-None-Match` naming the current version (weak comparison, or `*`), a 304 without a body.',
       params: SecretParams,
-      response: { 200: withEtag(SecretMetadata) },
+      headers: Type.Object({ 'if-none-match': Type.Optional(Type.String({ description: 'ETags (or bare versions) the caller holds: a 304 if the secret is still at one of them.' })) }),
+      response: { 200: withEtag(SecretMetadata), 304: withEtag(Type.Null({ description: 'Not modified: the secret is still at a version If-None-Match names' })) },
     },
-  }, async (req, reply) => tagged(reply, await secrets.get(req.org!.id, req.params.name)));
+  }, async (req, reply) => {
+    const secret = tagged(reply, await secrets.get(req.org!.id, req.params.name));
+    if (notModified(req, secret)) return reply.code(304).send(null);
+    return secret;
+  });
 
   app.put('/v1/orgs/:orgId/secrets/:name', {
     config: { auth: 'developer', operation: 'secrets.replace' },
