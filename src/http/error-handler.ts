@@ -38,6 +38,8 @@ function constChoices(schema: Record<string, unknown>): unknown[] | undefined {
 function messageOf(error: AjvError, context?: string): string {
   const schema = error.parentSchema ?? {};
   const limit = schema['x-limit'] as string | undefined;
+  // `?limit=1&limit=2` arrives as a list where one value is taken.
+  if (error.keyword === 'type' && context === 'querystring' && Array.isArray((error as { data?: unknown }).data)) return 'is given more than once; give it once';
   switch (error.keyword) {
     case 'additionalProperties': {
       if (context !== 'querystring') return 'is not a known field';

@@ -115,6 +115,9 @@ export const errors = {
   // 404
   notFound: (resource: string, id: string) =>
     new AppError(404, `${resource.replace(/ /g, '_')}_not_found`, 'Not found', `No ${resource} "${id}" here.`),
+  /** Writes to one secret change it, never create it: the detail says what does. */
+  secretNotFound: (name: string) =>
+    new AppError(404, 'secret_not_found', 'Not found', `No secret "${name}" in this organization. Create it with POST …/secrets, or PUT …/secrets (which creates the missing and updates the rest).`),
   secretDeleted: (name: string, restorableUntil: string) =>
     new AppError(404, 'secret_deleted', 'Not found', `The secret "${name}" is deleted. An admin or owner can restore it until ${restorableUntil} (POST …/secrets/${name}/restore); after that it is purged.`, { restorableUntil }),
   routeNotFound: (method: string, url: string) =>

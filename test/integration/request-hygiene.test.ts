@@ -52,6 +52,11 @@ describe('request hygiene', () => {
     assert.ok(!server.logs.some((l) => l.includes('Maximum call stack')), 'nothing overflowed');
   });
 
+  it('says a query parameter given twice is given twice, not that it has the wrong type', async () => {
+    const twice = assertProblem(await server.owner.http.get(`${org}/secrets?limit=1&limit=2`), 400, 'invalid_request');
+    assert.deepEqual(twice.errors, [{ pointer: '/query/limit', message: 'is given more than once; give it once' }]);
+  });
+
   it('lists at most 100 errors, and checks a body of more than 20,000 members up to its first', async () => {
     const badKeys = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`1bad${i}`, 'v']));
     const several = assertProblem(await server.owner.http.put(`${org}/secrets/${secret}`, { values: badKeys(150) }), 400, 'limit_exceeded');

@@ -44,6 +44,10 @@ describe('secrets lifecycle', () => {
     const missing = await dev.http.get(`${base}/nope`);
     assert.equal(missing.status, 404);
     assert.equal(missing.body.code, 'secret_not_found');
+    // A write to a secret never creates it: the problem says what does.
+    const replaced = await dev.http.put(`${base}/nope`, { values: { A: 'x' } });
+    assert.equal(replaced.status, 404);
+    assert.match(replaced.body.detail, /Create it with POST …\/secrets, or PUT …\/secrets/);
   });
 
   it('answers a read 304 when If-None-Match names the current version, and 200 once it moved', async () => {

@@ -99,7 +99,7 @@ export function createSecretChanges(store: SecretStore) {
       await db.transaction().execute(async (trx) => {
         const row = opts.permanent ? await secretsRepo.findByName(trx, orgId, name, store.lock) : await store.live(trx, orgId, name, now);
         // A deletion past retention that the purge has not reached yet is still destroyed on request.
-        if (row === undefined) throw errors.notFound('secret', name);
+        if (row === undefined) throw errors.secretNotFound(name);
         checkExpected(row, opts.expected);
         const subject = { type: 'secret', id: row.id };
         if (opts.permanent) {
@@ -117,7 +117,7 @@ export function createSecretChanges(store: SecretStore) {
       const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const row = await secretsRepo.findByName(trx, orgId, name, store.lock);
-        if (row === undefined || store.isExpired(row, now)) throw errors.notFound('secret', name);
+        if (row === undefined || store.isExpired(row, now)) throw errors.secretNotFound(name);
         if (row.deleted_at === null) {
           throw errors.conflict('secret_not_deleted', `The secret "${name}" is not deleted. To bring back an earlier version's values, send { "version": n }.`);
         }

@@ -102,7 +102,7 @@ export function createSecretReads(store: SecretStore) {
      */
     async revealAgain(orgId: string, name: string, secretId: string, version: number): Promise<RevealedSecretT> {
       const row = await store.live(db, orgId, name, nowIso(), unlocked);
-      if (row.id !== secretId) throw errors.notFound('secret', name);
+      if (row.id !== secretId) throw errors.secretNotFound(name);
       const v = await store.version(db, row, version);
       return { name, version: v.version, values: await store.open(db, orgId, v) };
     },

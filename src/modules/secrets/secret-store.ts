@@ -33,7 +33,7 @@ export function createSecretStore(deps: SecretsDeps) {
   const isExpired = (row: SecretRow, now: string) => row.deleted_at !== null && row.deleted_at < keep.cutoff(now);
 
   function assertLive(row: SecretRow | undefined, name: string, now: string): void {
-    if (row === undefined || isExpired(row, now)) throw errors.notFound('secret', name);
+    if (row === undefined || isExpired(row, now)) throw errors.secretNotFound(name);
     if (row.deleted_at !== null) throw errors.secretDeleted(name, keep.until(row.deleted_at));
   }
 
