@@ -218,6 +218,39 @@ describe('HTTP contract', () => {
     }
   });
 
+  it('answers a request that arrives while the server shuts down with a 503 problem', async () => {
+    const closing = await startServer();
+    const { port } = new URL(closing.url);
+    // Half a request before the shutdown: the connection is busy, so it is neither ended nor idle.
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let text = '';
+    socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+    const ended = new Promise((resolve) => socket.once('close', resolve));
+    socket.write('GET /v1/orgs HTTP/1.1\r\nHost: x\r\n');
+    await sleep(50);
+    const closed = closing.close();
+    // Once the server no longer takes connections, its shutdown has begun.
+    for (;;) {
+      const refused = await new Promise<boolean>((resolve) => {
+        const probe = connect(Number(port), '127.0.0.1').once('connect', () => { probe.destroy(); resolve(false); }).once('error', () => resolve(true));
+      });
+      if (refused) break;
+      await sleep(10);
+    }
+    socket.end(`Authorization: Bearer ${closing.owner.token}\r\n\r\n`);
+    await ended;
+    await closed;
+    const [head, body] = text.split('\r\n\r\n') as [string, string];
+    assert.match(head, /^HTTP\/1\.1 503 /);
+    assert.match(head, /\r\ncontent-type: application\/problem\+json/i);
+    assert.match(head, /\r\nretry-after: 1\r\n/i);
+    assert.match(head, /\r\nconnection: close\r\n/i);
+    const problem = JSON.parse(body) as Record<string, unknown>;
+    assert.equal(problem.code, 'unavailable');
+    assert.match(String(problem.detail), /shutting down/);
+  });
+
   it('refuses a body on an operation that takes none, rather than ignore it, and does nothing', async () => {
     const name = `nobody-${Date.now()}`;
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'v' } }] })).status, 201);
