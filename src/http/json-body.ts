@@ -206,36 +206,38 @@ export function parseJsonBody(body: string | Uint8Array): unknown {
   // One scan serves the reviver pass and the NUL and surrogate checks below: MAYBE_POISONED
   // matches every \u escape, and U+0000 and unpaired surrogates can only be written escaped.
   const suspect = MAYBE_POISONED.test(text);
-  let value: unknown;
-  let duplicated: boolean;
   try {
-    value = suspect ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
-    duplicated = membersWritten(text) !== membersParsed(value);
+    const value = suspect ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
+    refuseAmbiguities(text, value, suspect);
+    return value;
   } catch (error) {
     if (error instanceof PoisonedKey) throw poisoned(text, error.key);
     if (error instanceof SyntaxError) throw syntaxError(text, error);
-    // The reviver's pass and the member count recurse: a body nested deeper than the stack allows
-    // (no API body nests more than a few levels) is refused like any other malformed body.
+    // The reviver's pass and the checks after the parse recurse: a body nested deeper than the
+    // stack allows (no API body nests more than a few levels) is refused like any other malformed body.
     if (error instanceof RangeError) throw errors.malformedJson('The body is nested too deeply.');
     throw error;
   }
-  if (duplicated) {
+}
+
+/** What JSON.parse takes but I-JSON refuses, and NUL: a name twice in one object, U+0000, unpaired surrogates. */
+function refuseAmbiguities(text: string, value: unknown, escaped: boolean): void {
+  if (membersWritten(text) !== membersParsed(value)) {
     const pointer = firstDuplicateMember(text) ?? '/';
     throw errors.malformedJson(`The body has the member ${pointer} twice in one object; names must be unique within an object (RFC 7493 §2.3), and only one of the two values would be read. Remove one.`,
       [{ pointer, message: 'is given twice' }]);
   }
-  if (suspect && text.includes('\\u0000')) {
+  if (escaped && text.includes('\\u0000')) {
     const pointer = firstPointer(value, '', holdsNul);
     if (pointer !== undefined) throw errors.nulCharacter('A string in the body', [{ pointer, message: 'contains U+0000' }]);
   }
-  if (suspect && /\\u[dD][89a-fA-F]/.test(text)) {
+  if (escaped && /\\u[dD][89a-fA-F]/.test(text)) {
     const pointer = firstPointer(value, '', holdsLoneSurrogate);
     if (pointer !== undefined) {
       throw errors.malformedJson('A string in the body holds an unpaired surrogate escape (\\uD800 to \\uDFFF without its other half), which no UTF-8 text, and so no name, key, value or variable, can carry (RFC 7493 §2.1). Escape the whole character, or send it unescaped.',
         [{ pointer, message: 'contains an unpaired surrogate' }]);
     }
   }
-  return value;
 }
 
 /** The charset parameter of a Content-Type, lowercased, or undefined when it has none. */

@@ -49,6 +49,14 @@ describe('request hygiene', () => {
       const res = await server.owner.http.request('POST', `${org}/secrets`, { raw, contentType: 'application/json' });
       assert.equal(res.status, 400, res.text);
     }
+    // Deep, and holding what the checks after the parse look for (each of them walks the body too).
+    for (const n of [2_000, 10_000, 50_000, 1_000_000]) {
+      for (const inner of ['{"x":1,"x":2}', '"\\ud800"', '"\\u0000"']) {
+        const raw = `{"secrets":${'['.repeat(n)}${inner}${']'.repeat(n)}}`;
+        const res = await server.owner.http.request('POST', `${org}/secrets`, { raw, contentType: 'application/json' });
+        assert.equal(res.status, 400, `${n} ${inner}: ${res.text.slice(0, 300)}`);
+      }
+    }
     assert.ok(!server.logs.some((l) => l.includes('Maximum call stack')), 'nothing overflowed');
   });
 
