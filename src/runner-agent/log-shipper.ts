@@ -2,7 +2,8 @@
 // out in batches, one request at a time, so the stored log reads as the process wrote it. The queue
 // is bounded: a process that writes faster than the server takes lines loses the excess, and the
 // log says how many lines were lost, where they were lost. Secret values are masked before a line
-// is queued, so they never leave the runner.
+// is queued, so they never leave the runner, and NUL characters are replaced, so that the server
+// takes the line.
 import type { LogStreamT } from '../modules/deployments/deployments.schemas.js';
 import { LOG_LINE_MAX_CHARS, LOG_LINES_PER_CALL } from '../modules/runner/runner.protocol.js';
 
@@ -119,7 +120,7 @@ export class LogShipper {
     this.#options = { maxQueued: 10_000, batchChars: 512 * 1024, lingerMs: 200, ...options };
   }
 
-  /** Queues a line (masked, cut to the protocol's length); after close() or a failure, drops it. */
+  /** Queues a line (masked, without NUL, cut to the protocol's length); after close() or a failure, drops it. */
   push(stream: LogStreamT, line: string): void {
     if (this.#closed || this.#failure !== undefined) return;
     if (this.#queue.length >= this.#options.maxQueued) {
@@ -147,8 +148,11 @@ export class LogShipper {
   }
 
   #prepare(line: string): string {
-    const masked = this.#options.mask?.(line) ?? line;
-    return masked.length <= LOG_LINE_MAX_CHARS ? masked : masked.slice(0, LOG_LINE_MAX_CHARS - TRUNCATED.length) + TRUNCATED;
+    // The server refuses U+0000 anywhere in a request (PostgreSQL text cannot hold it), and with it
+    // every line of the batch. U+FFFD stands in for it: the character that bytes of the output that
+    // are not UTF-8 already became, so the log shows both kinds of binary noise alike.
+    const text = (this.#options.mask?.(line) ?? line).replaceAll('\0', '\uFFFD');
+    return text.length <= LOG_LINE_MAX_CHARS ? text : text.slice(0, LOG_LINE_MAX_CHARS - TRUNCATED.length) + TRUNCATED;
   }
 
   /** Lines lost to a full queue are reported where they were lost, once there is room again. */
