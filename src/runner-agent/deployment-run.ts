@@ -69,10 +69,13 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       try {
         await ctx.client.appendLogs(id, { leaseToken: lease.token, lines }, work.signal);
       } catch (error) {
-        // A batch the server will never take (too large for its body limit, say) is lost; the rest goes on.
+        // What the server will never take is lost; the rest goes on.
         if (!(error instanceof Refused) || error.mustStop) throw error;
         // A retry of a batch that the server stored, whose answer was lost: nothing was dropped.
         if (error.code === 'idempotency_response_lost') return;
+        // Refused for what it holds (a line the server cannot store) or its size (over the server's
+        // body limit): the shipper sends it again in parts, and only a line refused alone is lost.
+        if ((error.status === 400 || error.status === 413) && lines.length > 1) return 'refused';
         log.warn({ status: error.status, code: error.code, lines: lines.length }, `log lines dropped: ${error.detail}`);
       }
     },

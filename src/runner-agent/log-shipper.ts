@@ -1,9 +1,10 @@
 // A deployment's output on its way to the server. Lines queue in the order they were written and go
 // out in batches, one request at a time, so the stored log reads as the process wrote it. The queue
 // is bounded: a process that writes faster than the server takes lines loses the excess, and the
-// log says how many lines were lost, where they were lost. Secret values are masked before a line
-// is queued, so they never leave the runner, and NUL characters are replaced, so that the server
-// takes the line.
+// log says how many lines were lost, where they were lost. A batch the server refuses goes again in
+// parts, so that a line it cannot take costs no other. Secret values are masked before a line is
+// queued, so they never leave the runner, and NUL characters are replaced, so that the server takes
+// the line.
 import type { LogStreamT } from '../modules/deployments/deployments.schemas.js';
 import { LOG_LINE_MAX_CHARS, LOG_LINES_PER_CALL } from '../modules/runner/runner.protocol.js';
 
@@ -14,8 +15,11 @@ export interface LogEntry {
 }
 
 export interface LogShipperOptions {
-  /** Sends one batch; throwing stops the shipper for good (see onError). */
-  send(lines: LogEntry[]): Promise<void>;
+  /**
+   * Sends one batch; throwing stops the shipper for good (see onError). `refused`: the server will
+   * never take the batch as it is; it goes again in halves, and a line refused on its own is lost.
+   */
+  send(lines: LogEntry[]): Promise<void | 'refused'>;
   /** Called once, with what `send` threw; later lines are dropped. */
   onError(error: unknown): void;
   mask?: (line: string) => string;
@@ -173,13 +177,21 @@ export class LogShipper {
     while (this.#queue.length > 0 && this.#failure === undefined) {
       const batch = this.#takeBatch();
       try {
-        await this.#options.send(batch);
+        await this.#send(batch);
       } catch (error) {
         this.#failure = { error };
         this.#queue = [];
         this.#options.onError(error);
       }
     }
+  }
+
+  /** One line the server cannot take must not cost the others: a refused batch is halved down to it. */
+  async #send(batch: LogEntry[]): Promise<void> {
+    if ((await this.#options.send(batch)) !== 'refused' || batch.length === 1) return;
+    const half = Math.ceil(batch.length / 2);
+    await this.#send(batch.slice(0, half));
+    await this.#send(batch.slice(half));
   }
 
   #takeBatch(): LogEntry[] {

@@ -1,6 +1,6 @@
 // The reference runner's output on its way to the deployment's log, end to end: a real server,
 // `slipway runner` as a real child process, and services that write what the server cannot take
-// as it is.
+// as it is (a NUL character, a line over its body limit).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createEnvironment, createService, deploy, startDeployFixture, type DeployFixture } from '../support/deployments.js';
@@ -11,7 +11,8 @@ describe('slipway runner output', () => {
   let runner: RunnerProcess;
 
   before(async () => {
-    f = await startDeployFixture();
+    // Over a line that the runner cut to its 16 KiB, under any other request.
+    f = await startDeployFixture({ env: { SLIPWAY_BODY_LIMIT_BYTES: '16384' } });
     runner = await startRunner(f.server, f.orgId);
   });
   after(async () => {
@@ -35,5 +36,14 @@ describe('slipway runner output', () => {
     assert.deepEqual(log.stdout.slice(0, 3), ['before', 'binary\ufffdjunk', 'after'], JSON.stringify(log));
     assert.match(log.stdout[3] ?? '', /^serving pid=/);
     assert.deepEqual(log.runner.map((l) => l.split(' ')[0]), ['claimed', 'starting', 'healthy:']);
+  });
+
+  it('keeps the lines around one that the server refuses', async () => {
+    const log = await logOf(`console.log('before'); console.log('x'.repeat(20000)); console.log('after')`);
+    assert.deepEqual(log.stdout.slice(0, 2), ['before', 'after'], JSON.stringify(log).slice(0, 2000));
+    assert.match(log.stdout[2] ?? '', /^serving pid=/);
+    assert.deepEqual(log.runner.map((l) => l.split(' ')[0]), ['claimed', 'starting', 'healthy:']);
+    const dropped = runner.proc.logs().filter((l) => String(l.msg).startsWith('log lines dropped'));
+    assert.deepEqual(dropped.map((l) => [l.status, l.lines]), [[413, 1]]);
   });
 });

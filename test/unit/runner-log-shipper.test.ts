@@ -1,6 +1,6 @@
 // The runner's log shipper: order kept across batches, one request at a time, batches bounded by
-// lines and characters, a bounded queue that says what it dropped, secret values masked, and a
-// refusal that stops it for good.
+// lines and characters, a bounded queue that says what it dropped, secret values masked, a batch
+// the server refuses sent again in parts, and a failure that stops it for good.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -92,6 +92,17 @@ describe('log shipper', () => {
     await assert.rejects(shipper.close(), refused);
     assert.deepEqual(reported, [refused]);
     assert.equal(calls, 1);
+  });
+
+  it('sends a refused batch again in parts, so that only the lines the server cannot take are lost', async () => {
+    const to = receiver();
+    const send = async (lines: LogEntry[]) => (lines.some((e) => e.line.startsWith('bad')) ? 'refused' as const : to.send(lines));
+    const shipper = new LogShipper({ send, onError: assert.fail });
+    const sent = Array.from({ length: 40 }, (_, i) => (i === 5 || i === 6 || i === 31 ? `bad ${i}` : `line ${i}`));
+    for (const line of sent) shipper.push('stdout', line);
+    await shipper.close();
+    assert.deepEqual(to.lines(), sent.filter((l) => !l.startsWith('bad')));
+    assert.equal(to.mostInFlight, 1);
   });
 
   it('masks secret values before they are queued', async () => {
