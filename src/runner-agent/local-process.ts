@@ -290,24 +290,27 @@ async function readinessCheck(spec: LaunchSpec, signal: AbortSignal): Promise<vo
 async function pollHealth(port: number, rawPath: string, timeoutSeconds: number, signal: AbortSignal): Promise<void> {
   const path = rawPath.startsWith('/') ? rawPath : `/${rawPath}`;
   const deadline = Date.now() + timeoutSeconds * 1000;
-  let last = 'no attempt';
+  let last: ProbeFailure | undefined;
   for (;;) {
     const remaining = deadline - Date.now();
     if (remaining <= 0) break;
     const budget = Math.min(remaining, HEALTH_PROBE_MAX_MS);
     const result = await probe(port, path, budget, signal);
     if (result.ok) return;
-    // A probe that the deadline cut short says less than the answer before it (an HTTP 500, say).
-    if (!(result.timedOut && budget < HEALTH_PROBE_MAX_MS && last !== 'no attempt')) last = result.detail;
+    // A probe that the deadline cut short says less than an answer before it (an HTTP 500, say),
+    // but more than a connection that failed before it: the process listens now, and does not answer.
+    if (!(result.timedOut && budget < HEALTH_PROBE_MAX_MS && last?.answered)) last = result;
     const wait = Math.min(HEALTH_POLL_INTERVAL_MS, deadline - Date.now());
     if (wait > 0) await sleep(wait, undefined, { signal });
   }
   throw new LaunchError(
-    `health check GET ${path} on port ${port} did not answer 2xx within ${timeoutSeconds} s (last: ${last})`,
+    `health check GET ${path} on port ${port} did not answer 2xx within ${timeoutSeconds} s (last: ${last?.detail ?? 'no attempt'})`,
   );
 }
 
-type ProbeResult = { ok: true } | { ok: false; detail: string; timedOut?: boolean };
+/** `answered`: the process sent an HTTP answer (not 2xx). */
+type ProbeFailure = { ok: false; detail: string; answered?: boolean; timedOut?: boolean };
+type ProbeResult = { ok: true } | ProbeFailure;
 
 function probe(port: number, path: string, timeoutMs: number, signal: AbortSignal): Promise<ProbeResult> {
   return new Promise((resolve) => {
@@ -315,7 +318,7 @@ function probe(port: number, path: string, timeoutMs: number, signal: AbortSigna
     const req = httpGet({ host: '127.0.0.1', port, path, agent: false, signal }, (res) => {
       res.resume();
       const status = res.statusCode ?? 0;
-      resolve(status >= 200 && status < 300 ? { ok: true } : { ok: false, detail: `HTTP ${status}` });
+      resolve(status >= 200 && status < 300 ? { ok: true } : { ok: false, detail: `HTTP ${status}`, answered: true });
     });
     req.setTimeout(timeoutMs, () => {
       resolve({ ok: false, detail: `no response within ${timeoutMs} ms`, timedOut: true });

@@ -152,6 +152,16 @@ describe('launch', { timeout: 10_000 }, () => {
     );
   });
 
+  test('a process that listens and never answers is reported as such, also after a probe found its port closed', async () => {
+    const port = await freePort();
+    // It listens only some time after it started, so that the first probe is refused.
+    const script = `setTimeout(() => require('node:net').createServer(() => {}).listen(Number(process.env.PORT), '127.0.0.1'), 300)`;
+    await rejectsWithReason(
+      launch({ command: node(script), env: {}, port, healthCheck: { path: '/healthz', timeoutSeconds: 3 } }, () => {}),
+      new RegExp(`^health check GET /healthz on port ${port} did not answer 2xx within 3 s \\(last: no response within \\d+ ms\\)$`),
+    );
+  });
+
   test('a process exiting with code 1 fails the launch, with or without health check', async () => {
     const port = await freePort();
     const started = Date.now();
