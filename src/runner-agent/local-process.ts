@@ -1,10 +1,12 @@
 // Local process management for the reference runner: start a service as a
 // child process, wait until it is healthy, stream its output line by line and
-// stop it (with everything it spawned) again. Knows nothing about the HTTP
-// protocol between runner and server; the runner wires it up.
+// stop it (with what it spawned in its process group) again. Knows nothing
+// about the HTTP protocol between runner and server; the runner wires it up.
 //
 // POSIX only: stopping relies on process groups (`detached: true` makes the
 // child a group leader, `process.kill(-pid, sig)` signals the whole group).
+// A process that leaves the group (setsid, setpgid) is out of reach: nothing
+// short of cgroups would follow it, and the service must stop it itself.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -215,7 +217,7 @@ function spawnChild(spec: LaunchSpec): ChildProcess {
     return spawn(file!, args, {
       cwd: spec.cwd,
       env: buildEnv(spec),
-      // Own process group, so stop() reaches everything the service starts.
+      // Own process group, so stop() reaches everything the service starts that stays in it.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

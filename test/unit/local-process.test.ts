@@ -261,6 +261,28 @@ describe('stop', { timeout: 10_000 }, () => {
     assertGone(proc.pid);
     await waitUntilGone(grandchild);
   });
+
+  // What the README says of the runner: a process that leaves the service's group is not tracked.
+  test('does not reach a process that the service moved into a session of its own, and does not wait for it', async () => {
+    const script = `
+      const { spawn } = require('node:child_process');
+      // detached: setsid(), a new session and process group; it keeps the service's stdout open.
+      const escaped = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: ['ignore', 'inherit', 'ignore'] });
+      console.log('escaped=' + escaped.pid);
+      setInterval(() => {}, 1000);
+    `;
+    const { sink, lines } = collector();
+    const proc = await start({ command: node(script), env: {}, port: await freePort() }, sink);
+    const escaped = pidFrom(lines.stdout, 'escaped');
+    try {
+      await proc.stop();
+      assert.deepEqual(await proc.exited, { code: null, signal: 'SIGTERM' });
+      assertGone(proc.pid);
+      assert.ok(isAlive(escaped), 'the process in its own session was stopped after all, which the README says it is not');
+    } finally {
+      process.kill(escaped, 'SIGKILL');
+    }
+  });
 });
 
 describe('ProcessTable', { timeout: 10_000 }, () => {
