@@ -156,7 +156,12 @@ export class LogShipper {
     // every line of the batch. U+FFFD stands in for it: the character that bytes of the output that
     // are not UTF-8 already became, so the log shows both kinds of binary noise alike.
     const text = (this.#options.mask?.(line) ?? line).replaceAll('\0', '\uFFFD');
-    return text.length <= LOG_LINE_MAX_CHARS ? text : text.slice(0, LOG_LINE_MAX_CHARS - TRUNCATED.length) + TRUNCATED;
+    if (text.length <= LOG_LINE_MAX_CHARS) return text;
+    // Never between the halves of a surrogate pair: the server refuses an unpaired one (no UTF-8
+    // text can hold it), and with it the line.
+    let end = LOG_LINE_MAX_CHARS - TRUNCATED.length;
+    if (/[\uD800-\uDBFF]/.test(text[end - 1]!)) end--;
+    return text.slice(0, end) + TRUNCATED;
   }
 
   /** Lines lost to a full queue are reported where they were lost, once there is room again. */

@@ -49,6 +49,20 @@ describe('log shipper', () => {
     assert.equal(to.lines().length, sent.length);
   });
 
+  it('cuts a long line between characters, never between the halves of a surrogate pair', async () => {
+    const to = receiver();
+    const shipper = new LogShipper({ send: (l) => to.send(l), onError: assert.fail });
+    const room = LOG_LINE_MAX_CHARS - TRUNCATED.length;
+    // A pair whose first half is the last unit that fits, then one that starts right after it.
+    shipper.push('stdout', `${'x'.repeat(room - 1)}\u{1F680}${'y'.repeat(100)}`);
+    shipper.push('stdout', `${'x'.repeat(room)}\u{1F680}${'y'.repeat(100)}`);
+    await shipper.close();
+    const [split, whole] = to.lines() as [string, string];
+    assert.equal(split, `${'x'.repeat(room - 1)}${TRUNCATED}`);
+    assert.equal(whole, `${'x'.repeat(room)}${TRUNCATED}`);
+    assert.ok(to.lines().every((line) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/.test(line)));
+  });
+
   it('keeps a batch within its character budget, and cuts lines to the protocol length', async () => {
     const to = receiver();
     const shipper = new LogShipper({ send: (l) => to.send(l), onError: assert.fail, batchChars: 100 });
