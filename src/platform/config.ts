@@ -176,6 +176,14 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   const externalJwksUrl = raw('externalJwksUrl') ?? null;
   const baseUrl = url('baseUrl', defaultUrl);
   const authUrl = url('authUrl', defaultUrl);
+  if (port === 0) {
+    // Port 0 listens wherever the system says, which the default URLs cannot know: the issuer,
+    // the token URL and bootstrap.json would name port 0.
+    const unset = (['baseUrl', 'authUrl'] as const).filter((key) => raw(key) === undefined).map((key) => CONFIG_VARIABLES[key]);
+    if (unset.length > 0) {
+      throw new ConfigError(`${label('port')} is 0, a port the system picks, which the default URLs cannot name: set ${unset.join(' and ')} to where clients reach it, or give a port from 1 to 65535`);
+    }
+  }
   if (externalIssuer !== null) {
     // Kept exactly as given: a token's `iss` must equal it character for character (OpenID Connect Discovery §4.3).
     const parsed = httpUrl('externalIssuer', externalIssuer);

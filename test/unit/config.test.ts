@@ -108,10 +108,20 @@ describe('configuration', () => {
   });
 
   it('accepts every port and refuses everything that is not one (property)', () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 65535 }), (port) => loadConfig({ SLIPWAY_PORT: String(port) }).port === port));
+    fc.assert(fc.property(fc.integer({ min: 1, max: 65535 }), (port) => loadConfig({ SLIPWAY_PORT: String(port) }).port === port));
     fc.assert(fc.property(fc.string({ minLength: 1 }).filter((s) => !/^\d+$/.test(s)), (value) => {
       assert.match(refusal({ SLIPWAY_PORT: value }), /^SLIPWAY_PORT must be a whole number from 0 to 65535/);
     }));
+  });
+
+  it('takes port 0 (the system picks one) only beside both public URLs, which the default ones could not name', () => {
+    const urls = { SLIPWAY_BASE_URL: 'https://api.example.test', SLIPWAY_AUTH_URL: 'https://login.example.test' };
+    const config = loadConfig({ ...urls, SLIPWAY_PORT: '0' });
+    assert.deepEqual([config.port, config.baseUrl, config.authUrl], [0, 'https://api.example.test', 'https://login.example.test']);
+    assert.equal(refusal({ SLIPWAY_PORT: '0' }),
+      'SLIPWAY_PORT is 0, a port the system picks, which the default URLs cannot name: set SLIPWAY_BASE_URL and SLIPWAY_AUTH_URL to where clients reach it, or give a port from 1 to 65535');
+    assert.match(refusal({ SLIPWAY_PORT: '0', SLIPWAY_BASE_URL: urls.SLIPWAY_BASE_URL }), /^SLIPWAY_PORT is 0, .*: set SLIPWAY_AUTH_URL to where/);
+    assert.match(refusal({ SLIPWAY_AUTH_URL: urls.SLIPWAY_AUTH_URL }, { port: '0' }), /^--port \(SLIPWAY_PORT\) is 0, .*: set SLIPWAY_BASE_URL to where/);
   });
 
   it('trusts no proxy by default, and takes a hop count or addresses, ranges and range names', () => {
