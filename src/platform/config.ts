@@ -133,9 +133,15 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     }
     return parsed;
   };
+  // A URL that paths are appended to, or that a token's `iss` is compared with as text: a query or
+  // a fragment (even an empty one) would land in the middle of every URL made from it.
+  const plainUrl = (key: ConfigKey, value: string, what = 'an http(s) URL'): void => {
+    httpUrl(key, value);
+    if (/[?#]/.test(value)) throw new ConfigError(`${label(key)} must be ${what} without query or fragment, got "${value}"`);
+  };
   const url = (key: ConfigKey, fallback: string): string => {
     const value = raw(key) ?? fallback;
-    httpUrl(key, value);
+    plainUrl(key, value);
     return value.replace(/\/+$/, '');
   };
 
@@ -186,8 +192,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   }
   if (externalIssuer !== null) {
     // Kept exactly as given: a token's `iss` must equal it character for character (OpenID Connect Discovery §4.3).
-    const parsed = httpUrl('externalIssuer', externalIssuer);
-    if (parsed.search !== '' || parsed.hash !== '') throw new ConfigError(`${label('externalIssuer')} must be an issuer URL without query or fragment, got "${externalIssuer}"`);
+    plainUrl('externalIssuer', externalIssuer, 'an issuer URL');
     if (projectId === null) {
       throw new ConfigError(`${label('externalIssuer')} needs SLIPWAY_PROJECT_ID: the id of the issuer's project that external tokens must name in aud`);
     }

@@ -72,6 +72,15 @@ describe('configuration', () => {
     }
   });
 
+  it('refuses public URLs with a query or a fragment, which every URL made from them would carry in the middle', () => {
+    for (const variable of ['SLIPWAY_BASE_URL', 'SLIPWAY_AUTH_URL']) {
+      for (const value of ['http://127.0.0.1:8080/?x=1', 'http://127.0.0.1:8080/#top', 'http://127.0.0.1:8080?', 'https://id.example/auth#']) {
+        assert.equal(refusal({ [variable]: value }), `${variable} must be an http(s) URL without query or fragment, got "${value}"`);
+      }
+    }
+    assert.match(refusal({}, { authUrl: 'http://127.0.0.1:8080/?x=1' }), /^--auth-url \(SLIPWAY_AUTH_URL\) must be an http\(s\) URL without query or fragment/);
+  });
+
   it('takes an external issuer exactly as given, with the project id its tokens must name', () => {
     const config = loadConfig({ SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example/', SLIPWAY_PROJECT_ID: '263952365928112131' });
     assert.equal(config.externalIssuer, 'https://acme.zitadel.example/');
@@ -85,6 +94,7 @@ describe('configuration', () => {
     const cases: Array<[Record<string, string>, RegExp]> = [
       [{ SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example' }, /^SLIPWAY_EXTERNAL_ISSUER needs SLIPWAY_PROJECT_ID/],
       [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example/?tenant=1' }, /^SLIPWAY_EXTERNAL_ISSUER must be an issuer URL without query or fragment/],
+      [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'https://acme.zitadel.example/#' }, /^SLIPWAY_EXTERNAL_ISSUER must be an issuer URL without query or fragment/],
       [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'http://127.0.0.1:8080/' }, /^SLIPWAY_EXTERNAL_ISSUER must differ from SLIPWAY_AUTH_URL/],
       [{ ...project, SLIPWAY_EXTERNAL_ISSUER: 'https://id.example', SLIPWAY_AUTH_URL: 'https://id.example' }, /^SLIPWAY_EXTERNAL_ISSUER must differ/],
       [{ SLIPWAY_EXTERNAL_JWKS_URL: 'https://keys.example/jwks' }, /^SLIPWAY_EXTERNAL_JWKS_URL needs SLIPWAY_EXTERNAL_ISSUER/],
