@@ -146,6 +146,9 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   };
 
   const host = raw('host') ?? '127.0.0.1';
+  if (!isListenHost(host)) {
+    throw new ConfigError(`${label('host')} must be an IP address (such as 127.0.0.1, 0.0.0.0 or ::) or a host name (dot-separated labels of letters, digits and inner dashes, at most 63 characters each, the last not a number), got "${host}"`);
+  }
   const port = int('port', 8080, 0, 65535);
   const dataDir = path.resolve(cwd, raw('dataDir') ?? '.slipway');
   // Listening on every address is not an address to call: the default URLs use loopback then.
@@ -243,6 +246,20 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     maxEventLoopDelayMs: int('maxEventLoopDelay', 1000, 0, 60_000),
     trustProxy,
   };
+}
+
+/** A label of a host name (RFC 1123): letters, digits and dashes, neither first nor last a dash. */
+const HOST_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+
+/**
+ * An address to listen on that the default URLs can name: an IP address (without an IPv6 zone,
+ * which a URL cannot carry) or a host name. A name whose last label is a number is an IPv4 address
+ * to a URL parser (`256.1.1.1`, `1.2.3`, `0x7f.1`), and no name.
+ */
+function isListenHost(host: string): boolean {
+  if (net.isIP(host) !== 0) return !host.includes('%');
+  const labels = host.split('.');
+  return host.length <= 253 && labels.every((part) => HOST_LABEL.test(part)) && !/^(\d+|0x[0-9a-f]*)$/i.test(labels.at(-1)!);
 }
 
 /** proxy-addr's names for the private ranges, which a list may give beside addresses. */

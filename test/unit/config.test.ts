@@ -52,9 +52,23 @@ describe('configuration', () => {
     assert.deepEqual([split.baseUrl, split.authUrl], ['https://api.example.test', 'https://login.example.test/auth']);
   });
 
+  it('listens on an IP address or a host name, and refuses anything else as SLIPWAY_HOST with what a host is', () => {
+    for (const host of ['localhost', 'slipway-1.internal', 'LOCALHOST', '10.0.0.7', '::', '::1', 'fd00::7']) {
+      const config = loadConfig({ SLIPWAY_HOST: host });
+      assert.equal(config.host, host);
+      assert.ok(URL.canParse(config.baseUrl), config.baseUrl);
+    }
+    assert.equal(loadConfig({ SLIPWAY_HOST: 'slipway-1.internal' }).authUrl, 'http://slipway-1.internal:8080');
+    for (const host of ['256.1.1.1', '1.2.3', '0x7f.1', 'build.42', 'exa mple', 'host_name', '-host', 'host-', 'a..b', '127.0.0.1:8080', 'fe80::1%eth0', `${'a'.repeat(64)}.test`]) {
+      assert.equal(refusal({ SLIPWAY_HOST: host }), 'SLIPWAY_HOST must be an IP address (such as 127.0.0.1, 0.0.0.0 or ::) or a host name '
+        + `(dot-separated labels of letters, digits and inner dashes, at most 63 characters each, the last not a number), got "${host}"`);
+    }
+    assert.match(refusal({}, { host: '256.1.1.1' }), /^--host \(SLIPWAY_HOST\) must be an IP address/);
+  });
+
   it('refuses each invalid value with one line naming the variable', () => {
     const cases: Array<[string, string]> = [
-      ['SLIPWAY_PORT', 'abc'], ['SLIPWAY_PORT', '65536'], ['SLIPWAY_PORT', '-1'], ['SLIPWAY_PORT', '80.5'],
+      ['SLIPWAY_HOST', '256.1.1.1'], ['SLIPWAY_PORT', 'abc'], ['SLIPWAY_PORT', '65536'], ['SLIPWAY_PORT', '-1'], ['SLIPWAY_PORT', '80.5'],
       ['SLIPWAY_DATABASE_URL', 'mysql://db/app'],
       ['SLIPWAY_BASE_URL', 'not a url'], ['SLIPWAY_AUTH_URL', 'ftp://files.example.test'],
       ['SLIPWAY_MASTER_KEY', Buffer.alloc(16).toString('base64')],
