@@ -157,28 +157,28 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
 
   const databaseUrl = raw('databaseUrl') ?? null;
   if (databaseUrl !== null && !/^(postgres|postgresql):\/\//.test(databaseUrl) && !databaseUrl.startsWith('sqlite:')) {
-    throw new ConfigError(`SLIPWAY_DATABASE_URL must start with postgres:// (or sqlite:PATH), got "${redactUrl(databaseUrl)}"`);
+    throw new ConfigError(`${label('databaseUrl')} must be a PostgreSQL URL (postgres:// or postgresql://) or sqlite:PATH, got "${redactUrl(databaseUrl)}"`);
   }
 
   const masterKey = raw('masterKey') ?? null;
   if (masterKey !== null && Buffer.from(masterKey, 'base64').length !== 32) {
-    throw new ConfigError('SLIPWAY_MASTER_KEY must be the base64 encoding of exactly 32 bytes');
+    throw new ConfigError(`${label('masterKey')} must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32 makes one)`);
   }
   const masterKeyPrevious = (raw('masterKeyPrevious') ?? '').split(',').map((k) => k.trim()).filter(Boolean);
   if (masterKeyPrevious.some((k) => Buffer.from(k, 'base64').length !== 32)) {
-    throw new ConfigError('SLIPWAY_MASTER_KEY_PREVIOUS must be comma-separated base64 encodings of exactly 32 bytes each');
+    throw new ConfigError(`${label('masterKeyPrevious')} must be comma-separated base64 encodings of exactly 32 bytes each`);
   }
   if (masterKeyPrevious.length > 0 && masterKey === null) {
-    throw new ConfigError('SLIPWAY_MASTER_KEY_PREVIOUS needs SLIPWAY_MASTER_KEY (the new key); a key file keeps its previous keys itself');
+    throw new ConfigError(`${label('masterKeyPrevious')} needs SLIPWAY_MASTER_KEY (the new key); a key file keeps its previous keys itself`);
   }
 
   const idpName = raw('idpName') ?? 'slipway';
   if (!/^[a-z][a-z0-9-]{0,62}$/.test(idpName)) {
-    throw new ConfigError(`SLIPWAY_IDP_NAME must be lowercase letters, digits and dashes, got "${idpName}"`);
+    throw new ConfigError(`${label('idpName')} must be 1 to 63 characters: a lowercase letter, then lowercase letters, digits and dashes, got "${idpName}"`);
   }
   const projectId = raw('projectId') ?? null;
   if (projectId !== null && !/^\d{1,30}$/.test(projectId)) {
-    throw new ConfigError(`SLIPWAY_PROJECT_ID must be numeric, got "${projectId}"`);
+    throw new ConfigError(`${label('projectId')} must be 1 to 30 digits, got "${projectId}"`);
   }
 
   const externalIssuer = raw('externalIssuer') ?? null;
@@ -210,7 +210,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
 
   const logLevel = raw('logLevel') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
-    throw new ConfigError(`SLIPWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+    throw new ConfigError(`${label('logLevel')} must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   }
 
   return {

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
-import { CONFIG_VARIABLES, ConfigError, loadConfig, redactUrl } from '../../src/platform/config.js';
+import { CONFIG_VARIABLES, ConfigError, flagName, loadConfig, redactUrl, type ConfigKey } from '../../src/platform/config.js';
 
 /** The ConfigError message `loadConfig` throws for this environment (fails if it does not throw). */
 function refusal(env: Record<string, string>, flags: Record<string, string> = {}): string {
@@ -17,6 +17,22 @@ function refusal(env: Record<string, string>, flags: Record<string, string> = {}
   }
   assert.fail(`accepted ${JSON.stringify(env)} ${JSON.stringify(flags)}`);
 }
+
+/** One invalid value of each kind, for every variable that can have one. */
+const INVALID: Array<[string, string]> = [
+  ['SLIPWAY_HOST', '256.1.1.1'], ['SLIPWAY_PORT', 'abc'], ['SLIPWAY_PORT', '65536'], ['SLIPWAY_PORT', '-1'], ['SLIPWAY_PORT', '80.5'],
+  ['SLIPWAY_DATABASE_URL', 'mysql://db/app'],
+  ['SLIPWAY_BASE_URL', 'not a url'], ['SLIPWAY_AUTH_URL', 'ftp://files.example.test'],
+  ['SLIPWAY_MASTER_KEY', Buffer.alloc(16).toString('base64')], ['SLIPWAY_MASTER_KEY_PREVIOUS', Buffer.alloc(16).toString('base64')],
+  ['SLIPWAY_IDP_NAME', 'Not Lowercase'], ['SLIPWAY_IDP_NAME', '1idp'], ['SLIPWAY_PROJECT_ID', 'abc'], ['SLIPWAY_PROJECT_ID', '1'.repeat(31)],
+  ['SLIPWAY_TOKEN_TTL', '10'], ['SLIPWAY_LOG_LEVEL', 'loud'], ['SLIPWAY_WORKERS', '0'],
+  ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'], ['SLIPWAY_MAX_KEYS_PER_SECRET', '0'], ['SLIPWAY_MAX_VALUE_CHARS', '0'],
+  ['SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE', '0'], ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'],
+  ['SLIPWAY_SECRET_RETENTION_DAYS', '3651'], ['SLIPWAY_RUNNER_LEASE_SECONDS', '1'], ['SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS', '0'],
+  ['SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS', '1'], ['SLIPWAY_MAX_EVENT_LOOP_DELAY_MS', '60001'], ['SLIPWAY_TRUST_PROXY', 'true'],
+  ['SLIPWAY_EXTERNAL_ISSUER', 'zitadel.example.test'], ['SLIPWAY_EXTERNAL_ISSUER', 'ftp://zitadel.example.test'],
+  ['SLIPWAY_EXTERNAL_JWKS_URL', 'not a url'],
+];
 
 describe('configuration', () => {
   it('needs nothing: SQLite in ./.slipway on 127.0.0.1:8080', () => {
@@ -67,23 +83,33 @@ describe('configuration', () => {
   });
 
   it('refuses each invalid value with one line naming the variable', () => {
-    const cases: Array<[string, string]> = [
-      ['SLIPWAY_HOST', '256.1.1.1'], ['SLIPWAY_PORT', 'abc'], ['SLIPWAY_PORT', '65536'], ['SLIPWAY_PORT', '-1'], ['SLIPWAY_PORT', '80.5'],
-      ['SLIPWAY_DATABASE_URL', 'mysql://db/app'],
-      ['SLIPWAY_BASE_URL', 'not a url'], ['SLIPWAY_AUTH_URL', 'ftp://files.example.test'],
-      ['SLIPWAY_MASTER_KEY', Buffer.alloc(16).toString('base64')],
-      ['SLIPWAY_IDP_NAME', 'Not Lowercase'], ['SLIPWAY_PROJECT_ID', 'abc'],
-      ['SLIPWAY_TOKEN_TTL', '10'], ['SLIPWAY_LOG_LEVEL', 'loud'], ['SLIPWAY_WORKERS', '0'],
-      ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'],
-      ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'],
-      ['SLIPWAY_EXTERNAL_ISSUER', 'zitadel.example.test'], ['SLIPWAY_EXTERNAL_ISSUER', 'ftp://zitadel.example.test'],
-      ['SLIPWAY_EXTERNAL_JWKS_URL', 'not a url'],
-    ];
-    for (const [variable, value] of cases) {
+    for (const [variable, value] of INVALID) {
       const message = refusal({ [variable]: value });
-      assert.ok(message.startsWith(variable), `${variable}=${value}: ${message}`);
+      assert.ok(message.startsWith(`${variable} `), `${variable}=${value}: ${message}`);
       assert.ok(!message.includes('\n'), `${variable}: more than one line`);
     }
+  });
+
+  it('names the flag, and the variable beside it, when the bad value came from one', () => {
+    for (const [variable, value] of INVALID) {
+      const key = (Object.keys(CONFIG_VARIABLES) as ConfigKey[]).find((k) => CONFIG_VARIABLES[k] === variable)!;
+      const message = refusal({}, { [key]: value });
+      assert.ok(message.startsWith(`--${flagName(key)} (${variable}) `), `--${flagName(key)} ${value}: ${message}`);
+    }
+  });
+
+  it('states the whole rule that a value breaks', () => {
+    const rules: Array<[Record<string, string>, string]> = [
+      [{ SLIPWAY_IDP_NAME: '1idp' }, 'SLIPWAY_IDP_NAME must be 1 to 63 characters: a lowercase letter, then lowercase letters, digits and dashes, got "1idp"'],
+      [{ SLIPWAY_IDP_NAME: 'a'.repeat(64) }, `SLIPWAY_IDP_NAME must be 1 to 63 characters: a lowercase letter, then lowercase letters, digits and dashes, got "${'a'.repeat(64)}"`],
+      [{ SLIPWAY_PROJECT_ID: '1'.repeat(31) }, `SLIPWAY_PROJECT_ID must be 1 to 30 digits, got "${'1'.repeat(31)}"`],
+      [{ SLIPWAY_PROJECT_ID: '12a' }, 'SLIPWAY_PROJECT_ID must be 1 to 30 digits, got "12a"'],
+      [{ SLIPWAY_DATABASE_URL: 'mysql://db/app' }, 'SLIPWAY_DATABASE_URL must be a PostgreSQL URL (postgres:// or postgresql://) or sqlite:PATH, got "mysql://db/app"'],
+      [{ SLIPWAY_MASTER_KEY: 'c2hvcnQ=' }, 'SLIPWAY_MASTER_KEY must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32 makes one)'],
+      [{ SLIPWAY_LOG_LEVEL: 'loud' }, 'SLIPWAY_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    ];
+    for (const [env, message] of rules) assert.equal(refusal(env), message);
+    assert.equal(loadConfig({ SLIPWAY_IDP_NAME: `a${'-9'.repeat(31)}`, SLIPWAY_PROJECT_ID: '9'.repeat(30) }).idpName.length, 63);
   });
 
   it('refuses public URLs with a query or a fragment, which every URL made from them would carry in the middle', () => {
@@ -119,10 +145,6 @@ describe('configuration', () => {
       assert.ok(!refused.includes('\n'), refused);
     }
     assert.match(refusal({}, { externalIssuer: 'https://acme.zitadel.example' }), /^--external-issuer \(SLIPWAY_EXTERNAL_ISSUER\) needs SLIPWAY_PROJECT_ID/);
-  });
-
-  it('names the flag when the bad value came from one', () => {
-    assert.match(refusal({}, { port: 'abc' }), /^--port \(SLIPWAY_PORT\) must be a whole number/);
   });
 
   it('never repeats a database password in an error', () => {
