@@ -134,6 +134,22 @@ describe('token endpoint', () => {
       assert.match(raw.body.error_description, /form-url-encoded/);
     });
 
+    it('takes, beside HTTP Basic, a client_id naming the same client (RFC 6749 §3.2.1), and an empty one as none (§3.2)', async () => {
+      const form = { grant_type: 'client_credentials', scope };
+      for (const clientId of [server.bootstrap.clientId, '']) {
+        const res = await oauthPost(server, 'token', { authorization: basic(server.bootstrap.clientId, server.bootstrap.clientSecret), form: { ...form, client_id: clientId } });
+        assert.equal(res.status, 200, `client_id="${clientId}": ${res.text}`);
+        assert.equal(decodeJwt(res.body.access_token).client_id, server.bootstrap.clientId);
+      }
+      // Named by an encoding of its own, the client id is still the one Basic decodes to.
+      const encoded = await oauthPost(server, 'token', { authorization: basic(server.bootstrap.clientId, server.bootstrap.clientSecret, encodeEvery), form: { ...form, client_id: server.bootstrap.clientId } });
+      assert.equal(encoded.status, 200, encoded.text);
+      const other = await server.actor(server.bootstrap.orgId, 'viewer');
+      const mixed = await oauthPost(server, 'token', { authorization: basic(server.bootstrap.clientId, server.bootstrap.clientSecret), form: { ...form, client_id: other.clientId } });
+      assertOAuthError(mixed, 400, 'invalid_request');
+      assert.match(mixed.body.error_description, /client_id .* another client/);
+    });
+
     it('refuses a generated secret with one character replaced by %2B', async () => {
       const bad = server.bootstrap.clientSecret.slice(0, -1);
       const res = await oauthPost(server, 'token', {
@@ -161,9 +177,13 @@ describe('token endpoint', () => {
       ['Basic credentials without a colon', async () => ({ authorization: `Basic ${Buffer.from(server.bootstrap.clientId).toString('base64')}`, form: grant() }), 401, 'invalid_client'],
       ['a Bearer header instead of client credentials', async () => ({ authorization: `Bearer ${server.owner.token}`, form: grant() }), 401, 'invalid_client'],
       ['Basic and client_secret_post at once', async () => ({ authorization: owner(), form: { ...grant(), client_id: server.bootstrap.clientId, client_secret: server.bootstrap.clientSecret } }), 400, 'invalid_request'],
+      ['Basic and a client_secret in the body', async () => ({ authorization: owner(), form: { ...grant(), client_secret: server.bootstrap.clientSecret } }), 400, 'invalid_request'],
+      ['Basic and the client_id of another client', async () => ({ authorization: owner(), form: { ...grant(), client_id: 'su_00000000000000000000000000' } }), 400, 'invalid_request'],
+      ['client_secret_post with an empty secret', async () => ({ form: { ...grant(), client_id: server.bootstrap.clientId, client_secret: '' } }), 401, 'invalid_client'],
       ['grant_type=password', async () => ({ authorization: owner(), form: { ...grant(), grant_type: 'password' } }), 400, 'unsupported_grant_type'],
       ['grant_type=refresh_token', async () => ({ authorization: owner(), form: { grant_type: 'refresh_token', refresh_token: 'x' } }), 400, 'unsupported_grant_type'],
       ['no grant_type', async () => ({ authorization: owner(), form: { scope } }), 400, 'invalid_request'],
+      ['an empty grant_type', async () => ({ authorization: owner(), form: { ...grant(), grant_type: '' } }), 400, 'invalid_request'],
       ['an unknown scope', async () => ({ authorization: owner(), form: { ...grant(), scope: `${scope} admin` } }), 400, 'invalid_scope'],
       ['the audience scope of another project', async () => ({ authorization: owner(), form: { ...grant(), scope: 'openid urn:slipway:iam:org:project:id:1:aud' } }), 400, 'invalid_scope'],
       ['a JSON body', async () => ({ authorization: owner(), raw: JSON.stringify(grant()), contentType: 'application/json' }), 400, 'invalid_request'],
@@ -180,6 +200,19 @@ describe('token endpoint', () => {
         assert.ok(!res.text.includes(server.bootstrap.clientSecret));
       });
     }
+
+    it('treats a parameter sent without a value as omitted (RFC 6749 §3.2)', async () => {
+      const empty = await oauthPost(server, 'token', { authorization: owner(), raw: `grant_type=&scope=${encodeURIComponent(scope)}`, contentType: FORM });
+      assertOAuthError(empty, 400, 'invalid_request');
+      assert.match(empty.body.error_description, /grant_type parameter is required/);
+      // Not a second grant_type either: the empty one was never sent.
+      const twice = await oauthPost(server, 'token', { authorization: owner(), raw: 'grant_type=&grant_type=client_credentials&client_id=&scope=', contentType: FORM });
+      assert.equal(twice.status, 200, twice.text);
+      assert.equal(twice.body.scope, scope);
+      const introspect = await oauthPost(server, 'introspect', { authorization: owner(), form: { token: '' } });
+      assertOAuthError(introspect, 400, 'invalid_request');
+      assert.match(introspect.body.error_description, /token parameter is required/);
+    });
 
     it('takes the form whatever the case of its media type, and with a charset parameter', async () => {
       const raw = new URLSearchParams(grant()).toString();

@@ -47,15 +47,20 @@ function formOf(req: FastifyRequest): FormBody {
   return body;
 }
 
-/** client_secret_basic or client_secret_post, never both (RFC 6749 §2.3). */
+/**
+ * client_secret_basic or client_secret_post, never both (RFC 6749 §2.3). Beside Basic, the body may
+ * still name the client (client_id, which RFC 6749 §3.2.1 lets any client send to identify itself),
+ * provided it names the same one.
+ */
 function clientCredentials(req: FastifyRequest, form: FormBody): ClientCredentials {
   const basic = parseBasic(req.headers.authorization);
   const postId = form.fields.get('client_id');
   const postSecret = form.fields.get('client_secret');
-  if (basic !== null && (postId !== undefined || postSecret !== undefined)) {
-    throw oauthErrors.invalidRequest('Send client credentials either as HTTP Basic or in the body, not both.');
+  if (basic !== null) {
+    if (postSecret !== undefined) throw oauthErrors.invalidRequest('Send client credentials either as HTTP Basic or in the body, not both.');
+    if (postId !== undefined && postId !== basic.clientId) throw oauthErrors.invalidRequest('The client_id in the body names another client than the HTTP Basic credentials.');
+    return basic;
   }
-  if (basic !== null) return basic;
   if (postId === undefined || postSecret === undefined) {
     throw oauthErrors.invalidClient('Client authentication is required: HTTP Basic client_id:client_secret, or client_id and client_secret in the body.');
   }
@@ -87,7 +92,7 @@ interface FormField {
 
 /** Client authentication in the body (client_secret_post), the alternative to HTTP Basic. */
 const CLIENT_POST_FIELDS: Record<string, FormField> = {
-  client_id: { description: 'client_secret_post: the client id (instead of HTTP Basic; never both)' },
+  client_id: { description: 'client_secret_post: the client id (instead of HTTP Basic; beside it, only the same client id)' },
   client_secret: { description: 'client_secret_post: the client secret (instead of HTTP Basic; never both)' },
 };
 
@@ -135,6 +140,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     const fields = new Map<string, string>();
     let duplicate: string | null = null;
     for (const [key, value] of new URLSearchParams(body as string)) {
+      // RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if they were omitted."
+      if (value === '') continue;
       if (fields.has(key)) duplicate ??= key;
       fields.set(key, value);
     }
