@@ -46,6 +46,19 @@ describe('OAuth clients', () => {
     assert.deepEqual(doc.access_token_signing_alg_values_supported, ['ES256']);
   });
 
+  it('advertises no flow it does not have: no authorization endpoint, no response type, no ID tokens', async () => {
+    const doc = (await server.http().get('/.well-known/openid-configuration')).body;
+    // RFC 8414 §2 requires the field; the client credentials grant uses no response type (RFC 7591 §2.1).
+    assert.deepEqual(doc.response_types_supported, []);
+    assert.deepEqual(doc.subject_types_supported, ['public']);
+    assert.deepEqual(Object.keys(doc).sort(), [
+      'access_token_signing_alg_values_supported', 'claims_supported', 'grant_types_supported', 'introspection_endpoint',
+      'introspection_endpoint_auth_methods_supported', 'issuer', 'jwks_uri', 'response_types_supported', 'revocation_endpoint',
+      'revocation_endpoint_auth_methods_supported', 'scopes_supported', 'service_documentation', 'subject_types_supported',
+      'token_endpoint', 'token_endpoint_auth_methods_supported',
+    ]);
+  });
+
   it('publishes the same document as RFC 8414 authorization server metadata, which a client discovers with algorithm oauth2', async () => {
     const oidc = await server.http().get('/.well-known/openid-configuration');
     const res = await server.http().get('/.well-known/oauth-authorization-server');

@@ -293,6 +293,13 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   }
 }
 
+/**
+ * RFC 8414 authorization server metadata, served at the OpenID Connect Discovery path too, where
+ * OAuth clients (openid-client among them) look first. It says only what is so: Slipway is no
+ * OpenID provider (no authorization endpoint, no ID tokens, no UserInfo), so the fields OpenID
+ * Connect Discovery requires for those, `authorization_endpoint` and
+ * `id_token_signing_alg_values_supported`, are left out rather than made up.
+ */
 export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpName' | 'projectId' | 'baseUrl'>): Record<string, unknown> {
   const authMethods = ['client_secret_basic', 'client_secret_post'];
   return {
@@ -302,14 +309,21 @@ export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpNam
     introspection_endpoint: `${deps.issuer}/oauth/v2/introspect`,
     revocation_endpoint: `${deps.issuer}/oauth/v2/revoke`,
     grant_types_supported: ['client_credentials'],
-    response_types_supported: ['token'],
+    // Required by RFC 8414 §2 (and OpenID Connect Discovery §3), and empty: response types are
+    // answers of an authorization endpoint, which this server has none of, and the client
+    // credentials grant uses none (RFC 7591 §2.1). ["token"] would offer the implicit flow.
+    response_types_supported: [],
+    // Required by OpenID Connect Discovery, and true of the `sub` of the tokens issued here (and of
+    // introspection): the client's own id, the same to whoever reads it.
     subject_types_supported: ['public'],
-    id_token_signing_alg_values_supported: [SIGNING_ALG],
     token_endpoint_auth_methods_supported: authMethods,
     introspection_endpoint_auth_methods_supported: authMethods,
     revocation_endpoint_auth_methods_supported: authMethods,
     scopes_supported: [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)],
+    // The claims of the access tokens and of introspection: the only claims this server gives.
     claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', orgClaim(deps.idpName)],
+    // How those tokens (RFC 9068 JWTs) are signed, for a resource server to pin; no RFC 8414 name,
+    // and clients that do not know it pass it by.
     access_token_signing_alg_values_supported: [SIGNING_ALG],
     service_documentation: `${deps.baseUrl}/docs`,
   };
