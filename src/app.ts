@@ -5,7 +5,7 @@ import type { DestinationStream } from 'pino';
 import { buildServer } from './http/server.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import type { App } from './http/app-types.js';
-import type { Config } from './platform/config.js';
+import { routePrefix, type Config } from './platform/config.js';
 import { openKeyring, type MasterKeyring } from './platform/crypto/master-key.js';
 import { openDatabase, type Database } from './platform/db/database.js';
 import { migrateToLatest } from './platform/db/migrations/index.js';
@@ -141,7 +141,6 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   const bootstrapFile = options.bootstrap === false ? null
     : await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
 
-  const authPrefix = new URL(config.authUrl).pathname.replace(/\/+$/, '');
   const server = await buildServer({
     logger: core.logger,
     bodyLimit: config.limits.bodyBytes,
@@ -166,16 +165,20 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
           perClient: createRateLimiter({ name: 'token-client', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
           failuresPerAddress: createRateLimiter({ name: 'token-failures', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
         },
-      }, authPrefix);
+      }, routePrefix(config.authUrl));
     });
-    orgsRoutes(app, { orgs: core.orgs });
-    serviceUsersRoutes(app, { serviceUsers: core.serviceUsers });
-    secretsRoutes(app, { secrets: core.secrets, limits: config.limits });
-    eventsRoutes(app, { events: core.events });
-    environmentsRoutes(app, { environments: core.environments });
-    servicesRoutes(app, { services: core.services, limits: config.limits });
-    deploymentsRoutes(app, { deployments: core.deployments, limits: config.limits });
-    runnerRoutes(app, { runner: core.runner });
+    // The API under the base URL's path, as the OAuth endpoints are under the auth URL's: every URL
+    // handed out (bootstrap.json's baseUrl, Location) is then one the server answers.
+    await app.register(async (api) => {
+      orgsRoutes(api, { orgs: core.orgs });
+      serviceUsersRoutes(api, { serviceUsers: core.serviceUsers });
+      secretsRoutes(api, { secrets: core.secrets, limits: config.limits });
+      eventsRoutes(api, { events: core.events });
+      environmentsRoutes(api, { environments: core.environments });
+      servicesRoutes(api, { services: core.services, limits: config.limits });
+      deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
+      runnerRoutes(api, { runner: core.runner });
+    }, { prefix: routePrefix(config.baseUrl) });
     // Waiting claims answer 204 at once instead of holding the shutdown for their whole wait.
     app.addHook('preClose', async () => { await core.signals.close(); });
   });

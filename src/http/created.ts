@@ -1,6 +1,6 @@
 // 201 Created with the new resource's address in Location (RFC 9110 §15.3.2), documented. The
-// address is absolute, under the public base URL (SLIPWAY_BASE_URL, which may carry the path
-// prefix of a proxy in front), and names the resource by id: it stays valid when it is renamed.
+// address is absolute, under the public base URL (SLIPWAY_BASE_URL, under whose path the API is
+// served), and names the resource by id: it stays valid when it is renamed.
 import type { FastifyReply } from 'fastify';
 
 /** Documents the Location header of a 201 response. */

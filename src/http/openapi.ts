@@ -5,6 +5,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { RouteOptions } from 'fastify';
+import { routePrefix } from '../platform/config.js';
 import type { App } from './app-types.js';
 import { ProblemSchema } from './schemas.js';
 import { declareIdempotencyKey, isIdempotentRoute } from '../modules/idempotency/idempotency.schemas.js';
@@ -71,15 +72,31 @@ function enrich(route: RouteOptions): void {
 }
 
 type BodySchema = { type?: unknown; description?: string; 'x-form'?: Record<string, unknown> };
+type Servers = Array<{ url: string }>;
+
+/**
+ * The path of a route in the document: relative to the server it is served under, the one its
+ * schema names (the OAuth endpoints name SLIPWAY_AUTH_URL, or its origin) or else the document's
+ * (SLIPWAY_BASE_URL), whose path prefixes the route's.
+ */
+function documentedPath(url: string, servers: Servers | undefined, baseUrl: string): string {
+  const prefix = routePrefix(servers?.[0]?.url ?? baseUrl);
+  return url.startsWith(`${prefix}/`) ? url.slice(prefix.length) : url;
+}
 
 /**
  * Request bodies: one whose schema admits null may be left out; a form documented with `x-form`
  * (the OAuth endpoints, whose handlers check their fields themselves) gets that as its schema.
+ * The servers an operation names go on its path (the OpenAPI place for a path served elsewhere).
  */
-function fixBodies<T>(doc: T): T {
-  const paths = (doc as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; description?: string; content?: Record<string, { schema?: BodySchema }> } }>> }).paths ?? {};
+function fixPaths<T>(doc: T): T {
+  const paths = (doc as { paths?: Record<string, Record<string, { servers?: Servers; requestBody?: { required?: boolean; description?: string; content?: Record<string, { schema?: BodySchema }> } }>> }).paths ?? {};
   for (const item of Object.values(paths)) {
     for (const op of Object.values(item)) {
+      if (op.servers !== undefined) {
+        (item as { servers?: Servers }).servers = op.servers;
+        delete op.servers;
+      }
       for (const media of Object.values(op.requestBody?.content ?? {})) {
         const form = media.schema?.['x-form'];
         if (form === undefined) continue;
@@ -95,8 +112,9 @@ function fixBodies<T>(doc: T): T {
 }
 
 export async function registerOpenApi(app: App, options: OpenApiOptions): Promise<void> {
+  const apiPrefix = routePrefix(options.baseUrl);
   app.addHook('onRoute', (route) => {
-    if (route.url.startsWith('/docs') || route.url === '/openapi.json') return;
+    if (route.url.startsWith(`${apiPrefix}/docs`) || route.url === `${apiPrefix}/openapi.json`) return;
     enrich(route);
   });
 
@@ -104,8 +122,11 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
   await app.register(swagger, {
     // Shared schemas keep their own name in components.schemas (`Problem`, not `def-0`).
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
-    // The plugin marks every request body required, and knows nothing of x-form.
-    transformObject: (doc) => fixBodies('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
+    // The plugin marks every request body required, and knows nothing of x-form; its own stripping
+    // of the base path would cut the server's path off routes served elsewhere too.
+    transformObject: (doc) => fixPaths('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
+    stripBasePath: false,
+    transform: ({ schema, url }) => ({ schema, url: documentedPath(url, (schema as { servers?: Servers }).servers, options.baseUrl) }),
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -138,6 +159,6 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
     },
   });
 
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  await app.register(swaggerUi, { routePrefix: '/docs', theme: { title: 'Slipway API reference' }, uiConfig: { docExpansion: 'list', deepLinking: true } });
+  app.get(`${apiPrefix}/openapi.json`, { schema: { hide: true } }, async () => app.swagger());
+  await app.register(swaggerUi, { routePrefix: `${apiPrefix}/docs`, theme: { title: 'Slipway API reference' }, uiConfig: { docExpansion: 'list', deepLinking: true } });
 }

@@ -9,6 +9,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import FindMyWay from 'find-my-way';
+import { routePrefix } from '../platform/config.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
 import { errors } from '../platform/errors.js';
 import { allows, type Access } from '../modules/auth/roles.js';
@@ -142,6 +143,9 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   app.decorate('publicBaseUrl', deps.openapi.baseUrl.replace(/\/+$/, ''));
+  // The health checks and the API reference are the API's, under the base URL's path as it is.
+  const apiPrefix = routePrefix(deps.openapi.baseUrl);
+  const docs = `${apiPrefix}/docs`;
   app.setValidatorCompiler(createValidatorCompiler());
   app.decorateRequest('principal', null);
   app.decorateRequest('org', null);
@@ -167,7 +171,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   const shadow = FindMyWay();
   const noop = () => {};
   app.addHook('onRoute', (route) => {
-    if (route.url === '*' || route.url.startsWith('/docs')) return;
+    if (route.url === '*' || route.url.startsWith(docs)) return;
     for (const method of [route.method].flat()) if (method !== 'HEAD') {
       try { shadow.on(method as 'GET', route.url, noop); } catch { /* already known */ }
     }
@@ -342,15 +346,15 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   const report = deps.onUndeclaredStatus;
   app.addHook('onSend', (req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
-    if (report) checkDeclared(req, reply.statusCode, report);
+    if (report) checkDeclared(req, reply.statusCode, docs, report);
     done(null, payload);
   });
 
   await registerOpenApi(app, deps.openapi);
 
-  app.get('/healthz', { config: { operation: 'health.live', pressureHandler: () => undefined }, schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
+  app.get(`${apiPrefix}/healthz`, { config: { operation: 'health.live', pressureHandler: () => undefined }, schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
     async () => ({ status: 'ok' }));
-  app.get('/readyz', { config: { operation: 'health.ready' }, schema: { tags: ['health'], summary: 'Readiness: the database answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
+  app.get(`${apiPrefix}/readyz`, { config: { operation: 'health.ready' }, schema: { tags: ['health'], summary: 'Readiness: the database answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
     async () => {
       if (!(await deps.ready().catch(() => false))) throw errors.unavailable('The database does not answer.', 5);
       return { status: 'ready' };
@@ -360,9 +364,9 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   return app;
 }
 
-function checkDeclared(req: FastifyRequest, status: number, report: (route: string, status: number) => void): void {
+function checkDeclared(req: FastifyRequest, status: number, docs: string, report: (route: string, status: number) => void): void {
   const url = req.routeOptions.url;
-  if (url === undefined || url.startsWith('/docs') || (req.routeOptions.schema as { hide?: boolean } | undefined)?.hide) return;
+  if (url === undefined || url.startsWith(docs) || (req.routeOptions.schema as { hide?: boolean } | undefined)?.hide) return;
   const declared = (req.routeOptions.schema as { response?: Record<string, unknown> } | undefined)?.response;
   if (!declared) {
     report(`${req.method} ${url}`, status);

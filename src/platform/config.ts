@@ -294,6 +294,15 @@ function proxiesToTrust(value: string | undefined, label: string): false | numbe
   return entries;
 }
 
+/**
+ * The path of a public URL without its trailing slash ('' for none): the prefix of the routes it
+ * names, which are served under it (the API under SLIPWAY_BASE_URL's, the OAuth endpoints under
+ * SLIPWAY_AUTH_URL's).
+ */
+export function routePrefix(url: string): string {
+  return new URL(url).pathname.replace(/\/+$/, '');
+}
+
 /** A database URL with its password replaced, fit for a log line or an error. */
 export function redactUrl(value: string): string {
   return value.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');

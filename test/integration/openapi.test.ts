@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
-import { startServer, type TestServer } from '../support/harness.js';
+import { freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
 import { loadRoleMatrix, type DocOperation } from '../support/role-matrix.js';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -24,6 +24,8 @@ describe('OpenAPI document and reference page', () => {
   it('is OpenAPI 3.1 describing this server', () => {
     assert.match(doc.openapi, /^3\.1\.\d+$/);
     assert.equal(doc.servers[0].url, server.config.baseUrl);
+    // The OAuth endpoints are the authorization server's, at SLIPWAY_AUTH_URL, which may be elsewhere.
+    assert.deepEqual(doc.paths['/oauth/v2/token'].servers, [{ url: server.config.authUrl }]);
     assert.ok(doc.components.schemas.Problem, 'the problem schema is shared under components.schemas');
     assert.ok(operations.length >= 15, `only ${operations.length} operations`);
   });
@@ -101,5 +103,62 @@ describe('OpenAPI document and reference page', () => {
       assert.match(asset.headers.get('content-type') ?? '', /javascript/, src);
       assert.ok((await asset.text()).length > 0, src);
     }
+  });
+});
+
+describe('OpenAPI document and routes with the API and its authorization server apart, each on a path of its own', () => {
+  let server: TestServer;
+  let baseUrl: string;
+  let authUrl: string;
+  before(async () => {
+    const port = await freePort();
+    baseUrl = `http://127.0.0.1:${port}/api`;
+    // Another origin, on the same listener.
+    authUrl = `http://localhost:${port}/auth`;
+    server = await startServer({ reuse: { dataDir: tempDir(), database: await testDatabase(), port }, env: { SLIPWAY_BASE_URL: baseUrl, SLIPWAY_AUTH_URL: authUrl } });
+  });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('serves the API, its health checks and its reference under the base URL\'s path, where bootstrap.json and Location point', async () => {
+    assert.equal(server.bootstrap.baseUrl, baseUrl);
+    const auth = { authorization: `Bearer ${server.owner.token}` };
+    assert.equal((await fetch(`${server.bootstrap.baseUrl}/v1/orgs`, { headers: auth })).status, 200);
+    for (const path of ['/healthz', '/readyz', '/openapi.json', '/docs']) assert.equal((await fetch(`${baseUrl}${path}`)).status, 200, path);
+    for (const path of ['/v1/orgs', '/healthz', '/openapi.json']) assert.equal((await fetch(`${server.url}${path}`, { headers: auth })).status, 404, path);
+    const created = await server.owner.http.post('/v1/orgs', { slug: 'pathed', name: 'Pathed' });
+    assert.equal(created.status, 201, created.text);
+    const location = created.headers.get('location')!;
+    assert.ok(location.startsWith(`${baseUrl}/v1/orgs/`), location);
+    assert.equal((await fetch(location, { headers: auth })).status, 200);
+  });
+
+  it('resolves every operation of its OpenAPI document to a route the server has', async () => {
+    const doc = (await server.http().get('/openapi.json')).body;
+    assert.deepEqual(doc.servers, [{ url: baseUrl }]);
+    const discovery = await (await fetch(`${authUrl}/.well-known/openid-configuration`)).json() as Record<string, string>;
+    const where = (path: string) => `${(doc.paths[path].servers ?? doc.servers)[0].url}${path}`;
+    assert.equal(where('/v1/orgs'), `${baseUrl}/v1/orgs`);
+    assert.equal(where('/healthz'), `${baseUrl}/healthz`);
+    assert.equal(where('/oauth/v2/token'), discovery.token_endpoint);
+    assert.equal(where('/oauth/v2/keys'), discovery.jwks_uri);
+    assert.equal(where('/oauth/v2/introspect'), discovery.introspection_endpoint);
+    assert.equal(where('/oauth/v2/revoke'), discovery.revocation_endpoint);
+    assert.equal(where('/.well-known/openid-configuration'), `${authUrl}/.well-known/openid-configuration`);
+    assert.equal(where('/.well-known/oauth-authorization-server/auth'), `${new URL(authUrl).origin}/.well-known/oauth-authorization-server/auth`);
+    assert.equal((await fetch(discovery.service_documentation!)).status, 200);
+    // Each operation, called without credentials, meets its route: refused or answered, never a route not found.
+    const unrouted: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {
+      for (const method of Object.keys(item).filter((m) => m !== 'servers')) {
+        const res = await fetch(where(path).replace(/\{[^}]+\}/g, 'x'), { method: method.toUpperCase() });
+        const body = await res.text();
+        if (res.status === 405 || (res.status === 404 && body.includes('route_not_found'))) unrouted.push(`${method.toUpperCase()} ${path} → ${res.status}`);
+      }
+    }
+    assert.deepEqual(unrouted, []);
+    assert.ok(Object.keys(doc.paths).length >= 15, `only ${Object.keys(doc.paths).length} paths`);
   });
 });

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { createSlipway, type Core, type Slipway } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/platform/config.js';
+import { loadConfig, routePrefix, type Config } from '../../src/platform/config.js';
 import { freePort } from '../../src/runner-agent/local-process.js';
 import { cliContext } from '../../src/platform/context.js';
 import type { Role } from '../../src/modules/auth/roles.js';
@@ -120,6 +120,7 @@ export interface TestServer {
   /** The bootstrap owner (an instance administrator) with a token. */
   owner: Actor;
   dataDir: string;
+  /** A client of the API, whose paths are under SLIPWAY_BASE_URL's path when it has one. */
   http: (token?: string) => HttpClient;
   /** Client credentials grant with HTTP Basic and the full scope string. */
   token(creds: { clientId: string; clientSecret: string }, scope?: string): Promise<string>;
@@ -173,11 +174,12 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     onUndeclaredStatus: (route, status) => undeclared.push(`${route} → ${status}`),
   });
   const url = `http://127.0.0.1:${port}`;
+  // The API answers under SLIPWAY_BASE_URL's path, the token endpoint under SLIPWAY_AUTH_URL's.
+  const api = `${url}${routePrefix(config.baseUrl)}`;
   let bootstrap!: Credentials;
 
   async function token(creds: { clientId: string; clientSecret: string }, scope = bootstrap.scope): Promise<string> {
-    // The token endpoint lives under SLIPWAY_AUTH_URL's path, when it has one.
-    const res = await clientCredentialsGrant(`${url}${new URL(config.authUrl).pathname.replace(/\/+$/, '')}/oauth/v2/token`, creds, scope);
+    const res = await clientCredentialsGrant(`${url}${routePrefix(config.authUrl)}/oauth/v2/token`, creds, scope);
     const body = (await res.json()) as { access_token?: string };
     if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(body)}`);
     return body.access_token;
@@ -201,7 +203,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     throw error;
   }
   let handedOver = false;
-  const owner: Actor = { ...ownerUser, ...bootstrap, token: ownerToken, http: httpClient(url, ownerToken) };
+  const owner: Actor = { ...ownerUser, ...bootstrap, token: ownerToken, http: httpClient(api, ownerToken) };
 
   return {
     url,
@@ -213,7 +215,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     bootstrap,
     owner,
     dataDir,
-    http: (t?: string) => httpClient(url, t),
+    http: (t?: string) => httpClient(api, t),
     token,
     async createOrg(slug = `org-${process.pid}-${++actorCounter}`) {
       return slipway.core.orgs.create(cliContext(), { slug, name: `Test ${slug}` });
@@ -221,7 +223,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     async actor(orgId: string, role: Role, name = `${role}-${++actorCounter}`) {
       const created = await slipway.core.serviceUsers.create(cliContext(), orgId, { name, role });
       const t = await token(created);
-      return { ...created, token: t, http: httpClient(url, t) };
+      return { ...created, token: t, http: httpClient(api, t) };
     },
     async restart() {
       await slipway.close();

@@ -153,6 +153,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
 
   const tags = ['oauth'];
   const oauthConfig = { errorFormat: 'oauth' as const };
+  // For the OpenAPI document: these endpoints are under the auth URL, which need not be the API's.
+  const servers = [{ url: deps.issuer }];
 
   // RateLimit-Policy and RateLimit are lists: an answer reports every limit that applied to it.
   const report = (decision: RateLimitDecision, reply: FastifyReply): RateLimitDecision => {
@@ -205,6 +207,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     config: { ...oauthConfig, operation: 'oauth.token' },
     schema: {
       tags,
+      servers,
       summary: 'Token exchange: client credentials grant (HTTP Basic or client_secret_post)',
       security: CLIENT_AUTH,
       consumes: [FORM],
@@ -232,6 +235,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     config: { ...oauthConfig, operation: 'oauth.introspect' },
     schema: {
       tags,
+      servers,
       summary: 'Token introspection (RFC 7662); the caller authenticates as a client',
       security: CLIENT_AUTH,
       consumes: [FORM],
@@ -250,6 +254,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     config: { ...oauthConfig, operation: 'oauth.revoke' },
     schema: {
       tags,
+      servers,
       summary: 'Token revocation (RFC 7009): a client revokes its own access tokens',
       description: 'A token issued to another client is refused (400 `unauthorized_client`, RFC 7009 §2.1) and stays valid; '
         + 'a token that is not ours, expired or already revoked answers 200. To end another service user\'s access, disable it.',
@@ -270,6 +275,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     config: { operation: 'oauth.jwks' },
     schema: {
       tags,
+      servers,
       summary: 'JSON Web Key Set: the public keys that verify access tokens',
       response: { 200: Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) }) },
     },
@@ -282,11 +288,11 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   // OpenID Connect Discovery appends its segment to the issuer; RFC 8414 §3.1 puts its own between
   // the host and the issuer's path. Both serve the one document.
   const metadataRoutes = [
-    { url: `${prefix}/.well-known/openid-configuration`, operation: 'oauth.discovery', summary: 'OpenID Provider / OAuth authorization server metadata (OpenID Connect Discovery)' },
-    { url: `/.well-known/oauth-authorization-server${prefix}`, operation: 'oauth.metadata', summary: 'OAuth 2.0 authorization server metadata (RFC 8414): the same document' },
+    { url: `${prefix}/.well-known/openid-configuration`, servers, operation: 'oauth.discovery', summary: 'OpenID Provider / OAuth authorization server metadata (OpenID Connect Discovery)' },
+    { url: `/.well-known/oauth-authorization-server${prefix}`, servers: [{ url: new URL(deps.issuer).origin }], operation: 'oauth.metadata', summary: 'OAuth 2.0 authorization server metadata (RFC 8414): the same document' },
   ];
-  for (const { url, operation, summary } of metadataRoutes) {
-    app.get(url, { config: { operation }, schema: { tags, summary, response: { 200: Type.Record(Type.String(), Type.Unknown()) } } }, async (_req, reply) => {
+  for (const { url, servers: at, operation, summary } of metadataRoutes) {
+    app.get(url, { config: { operation }, schema: { tags, servers: at, summary, response: { 200: Type.Record(Type.String(), Type.Unknown()) } } }, async (_req, reply) => {
       reply.header('cache-control', 'public, max-age=300');
       return discoveryDocument(deps);
     });
