@@ -183,7 +183,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     if (allowed[0] === 'GET') allowed.splice(1, 0, 'HEAD');
     if (allowed.length > 0) allowed.push('OPTIONS');
     if (req.method === 'OPTIONS' && allowed.length > 0) return reply.code(204).header('allow', allowed.join(', ')).send();
-    return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path), req, reply);
+    return sendError(allowed.length ? errors.methodNotAllowed(req.method, path, allowed) : errors.routeNotFound(req.method, path, `${app.publicBaseUrl}/openapi.json`), req, reply);
   });
 
   // Once closing, a response in flight ends its connection: a keep-alive client would otherwise hold

@@ -127,12 +127,22 @@ describe('OpenAPI document and routes with the API and its authorization server 
     const auth = { authorization: `Bearer ${server.owner.token}` };
     assert.equal((await fetch(`${server.bootstrap.baseUrl}/v1/orgs`, { headers: auth })).status, 200);
     for (const path of ['/healthz', '/readyz', '/openapi.json', '/docs']) assert.equal((await fetch(`${baseUrl}${path}`)).status, 200, path);
-    for (const path of ['/v1/orgs', '/healthz', '/openapi.json']) assert.equal((await fetch(`${server.url}${path}`, { headers: auth })).status, 404, path);
+    for (const path of ['/v1/orgs', '/healthz', '/openapi.json']) {
+      const outside = await fetch(`${server.url}${path}`, { headers: auth });
+      assert.equal(outside.status, 404, path);
+      assert.match(((await outside.json()) as { detail: string }).detail, new RegExp(`See ${baseUrl}/openapi\\.json for the API`));
+    }
     const created = await server.owner.http.post('/v1/orgs', { slug: 'pathed', name: 'Pathed' });
     assert.equal(created.status, 201, created.text);
     const location = created.headers.get('location')!;
     assert.ok(location.startsWith(`${baseUrl}/v1/orgs/`), location);
     assert.equal((await fetch(location, { headers: auth })).status, 200);
+    // What applies to routes by their path applies under the prefix too: an Idempotency-Key, say.
+    const keyed = () => server.owner.http.post('/v1/orgs', { slug: 'pathed-keyed', name: 'Keyed' }, { headers: { 'idempotency-key': 'pathed-key' } });
+    assert.equal((await keyed()).status, 201);
+    const replay = await keyed();
+    assert.equal(replay.status, 201, replay.text);
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
   });
 
   it('resolves every operation of its OpenAPI document to a route the server has', async () => {

@@ -44,13 +44,15 @@ export function keptByReference<T>(replay: (req: FastifyRequest, kept: T) => Pro
 interface RouteShape {
   method: string | string[];
   url: string;
+  /** The route's own path, without the prefix it is registered under (SLIPWAY_BASE_URL's path). */
+  routePath?: string;
   config?: unknown;
 }
 
 /** Every authenticated POST of the API; not the OAuth endpoints, whose retry semantics RFC 6749 fixes. */
 export function isIdempotentRoute(route: RouteShape): boolean {
   const config = route.config as { auth?: unknown; idempotent?: false | ReplayedByReference } | undefined;
-  return [route.method].flat().includes('POST') && route.url.startsWith('/v1/') && config?.auth !== undefined && config.idempotent !== false;
+  return [route.method].flat().includes('POST') && (route.routePath ?? route.url).startsWith('/v1/') && config?.auth !== undefined && config.idempotent !== false;
 }
 
 const IN_PROGRESS = 'a request with the same Idempotency-Key is still in progress (Retry-After), or was carried out but its response was lost (`idempotency_response_lost`: it is not run again)';
