@@ -185,8 +185,15 @@ export const errors = {
     new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Request bodies are not decoded: send the body without Content-Encoding (it says ${JSON.stringify(coding)}).`, {}, { 'accept-encoding': 'identity' }),
   // 422
   unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
-  unknownSecrets: (missing: string[]) =>
-    new AppError(422, 'unknown_secrets', 'Unknown secrets', `${missing.length === 1 ? 'This secret does not exist, or is deleted,' : 'These secrets do not exist, or are deleted,'} in this organization: ${missing.join(', ')}.`, { missing }),
+  /**
+   * `references`: a pointer to each reference of a missing secret, and to each missing key of a
+   * secret that exists; `missingKeys` (those among them) are said in the detail too, so that one
+   * answer names everything there is to fix.
+   */
+  unknownSecrets: (missing: string[], references: FieldError[] = [], missingKeys: FieldError[] = []) =>
+    new AppError(422, 'unknown_secrets', 'Unknown secrets',
+      `${missing.length === 1 ? 'This secret does not exist, or is deleted,' : 'These secrets do not exist, or are deleted,'} in this organization: ${missing.join(', ')}.${missingKeys.length > 0 ? ` Besides, ${missingKeys.map((e) => e.message).join('; ')}.` : ''} Create them first or fix the references.`,
+      { missing, ...(references.length > 0 ? { errors: references } : {}) }),
   /**
    * Pinned secret versions whose secret was deleted permanently or purged: whatever pinned them can
    * never run. `refused`, when given, leads the detail with what is refused (a rollback).

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Actor, TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
 import {
   assertHiddenFromOtherOrgs, createEnvironment, createService, deploy, eventsOf, startDeployFixture, unique, type DeployFixture,
 } from '../support/deployments.js';
@@ -81,6 +82,15 @@ describe('services', () => {
     assert.equal(unknownKey.body.code, 'unknown_secret_reference');
     assert.deepEqual(unknownKey.body.errors.map((e: any) => e.pointer), ['/spec/secrets/1/key']);
     assert.match(unknownKey.body.detail, /NOPE/);
+
+    // Both at once: one answer names both, so that the next try is not refused for the other.
+    const both = await developer.http.post(`/v1/orgs/${orgId}/services`, {
+      name: unique('svc'), spec: { command: ['x'], secrets: [{ secret: secretName, key: 'NOPE' }, { secret: 'no-such-secret' }] },
+    });
+    const problem = assertProblem(both, 422, 'unknown_secrets');
+    assert.deepEqual(problem.missing, ['no-such-secret']);
+    assert.deepEqual((problem.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/spec/secrets/0/key', '/spec/secrets/1/secret']);
+    assert.match(String(problem.detail), new RegExp(`no-such-secret\\. Besides, secret "${secretName}" \\(version 1\\) has no key "NOPE"`));
 
     const list = await viewer.http.get(`/v1/orgs/${orgId}/services?limit=200`);
     assert.ok(!list.body.services.some((s: any) => s.spec.secrets.some((r: any) => r.secret === 'no-such-secret' || r.key === 'NOPE')));

@@ -10,7 +10,7 @@ import { allows } from '../auth/roles.js';
 import { loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
 import { appendEvents } from '../events/event-log.js';
-import { pinnedVersions, pinSecretReferences, referencedSecretNames, type SecretStore, type SecretVersionSource } from '../services/service-spec.js';
+import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVersionSource } from '../services/service-spec.js';
 import type { DeploymentSpecT, ServiceSpec } from '../services/services.schemas.js';
 import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
@@ -136,10 +136,8 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         assertMayDeploy(ctx, environment);
         const spec = JSON.parse(service.spec) as ServiceSpec;
         const variables = { ...spec.variables, ...input.variables };
-        const names = referencedSecretNames(spec.secrets);
-        const versions = names.length > 0 ? await deps.secrets.currentVersions(trx, orgId, names) : new Map();
         // Secrets may have changed since the service was saved: check again, against the versions pinned now.
-        const secrets = pinSecretReferences(spec.secrets, variables, versions, '/service/spec');
+        const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, { secrets: spec.secrets, variables }, '/service/spec');
         const snapshot: Snapshot = {
           service: { id: service.id, name: service.name, version: service.version },
           environment: { id: environment.id, name: environment.name },

@@ -108,19 +108,13 @@ export function createSecretReads(store: SecretStore) {
     },
 
     /**
-     * The id, current version and keys of each named secret, for a deployment to pin. A name that
-     * does not exist or is deleted fails the whole call with a 422 that lists every such name.
+     * The id, current version and keys of each named secret, for a service to check or a deployment
+     * to pin. A name that does not exist or is deleted is left out: the caller refuses it, together
+     * with whatever else is wrong with the references (service-spec.ts).
      */
     async currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, { secretId: string; version: number; keys: string[] }>> {
-      const wanted = [...new Set(names)];
-      const rows = await secretsRepo.findByNames(executor, orgId, wanted, unlocked);
-      const live = new Map(rows.filter((r) => r.deleted_at === null).map((r) => [r.name, r]));
-      const missing = wanted.filter((n) => !live.has(n));
-      if (missing.length > 0) throw errors.unknownSecrets(missing);
-      return new Map(wanted.map((n) => {
-        const row = live.get(n)!;
-        return [n, { secretId: row.id, version: row.version, keys: JSON.parse(row.keys) as string[] }];
-      }));
+      const rows = await secretsRepo.findByNames(executor, orgId, [...new Set(names)], unlocked);
+      return new Map(rows.filter((r) => r.deleted_at === null).map((r) => [r.name, { secretId: r.id, version: r.version, keys: JSON.parse(r.keys) as string[] }]));
     },
 
     /**

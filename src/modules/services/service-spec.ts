@@ -15,7 +15,7 @@ export interface SecretVersionInfo {
 
 /** The one capability services and deployments need from the secret store to check and pin references. */
 export interface SecretVersionSource {
-  /** Current version and keys per name; throws a problem listing the names that do not exist. */
+  /** Current version and keys per name, of the names whose secret exists (a deleted one does not). */
   currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, SecretVersionInfo>>;
 }
 
@@ -48,7 +48,7 @@ export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): Servi
   };
 }
 
-export function referencedSecretNames(refs: readonly SecretReferenceT[]): string[] {
+function referencedSecretNames(refs: readonly SecretReferenceT[]): string[] {
   return [...new Set(refs.map((r) => r.secret))];
 }
 
@@ -58,9 +58,10 @@ function exportsOf(ref: SecretReferenceT, keys: readonly string[]): string[] {
 }
 
 /**
- * Pins each reference to the secret's current version, after checking that every named key
- * exists in it (422 `unknown_secret_reference`; a missing secret is the secrets service's 422 `unknown_secrets`) and that no variable would be set twice (422
- * `variable_conflict`), whether by two references or by a reference and a plain variable.
+ * Pins each reference to the secret's current version, after checking that every named secret
+ * exists (422 `unknown_secrets`, which also names the missing keys of those that do), every named
+ * key exists in its secret (422 `unknown_secret_reference`), and no variable would be set twice
+ * (422 `variable_conflict`), whether by two references or by a reference and a plain variable.
  */
 export function pinSecretReferences(
   refs: readonly SecretReferenceT[],
@@ -69,14 +70,20 @@ export function pinSecretReferences(
   pointer = '/spec',
 ): PinnedSecretReferenceT[] {
   const unknown: FieldError[] = [];
+  const missingKeys: FieldError[] = [];
   refs.forEach((ref, i) => {
     const info = versions.get(ref.secret);
-    if (!info) unknown.push({ pointer: `${pointer}/secrets/${i}/secret`, message: `secret "${ref.secret}" does not exist` });
+    if (!info) unknown.push({ pointer: `${pointer}/secrets/${i}/secret`, message: `secret "${ref.secret}" does not exist, or is deleted` });
     else if (ref.key !== undefined && !info.keys.includes(ref.key)) {
-      unknown.push({ pointer: `${pointer}/secrets/${i}/key`, message: `secret "${ref.secret}" (version ${info.version}) has no key "${ref.key}"; it has ${info.keys.join(', ')}` });
+      const missingKey = { pointer: `${pointer}/secrets/${i}/key`, message: `secret "${ref.secret}" (version ${info.version}) has no key "${ref.key}"; it has ${info.keys.join(', ')}` };
+      unknown.push(missingKey);
+      missingKeys.push(missingKey);
     }
   });
-  if (unknown.length > 0) throw errors.unknownSecretReferences(unknown);
+  if (unknown.length > 0) {
+    const missing = referencedSecretNames(refs).filter((name) => !versions.has(name));
+    throw missing.length > 0 ? errors.unknownSecrets(missing, unknown, missingKeys) : errors.unknownSecretReferences(unknown);
+  }
 
   const source = new Map<string, string>(Object.keys(variables).map((name) => [name, 'a plain variable']));
   const conflicts: FieldError[] = [];
@@ -94,6 +101,15 @@ export function pinSecretReferences(
     const info = versions.get(ref.secret)!;
     return Object.assign({}, ref, { secretId: info.secretId, version: info.version });
   });
+}
+
+/** Reads the current versions of the secrets the spec names, and checks and pins its references against them (see pinSecretReferences). */
+export async function pinToCurrentVersions(
+  source: SecretVersionSource, executor: Executor, orgId: string, spec: Pick<ServiceSpec, 'secrets' | 'variables'>, pointer?: string,
+): Promise<PinnedSecretReferenceT[]> {
+  const names = referencedSecretNames(spec.secrets);
+  const versions = names.length > 0 ? await source.currentVersions(executor, orgId, names) : new Map<string, SecretVersionInfo>();
+  return pinSecretReferences(spec.secrets, spec.variables, versions, pointer);
 }
 
 /** A deployment's pinned secret versions, as the secret store takes them. */

@@ -8,7 +8,7 @@ import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents } from '../events/event-log.js';
-import { normalizeSpec, pinSecretReferences, referencedSecretNames, type SecretVersionSource } from './service-spec.js';
+import { normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
 import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
 
@@ -46,8 +46,7 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
   /** Structural rules, then every secret and key must exist and no variable may be set twice. */
   async function checkedSpec(executor: Executor, orgId: string, input: ServiceSpecInput): Promise<ServiceSpec> {
     const spec = normalizeSpec(input);
-    const names = referencedSecretNames(spec.secrets);
-    if (names.length > 0) pinSecretReferences(spec.secrets, spec.variables, await deps.secrets.currentVersions(executor, orgId, names));
+    await pinToCurrentVersions(deps.secrets, executor, orgId, spec);
     return spec;
   }
 
