@@ -100,6 +100,23 @@ describe('deployments', () => {
     assert.equal((await runner.complete(second.id, two.lease.token)).status, 200);
   });
 
+  it('refuses a variable set twice, pointing at the deployment\'s own variable, or into the service when its secret changed', async () => {
+    const secret = unique('keys');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { API_KEY: 'k' } }] })).status, 201);
+    const { env, svc } = await pair({ command: ['x'], variables: { MODE: 'a' }, secrets: [{ secret }] });
+    const clash = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, {
+      service: svc.id, environment: env.id, variables: { MODE: 'b', API_KEY: 'x' },
+    }), 422, 'variable_conflict');
+    assert.deepEqual(clash.errors, [{ pointer: '/variables/API_KEY', message: `API_KEY comes from secret "${secret}" and from the deployment's variables` }]);
+    // Laid over the service's plain variables is what they are for.
+    assert.deepEqual((await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { MODE: 'b' } })).spec.variables, { MODE: 'b' });
+
+    // The secret now exports MODE too: the clash is the service's, whatever the request says.
+    assert.equal((await developer.http.put(`/v1/orgs/${orgId}/secrets/${secret}`, { values: { API_KEY: 'k', MODE: 'm' } })).status, 200);
+    const changed = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id }), 422, 'variable_conflict');
+    assert.deepEqual(changed.errors, [{ pointer: '/service/spec/secrets/0', message: `MODE comes from a plain variable and from secret "${secret}"` }]);
+  });
+
   it('lists with filters by service, environment and state, newest first, with a cursor', async () => {
     const org = (await server.createOrg()).id;
     const [adm, dev, run] = [await server.actor(org, 'admin'), await server.actor(org, 'developer'), await newRunner(server, org)];

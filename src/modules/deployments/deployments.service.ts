@@ -135,9 +135,9 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         const environment = await loadEnvironment(trx, orgId, input.environment);
         assertMayDeploy(ctx, environment);
         const spec = JSON.parse(service.spec) as ServiceSpec;
-        const variables = { ...spec.variables, ...input.variables };
         // Secrets may have changed since the service was saved: check again, against the versions pinned now.
-        const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, { secrets: spec.secrets, variables }, '/service/spec');
+        const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', overrides: input.variables });
+        const variables = { ...spec.variables, ...input.variables };
         const snapshot: Snapshot = {
           service: { id: service.id, name: service.name, version: service.version },
           environment: { id: environment.id, name: environment.name },

@@ -58,17 +58,29 @@ function exportsOf(ref: SecretReferenceT, keys: readonly string[]): string[] {
 }
 
 /**
+ * Where the variables checked are written, for the pointers of a refusal: `spec` is where the spec
+ * is (`/spec` in a service's body; `/service/spec`, the named service's, for a deployment), and
+ * `overrides` a deployment's own variables (`/variables` in its body), laid over the spec's.
+ */
+export interface SpecPlace {
+  spec: string;
+  overrides?: Readonly<Record<string, string>> | undefined;
+}
+
+/**
  * Pins each reference to the secret's current version, after checking that every named secret
  * exists (422 `unknown_secrets`, which also names the missing keys of those that do), every named
  * key exists in its secret (422 `unknown_secret_reference`), and no variable would be set twice
- * (422 `variable_conflict`), whether by two references or by a reference and a plain variable.
+ * (422 `variable_conflict`), whether by two references or by a reference and a plain variable
+ * (a deployment's own variables replace the spec's plain ones, and clash with what references export).
  */
 export function pinSecretReferences(
   refs: readonly SecretReferenceT[],
   variables: Readonly<Record<string, string>>,
   versions: ReadonlyMap<string, SecretVersionInfo>,
-  pointer = '/spec',
+  place: SpecPlace = { spec: '/spec' },
 ): PinnedSecretReferenceT[] {
+  const pointer = place.spec;
   const unknown: FieldError[] = [];
   const missingKeys: FieldError[] = [];
   refs.forEach((ref, i) => {
@@ -85,16 +97,23 @@ export function pinSecretReferences(
     throw missing.length > 0 ? errors.unknownSecrets(missing, unknown, missingKeys) : errors.unknownSecretReferences(unknown);
   }
 
+  // In the order they are laid over each other: plain variables, each reference, then a deployment's
+  // own variables. A clash points at the later of the two, which for a deployment's own variable
+  // is the field of its request, not the service's reference that it meets.
   const source = new Map<string, string>(Object.keys(variables).map((name) => [name, 'a plain variable']));
   const conflicts: FieldError[] = [];
+  const setBy = (name: string, here: string, at: string) => {
+    const earlier = source.get(name);
+    if (earlier !== undefined) conflicts.push({ pointer: at, message: `${name} comes from ${earlier} and from ${here}` });
+    else source.set(name, here);
+  };
   refs.forEach((ref, i) => {
-    for (const name of exportsOf(ref, versions.get(ref.secret)!.keys)) {
-      const here = `secret "${ref.secret}"${ref.key !== undefined ? ` key "${ref.key}"` : ''}`;
-      const earlier = source.get(name);
-      if (earlier !== undefined) conflicts.push({ pointer: `${pointer}/secrets/${i}`, message: `${name} comes from ${earlier} and from ${here}` });
-      else source.set(name, here);
-    }
+    const here = `secret "${ref.secret}"${ref.key !== undefined ? ` key "${ref.key}"` : ''}`;
+    for (const name of exportsOf(ref, versions.get(ref.secret)!.keys)) setBy(name, here, `${pointer}/secrets/${i}`);
   });
+  for (const name of Object.keys(place.overrides ?? {})) {
+    if (!Object.hasOwn(variables, name)) setBy(name, 'the deployment\'s variables', `/variables/${name}`);
+  }
   if (conflicts.length > 0) throw errors.variableConflict(conflicts);
 
   return refs.map((ref) => {
@@ -105,11 +124,11 @@ export function pinSecretReferences(
 
 /** Reads the current versions of the secrets the spec names, and checks and pins its references against them (see pinSecretReferences). */
 export async function pinToCurrentVersions(
-  source: SecretVersionSource, executor: Executor, orgId: string, spec: Pick<ServiceSpec, 'secrets' | 'variables'>, pointer?: string,
+  source: SecretVersionSource, executor: Executor, orgId: string, spec: Pick<ServiceSpec, 'secrets' | 'variables'>, place?: SpecPlace,
 ): Promise<PinnedSecretReferenceT[]> {
   const names = referencedSecretNames(spec.secrets);
   const versions = names.length > 0 ? await source.currentVersions(executor, orgId, names) : new Map<string, SecretVersionInfo>();
-  return pinSecretReferences(spec.secrets, spec.variables, versions, pointer);
+  return pinSecretReferences(spec.secrets, spec.variables, versions, place);
 }
 
 /** A deployment's pinned secret versions, as the secret store takes them. */
