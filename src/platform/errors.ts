@@ -209,6 +209,11 @@ export const errors = {
     new AppError(422, 'unknown_secret_reference', 'Unknown secret reference',
       `The spec refers to ${fieldErrors.length === 1 ? 'a secret or key that does' : `${fieldErrors.length} secrets or keys that do`} not exist in this organization: ${fieldErrors.map((e) => e.message).join('; ')}. Create them first or fix the reference.`,
       { errors: fieldErrors }),
+  /** PORT set by a spec or a deployment: the runner sets it to the port it picks, over any value given. */
+  reservedVariable: (fieldErrors: FieldError[]) =>
+    new AppError(422, 'reserved_variable', 'Reserved variable',
+      `PORT is the runner's to set: it passes the port it picks for the process as PORT, over any value given. Here ${fieldErrors.map((e) => e.message).join('; ')}. Remove it: the spec's \`port\` asks runners that do not pick a port for one, and a secret that holds a PORT key is exported key by key (\`key\`, with \`as\` to rename one) rather than whole.`,
+      { errors: fieldErrors }),
   variableConflict: (fieldErrors: FieldError[]) =>
     new AppError(422, 'variable_conflict', 'Variable defined twice',
       `Each environment variable may come from one place only: ${fieldErrors.map((e) => e.message).join('; ')}. Rename one with \`as\` or drop it.`,

@@ -117,6 +117,26 @@ describe('deployments', () => {
     assert.deepEqual(changed.errors, [{ pointer: '/service/spec/secrets/0', message: `MODE comes from a plain variable and from secret "${secret}"` }]);
   });
 
+  it('refuses PORT in its own variables, from a secret that gained a PORT key since, and from a service saved with it', async () => {
+    const secret = unique('cfg');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: secret, values: { LOG: 'debug' } }] })).status, 201);
+    const { env, svc } = await pair({ command: ['x'], secrets: [{ secret }] });
+    const own = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, {
+      service: svc.id, environment: env.id, variables: { MODE: 'b', PORT: '80' },
+    }), 422, 'reserved_variable');
+    assert.deepEqual(own.errors, [{ pointer: '/variables/PORT', message: 'PORT is set by the deployment\'s variables' }]);
+
+    assert.equal((await developer.http.put(`/v1/orgs/${orgId}/secrets/${secret}`, { values: { LOG: 'debug', PORT: '9000' } })).status, 200);
+    const gained = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id }), 422, 'reserved_variable');
+    assert.deepEqual(gained.errors, [{ pointer: '/service/spec/secrets/0', message: `PORT is set by secret "${secret}", exported whole, whose version 2 holds a key PORT` }]);
+
+    // A spec saved before PORT was refused: the deployment would freeze it, so it is refused there.
+    await server.core.db.updateTable('services').set({ spec: JSON.stringify({ command: ['x'], variables: { PORT: '3000' }, secrets: [] }) }).where('id', '=', svc.id).execute();
+    const saved = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id }), 422, 'reserved_variable');
+    assert.deepEqual((saved.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/service/spec/variables/PORT']);
+    assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/deployments?service=${svc.id}`)).body.deployments, []);
+  });
+
   it('lists with filters by service, environment and state, newest first, with a cursor', async () => {
     const org = (await server.createOrg()).id;
     const [adm, dev, run] = [await server.actor(org, 'admin'), await server.actor(org, 'developer'), await newRunner(server, org)];

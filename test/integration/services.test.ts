@@ -126,6 +126,38 @@ describe('services', () => {
     assert.equal(dup.body.code, 'service_name_taken');
   });
 
+  it('refuses PORT, the runner\'s, wherever a spec would set it, pointing at each place, on create and on update', async () => {
+    const ports = unique('ports');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: ports, values: { PORT: '9000', HTTP_PORT: '8080' } }] })).status, 201);
+    const everywhere = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/services`, {
+      name: unique('svc'),
+      spec: { command: ['x'], variables: { PORT: '3000' }, secrets: [{ secret: ports }, { secret: secretName, key: 'STRIPE_KEY', as: 'PORT' }, { secret: ports, key: 'PORT' }] },
+    }), 422, 'reserved_variable');
+    assert.deepEqual(everywhere.errors, [
+      { pointer: '/spec/variables/PORT', message: 'PORT is set by a plain variable' },
+      { pointer: '/spec/secrets/0', message: `PORT is set by secret "${ports}", exported whole, whose version 1 holds a key PORT` },
+      { pointer: '/spec/secrets/1/as', message: `PORT is set by secret "${secretName}" key "STRIPE_KEY"` },
+      { pointer: '/spec/secrets/2/key', message: `PORT is set by secret "${ports}" key "PORT"` },
+    ]);
+    assert.match(String(everywhere.detail), /^PORT is the runner's to set: .*`port`/);
+
+    // Its other keys one by one, and its PORT under another name, are the way to take such a secret.
+    const svc = await createService(developer.http, orgId, {
+      spec: { command: ['x'], port: 8080, secrets: [{ secret: ports, key: 'HTTP_PORT' }, { secret: ports, key: 'PORT', as: 'UPSTREAM_PORT' }] },
+    });
+    for (const spec of [{ command: ['x'], variables: { PORT: '1' } }, { command: ['x'], secrets: [{ secret: ports }] }]) {
+      assertProblem(await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { spec }), 422, 'reserved_variable');
+    }
+    // A secret that gains a PORT key is refused whole at the next save.
+    const later = unique('later');
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: later, values: { A: '1' } }] })).status, 201);
+    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { spec: { command: ['x'], secrets: [{ secret: later }] } })).status, 200);
+    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/secrets/${later}`, { set: { PORT: '80' } })).status, 200);
+    const gained = assertProblem(await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { spec: { command: ['y'], secrets: [{ secret: later }] } }), 422, 'reserved_variable');
+    assert.deepEqual((gained.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/spec/secrets/0']);
+    assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/services/${svc.id}`)).body.spec.command, ['x']);
+  });
+
   it('updates: spec replaced whole, version up by one, rules checked again, nothing changed on refusal', async () => {
     const svc = await createService(developer.http, orgId, { spec: { command: ['a'], variables: { A: '1' } } });
     const renamed = unique('renamed');

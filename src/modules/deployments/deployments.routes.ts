@@ -21,7 +21,7 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
       tags,
       summary: 'Deploy a service into an environment',
       description: 'Queues a deployment of the service (id or name) into the environment (id or name). It snapshots the service\'s spec with `variables` applied over its own and pins each referenced secret to its current version; later changes to the service or the secrets do not change it. ' +
-        'A protected environment takes deployments from admins and owners only (403 `environment_protected`). A secret the spec names that no longer exists is 422 `unknown_secrets`, a key that no longer exists 422 `unknown_secret_reference`; a variable that would be set twice is 422 `variable_conflict`, its `errors` pointing at `/variables/NAME` when one of `variables` meets what a secret of the service exports, and into the service (`/service/spec/secrets/N`) when its own references now clash.',
+        'A protected environment takes deployments from admins and owners only (403 `environment_protected`). A secret the spec names that no longer exists is 422 `unknown_secrets`, a key that no longer exists 422 `unknown_secret_reference`; a variable that would be set twice is 422 `variable_conflict`, its `errors` pointing at `/variables/NAME` when one of `variables` meets what a secret of the service exports, and into the service (`/service/spec/secrets/N`) when its own references now clash. PORT, the runner\'s, is 422 `reserved_variable`: in `variables`, or exported by a secret of the service that has gained a PORT key since the service was saved.',
       params: OrgParams,
       body: createDeploymentBody(deps.limits),
       response: { 201: withLocation(DeploymentSchema), ...problems(422) },

@@ -52,6 +52,13 @@ function referencedSecretNames(refs: readonly SecretReferenceT[]): string[] {
   return [...new Set(refs.map((r) => r.secret))];
 }
 
+/**
+ * The variable a runner sets itself, to the port it picks for the process, over any other value: a
+ * spec or deployment that sets it would be ignored without a word (a spec's `port` is how a
+ * service asks runners that do not pick one).
+ */
+const RUNNER_PORT = 'PORT';
+
 /** The variables each reference exports, given the keys its secret holds. */
 function exportsOf(ref: SecretReferenceT, keys: readonly string[]): string[] {
   return ref.key !== undefined ? [ref.as ?? ref.key] : [...keys];
@@ -70,9 +77,10 @@ export interface SpecPlace {
 /**
  * Pins each reference to the secret's current version, after checking that every named secret
  * exists (422 `unknown_secrets`, which also names the missing keys of those that do), every named
- * key exists in its secret (422 `unknown_secret_reference`), and no variable would be set twice
- * (422 `variable_conflict`), whether by two references or by a reference and a plain variable
- * (a deployment's own variables replace the spec's plain ones, and clash with what references export).
+ * key exists in its secret (422 `unknown_secret_reference`), nothing sets PORT (422
+ * `reserved_variable`), and no variable would be set twice (422 `variable_conflict`), whether by
+ * two references or by a reference and a plain variable (a deployment's own variables replace the
+ * spec's plain ones, and clash with what references export).
  */
 export function pinSecretReferences(
   refs: readonly SecretReferenceT[],
@@ -96,6 +104,19 @@ export function pinSecretReferences(
     const missing = referencedSecretNames(refs).filter((name) => !versions.has(name));
     throw missing.length > 0 ? errors.unknownSecrets(missing, unknown, missingKeys) : errors.unknownSecretReferences(unknown);
   }
+
+  const reserved: FieldError[] = [];
+  const setsPort = (at: string, what: string) => reserved.push({ pointer: at, message: `PORT is set by ${what}` });
+  if (Object.hasOwn(variables, RUNNER_PORT)) setsPort(`${pointer}/variables/${RUNNER_PORT}`, 'a plain variable');
+  refs.forEach((ref, i) => {
+    const info = versions.get(ref.secret)!;
+    if (!exportsOf(ref, info.keys).includes(RUNNER_PORT)) return;
+    // A whole secret is checked against the keys it holds now: a key added later is found at the next save or deployment.
+    if (ref.key === undefined) setsPort(`${pointer}/secrets/${i}`, `secret "${ref.secret}", exported whole, whose version ${info.version} holds a key PORT`);
+    else setsPort(`${pointer}/secrets/${i}/${ref.as !== undefined ? 'as' : 'key'}`, `secret "${ref.secret}" key "${ref.key}"`);
+  });
+  if (place.overrides !== undefined && Object.hasOwn(place.overrides, RUNNER_PORT)) setsPort(`/variables/${RUNNER_PORT}`, 'the deployment\'s variables');
+  if (reserved.length > 0) throw errors.reservedVariable(reserved);
 
   // In the order they are laid over each other: plain variables, each reference, then a deployment's
   // own variables. A clash points at the later of the two, which for a deployment's own variable

@@ -8,7 +8,8 @@ import type { ServicesService } from './services.service.js';
 
 const tags = ['services'];
 const SPEC_RULES = 'The spec needs `command` or `image`. Every secret reference must name a live secret of the organization (otherwise 422 `unknown_secrets`, listing every missing name in `missing`, with `errors` pointing at each reference to one and at each missing key of the others), and a `key` must exist in its current version (otherwise 422 `unknown_secret_reference`, pointing at each reference). ' +
-  'A whole-secret reference exports each key under its own name; `key` + `as` exports one key under another name. A variable set twice (by two references, or by a reference and `variables`) is 422 `variable_conflict`. Values never leave the secret store here.';
+  'A whole-secret reference exports each key under its own name; `key` + `as` exports one key under another name. A variable set twice (by two references, or by a reference and `variables`) is 422 `variable_conflict`. ' +
+  'PORT is the runner\'s (it passes the port it picks as PORT; `port` asks runners that do not pick one): set in `variables`, by a reference\'s `key` or `as`, or by a whole-secret reference whose secret holds a PORT key, it is 422 `reserved_variable`, pointing at each. Values never leave the secret store here.';
 
 export function servicesRoutes(app: App, deps: { services: ServicesService; limits: Limits }): void {
   const { services } = deps;

@@ -40,7 +40,7 @@ export type SecretReferenceT = Static<typeof SecretReference>;
 export function variablesSchema(limits: Pick<Limits, 'valueChars'>, description: string) {
   return Type.Unsafe<Record<string, string>>({
     type: 'object',
-    description: `${description} Names match ${KEY_NAME_PATTERN}; at most ${SPEC_LIMITS.variables}, values up to ${limits.valueChars} characters (SLIPWAY_MAX_VALUE_CHARS).`,
+    description: `${description} Names match ${KEY_NAME_PATTERN}; at most ${SPEC_LIMITS.variables}, values up to ${limits.valueChars} characters (SLIPWAY_MAX_VALUE_CHARS). Not PORT, which the runner sets (422 \`reserved_variable\`).`,
     maxProperties: SPEC_LIMITS.variables,
     propertyNames: { pattern: KEY_NAME_PATTERN },
     additionalProperties: { type: 'string', maxLength: limits.valueChars, 'x-limit': 'SLIPWAY_MAX_VALUE_CHARS' },
