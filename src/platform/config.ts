@@ -12,6 +12,11 @@ export interface Limits {
   keysPerSecret: number;
   /** Characters in one secret value. */
   valueChars: number;
+  /**
+   * Bytes of a service's spec as stored (its JSON), and of the spec a deployment freezes (the
+   * service's with the deployment's variables laid over): what bounds every list of them.
+   */
+  specBytes: number;
 }
 
 export interface RateLimits {
@@ -83,6 +88,7 @@ export const CONFIG_VARIABLES = {
   maxSecretsPerRequest: 'SLIPWAY_MAX_SECRETS_PER_REQUEST',
   maxKeysPerSecret: 'SLIPWAY_MAX_KEYS_PER_SECRET',
   maxValueChars: 'SLIPWAY_MAX_VALUE_CHARS',
+  maxSpecBytes: 'SLIPWAY_MAX_SPEC_BYTES',
   rateLimitToken: 'SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE',
   rateLimitApi: 'SLIPWAY_RATE_LIMIT_API_PER_MINUTE',
   secretRetentionDays: 'SLIPWAY_SECRET_RETENTION_DAYS',
@@ -234,6 +240,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
       secretsPerRequest: int('maxSecretsPerRequest', 1000, 1, 10000),
       keysPerSecret: int('maxKeysPerSecret', 100, 1, 10000),
       valueChars: int('maxValueChars', 65536, 1, 16 * 1024 * 1024),
+      specBytes: int('maxSpecBytes', 64 * 1024, 1024, 64 * 1024 * 1024),
     },
     rateLimits: {
       tokenPerMinute: int('rateLimitToken', 600, 1, 1_000_000_000),

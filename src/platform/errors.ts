@@ -62,6 +62,11 @@ export const errors = {
   ),
   limitExceeded: (detail: string, limit: { name: string; value: number }, fieldErrors: FieldError[] = []) =>
     new AppError(400, 'limit_exceeded', 'Limit exceeded', detail, { limit, ...(fieldErrors.length ? { errors: fieldErrors } : {}) }),
+  /** A spec (a service's, or the one a deployment freezes) whose JSON is larger than SLIPWAY_MAX_SPEC_BYTES. */
+  specTooLarge: (what: string, bytes: number, limit: number, pointer: string) =>
+    errors.limitExceeded(`${what} is ${bytes} bytes as JSON; the limit is ${limit} (SLIPWAY_MAX_SPEC_BYTES).`, { name: 'SLIPWAY_MAX_SPEC_BYTES', value: limit }, [
+      { pointer, message: `is ${bytes} bytes as JSON, more than ${limit}` },
+    ]),
   emptyBatch: (what: string) =>
     new AppError(400, 'empty_batch', 'Empty batch', `The request must contain at least one item in \`${what}\`.`, {
       errors: [{ pointer: `/${what}`, message: 'must contain at least one item' }],

@@ -137,6 +137,26 @@ describe('deployments', () => {
     assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/deployments?service=${svc.id}`)).body.deployments, []);
   });
 
+  it('bounds the spec it freezes as a service\'s is: the service\'s with its variables laid over, in bytes of JSON', async () => {
+    const limit = server.config.limits.specBytes;
+    const base = Buffer.byteLength(JSON.stringify({ command: ['x'], variables: { FILL: '' }, secrets: [] }));
+    const { env, svc } = await pair({ command: ['x'], variables: { FILL: 'x'.repeat(limit - base) } });
+    // At the bound, it deploys as it is, and with variables that keep its size.
+    await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { FILL: 'y'.repeat(limit - base) } });
+
+    const over = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id, variables: { MORE: 'z' } }), 400, 'limit_exceeded');
+    assert.deepEqual(over.limit, { name: 'SLIPWAY_MAX_SPEC_BYTES', value: limit });
+    assert.deepEqual((over.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/variables']);
+
+    // A service saved before the bound (or under a higher one) is what to change, whatever the request says.
+    await server.core.db.updateTable('services').set({ spec: JSON.stringify({ command: ['x'], variables: { FILL: 'x'.repeat(limit) }, secrets: [] }) }).where('id', '=', svc.id).execute();
+    const saved = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id }), 400, 'limit_exceeded');
+    assert.deepEqual((saved.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/service']);
+    assert.match(String(saved.detail), /^The service's spec is \d+ bytes as JSON; the limit is \d+ \(SLIPWAY_MAX_SPEC_BYTES\)\.$/);
+    assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments?service=${svc.id}`)).body.deployments.length, 2);
+  });
+
   it('lists with filters by service, environment and state, newest first, with a cursor', async () => {
     const org = (await server.createOrg()).id;
     const [adm, dev, run] = [await server.actor(org, 'admin'), await server.actor(org, 'developer'), await newRunner(server, org)];

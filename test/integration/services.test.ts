@@ -158,6 +158,25 @@ describe('services', () => {
     assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/services/${svc.id}`)).body.spec.command, ['x']);
   });
 
+  it('bounds a spec\'s size as saved, in bytes of JSON (SLIPWAY_MAX_SPEC_BYTES), on create and on update', async () => {
+    const limit = server.config.limits.specBytes;
+    // A spec whose JSON, as saved with its defaults, is `bytes` long: one variable fills it out.
+    const base = Buffer.byteLength(JSON.stringify({ command: ['x'], variables: { FILL: '' }, secrets: [] }));
+    const sized = (bytes: number) => ({ command: ['x'], variables: { FILL: 'x'.repeat(bytes - base) } });
+    const fits = await createService(developer.http, orgId, { spec: sized(limit) });
+    assert.equal(Buffer.byteLength(JSON.stringify(fits.spec)), limit);
+
+    const over = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: sized(limit + 1) }), 400, 'limit_exceeded');
+    assert.deepEqual(over.limit, { name: 'SLIPWAY_MAX_SPEC_BYTES', value: limit });
+    assert.deepEqual(over.errors, [{ pointer: '/spec', message: `is ${limit + 1} bytes as JSON, more than ${limit}` }]);
+    // Bytes, not characters: two-byte characters count twice.
+    const wide = { command: ['x'], variables: { FILL: '\u00e9'.repeat((limit - base) / 2 + 1) } };
+    assertProblem(await developer.http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: wide }), 400, 'limit_exceeded');
+
+    assertProblem(await developer.http.patch(`/v1/orgs/${orgId}/services/${fits.id}`, { spec: sized(limit + 1) }), 400, 'limit_exceeded');
+    assert.deepEqual((await viewer.http.get(`/v1/orgs/${orgId}/services/${fits.id}`)).body, fits);
+  });
+
   it('updates: spec replaced whole, version up by one, rules checked again, nothing changed on refusal', async () => {
     const svc = await createService(developer.http, orgId, { spec: { command: ['a'], variables: { A: '1' } } });
     const renamed = unique('renamed');

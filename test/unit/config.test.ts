@@ -26,7 +26,7 @@ const INVALID: Array<[string, string]> = [
   ['SLIPWAY_MASTER_KEY', Buffer.alloc(16).toString('base64')], ['SLIPWAY_MASTER_KEY_PREVIOUS', Buffer.alloc(16).toString('base64')],
   ['SLIPWAY_IDP_NAME', 'Not Lowercase'], ['SLIPWAY_IDP_NAME', '1idp'], ['SLIPWAY_PROJECT_ID', 'abc'], ['SLIPWAY_PROJECT_ID', '1'.repeat(31)],
   ['SLIPWAY_TOKEN_TTL', '10'], ['SLIPWAY_LOG_LEVEL', 'loud'], ['SLIPWAY_WORKERS', '0'],
-  ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'], ['SLIPWAY_MAX_KEYS_PER_SECRET', '0'], ['SLIPWAY_MAX_VALUE_CHARS', '0'],
+  ['SLIPWAY_BODY_LIMIT_BYTES', '10'], ['SLIPWAY_MAX_SECRETS_PER_REQUEST', '0'], ['SLIPWAY_MAX_KEYS_PER_SECRET', '0'], ['SLIPWAY_MAX_VALUE_CHARS', '0'], ['SLIPWAY_MAX_SPEC_BYTES', '1023'],
   ['SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE', '0'], ['SLIPWAY_RATE_LIMIT_API_PER_MINUTE', 'lots'],
   ['SLIPWAY_SECRET_RETENTION_DAYS', '3651'], ['SLIPWAY_RUNNER_LEASE_SECONDS', '1'], ['SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS', '0'],
   ['SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS', '1'], ['SLIPWAY_MAX_EVENT_LOOP_DELAY_MS', '60001'], ['SLIPWAY_TRUST_PROXY', 'true'],
@@ -50,6 +50,7 @@ describe('configuration', () => {
     assert.equal(config.workers, 1);
     assert.equal(config.externalIssuer, null);
     assert.equal(config.externalJwksUrl, null);
+    assert.equal(config.limits.specBytes, 65536);
   });
 
   it('takes flags over environment variables, and treats empty values as unset', () => {

@@ -70,13 +70,13 @@ export const DeploymentSchema = Type.Object({
 });
 export type Deployment = Static<typeof DeploymentSchema>;
 
-export function createDeploymentBody(limits: Pick<Limits, 'valueChars'>) {
+export function createDeploymentBody(limits: Pick<Limits, 'valueChars' | 'specBytes'>) {
   return Type.Object({
     service: Type.String({ minLength: 1, maxLength: 100, description: 'Service id or name.' }),
     environment: Type.String({ minLength: 1, maxLength: 100, description: 'Environment id or name.' }),
     revision: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'A label for what is deployed (a commit, a tag, a build number).' })),
     description: Type.Optional(Type.String({ maxLength: 500 })),
-    variables: Type.Optional(variablesSchema(limits, 'Overrides of (or additions to) the service\'s plain variables, for this deployment only.')),
+    variables: Type.Optional(variablesSchema(limits, `Overrides of (or additions to) the service's plain variables, for this deployment only. The spec the deployment freezes, the service's with these laid over, is held to ${limits.specBytes} bytes as JSON like the service's (SLIPWAY_MAX_SPEC_BYTES; 400 \`limit_exceeded\` above).`)),
   }, { additionalProperties: false });
 }
 export type CreateDeploymentInput = Static<ReturnType<typeof createDeploymentBody>>;

@@ -1,6 +1,7 @@
 // Deployments: one service into one environment, with the spec and secret versions frozen at
 // creation so that it (and any rollback to it) runs exactly what was asked for. Creation is one
 // transaction of a few queries, then a signal wakes a waiting runner.
+import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
 import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -75,6 +76,21 @@ function assertMayDeploy(ctx: RequestContext, environment: EnvironmentRow, what?
   if (!allows('admin', ctx.actor.role!, ctx.actor.instanceAdmin)) throw errors.protectedEnvironment(environment.name, ctx.actor.role ?? 'none', what);
 }
 
+/**
+ * The spec a deployment freezes is bounded as a service's is (SLIPWAY_MAX_SPEC_BYTES): the service's
+ * with the deployment's variables laid over, measured before its secrets are pinned so that a
+ * service that fits deploys as it is. Over the bound with the service's own spec (saved before the
+ * bound, or under a higher one), the service is what to change; else the variables put it over.
+ */
+function assertSpecFits(serviceSpec: string, frozenSpec: string, limit: number): void {
+  const bytes = Buffer.byteLength(frozenSpec);
+  if (bytes <= limit) return;
+  const own = frozenSpec === serviceSpec ? bytes : Buffer.byteLength(serviceSpec);
+  throw own > limit
+    ? errors.specTooLarge('The service\'s spec', own, limit, '/service')
+    : errors.specTooLarge('The deployment\'s spec (the service\'s, with `variables` laid over)', bytes, limit, '/variables');
+}
+
 /** Rollback targets: deployments that succeeded, whether or not something has superseded them since. */
 const ROLLBACK_FROM: readonly DeploymentState[] = ['succeeded', 'superseded'];
 
@@ -82,6 +98,7 @@ export interface DeploymentsDeps {
   db: Db;
   secrets: SecretVersionSource & Pick<SecretStore, 'missingVersions'>;
   signals: Pick<DeploymentSignals, 'notify'>;
+  limits: Pick<Limits, 'specBytes'>;
 }
 
 export function createDeploymentsService(deps: DeploymentsDeps) {
@@ -135,9 +152,10 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         const environment = await loadEnvironment(trx, orgId, input.environment);
         assertMayDeploy(ctx, environment);
         const spec = JSON.parse(service.spec) as ServiceSpec;
+        const variables = { ...spec.variables, ...input.variables };
+        assertSpecFits(service.spec, input.variables === undefined ? service.spec : JSON.stringify({ ...spec, variables }), deps.limits.specBytes);
         // Secrets may have changed since the service was saved: check again, against the versions pinned now.
         const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', overrides: input.variables });
-        const variables = { ...spec.variables, ...input.variables };
         const snapshot: Snapshot = {
           service: { id: service.id, name: service.name, version: service.version },
           environment: { id: environment.id, name: environment.name },

@@ -56,7 +56,7 @@ const runFields = {
 };
 
 /** The spec as a client writes it: a command or an image (or both), the rest optional. */
-export function serviceSpecSchema(limits: Pick<Limits, 'valueChars'>) {
+export function serviceSpecSchema(limits: Pick<Limits, 'valueChars' | 'specBytes'>) {
   return Type.Object({
     ...runFields,
     healthCheck: Type.Optional(HealthCheckInput),
@@ -65,7 +65,10 @@ export function serviceSpecSchema(limits: Pick<Limits, 'valueChars'>) {
       maxItems: SPEC_LIMITS.secretRefs,
       description: `Organization secrets to export as variables (at most ${SPEC_LIMITS.secretRefs}). Checked when the service is saved: an unknown secret or key is a 422.`,
     })),
-  }, { additionalProperties: false, description: 'Needs `command` or `image`.' });
+  }, {
+    additionalProperties: false,
+    description: `Needs \`command\` or \`image\`. At most ${limits.specBytes} bytes as JSON, as saved with its defaults filled in (SLIPWAY_MAX_SPEC_BYTES; 400 \`limit_exceeded\` above).`,
+  });
 }
 
 /** Output schemas are plain: limits matter on the way in. */
@@ -94,15 +97,16 @@ export type Service = Static<typeof ServiceSchema>;
 
 const Description = Type.String({ maxLength: 500 });
 
-export function createServiceBody(limits: Pick<Limits, 'valueChars'>) {
+export function createServiceBody(limits: Pick<Limits, 'valueChars' | 'specBytes'>) {
   return Type.Object({ name: ServiceName, description: Type.Optional(Description), spec: serviceSpecSchema(limits) }, { additionalProperties: false });
 }
 
-export function updateServiceBody(limits: Pick<Limits, 'valueChars'>) {
+export function updateServiceBody(limits: Pick<Limits, 'valueChars' | 'specBytes'>) {
+  const spec = serviceSpecSchema(limits);
   return Type.Object({
     name: Type.Optional(ServiceName),
     description: Type.Optional(Description),
-    spec: Type.Optional({ ...serviceSpecSchema(limits), description: 'Replaces the whole spec.' }),
+    spec: Type.Optional({ ...spec, description: `Replaces the whole spec. ${spec.description}` }),
   }, { additionalProperties: false, minProperties: 1 });
 }
 

@@ -1,6 +1,7 @@
 // Services: what a deployment runs. Saving one checks its secret references against the secret
 // store (an unknown secret or key is refused now, not at deploy time); deleting one is refused
 // while a deployment of it is queued or in progress.
+import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -40,14 +41,20 @@ export interface ServiceInput {
   spec: ServiceSpecInput;
 }
 
-export function createServicesService(deps: { db: Db; secrets: SecretVersionSource }) {
+export function createServicesService(deps: { db: Db; secrets: SecretVersionSource; limits: Pick<Limits, 'specBytes'> }) {
   const { db } = deps;
 
-  /** Structural rules, then every secret and key must exist and no variable may be set twice. */
-  async function checkedSpec(executor: Executor, orgId: string, input: ServiceSpecInput): Promise<ServiceSpec> {
+  /**
+   * Structural rules, its size as stored (every list of services, and of their deployments, carries
+   * specs whole), then every secret and key must exist and no variable may be set twice.
+   */
+  async function checkedSpec(executor: Executor, orgId: string, input: ServiceSpecInput): Promise<{ spec: ServiceSpec; json: string }> {
     const spec = normalizeSpec(input);
+    const json = JSON.stringify(spec);
+    const bytes = Buffer.byteLength(json);
+    if (bytes > deps.limits.specBytes) throw errors.specTooLarge('The spec', bytes, deps.limits.specBytes, '/spec');
     await pinToCurrentVersions(deps.secrets, executor, orgId, spec);
-    return spec;
+    return { spec, json };
   }
 
   return {
@@ -55,9 +62,9 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
       const now = new Date().toISOString();
       try {
         return await db.transaction().execute(async (trx) => {
-          const spec = await checkedSpec(trx, orgId, input.spec);
+          const { spec, json } = await checkedSpec(trx, orgId, input.spec);
           const row: ServiceRow = {
-            id: newId('service'), org_id: orgId, name: input.name, description: input.description ?? '', spec: JSON.stringify(spec), version: 1,
+            id: newId('service'), org_id: orgId, name: input.name, description: input.description ?? '', spec: json, version: 1,
             created_at: now, updated_at: now,
           };
           await servicesRepo.insert(trx, row);
@@ -87,11 +94,12 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
       try {
         return await db.transaction().execute(async (trx) => {
           const current = await loadService(trx, orgId, idOrName);
-          const spec = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
+          const checked = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
+          const spec = checked?.spec;
           const row = await servicesRepo.update(trx, current.id, {
             ...(patch.name !== undefined ? { name: patch.name } : {}),
             ...(patch.description !== undefined ? { description: patch.description } : {}),
-            ...(spec !== undefined ? { spec: JSON.stringify(spec) } : {}),
+            ...(checked !== undefined ? { spec: checked.json } : {}),
             updated_at: now,
           });
           // PostgreSQL: deleted by a concurrent request since it was read.
