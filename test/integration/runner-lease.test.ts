@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Actor, TestServer } from '../support/harness.js';
-import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, startDeployFixture, type DeployFixture } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, newRunner, startDeployFixture, type DeployFixture } from '../support/deployments.js';
 import { alive, ask, deploymentLog, gateFile, servedBy, serviceSpec, settled, startedPids, startRunner } from '../support/runner-agent.js';
 
 describe('slipway runner and its lease', () => {
@@ -122,5 +123,50 @@ describe('slipway runner and its lease', () => {
     const final = await getDeployment(developer.http, orgId, d.id);
     assert.deepEqual([final.state, final.reason], ['cancelled', 'wrong branch']);
     assert.equal(await runner.stop(), 0);
+  });
+});
+
+// A server that was down (restarting, upgraded) got no heartbeats meanwhile: for one lease after it
+// starts it expires no lease, so that a runner still at work gets its retried heartbeat in first.
+// (Through the protocol, with a lease long enough for a start and a few calls.)
+describe('runner leases across a server restart', () => {
+  const LEASE_SECONDS = 4;
+  let f: DeployFixture;
+
+  before(async () => {
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: String(LEASE_SECONDS) } });
+  });
+  after(() => f.close());
+
+  it('keeps a lease that ran out while the server was down for one lease after it starts, and expires it once that has passed', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId);
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    const claim = await f.runner.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal(claim.deployment.id, d.id);
+
+    // Down for longer than the lease.
+    const restarted = await f.server.restart(() => sleep(LEASE_SECONDS * 1000 + 500));
+    // The fixture closes the server it started; this one is the test's own.
+    f = { ...f, server: restarted, close: async () => { assert.deepEqual(restarted.undeclared, []); await restarted.close(); } };
+
+    // What expires leases first thing, another runner's claim and the sweep, leave it be.
+    const other = await newRunner(restarted, f.orgId);
+    assert.equal((await other.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
+    await restarted.core.runner.sweep();
+    const beat = await f.runner.heartbeat(d.id, claim.lease.token);
+    assert.equal(beat.status, 200, beat.text);
+    const kept = await getDeployment(f.developer.http, f.orgId, d.id);
+    assert.deepEqual([kept.state, kept.attempt, kept.lease.expiresAt], ['in_progress', 1, beat.body.lease.expiresAt]);
+
+    // Without heartbeats it expires as ever, once this server has been up for a lease.
+    const requeued = await eventually('the lease to expire', async () => {
+      const now = await getDeployment(f.developer.http, f.orgId, d.id);
+      return now.state === 'queued' ? now : undefined;
+    });
+    assert.equal(requeued.attempt, 2);
+    assert.equal((await f.runner.heartbeat(d.id, claim.lease.token)).body.code, 'lease_lost');
+    const moves = (await eventsOf(restarted, f.orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}→${e.data.to}@${e.data.attempt}`);
+    assert.deepEqual(moves, ['queued→in_progress@1', 'in_progress→queued@2']);
   });
 });

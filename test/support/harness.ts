@@ -127,8 +127,11 @@ export interface TestServer {
   createOrg(slug?: string): Promise<Organization>;
   /** A service user of `orgId` with a token, made through the domain service. */
   actor(orgId: string, role: Role, name?: string): Promise<Actor>;
-  /** Stops this server and starts a new one on the same data dir, database and port (so clients' URLs and tokens stay good); close the new one only. */
-  restart(): Promise<TestServer>;
+  /**
+   * Stops this server, runs `whileDown` (when given), and starts a new one on the same data dir,
+   * database and port (so clients' URLs and tokens stay good); close the new one only.
+   */
+  restart(whileDown?: () => Promise<unknown>): Promise<TestServer>;
   close(): Promise<void>;
 }
 
@@ -225,9 +228,10 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
       const t = await token(created);
       return { ...created, token: t, http: httpClient(api, t) };
     },
-    async restart() {
+    async restart(whileDown) {
       await slipway.close();
       handedOver = true;
+      await whileDown?.();
       return startServer({ ...options, reuse: { dataDir, database, port } });
     },
     async close() {

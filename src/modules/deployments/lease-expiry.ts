@@ -1,7 +1,8 @@
 // What happens when a runner stops renewing its lease: the deployment goes back to the queue
 // with one more attempt, or fails once the attempts are spent. Run by a periodic sweeper in every
-// server and lazily by claims; each move is a compare-and-set on the exact lease that expired, so
-// any number of sweepers on any number of nodes move each lease once.
+// server and lazily by claims (neither in a server's first lease after it starts: see the runner
+// service); each move is a compare-and-set on the exact lease that expired, so any number of
+// sweepers on any number of nodes move each lease once.
 import { SYSTEM_ACTOR_ID, type RequestContext } from '../../platform/context.js';
 import type { Db } from '../../platform/db/database.js';
 import { compareAndSet } from './deployment-state.js';

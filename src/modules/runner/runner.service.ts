@@ -46,8 +46,9 @@ export function createRunnerService(deps: RunnerDeps) {
   const { db, signals } = deps;
   const leaseMs = deps.leaseSeconds * 1000;
   const hostTimeoutMs = deps.hostTimeoutSeconds * 1000;
-  // Reports made to a server that was down did not arrive: until a whole timeout has passed since
-  // this one started, only what a runner let go of is an orphan, not what went unreported.
+  // Reports and heartbeats made to a server that was down did not arrive. Until a whole host timeout
+  // has passed since this one started, only what a runner let go of is an orphan, not what went
+  // unreported; until a whole lease has, no lease expires (see expire).
   const startedAt = Date.now();
 
   function leaseOf(row: DeploymentRow): LeaseT {
@@ -57,7 +58,15 @@ export function createRunnerService(deps: RunnerDeps) {
     };
   }
 
+  /**
+   * Re-queues (or fails) what lost its lease; not in this process's first lease after it started.
+   * A lease that ran out while the server was down (restarting, upgraded) is no sign that its
+   * runner is gone: the runner retries its heartbeat until the server answers, and that retry must
+   * land before the lease is taken from it, or a restart costs every deployment in progress an
+   * attempt. The nodes that stayed up meanwhile expire leases as ever.
+   */
   async function expire(orgId: string | null): Promise<void> {
+    if (Date.now() - startedAt < leaseMs) return;
     for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
   }
 
