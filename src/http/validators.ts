@@ -29,10 +29,12 @@ function largerThan(value: unknown, limit: number): boolean {
   let left = limit;
   const walk = (v: unknown): boolean => {
     if (v === null || typeof v !== 'object') return false;
-    const items = Array.isArray(v) ? v : Object.values(v as object);
-    left -= items.length;
-    if (left < 0) return true;
-    for (const item of items) if (walk(item)) return true;
+    if (Array.isArray(v)) {
+      for (const item of v) if (--left < 0 || walk(item)) return true;
+      return false;
+    }
+    // for…in allocates no list (a parsed body's keys are all its own).
+    for (const key in v) if (--left < 0 || walk((v as Record<string, unknown>)[key])) return true;
     return false;
   };
   return walk(value);
