@@ -162,7 +162,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   const defaultUrl = `http://${hostForUrl}:${port}`;
 
   const databaseUrl = raw('databaseUrl') ?? null;
-  if (databaseUrl !== null && !/^(postgres|postgresql):\/\//.test(databaseUrl) && !databaseUrl.startsWith('sqlite:')) {
+  if (databaseUrl !== null && !/^(postgres|postgresql):\/\//.test(databaseUrl) && !/^sqlite:./.test(databaseUrl)) {
     throw new ConfigError(`${label('databaseUrl')} must be a PostgreSQL URL (postgres:// or postgresql://) or sqlite:PATH, got "${redactUrl(databaseUrl)}"`);
   }
 
