@@ -104,7 +104,7 @@ function fixPaths<T>(doc: T): T {
         delete op.requestBody!.description;
       }
       const schema = op.requestBody?.content?.['application/json']?.schema;
-      // A body schema that admits null, or has no type at all (NoBody), may be left out.
+      // A body schema that admits null, or has no type at all, may be left out.
       if (schema !== undefined && (schema.type === undefined || (Array.isArray(schema.type) && schema.type.includes('null')))) op.requestBody!.required = false;
     }
   }

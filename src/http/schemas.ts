@@ -34,9 +34,6 @@ export const ForceDeleteQuery = (what: string) => Type.Object({
   force: Type.Optional(Type.Boolean({ default: false, description: `true: ${what}; never while a deployment is queued or in progress.` })),
 });
 
-/** For a POST that takes nothing: no body, or an empty object (a field in it is refused by name). */
-export const NoBody = Type.Unsafe<Record<string, never> | undefined>({ additionalProperties: false, description: 'No body, or {}.' });
-
 export const OrgIdParam = Type.String({ minLength: 1, maxLength: 64, description: 'Organization id (`org_…`) or slug.' });
 export const OrgParams = Type.Object({ orgId: OrgIdParam });
 

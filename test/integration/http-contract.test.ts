@@ -261,6 +261,14 @@ describe('HTTP contract', () => {
     assert.equal((await server.owner.http.get(`/v1/orgs/default/secrets/${name}`)).status, 200, 'not deleted');
     // An empty object carries nothing: clients that always send one still work.
     assert.equal((await server.owner.http.delete(`/v1/orgs/default/secrets/${name}`, { body: {} })).status, 204);
+    // Nor is any other JSON value taken as "nothing": adding a client secret made one for each of these.
+    const users = `/v1/orgs/default/service-users/${server.owner.id}/secrets`;
+    for (const raw of ['"keepOld": false', '[]', 'null', '1', '"please"']) {
+      const res = await server.owner.http.request('POST', users, { raw, contentType: 'application/json' });
+      assert.equal(res.status, 400, `${raw}: ${res.text}`);
+    }
+    const secrets = await server.owner.http.get(`/v1/orgs/default/service-users/${server.owner.id}`);
+    assert.equal(secrets.body.secrets.length, 1, 'no client secret was added');
   });
 
   it('writes exactly one access-log line per request', async () => {

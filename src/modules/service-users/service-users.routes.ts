@@ -1,7 +1,7 @@
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
-import { NoBody, OrgParams, PageQuery } from '../../http/schemas.js';
+import { OrgParams, PageQuery } from '../../http/schemas.js';
 import {
   ClientSecretParams, CreatedServiceUser, CreateServiceUserBody, NewClientSecret, ServiceUserList, ServiceUserParams,
   ServiceUserSchema, UpdateServiceUserBody,
@@ -85,7 +85,6 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
       summary: 'Add a second client secret (rotation); the existing one stays valid until removed',
       description: 'At most two live secrets (409 `too_many_client_secrets` lists them); the new secret is shown once.',
       params: ServiceUserParams,
-      body: NoBody,
       response: { 201: NewClientSecret, ...problems(409) },
     },
   }, async (req, reply) => {
