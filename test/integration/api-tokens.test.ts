@@ -5,7 +5,7 @@
 // introspection (RFC 7662), including after the token's verification has been cached.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { JWTPayload } from 'jose';
+import { decodeJwt, type JWTPayload } from 'jose';
 import { orgClaim } from '../../src/modules/auth/token.service.js';
 import { startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 import {
@@ -118,6 +118,13 @@ describe('API token checks', () => {
       assert.equal(res.status, 200);
       assertBearer401(await bearer(token), 'invalid_token', /revoked/);
       assert.deepEqual((await introspect(user, token)).body, { active: false });
+      // An event, with the client as its actor, once: revoking it again changes nothing.
+      assert.equal((await revoke(user, token)).status, 200);
+      const events = await server.core.db.selectFrom('events').selectAll().where('type', '=', 'service_user.token_revoked').where('subject_id', '=', user.id).execute();
+      assert.equal(events.length, 1);
+      assert.equal(events[0]!.actor_id, user.id);
+      assert.equal(JSON.parse(events[0]!.data).tokenId, decodeJwt(token).jti);
+      assert.ok(!events[0]!.data.includes(token), 'the token itself is not in the event');
       assert.equal((await revoke(user, token)).status, 200, 'revoking twice is not an error');
       // The service user's other tokens are unaffected.
       assert.equal((await bearer((await requestToken(server, user)).body.access_token)).status, 200);

@@ -6,6 +6,7 @@ import type { App } from '../../http/app-types.js';
 import type { RateLimitDecision, RateLimiter } from '../../http/rate-limit.js';
 import { AppError, errors } from '../../platform/errors.js';
 import { oauthErrors } from './oauth-errors.js';
+import type { Role } from './roles.js';
 import { audienceScope, orgClaim, STANDARD_SCOPES } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
 import type { AuthenticatedClient, ClientCredentials, TokenResponse, TokenService } from './token.service.js';
@@ -266,7 +267,9 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
     // token_type_hint is ignored (RFC 7009 §2.1 allows it): access tokens are the only kind we issue.
-    await deps.tokens.revoke(caller.user, token);
+    // The client revokes its own token: it is the event's actor.
+    const actor = { id: caller.user.id, kind: 'service_user' as const, orgId: caller.user.org_id, role: caller.user.role as Role, instanceAdmin: caller.user.instance_admin === 1 };
+    await deps.tokens.revoke({ requestId: req.id, actor }, caller.user, token);
     await deps.tokens.markUsed(caller);
     return {};
   });

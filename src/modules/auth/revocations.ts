@@ -1,6 +1,6 @@
 // Revoked token ids. The table is shared by every node; each node keeps the live ones in memory
 // and picks up revocations made elsewhere within a few seconds.
-import type { Db } from '../../platform/db/database.js';
+import type { Db, Executor } from '../../platform/db/database.js';
 
 /**
  * How long a revocation is kept past its token's expiry: the verifier accepts a token until a few
@@ -44,12 +44,20 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
       await inflight;
       return revoked.has(jti);
     },
-    async revoke(entry: { jti: string; serviceUserId: string; expiresAt: number }): Promise<void> {
+    /**
+     * Records a revocation, in `trx` when given (the caller's event commits with it); true when this
+     * call revoked the token, false when it was revoked already.
+     */
+    async revoke(entry: { jti: string; serviceUserId: string; expiresAt: number }, trx: Executor = deps.db): Promise<boolean> {
       const now = new Date().toISOString();
-      await deps.db.insertInto('revoked_tokens')
+      const inserted = await trx.insertInto('revoked_tokens')
         .values({ jti: entry.jti, service_user_id: entry.serviceUserId, expires_at: new Date(entry.expiresAt).toISOString(), revoked_at: now })
         .onConflict((oc) => oc.column('jti').doNothing())
-        .execute();
+        .executeTakeFirst();
+      return Number(inserted.numInsertedOrUpdatedRows ?? 0) === 1;
+    },
+    /** Once the revocation has committed: this node refuses the token from now on. */
+    remember(entry: { jti: string; expiresAt: number }): void {
       revoked.set(entry.jti, entry.expiresAt);
     },
     async prune(): Promise<void> {

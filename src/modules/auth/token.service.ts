@@ -3,9 +3,11 @@
 import { decodeJwt } from 'jose';
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { hashClientSecret, pepperKey, sameSecretHash, secretDigest } from '../../platform/crypto/client-secret.js';
+import type { RequestContext } from '../../platform/context.js';
 import type { Db } from '../../platform/db/database.js';
 import { isAppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { appendEvents } from '../events/event-log.js';
 import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from '../service-users/service-users.repo.js';
 import { oauthErrors } from './oauth-errors.js';
 import type { Principal } from './principal.js';
@@ -208,7 +210,7 @@ export function createTokenService(deps: TokenServiceDeps) {
      * valid, is not an error (200, nothing to do); a live token issued to another client is refused
      * and stays valid, since the caller may not end another client's access.
      */
-    async revoke(caller: ServiceUserRow, token: string): Promise<void> {
+    async revoke(ctx: RequestContext, caller: ServiceUserRow, token: string): Promise<void> {
       let principal: Principal;
       try {
         principal = await deps.verifier.verify(token, { allowRevoked: true, anyAudience: true });
@@ -217,7 +219,16 @@ export function createTokenService(deps: TokenServiceDeps) {
         return;
       }
       if (principal.clientId !== caller.id) throw oauthErrors.tokenOfAnotherClient();
-      await deps.revocations.revoke({ jti: principal.tokenId, serviceUserId: caller.id, expiresAt: principal.expiresAt });
+      const entry = { jti: principal.tokenId, serviceUserId: caller.id, expiresAt: principal.expiresAt };
+      // A revocation is a change like any other: its event commits with it (once per token).
+      await deps.db.transaction().execute(async (trx) => {
+        if (!(await deps.revocations.revoke(entry, trx))) return;
+        await appendEvents(trx, ctx, [{
+          orgId: caller.org_id, type: 'service_user.token_revoked', subject: { type: 'service_user', id: caller.id },
+          data: { tokenId: principal.tokenId, expiresAt: new Date(principal.expiresAt).toISOString() },
+        }]);
+      });
+      deps.revocations.remember(entry);
       deps.verifier.forget(token);
     },
   };
