@@ -220,6 +220,22 @@ describe('events', () => {
     assert.equal(bad.status, 400);
   });
 
+  it('gives a cursor to follow the log from its end: later, only what was appended since', async () => {
+    const base = `/v1/orgs/${orgId}/events?type=service_user.*&limit=200`;
+    const end = (await admin.http.get(base)).body;
+    assert.equal(end.nextCursor, null);
+    assert.equal(typeof end.resumeCursor, 'string');
+    const idle = (await admin.http.get(`${base}&cursor=${end.resumeCursor}`)).body;
+    assert.deepEqual(idle.events, []);
+    assert.equal(idle.resumeCursor, end.resumeCursor, 'nothing new: the same place');
+    const su = `/v1/orgs/${orgId}/service-users`;
+    const later = (await admin.http.post(su, { name: 'followed', role: 'viewer' })).body;
+    issuedSecrets.push(later.clientSecret);
+    const since = (await admin.http.get(`${base}&cursor=${idle.resumeCursor}`)).body;
+    assert.deepEqual(since.events.map((e: EventT) => [e.type, e.subject.id]), [['service_user.created', later.id]]);
+    assert.notEqual(since.resumeCursor, end.resumeCursor);
+  });
+
   it('is for admins and owners of the organization only', async () => {
     assert.equal((await owner.http.get(`/v1/orgs/${orgId}/events`)).status, 200);
     for (const role of ['developer', 'viewer', 'runner'] as const) {

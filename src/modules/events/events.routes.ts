@@ -11,13 +11,14 @@ export function eventsRoutes(app: App, deps: { events: EventsService }): void {
       summary: 'Page through the audit log of an organization in commit order, oldest first',
       description: 'Every change appends one event in its own transaction: who (`actor`), which request (`requestId`, the `X-Request-Id`), '
         + 'what (`type`, `subject`) and `data` without secret values. Types include `organization.created|updated`, '
-        + '`service_user.created|updated|role_changed|disabled|enabled|deleted|secret_added|secret_removed|secret_rotated` and `secret.*`.',
+        + '`service_user.created|updated|role_changed|disabled|enabled|deleted|secret_added|secret_removed|secret_rotated|token_revoked` and `secret.*`. '
+        + 'To follow the log, keep `resumeCursor` (present on every page, the last one too) and pass it as `cursor` later: only events appended since come back.',
       params: OrgParams,
       querystring: EventListQuery,
       response: { 200: EventList },
     },
   }, async (req) => {
     const page = await deps.events.list(req.org!.id, req.query);
-    return { events: page.items, nextCursor: page.nextCursor };
+    return { events: page.items, nextCursor: page.nextCursor, resumeCursor: page.resumeCursor };
   });
 }

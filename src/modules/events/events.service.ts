@@ -1,6 +1,6 @@
 import type { Db, Dialect } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
-import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { cursorList, encodeCursor, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { eventsRepo, type EventPosition, type StoredEvent } from './events.repo.js';
 import type { Event } from './events.schemas.js';
 
@@ -43,15 +43,22 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
       return deps.dialect === 'postgres' ? eventsRepo.renumberRestored(deps.db) : 0;
     },
 
-    /** The organization's events in the order they were committed, oldest first. */
-    async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string }): Promise<Page<Event>> {
+    /**
+     * The organization's events in the order they were committed, oldest first. `resumeCursor`
+     * follows the log: it is after this page's last event (or the cursor given, when no event came
+     * after it), so a client that keeps it reads, later, only what was appended since; `nextCursor`
+     * is null on the last page, like every list's.
+     */
+    async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string }): Promise<Page<Event> & { resumeCursor: string | null }> {
       // Cursors from before they were bound to their filters still resume the log.
       const list = cursorList('events', { org: orgId, type: query.type, subject: query.subject }, { acceptsUnscoped: true });
       const page = pageRequest(list, query);
       const after = page.after === null ? null : await positionOf(orgId, page.after);
       const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, limit: page.limit, type: query.type, subjectId: query.subject });
       const result = toPage(list, rows, page.limit, (r) => keyOf(deps.dialect, r));
-      return { items: result.items.map(toEvent), nextCursor: result.nextCursor };
+      const last = result.items.at(-1);
+      const resumeCursor = last !== undefined ? encodeCursor(list, keyOf(deps.dialect, last)) : (query.cursor ?? null);
+      return { items: result.items.map(toEvent), nextCursor: result.nextCursor, resumeCursor };
     },
   };
 }
