@@ -49,12 +49,19 @@ describe('environments', () => {
     assert.deepEqual(seen, [env.id, ...more.map((e) => e.id)]);
 
     const renamed = unique('production');
-    const patched = await admin.http.patch(`/v1/orgs/${orgId}/environments/${name}`, { name: renamed, protected: false });
+    const patched = await admin.http.patch(`/v1/orgs/${orgId}/environments/${name}`, { name: renamed, protected: false, description: 'Live traffic' });
     assert.equal(patched.status, 200, patched.text);
     assert.equal(patched.body.name, renamed);
     assert.equal(patched.body.protected, false);
     assert.equal(patched.body.description, 'Live traffic');
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/environments/${name}`)).status, 404);
+    // A patch that changes nothing changes nothing: neither updatedAt nor the audit log.
+    const same = await admin.http.patch(`/v1/orgs/${orgId}/environments/${renamed}`, { name: renamed, protected: false, description: 'Live traffic' });
+    assert.equal(same.status, 200, same.text);
+    assert.equal(same.body.updatedAt, patched.body.updatedAt);
+    const [update] = (await eventsOf(server, orgId, env.id)).filter((e) => e.type === 'environment.updated');
+    // The description was sent but the same: the event names what changed, from what, to what.
+    assert.deepEqual([update!.data.changed, update!.data.from, update!.data.to], [['name', 'protected'], { name, protected: true }, { name: renamed, protected: false }]);
 
     const deleted = await admin.http.delete(`/v1/orgs/${orgId}/environments/${renamed}`);
     assert.equal(deleted.status, 204);

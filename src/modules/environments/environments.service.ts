@@ -71,17 +71,24 @@ export function createEnvironmentsService(deps: { db: Db }) {
       try {
         return await db.transaction().execute(async (trx) => {
           const current = await loadEnvironment(trx, orgId, idOrName);
+          // As an organization's: the event says what changed from what, and no change appends none.
+          const before = toEnvironment(current);
+          const changed = (['name', 'description', 'protected'] as const).filter((field) => patch[field] !== undefined && patch[field] !== before[field]);
+          if (changed.length === 0) return before;
           const row = await environmentsRepo.update(trx, current.id, {
-            ...(patch.name !== undefined ? { name: patch.name } : {}),
-            ...(patch.description !== undefined ? { description: patch.description } : {}),
-            ...(patch.protected !== undefined ? { protected: patch.protected ? 1 : 0 } : {}),
+            ...(changed.includes('name') ? { name: patch.name! } : {}),
+            ...(changed.includes('description') ? { description: patch.description! } : {}),
+            ...(changed.includes('protected') ? { protected: patch.protected ? 1 : 0 } : {}),
             updated_at: now,
           });
           // PostgreSQL: deleted by a concurrent request since it was read.
           if (row === undefined) throw errors.notFound('environment', idOrName);
           await appendEvents(trx, ctx, [{
             orgId, type: 'environment.updated', subject: { type: 'environment', id: current.id },
-            data: { name: row.name, changed: Object.keys(patch), protected: row.protected === 1 },
+            data: {
+              name: row.name, changed, protected: row.protected === 1,
+              from: Object.fromEntries(changed.map((f) => [f, before[f]])), to: Object.fromEntries(changed.map((f) => [f, patch[f]])),
+            },
           }], now);
           return toEnvironment(row);
         });
