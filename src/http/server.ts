@@ -11,7 +11,7 @@ import underPressure from '@fastify/under-pressure';
 import FindMyWay from 'find-my-way';
 import { routePrefix } from '../platform/config.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
-import { errors } from '../platform/errors.js';
+import { errors, pointerSegment } from '../platform/errors.js';
 import { allows, type Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
 import type { TokenVerifier } from '../modules/auth/token-verifier.js';
@@ -300,12 +300,15 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const schema = route.schema as { body?: unknown; querystring?: { properties?: Record<string, unknown> } } | undefined;
     if (route.config?.auth === undefined || !isWriteMethod(route.method) || schema?.body !== undefined) return;
     const options = Object.keys(schema?.querystring?.properties ?? {});
-    const takesNone = () => errors.invalidRequest(
+    const takesNone = (body: unknown) => errors.invalidRequest(
       `This operation takes no request body${options.length > 0 ? `; its options are query parameters (${options.join(', ')})` : ''}. Send it without one.`,
-      [{ pointer: '/', message: 'is not taken by this operation' }]);
+      // The fields of an object are named, as any unknown field is; anything else is the body itself.
+      body !== null && typeof body === 'object' && !Array.isArray(body)
+        ? Object.keys(body).map((key) => ({ pointer: `/${pointerSegment(key)}`, message: 'is not a known field' }))
+        : [{ pointer: '/', message: 'is not taken by this operation' }]);
     const noBody = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
       const body = req.body;
-      if (body !== undefined && !(body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0)) throw takesNone();
+      if (body !== undefined && !(body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0)) throw takesNone(body);
       done();
     };
     route.preValidation = [route.preValidation ?? []].flat().concat(noBody);
