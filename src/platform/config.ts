@@ -162,8 +162,12 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   const defaultUrl = `http://${hostForUrl}:${port}`;
 
   const databaseUrl = raw('databaseUrl') ?? null;
-  if (databaseUrl !== null && !/^(postgres|postgresql):\/\//.test(databaseUrl) && !/^sqlite:./.test(databaseUrl)) {
+  const postgresUrl = databaseUrl !== null && /^(postgres|postgresql):\/\//.test(databaseUrl);
+  if (databaseUrl !== null && !postgresUrl && !/^sqlite:./.test(databaseUrl)) {
     throw new ConfigError(`${label('databaseUrl')} must be a PostgreSQL URL (postgres:// or postgresql://) or sqlite:PATH, got "${redactUrl(databaseUrl)}"`);
+  }
+  if (postgresUrl && !URL.canParse(databaseUrl)) {
+    throw new ConfigError(`${label('databaseUrl')} is not a valid URL (a port must be a number; percent-encode @, / and : in the user name and password), got "${redactUrl(databaseUrl)}"`);
   }
 
   const masterKey = raw('masterKey') ?? null;
@@ -312,5 +316,7 @@ export function routePrefix(url: string): string {
 
 /** A database URL with its password replaced, fit for a log line or an error. */
 export function redactUrl(value: string): string {
-  return value.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  // Up to the last @ before the path: a password may hold an @ of its own, which PostgreSQL's
+  // client takes as part of it.
+  return value.replace(/\/\/([^:/@]+):[^/]*@/, '//$1:***@');
 }

@@ -21,7 +21,7 @@ function refusal(env: Record<string, string>, flags: Record<string, string> = {}
 /** One invalid value of each kind, for every variable that can have one. */
 const INVALID: Array<[string, string]> = [
   ['SLIPWAY_HOST', '256.1.1.1'], ['SLIPWAY_PORT', 'abc'], ['SLIPWAY_PORT', '65536'], ['SLIPWAY_PORT', '-1'], ['SLIPWAY_PORT', '80.5'],
-  ['SLIPWAY_DATABASE_URL', 'mysql://db/app'], ['SLIPWAY_DATABASE_URL', 'sqlite:'],
+  ['SLIPWAY_DATABASE_URL', 'mysql://db/app'], ['SLIPWAY_DATABASE_URL', 'sqlite:'], ['SLIPWAY_DATABASE_URL', 'postgres://u:p@127.0.0.1:notaport/db'],
   ['SLIPWAY_BASE_URL', 'not a url'], ['SLIPWAY_AUTH_URL', 'ftp://files.example.test'],
   ['SLIPWAY_MASTER_KEY', Buffer.alloc(16).toString('base64')], ['SLIPWAY_MASTER_KEY_PREVIOUS', Buffer.alloc(16).toString('base64')],
   ['SLIPWAY_IDP_NAME', 'Not Lowercase'], ['SLIPWAY_IDP_NAME', '1idp'], ['SLIPWAY_PROJECT_ID', 'abc'], ['SLIPWAY_PROJECT_ID', '1'.repeat(31)],
@@ -152,6 +152,8 @@ describe('configuration', () => {
     const message = refusal({ SLIPWAY_DATABASE_URL: 'mysql://app:hunter2@db/app' });
     assert.ok(!message.includes('hunter2'), message);
     assert.equal(redactUrl('postgres://app:hunter2@db:5432/app'), 'postgres://app:***@db:5432/app');
+    // A password with an @ of its own is hidden whole.
+    assert.equal(redactUrl('postgres://app:top@secret@db:5432/app?x=1'), 'postgres://app:***@db:5432/app?x=1');
   });
 
   it('accepts every port and refuses everything that is not one (property)', () => {
