@@ -26,8 +26,10 @@ rotate-master   re-wraps every organization data key, signing key and instance k
                 master key, --batch-size rows (default 100) per transaction, waiting --pause-ms
                 (default 0) between batches. Servers keep serving throughout, accepting the old
                 and the new key. Interrupted? Run it again: it continues where it stopped.
-rotate-signing  new tokens are signed with a new key (at once on this node, within a minute on
-                every other); the old key stays in the JWKS until every token it signed has
+                The key file is one data directory's: nodes sharing a PostgreSQL database
+                rotate with SLIPWAY_MASTER_KEY instead (below).
+rotate-signing  new tokens are signed with a new key (by every running server within a
+                minute); the old key stays in the JWKS until every token it signed has
                 expired (SLIPWAY_TOKEN_TTL after the rotation, plus that minute).
                 --revoke-previous: every other key is revoked instead (a key that leaked):
                 within a minute no node publishes it or accepts a token it signed; clients get
