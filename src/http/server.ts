@@ -47,13 +47,14 @@ export interface ServerDeps {
  * "incoming"/"completed" pair is two lines and logs the whole request object).
  */
 class AccessLog extends LogController {
-  constructor(private readonly write: (line: AccessLine) => void) {
+  constructor(private readonly write: (line: AccessLine) => void, private readonly completed: (req: FastifyRequest) => void) {
     super({ requestIdLogLabel: 'requestId' });
   }
 
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply): void {
+    this.completed(req);
     const line = {
       requestId: req.id,
       method: req.method,
@@ -70,6 +71,8 @@ class AccessLog extends LogController {
 }
 
 const MAX_PATH_PARAMETER = 512;
+/** At shutdown, how long a connection that has sent part of a request's headers has to send the rest. */
+const UNFINISHED_REQUEST_GRACE_MS = 1_000;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
 const OVERLOAD_SAMPLE_MS = 1_000;
@@ -99,7 +102,14 @@ function trustNearest(hops: number): (address: string, hop: number) => boolean {
 }
 
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
-  const accessLog = new AccessLog(accessLogWriter(deps.logger));
+  // Requests under way on each connection (from their headers to their response): at shutdown, a
+  // connection with none that has begun to send one is not left to hold the process (see preClose).
+  const underWay = new WeakMap<Socket, number>();
+  const accessLog = new AccessLog(accessLogWriter(deps.logger), (req) => {
+    const socket = req.raw.socket;
+    const n = underWay.get(socket);
+    if (n !== undefined) underWay.set(socket, n - 1);
+  });
   const app = Fastify({
     loggerInstance: deps.logger,
     // One access-log line per request, written by our onResponse hook.
@@ -193,6 +203,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   let closing = false;
 
   app.addHook('onRequest', (req, reply, done) => {
+    const socket = req.raw.socket;
+    underWay.set(socket, (underWay.get(socket) ?? 0) + 1);
     reply.header('x-request-id', req.id);
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
     if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
@@ -343,6 +355,14 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.addHook('preClose', async () => {
     closing = true;
     for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+    // One that has sent part of a request's headers is given a moment to finish them (its request
+    // then gets the 503 above), and is ended after that: Node counts it neither idle nor busy, and
+    // a client that never finishes would hold the shutdown until its grace period ran out.
+    const idle = (socket: Socket) => (underWay.get(socket) ?? 0) <= 0;
+    const unfinished = [...sockets].filter(idle);
+    if (unfinished.length > 0) {
+      setTimeout(() => { for (const socket of unfinished) if (idle(socket)) socket.destroy(); }, UNFINISHED_REQUEST_GRACE_MS).unref();
+    }
   });
 
   // Callback-style hooks: the response path is the hottest code there is.

@@ -251,6 +251,22 @@ describe('HTTP contract', () => {
     assert.match(String(problem.detail), /shutting down/);
   });
 
+  it('ends, at shutdown, a connection that never finishes sending a request\'s headers, rather than wait for it', async () => {
+    const closing = await startServer();
+    const { port } = new URL(closing.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let text = '';
+    socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+    const ended = new Promise((resolve) => socket.once('close', resolve));
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    await sleep(50);
+    await closing.close();
+    await ended;
+    // Left to Node, it would have been answered 408 once its header timeout (a minute) ran out.
+    assert.equal(text, '');
+  });
+
   it('refuses a body on an operation that takes none, rather than ignore it, and does nothing', async () => {
     const name = `nobody-${Date.now()}`;
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'v' } }] })).status, 201);
