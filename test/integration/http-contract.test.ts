@@ -218,22 +218,28 @@ describe('HTTP contract', () => {
     }
   });
 
-  it('answers a request that arrives while the server shuts down with a 503 problem', async () => {
+  /** A server and a connection to it that has sent the first lines of a request's headers. */
+  async function halfRequest(path: string) {
     const closing = await startServer();
-    const { port } = new URL(closing.url);
-    // Half a request before the shutdown: the connection is busy, so it is neither ended nor idle.
-    const socket = connect(Number(port), '127.0.0.1');
+    const port = Number(new URL(closing.url).port);
+    const socket = connect(port, '127.0.0.1');
     await new Promise((resolve) => socket.once('connect', resolve));
     let text = '';
     socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
     const ended = new Promise((resolve) => socket.once('close', resolve));
-    socket.write('GET /v1/orgs HTTP/1.1\r\nHost: x\r\n');
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n`);
     await sleep(50);
+    return { closing, port, socket, ended, received: () => text };
+  }
+
+  it('answers a request that arrives while the server shuts down with a 503 problem', async () => {
+    // Half a request before the shutdown, the rest once it has begun.
+    const { closing, port, socket, ended, received } = await halfRequest('/v1/orgs');
     const closed = closing.close();
     // Once the server no longer takes connections, its shutdown has begun.
     for (;;) {
       const refused = await new Promise<boolean>((resolve) => {
-        const probe = connect(Number(port), '127.0.0.1').once('connect', () => { probe.destroy(); resolve(false); }).once('error', () => resolve(true));
+        const probe = connect(port, '127.0.0.1').once('connect', () => { probe.destroy(); resolve(false); }).once('error', () => resolve(true));
       });
       if (refused) break;
       await sleep(10);
@@ -241,7 +247,7 @@ describe('HTTP contract', () => {
     socket.end(`Authorization: Bearer ${closing.owner.token}\r\n\r\n`);
     await ended;
     await closed;
-    const [head, body] = text.split('\r\n\r\n') as [string, string];
+    const [head, body] = received().split('\r\n\r\n') as [string, string];
     assert.match(head, /^HTTP\/1\.1 503 /);
     assert.match(head, /\r\ncontent-type: application\/problem\+json/i);
     assert.match(head, /\r\nretry-after: 1\r\n/i);
@@ -252,19 +258,11 @@ describe('HTTP contract', () => {
   });
 
   it('ends, at shutdown, a connection that never finishes sending a request\'s headers, rather than wait for it', async () => {
-    const closing = await startServer();
-    const { port } = new URL(closing.url);
-    const socket = connect(Number(port), '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
-    let text = '';
-    socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-    const ended = new Promise((resolve) => socket.once('close', resolve));
-    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
-    await sleep(50);
+    const { closing, ended, received } = await halfRequest('/healthz');
     await closing.close();
     await ended;
     // Left to Node, it would have been answered 408 once its header timeout (a minute) ran out.
-    assert.equal(text, '');
+    assert.equal(received(), '');
   });
 
   it('refuses a body on an operation that takes none, rather than ignore it, and does nothing', async () => {
