@@ -1,12 +1,14 @@
 // The composition root: configuration in, a running Slipway out. It wires the platform (database,
 // keys, logger), the domain services and the HTTP server, and nothing else.
 import fs from 'node:fs';
+import path from 'node:path';
 import type { DestinationStream } from 'pino';
 import { buildServer } from './http/server.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import type { App } from './http/app-types.js';
-import { routePrefix, type Config } from './platform/config.js';
-import { openKeyring, type MasterKeyring } from './platform/crypto/master-key.js';
+import { ConfigError, routePrefix, type Config } from './platform/config.js';
+import { KEY_FILE, MissingKeyFileError, openKeyring, type MasterKeyring } from './platform/crypto/master-key.js';
+import { keysRepo } from './modules/keys/keys.repo.js';
 import { openDatabase, type Database } from './platform/db/database.js';
 import { migrateToLatest } from './platform/db/migrations/index.js';
 import { createLogger, type Logger } from './platform/logging.js';
@@ -58,13 +60,6 @@ export interface CoreOptions {
 /** Everything but HTTP: what the CLI needs to act on the same database as the server. */
 export async function openCore(config: Config, options: CoreOptions = {}) {
   const logger = options.logger ?? createLogger(config.logLevel, options.logStream);
-  const ring: MasterKeyring = openKeyring({
-    envKey: config.masterKey,
-    envPrevious: config.masterKeyPrevious,
-    dataDir: config.dataDir,
-    onGenerated: (file) => logger.warn({ file }, 'generated a master key file; back it up, or set SLIPWAY_MASTER_KEY (losing it loses every secret)'),
-    onChanged: (keys) => logger.info({ masterKeyId: keys.current, accepted: keys.accepted }, 'master keyring reloaded'),
-  });
   const database: Database = openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -72,6 +67,24 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
   });
   try {
     if (options.migrate !== false) await migrateToLatest(database);
+    // The database first: a missing key file is replaced by a new key only when nothing is wrapped yet.
+    const keyFileMissing = config.masterKey === null && !fs.existsSync(path.join(config.dataDir, KEY_FILE));
+    const wrappedKeyIds = keyFileMissing ? [...new Set((await keysRepo.usage(database.db)).map((u) => u.masterKeyId))] : [];
+    let ring: MasterKeyring;
+    try {
+      ring = openKeyring({
+        envKey: config.masterKey,
+        envPrevious: config.masterKeyPrevious,
+        dataDir: config.dataDir,
+        wrappedKeyIds,
+        onGenerated: (file) => logger.warn({ file }, 'generated a master key file; back it up, or set SLIPWAY_MASTER_KEY (losing it loses every secret)'),
+        onRefused: (r) => logger.error({ file: r.file, held: r.held, inFile: r.inFile }, 'the master key file holds none of the keys in use; ignoring it and keeping the keys held (restore the right file)'),
+        onChanged: (keys) => logger.info({ masterKeyId: keys.current, accepted: keys.accepted }, 'master keyring reloaded'),
+      });
+    } catch (error) {
+      if (error instanceof MissingKeyFileError) throw new ConfigError(error.message);
+      throw error;
+    }
     const { db } = database;
     const identity = await loadInstanceIdentity(db, ring, config.projectId);
     const issuer = config.authUrl;

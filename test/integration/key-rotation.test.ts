@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { openCore } from '../../src/app.js';
 import { loadConfig } from '../../src/platform/config.js';
-import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, unwrapKey } from '../../src/platform/crypto/master-key.js';
+import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, unwrapKey, writeKeyFile } from '../../src/platform/crypto/master-key.js';
 import { createLogger } from '../../src/platform/logging.js';
 import { keysRepo, WRAPPED_TABLES } from '../../src/modules/keys/keys.repo.js';
 import { createDataKeys } from '../../src/modules/secrets/data-keys.js';
@@ -233,6 +233,61 @@ describe('master key rotation, key file source', () => {
     await assertKeyOpensNothing(server, old!);
     await assertFreshCoreStarts(server, {});
   });
+});
+
+describe('a missing or foreign master key file beside a database in use', () => {
+  let server: TestServer;
+  const expected = expectation();
+  const keyFile = () => path.join(server.dataDir, KEY_FILE);
+
+  before(async () => {
+    server = await startServer();
+    await seedOrg(server, expected, 1);
+  });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('no command replaces a missing key file with a new key: each refuses in one line naming the keys needed, writing nothing', async () => {
+    const saved = fs.readFileSync(keyFile());
+    const keys = readKeyFile(keyFile());
+    const ids = await usageIds(server);
+    fs.rmSync(keyFile());
+    try {
+      for (const args of [['keys', 'status'], ['org', 'list'], ['migrate']]) {
+        const res = await runCli(args, cliEnv(server));
+        assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`);
+        const lines = res.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, res.stderr);
+        assert.match(lines[0]!, new RegExp(`^slipway: the master key file .*${KEY_FILE} is missing, and the database holds data wrapped under master key ${ids.join(', ')}: restore the file .*SLIPWAY_MASTER_KEY`));
+        assert.equal(fs.existsSync(keyFile()), false, args.join(' '));
+      }
+      // The server holds the key all along and keeps serving what it wrapped.
+      await assertEverySecretOpens(server, keys, expected);
+    } finally {
+      fs.writeFileSync(keyFile(), saved, { mode: 0o600 });
+    }
+  });
+
+  it('a running server keeps its keys when the key file is replaced by one holding none of them, and logs an error naming it', async () => {
+    const saved = fs.readFileSync(keyFile());
+    const [real] = readKeyFile(keyFile());
+    const foreign = generateMasterKey();
+    writeKeyFile(keyFile(), [foreign]);
+    try {
+      await seedOrg(server, expected, 1);
+      assert.equal(server.core.ring.current().id, masterKeyId(real!));
+      assert.deepEqual(await usageIds(server), [masterKeyId(real!)]);
+      const errors = server.logs.map((l) => JSON.parse(l) as { level: string; msg: string; file?: string }).filter((l) => l.level === 'error' && l.file === keyFile());
+      assert.equal(errors.length, 1, server.logs.join('\n'));
+      assert.match(errors[0]!.msg, /holds none of the keys in use/);
+    } finally {
+      fs.writeFileSync(keyFile(), saved, { mode: 0o600 });
+    }
+    await assertEverySecretOpens(server, [real!], expected);
+  });
+
 });
 
 describe('master key rotation, SLIPWAY_MASTER_KEY source', () => {

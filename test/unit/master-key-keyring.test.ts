@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { loadConfig } from '../../src/platform/config.js';
 import {
-  generateMasterKey, KEY_FILE, keyringOf, masterKeyId, openKeyring, readKeyFile, unwrapKey, wrapKey, writeKeyFile,
+  generateMasterKey, KEY_FILE, keyringOf, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, unwrapKey, wrapKey, writeKeyFile,
 } from '../../src/platform/crypto/master-key.js';
 
 const dirs: string[] = [];
@@ -69,6 +69,47 @@ describe('master keyring from the key file', () => {
     assert.equal(ring.current().id, id);
     assert.equal(fs.existsSync(path.join(dir, KEY_FILE)), false);
   });
+});
+
+describe('master keyring: a missing or foreign key file', () => {
+  it('refuses to generate a key beside a database that holds data wrapped under others, writing nothing', () => {
+    const dir = tempDir();
+    const needed = masterKeyId(generateMasterKey());
+    assert.throws(() => openKeyring({ envKey: null, dataDir: dir, wrappedKeyIds: [needed] }), (e: unknown) => {
+      assert.ok(e instanceof MissingKeyFileError);
+      assert.match(e.message, new RegExp(`${KEY_FILE} is missing.*${needed}.*restore the file.*SLIPWAY_MASTER_KEY`));
+      assert.doesNotMatch(e.message, /\n/);
+      return true;
+    });
+    assert.deepEqual(fs.readdirSync(dir), []);
+  });
+
+  it('keeps the keys it holds when the key file is replaced by one holding none of them, and says so once', () => {
+    const dir = tempDir();
+    const file = path.join(dir, KEY_FILE);
+    const refusals: Array<{ file: string; held: string[] }> = [];
+    const ring = openKeyring({ envKey: null, dataDir: dir, onRefused: (r) => refusals.push(r) });
+    const id = ring.current().id;
+    const wrapped = wrapKey(ring, Buffer.from('kept'), 'b');
+    writeKeyFile(file, [generateMasterKey()]);
+    assert.equal(ring.current().id, id);
+    assert.equal(wrapKey(ring, Buffer.from('y'), 'b').masterKeyId, id);
+    ring.reload();
+    assert.equal(unwrapKey(ring, wrapped.sealed, wrapped.masterKeyId, 'b').toString(), 'kept');
+    assert.deepEqual(refusals, [{ file, held: [id], inFile: [masterKeyId(readKeyFile(file)[0]!)] }]);
+  });
+
+  it('follows a file that holds only a new key when it names the held key as retired (a rotation it did not watch)', () => {
+    const dir = tempDir();
+    const file = path.join(dir, KEY_FILE);
+    const ring = openKeyring({ envKey: null, dataDir: dir, onRefused: () => assert.fail('refused') });
+    const old = ring.current().id;
+    const next = generateMasterKey();
+    writeKeyFile(file, [next], [old]);
+    assert.deepEqual(readKeyFile(file).map(masterKeyId), [masterKeyId(next)]);
+    assert.equal(ring.current().id, masterKeyId(next));
+  });
+
 });
 
 describe('master keyring from SLIPWAY_MASTER_KEY', () => {

@@ -95,7 +95,7 @@ export function createKeysService(deps: KeysServiceDeps) {
       if (!resumed) writeKeyFile(keyFile, keys);
       const previousKeyIds = ring.all().slice(1).map((k) => k.id);
       logger.info({ masterKeyId: ring.current().id, previous: previousKeyIds, resumed, source: 'key-file' }, 'master key rotation started');
-      const { rewrapped } = await rewrap(ring, options, () => writeKeyFile(keyFile, [keys[0]!]));
+      const { rewrapped } = await rewrap(ring, options, () => writeKeyFile(keyFile, [keys[0]!], previousKeyIds));
       deps.ring.reload();
       return { source: 'key-file', masterKeyId: ring.current().id, previousKeyIds, resumed, rewrapped, nextSteps: [`Back up ${keyFile}: it now holds only the new key.`] };
     } finally {

@@ -48,27 +48,39 @@ export function generateMasterKey(): Buffer {
   return randomBytes(32);
 }
 
+/** The ids a key file says it replaced (`# retired mk_…` lines, which readKeyFile skips as comments). */
+export function readRetiredIds(file: string): string[] {
+  return [...fs.readFileSync(file, 'utf8').matchAll(/^#\s*retired\s+(mk_[0-9a-f]+)\s*$/gm)].map((m) => m[1]!);
+}
+
+function fsyncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /**
  * Replaces the key file atomically (write, fsync, rename, fsync the directory): a crash leaves
  * either the old file or the new one, and never a rename that the disk forgot while rows
  * re-wrapped under the new key were already committed.
+ *
+ * `retired`: ids of keys this write removes, recorded so that a server that did not see the file
+ * in between still knows the new key replaces them.
  */
-export function writeKeyFile(file: string, keys: Buffer[]): void {
+export function writeKeyFile(file: string, keys: Buffer[], retired: string[] = []): void {
   const tmp = `${file}.${process.pid}.tmp`;
   const fd = fs.openSync(tmp, 'w', 0o600);
   try {
-    fs.writeSync(fd, keys.map((k) => k.toString('base64')).join('\n') + '\n');
+    fs.writeSync(fd, [...retired.map((id) => `# retired ${id}`), ...keys.map((k) => k.toString('base64'))].join('\n') + '\n');
     fs.fsyncSync(fd);
   } finally {
     fs.closeSync(fd);
   }
   fs.renameSync(tmp, file);
-  const dir = fs.openSync(path.dirname(file), 'r');
-  try {
-    fs.fsyncSync(dir);
-  } finally {
-    fs.closeSync(dir);
-  }
+  fsyncDir(path.dirname(file));
 }
 
 /** A ring over exactly these keys (the first current): for a rotation's own use, and to check what a key alone can open. */
@@ -90,8 +102,15 @@ export interface KeyringOptions {
   /** Extra keys still accepted while a rotation away from them runs (SLIPWAY_MASTER_KEY_PREVIOUS). */
   envPrevious?: string[];
   dataDir: string;
+  /**
+   * The master key ids the database holds data wrapped under. A key file is generated only when
+   * there are none: a missing file beside data that needs a key is refused rather than replaced.
+   */
+  wrappedKeyIds?: string[];
   /** Called once when a key file is generated, to warn that it should be backed up or replaced. */
   onGenerated?: (file: string) => void;
+  /** Called when the key file holds none of the keys in use, and is ignored (ids only). */
+  onRefused?: (refusal: { file: string; held: string[]; inFile: string[] }) => void;
   /** Called when a reload changed the accepted keys (ids only: fit for a log line). */
   onChanged?: (change: { current: string; accepted: string[] }) => void;
 }
@@ -104,6 +123,13 @@ function fileStamp(file: string): string | null {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw error;
+  }
+}
+
+/** The key file is gone while the database holds data wrapped under the keys it held. */
+export class MissingKeyFileError extends Error {
+  constructor(readonly file: string, readonly neededIds: string[]) {
+    super(`the master key file ${file} is missing, and the database holds data wrapped under master key ${neededIds.join(', ')}: restore the file from a backup, or set SLIPWAY_MASTER_KEY (and SLIPWAY_MASTER_KEY_PREVIOUS) to the key(s); nothing was written`);
   }
 }
 
@@ -123,6 +149,8 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
   };
 
   if (!fromEnv && !fs.existsSync(file)) {
+    const needed = options.wrappedKeyIds ?? [];
+    if (needed.length > 0) throw new MissingKeyFileError(file, needed);
     fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     try {
       fs.writeFileSync(file, generateMasterKey().toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
@@ -136,10 +164,27 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
 
   // Never generates: a key file that disappeared while running keeps the keys already in memory
   // rather than replacing them with a fresh key that opens nothing.
+  // Nor does it give up the keys it holds for a file that holds none of them (a copy from another
+  // instance, a stray file): it keeps serving with its own and says so, once per version of the file.
+  let refusedStamp: string | null = null;
   const reload = () => {
     if (!fromEnv && fileStamp(file) === null) return;
     const before = keys.map((k) => k.id).join(',');
-    keys = read();
+    const held = keys;
+    const heldStamp = stamp;
+    const next = read();
+    if (!fromEnv && held.length > 0 && !next.some((k) => held.some((h) => h.id === k.id))) {
+      const retired = readRetiredIds(file);
+      if (!held.some((h) => retired.includes(h.id))) {
+        if (refusedStamp !== stamp) options.onRefused?.({ file, held: held.map((k) => k.id), inFile: next.map((k) => k.id) });
+        refusedStamp = stamp;
+        keys = held;
+        // Keep looking at the file as it was, so that a corrected one is picked up.
+        stamp = heldStamp;
+        return;
+      }
+    }
+    keys = next;
     const after = keys.map((k) => k.id);
     if (after.join(',') !== before) options.onChanged?.({ current: after[0]!, accepted: after });
   };
@@ -148,7 +193,10 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
     // With the key file as the source, a rotation (another process) puts a new key first: a stat
     // per wrap (rare: a new data key or signing key) is enough for this process to follow at once.
     current: () => {
-      if (!fromEnv && fileStamp(file) !== stamp) reload();
+      if (!fromEnv) {
+        const now = fileStamp(file);
+        if (now !== stamp && now !== refusedStamp) reload();
+      }
       return keys[0]!;
     },
     get: (id) => keys.find((k) => k.id === id),
