@@ -53,6 +53,11 @@ export interface CoreOptions {
   logger?: Logger;
   /** Run migrations before anything else (the CLI's `serve` and `migrate` do; workers do not need to). */
   migrate?: boolean;
+  /**
+   * A configured SLIPWAY_PROJECT_ID replaces the stored one (`serve` and `migrate`); any other
+   * command uses the stored one and warns that the variable is ignored.
+   */
+  adoptProjectId?: boolean;
   /** SQLite: checkpoint in a worker thread, off the event loop (servers do; short CLI commands need not). */
   backgroundCheckpoints?: boolean;
 }
@@ -86,7 +91,10 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       throw error;
     }
     const { db } = database;
-    const identity = await loadInstanceIdentity(db, ring, config.projectId);
+    const identity = await loadInstanceIdentity(db, ring, config.projectId, {
+      adopt: options.adoptProjectId === true,
+      onIgnored: (stored, configured) => logger.warn({ stored, configured }, 'SLIPWAY_PROJECT_ID differs from the instance\'s project id and is ignored: only slipway serve and slipway migrate change it'),
+    });
     const issuer = config.authUrl;
     const tokenUrl = `${issuer}/oauth/v2/token`;
     const scope = fullScope(config.idpName, identity.projectId);
@@ -150,7 +158,7 @@ export interface Slipway {
 }
 
 export async function createSlipway(config: Config, options: SlipwayOptions = {}): Promise<Slipway> {
-  const core = await openCore(config, { backgroundCheckpoints: true, ...options });
+  const core = await openCore(config, { backgroundCheckpoints: true, adoptProjectId: true, ...options });
   const bootstrapFile = options.bootstrap === false ? null
     : await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
 

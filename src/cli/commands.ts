@@ -27,10 +27,10 @@ export function assertDatabaseExists(config: Config): void {
 }
 
 /** Opens the database the configuration names and runs `run` on it (`create`: it may be new). */
-export async function withCore<T>(parsed: Parsed, run: (core: Core) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
+export async function withCore<T>(parsed: Parsed, run: (core: Core) => Promise<T>, opts: { create?: boolean; adoptProjectId?: boolean } = {}): Promise<T> {
   const config = parsed.config();
   if (!opts.create) assertDatabaseExists(config);
-  const core = await openCore(config, { logger: createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, pino.destination(2)) });
+  const core = await openCore(config, { logger: createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, pino.destination(2)), adoptProjectId: opts.adoptProjectId === true });
   try {
     return await run(core);
   } finally {

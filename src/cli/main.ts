@@ -37,7 +37,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'migrate': {
         const p = parse(rest, {}, env);
         if (p.values.help) return help();
-        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }), { create: true });
+        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }), { create: true, adoptProjectId: true });
         if (p.values.json) printJson({ ok: true, ...result });
         else process.stdout.write(`database is up to date (${result.database})\n`);
         return 0;

@@ -95,7 +95,7 @@ export async function serve(config: Config): Promise<number> {
     return 0;
   }
   if (cluster.isPrimary) {
-    const core = await openCore(config);
+    const core = await openCore(config, { adoptProjectId: true });
     await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
     await core.close();
     let stopping = false;

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { openCore } from '../../src/app.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, unwrapKey, writeKeyFile } from '../../src/platform/crypto/master-key.js';
+import { instanceRepo } from '../../src/modules/instance/instance.repo.js';
 import { createLogger } from '../../src/platform/logging.js';
 import { keysRepo, WRAPPED_TABLES } from '../../src/modules/keys/keys.repo.js';
 import { createDataKeys } from '../../src/modules/secrets/data-keys.js';
@@ -288,6 +289,23 @@ describe('a missing or foreign master key file beside a database in use', () => 
     await assertEverySecretOpens(server, [real!], expected);
   });
 
+  it('SLIPWAY_PROJECT_ID changes the stored project id only through serve and migrate; other commands warn and ignore it', async () => {
+    const stored = (await instanceRepo.getSetting(server.core.db, 'project_id'))!;
+    const other = stored === '123456789012345678' ? '223456789012345678' : '123456789012345678';
+    const status = await runCli(['keys', 'status', '--json'], cliEnv(server, { SLIPWAY_PROJECT_ID: other }));
+    assert.equal(status.code, 0, status.stderr);
+    assert.match(status.stderr, /SLIPWAY_PROJECT_ID differs from the instance's project id and is ignored/);
+    const list = await runCli(['org', 'list'], cliEnv(server, { SLIPWAY_PROJECT_ID: other }));
+    assert.equal(list.code, 0, list.stderr);
+    assert.equal(await instanceRepo.getSetting(server.core.db, 'project_id'), stored);
+    try {
+      assert.equal((await cliJson(['migrate'], cliEnv(server, { SLIPWAY_PROJECT_ID: other }))).projectId, other);
+      assert.equal(await instanceRepo.getSetting(server.core.db, 'project_id'), other);
+    } finally {
+      await cliJson(['migrate'], cliEnv(server, { SLIPWAY_PROJECT_ID: stored }));
+    }
+    assert.equal(await instanceRepo.getSetting(server.core.db, 'project_id'), stored);
+  });
 });
 
 describe('master key rotation, SLIPWAY_MASTER_KEY source', () => {

@@ -20,12 +20,24 @@ function newProjectId(): string {
   return String(randomInt(1, 10)) + Array.from({ length: 17 }, () => randomInt(0, 10)).join('');
 }
 
-export async function loadInstanceIdentity(db: Db, ring: MasterKeyring, configuredProjectId: string | null): Promise<InstanceIdentity> {
+/**
+ * `adopt`: a configured project id that differs from the stored one replaces it (`serve` and
+ * `migrate`); otherwise the stored one is used and `onIgnored` hears of the difference.
+ */
+export async function loadInstanceIdentity(
+  db: Db, ring: MasterKeyring, configuredProjectId: string | null,
+  options: { adopt?: boolean; onIgnored?: (stored: string, configured: string) => void } = {},
+): Promise<InstanceIdentity> {
   const stored = await instanceRepo.setSettingOnce(db, 'project_id', configuredProjectId ?? newProjectId());
-  const projectId = configuredProjectId ?? stored;
+  let projectId = stored;
   if (configuredProjectId !== null && stored !== configuredProjectId) {
-    // The configured id wins; tokens issued for the old audience stop working, which is what changing it means.
-    await db.updateTable('instance_settings').set({ value: configuredProjectId }).where('key', '=', 'project_id').execute();
+    if (options.adopt) {
+      // The configured id wins; tokens issued for the old audience stop working, which is what changing it means.
+      await db.updateTable('instance_settings').set({ value: configuredProjectId }).where('key', '=', 'project_id').execute();
+      projectId = configuredProjectId;
+    } else {
+      options.onIgnored?.(stored, configuredProjectId);
+    }
   }
   return { projectId, pepper: await loadInstanceKey(db, ring, PEPPER_KEY) };
 }
