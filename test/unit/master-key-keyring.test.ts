@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { loadConfig } from '../../src/platform/config.js';
 import {
-  generateMasterKey, KEY_FILE, keyringOf, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, unwrapKey, wrapKey, writeKeyFile,
+  generateMasterKey, KEY_FILE, keyFileOps, keyringOf, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, unwrapKey, wrapKey, writeKeyFile,
 } from '../../src/platform/crypto/master-key.js';
 
 const dirs: string[] = [];
@@ -110,6 +110,38 @@ describe('master keyring: a missing or foreign key file', () => {
     assert.equal(ring.current().id, masterKeyId(next));
   });
 
+});
+
+describe('writing the key file', () => {
+  it('writes through a symbolic link to its target, leaving the link and no temporary file', () => {
+    const dir = tempDir();
+    const store = tempDir();
+    const target = path.join(store, 'slipway-master.key');
+    writeKeyFile(target, [generateMasterKey()]);
+    const link = path.join(dir, KEY_FILE);
+    fs.symlinkSync(target, link);
+    const next = generateMasterKey();
+    writeKeyFile(link, [next]);
+    assert.ok(fs.lstatSync(link).isSymbolicLink());
+    assert.deepEqual(readKeyFile(target).map(masterKeyId), [masterKeyId(next)]);
+    assert.deepEqual([...fs.readdirSync(dir), ...fs.readdirSync(store)].filter((f) => f.endsWith('.tmp')), []);
+  });
+
+  it('removes the temporary file and says what to do when the file cannot be replaced (a bind-mounted file: EBUSY)', () => {
+    const dir = tempDir();
+    const file = path.join(dir, KEY_FILE);
+    const [old] = [generateMasterKey()];
+    writeKeyFile(file, [old!]);
+    const rename = keyFileOps.rename;
+    keyFileOps.rename = () => { throw Object.assign(new Error('EBUSY: resource busy or locked, rename'), { code: 'EBUSY' }); };
+    try {
+      assert.throws(() => writeKeyFile(file, [generateMasterKey(), old!]), /cannot replace .*master\.key in place \(EBUSY\).*mount its directory instead, or give the key in SLIPWAY_MASTER_KEY/);
+    } finally {
+      keyFileOps.rename = rename;
+    }
+    assert.deepEqual(fs.readdirSync(dir), [KEY_FILE]);
+    assert.deepEqual(readKeyFile(file).map(masterKeyId), [masterKeyId(old!)]);
+  });
 });
 
 describe('master keyring from SLIPWAY_MASTER_KEY', () => {

@@ -62,25 +62,45 @@ function fsyncDir(dir: string): void {
   }
 }
 
+/** Kept apart so that a test can make the rename fail, as it does on a bind-mounted file (EBUSY). */
+export const keyFileOps = { rename: (from: string, to: string) => fs.renameSync(from, to) };
+
 /**
  * Replaces the key file atomically (write, fsync, rename, fsync the directory): a crash leaves
  * either the old file or the new one, and never a rename that the disk forgot while rows
  * re-wrapped under the new key were already committed.
  *
- * `retired`: ids of keys this write removes, recorded so that a server that did not see the file
- * in between still knows the new key replaces them.
+ * A symbolic link is written through: the new file replaces the link's target, beside it, and the
+ * link stays. `retired`: ids of keys this write removes, recorded so that a server that did not
+ * see the file in between still knows the new key replaces them.
  */
 export function writeKeyFile(file: string, keys: Buffer[], retired: string[] = []): void {
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = fs.openSync(tmp, 'w', 0o600);
+  let target = file;
   try {
-    fs.writeSync(fd, [...retired.map((id) => `# retired ${id}`), ...keys.map((k) => k.toString('base64'))].join('\n') + '\n');
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
+    target = fs.realpathSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-  fs.renameSync(tmp, file);
-  fsyncDir(path.dirname(file));
+  const tmp = `${target}.${process.pid}.tmp`;
+  try {
+    const fd = fs.openSync(tmp, 'w', 0o600);
+    try {
+      fs.writeSync(fd, [...retired.map((id) => `# retired ${id}`), ...keys.map((k) => k.toString('base64'))].join('\n') + '\n');
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    try {
+      keyFileOps.rename(tmp, target);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new Error(`cannot replace ${target} in place (${code}): rename over it failed, as it does for a file bind-mounted on its own; mount its directory instead, or give the key in SLIPWAY_MASTER_KEY. ${target} is unchanged`);
+    }
+  } catch (error) {
+    fs.rmSync(tmp, { force: true });
+    throw error;
+  }
+  fsyncDir(path.dirname(target));
 }
 
 /** A ring over exactly these keys (the first current): for a rotation's own use, and to check what a key alone can open. */
