@@ -110,6 +110,18 @@ describe('master keyring: a missing or foreign key file', () => {
     assert.equal(ring.current().id, masterKeyId(next));
   });
 
+  it('tells how to add a missing key in key-file mode without SLIPWAY_MASTER_KEY_PREVIOUS alone, which needs SLIPWAY_MASTER_KEY', () => {
+    const dir = tempDir();
+    const ring = openKeyring({ envKey: null, dataDir: dir });
+    const wrapped = wrapKey(keyringOf([generateMasterKey()]), Buffer.from('x'), 'b');
+    assert.throws(() => unwrapKey(ring, wrapped.sealed, wrapped.masterKeyId, 'b'), (e: unknown) => {
+      const message = (e as Error).message;
+      assert.match(message, new RegExp(`add that key as a line of ${path.join(dir, KEY_FILE)}`));
+      assert.match(message, /set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS/);
+      assert.doesNotMatch(message, /add that key to SLIPWAY_MASTER_KEY_PREVIOUS/);
+      return true;
+    });
+  });
 });
 
 describe('writing the key file', () => {

@@ -172,12 +172,23 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
     const needed = options.wrappedKeyIds ?? [];
     if (needed.length > 0) throw new MissingKeyFileError(file, needed);
     fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    let fd: number | null = null;
     try {
-      fs.writeFileSync(file, generateMasterKey().toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
-      options.onGenerated?.(file);
+      fd = fs.openSync(file, 'wx', 0o600);
     } catch (error) {
       // Another process created it first; use theirs.
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    if (fd !== null) {
+      // On disk before anything is wrapped under it: a crash must not keep the rows and lose the key.
+      try {
+        fs.writeSync(fd, generateMasterKey().toString('base64') + '\n');
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      fsyncDir(options.dataDir);
+      options.onGenerated?.(file);
     }
   }
   keys = read();
@@ -239,7 +250,7 @@ export function unwrapKey(ring: MasterKeyring, sealed: Buffer, masterKeyId: stri
     master = ring.get(masterKeyId);
   }
   if (master === undefined) {
-    throw new Error(`data wrapped by master key ${masterKeyId}, which is not configured (${ring.source}); add that key to SLIPWAY_MASTER_KEY_PREVIOUS or to the key file`);
+    throw new Error(`data wrapped by master key ${masterKeyId}, which is not configured (${ring.source}); ${ring.source === 'SLIPWAY_MASTER_KEY' ? 'add that key to SLIPWAY_MASTER_KEY_PREVIOUS' : `add that key as a line of ${ring.source} (after the first), or set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to that one`}`);
   }
   return open(master.key, sealed, `slipway/wrap/${binding}`);
 }
