@@ -27,7 +27,12 @@ async function runServer(config: Config, primary: boolean): Promise<void> {
 
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) return;
+    // A second signal while shutting down (the whole process group gets SIGTERM, and the cluster's
+    // primary forwards one more) must not end the process with requests still in flight.
+    if (stopping) {
+      log.info({ signal }, 'already shutting down');
+      return;
+    }
     stopping = true;
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     const force = setTimeout(() => {
@@ -47,8 +52,8 @@ async function runServer(config: Config, primary: boolean): Promise<void> {
       if (cluster.isWorker) cluster.worker?.disconnect();
     });
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 /** Why the server could not listen, naming the settings to change. */
@@ -123,11 +128,14 @@ export async function serve(config: Config): Promise<number> {
       }
     });
     const stop = () => {
+      // Once: a second signal (or a worker failing to start while stopping) sends no more.
+      if (stopping) return;
       stopping = true;
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+      core.logger.info('shutting down: stopping the workers');
     };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
     return 0;
   }
   try {

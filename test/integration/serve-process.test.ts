@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { clientCredentialsGrant, freePort, httpClient, tempDir, testDatabase, TEST_DB, type Credentials } from '../support/harness.js';
-import { spawnServe, type ServeProcess } from '../support/processes.js';
+import { spawnServe, type ServeProcess, type SpawnOptions } from '../support/processes.js';
 
 const listening = (line: { msg?: string }) => line.msg === 'slipway listening';
 
@@ -17,6 +17,28 @@ async function accessToken(boot: Credentials): Promise<string> {
   const body = (await res.json()) as { access_token: string };
   assert.equal(res.status, 200, JSON.stringify(body));
   return body.access_token;
+}
+
+/**
+ * A POST of 1000 secrets held open with `Expect: 100-continue`: resolved once the server has
+ * received the request and waits for the body, which `send()` sends.
+ */
+async function heldSecretsPost(port: number, token: string, prefix: string, agent: http.Agent | false = false) {
+  const body = JSON.stringify({ secrets: Array.from({ length: 1000 }, (_, i) => ({ name: `${prefix}-${i}`, values: { KEY: `value-${i}` } })) });
+  const req = http.request({
+    host: '127.0.0.1', port, method: 'POST', path: '/v1/orgs/default/secrets', agent,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), expect: '100-continue' },
+  });
+  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => { text += chunk.toString('utf8'); });
+      res.on('end', () => resolve({ status: res.statusCode!, text }));
+    });
+    req.on('error', reject);
+  });
+  await new Promise<void>((resolve) => { req.once('continue', () => resolve()); req.flushHeaders(); });
+  return { send: () => { req.end(body); return response; } };
 }
 
 /** A GET on a connection of its own (the cluster hands each new connection to the next worker). */
@@ -45,14 +67,23 @@ describe('slipway serve (child process)', () => {
     env = { SLIPWAY_DATA_DIR: dataDir, SLIPWAY_PORT: String(port), SLIPWAY_LOG_LEVEL: 'info', ...(database.url ? { SLIPWAY_DATABASE_URL: database.url } : {}) };
   });
   after(async () => {
-    for (const proc of running) if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
+    for (const proc of running) {
+      if (proc.child.exitCode !== null || proc.child.signalCode !== null) continue;
+      proc.child.kill('SIGKILL');
+      // A process group's workers too.
+      try {
+        process.kill(-proc.child.pid!, 'SIGKILL');
+      } catch {
+        // not a group leader
+      }
+    }
     await Promise.all(running.map((p) => p.exited));
     await database.drop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
-  function serve(args: string[], extraEnv: Record<string, string> = {}): ServeProcess {
-    const proc = spawnServe(args, { ...env, ...extraEnv });
+  function serve(args: string[], extraEnv: Record<string, string> = {}, options: SpawnOptions = {}): ServeProcess {
+    const proc = spawnServe(args, { ...env, ...extraEnv }, options);
     running.push(proc);
     return proc;
   }
@@ -77,32 +108,15 @@ describe('slipway serve (child process)', () => {
   });
 
   it('on SIGTERM finishes the request in flight, closes the database cleanly and exits 0', async () => {
-    const token = await accessToken(boot);
-    const secrets = Array.from({ length: 1000 }, (_, i) => ({ name: `inflight-${i}`, values: { KEY: `value-${i}` } }));
-    const body = JSON.stringify({ secrets });
     // `Expect: 100-continue` holds the request open deterministically: the server has received it
     // (and said so with 100 Continue) but waits for the body, which is sent only after SIGTERM. The
     // connection is keep-alive, as most clients' are: it must not hold the server open afterwards.
     const agent = new http.Agent({ keepAlive: true });
-    const req = http.request({
-      host: '127.0.0.1', port, method: 'POST', path: '/v1/orgs/default/secrets', agent,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), expect: '100-continue' },
-    });
-    const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      req.on('response', (res) => {
-        let text = '';
-        res.on('data', (chunk: Buffer) => { text += chunk.toString('utf8'); });
-        res.on('end', () => resolve({ status: res.statusCode!, text }));
-      });
-      req.on('error', reject);
-    });
-    await new Promise<void>((resolve) => { req.once('continue', () => resolve()); req.flushHeaders(); });
+    const held = await heldSecretsPost(port, await accessToken(boot), 'inflight', agent);
 
     first.child.kill('SIGTERM');
     await first.waitForLog((l) => /shutting down/.test(String(l.msg)), 'that it is shutting down');
-    req.end(body);
-
-    const res = await response;
+    const res = await held.send();
     assert.equal(res.status, 201, res.text);
     assert.equal((JSON.parse(res.text) as { secrets: unknown[] }).secrets.length, 1000);
     assert.deepEqual(await first.exited, { code: 0, signal: null });
@@ -193,5 +207,24 @@ describe('slipway serve (child process)', () => {
     cluster.child.kill('SIGTERM');
     assert.deepEqual(await cluster.exited, { code: 0, signal: null });
     assert.equal(cluster.logs().filter((l) => l.msg === 'stopped cleanly').length, 2);
+  });
+
+  it('--workers 2: SIGTERM to the whole process group (a service manager stopping it) lets the request in flight finish and exits 0', async () => {
+    // Each worker gets the group's SIGTERM and then the one the primary forwards: the second must
+    // not end a worker that is still finishing a request.
+    const group = serve(['--workers', '2'], {}, { processGroup: true });
+    const workerPids = () => new Set(group.logs().filter(listening).map((l) => l.pid));
+    await group.waitForLog((l) => listening(l) && workerPids().size >= 2, 'two workers listening');
+    const held = await heldSecretsPost(port, await accessToken(boot), 'group');
+
+    process.kill(-group.child.pid!, 'SIGTERM');
+    await group.waitForLog((l) => l.msg === 'shutting down: stopping the workers', 'that the primary stops the workers');
+    await group.waitForLog(() => group.logs().filter((l) => /^shutting down: finishing/.test(String(l.msg))).length >= 2, 'that both workers are shutting down');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    const res = await held.send();
+    assert.equal(res.status, 201, res.text);
+    assert.deepEqual(await group.exited, { code: 0, signal: null }, group.output.join('\n'));
+    assert.equal(group.logs().filter((l) => l.msg === 'stopped cleanly').length, 2, group.output.join('\n'));
   });
 });

@@ -58,13 +58,18 @@ export interface SlipwayProcess {
 
 export type ServeProcess = SlipwayProcess;
 
-export function spawnServe(args: string[], env: Record<string, string>): ServeProcess {
-  return spawnSlipway(['serve', ...args], env);
+export interface SpawnOptions {
+  /** Leads a process group of its own (with its workers), as under a service manager: signal it with process.kill(-pid). */
+  processGroup?: boolean;
+}
+
+export function spawnServe(args: string[], env: Record<string, string>, options: SpawnOptions = {}): ServeProcess {
+  return spawnSlipway(['serve', ...args], env, options);
 }
 
 /** `slipway COMMAND …` in the background: `args[0]` is the command. */
-export function spawnSlipway(args: string[], env: Record<string, string>): SlipwayProcess {
-  const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnSlipway(args: string[], env: Record<string, string>, options: SpawnOptions = {}): SlipwayProcess {
+  const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: options.processGroup ?? false });
   const output: string[] = [];
   const waiters = new Set<() => void>();
   let exitedWith: { code: number | null; signal: NodeJS.Signals | null } | null = null;
