@@ -10,9 +10,47 @@ const SHUTDOWN_GRACE_MS = 30_000;
 /** A worker's exit status when the configuration keeps it from starting (the address cannot be listened on). */
 const WORKER_CANNOT_LISTEN = 2;
 
-async function runServer(config: Config, primary: boolean): Promise<void> {
+/**
+ * SIGTERM and SIGINT, caught from the very start: a signal while the process starts (migrating,
+ * bootstrapping, forking) is remembered and handed to the shutdown once there is one, rather than
+ * killing the process with its log lines unwritten.
+ */
+interface StopSignals {
+  /** The first signal received, or null. */
+  readonly received: string | null;
+  /** From now on every signal goes to `handler` (called at once for one already received). */
+  handle(handler: (signal: string) => void): void;
+}
+
+function catchStopSignals(): StopSignals {
+  let received: string | null = null;
+  let handler: ((signal: string) => void) | null = null;
+  const on = (signal: string) => {
+    received ??= signal;
+    handler?.(signal);
+  };
+  process.on('SIGTERM', () => on('SIGTERM'));
+  process.on('SIGINT', () => on('SIGINT'));
+  return {
+    get received() { return received; },
+    handle(h) {
+      handler = h;
+      if (received !== null) h(received);
+    },
+  };
+}
+
+async function runServer(config: Config, primary: boolean, signals: StopSignals): Promise<void> {
   const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary });
   const log = slipway.core.logger;
+  if (signals.received !== null) {
+    // Stopped while starting: it has served nothing, so nothing is left to finish.
+    log.info({ signal: signals.received }, 'shutting down before serving');
+    await slipway.close();
+    log.info('stopped cleanly');
+    if (cluster.isWorker) cluster.worker?.disconnect();
+    return;
+  }
   let address: string;
   try {
     address = await slipway.listen();
@@ -52,8 +90,7 @@ async function runServer(config: Config, primary: boolean): Promise<void> {
       if (cluster.isWorker) cluster.worker?.disconnect();
     });
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  signals.handle(stop);
 }
 
 /** Why the server could not listen, naming the settings to change. */
@@ -94,21 +131,30 @@ async function assertCanListen(config: Config): Promise<void> {
 }
 
 export async function serve(config: Config): Promise<number> {
+  const signals = catchStopSignals();
   if (cluster.isPrimary) await assertCanListen(config);
   if (config.workers <= 1) {
-    await runServer(config, true);
+    await runServer(config, true, signals);
     return 0;
   }
   if (cluster.isPrimary) {
     const core = await openCore(config, { adoptProjectId: true });
     await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
     await core.close();
+    if (signals.received !== null) {
+      core.logger.info({ signal: signals.received }, 'shutting down before starting the workers');
+      return 0;
+    }
     let stopping = false;
     let startFailed = false;
     const listened = new Set<number>();
     for (let i = 0; i < config.workers; i++) cluster.fork();
     cluster.on('listening', (worker) => listened.add(worker.id));
     cluster.on('exit', (worker, code, signal) => {
+      if (stopping && !listened.has(worker.id) && signal === 'SIGTERM') {
+        // Stopped while it was starting, before it could catch the signal: it served nothing.
+        return;
+      }
       if (!stopping && !listened.has(worker.id)) {
         // A worker that ended before it listened met something every worker would (the address
         // in use, the database out of reach): starting another would only fail again. It said
@@ -134,12 +180,11 @@ export async function serve(config: Config): Promise<number> {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
       core.logger.info('shutting down: stopping the workers');
     };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
+    signals.handle(stop);
     return 0;
   }
   try {
-    await runServer(config, false);
+    await runServer(config, false, signals);
   } catch (error) {
     // A worker's channel to the primary would keep it alive after returning: say why, exit, and
     // let the primary see the kind of failure by the status.

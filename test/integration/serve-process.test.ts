@@ -228,3 +228,47 @@ describe('slipway serve (child process)', () => {
     assert.equal(group.logs().filter((l) => l.msg === 'stopped cleanly').length, 2, group.output.join('\n'));
   });
 });
+
+describe('slipway serve stopped while it starts', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  after(async () => {
+    for (const cleanup of cleanups) await cleanup();
+  });
+
+  /** `serve` on a new data directory and database: a first start, with migrations and bootstrap to do. */
+  async function firstStart(args: string[]): Promise<ServeProcess> {
+    const dataDir = tempDir('slipway-serve-early-');
+    const database = await testDatabase();
+    const proc = spawnServe(args, {
+      SLIPWAY_DATA_DIR: dataDir, SLIPWAY_PORT: String(await freePort()), SLIPWAY_LOG_LEVEL: 'info', ...(database.url ? { SLIPWAY_DATABASE_URL: database.url } : {}),
+    }, { processGroup: true });
+    cleanups.push(async () => {
+      try {
+        process.kill(-proc.child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      await proc.exited;
+      await database.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    });
+    return proc;
+  }
+
+  it('one process: SIGTERM before it listens stops it cleanly with exit 0, its log lines written', async () => {
+    const proc = await firstStart([]);
+    await proc.waitForLog((l) => /generated a master key/.test(String(l.msg)), 'the first start under way');
+    proc.child.kill('SIGTERM');
+    assert.deepEqual(await proc.exited, { code: 0, signal: null }, proc.output.join('\n'));
+    assert.ok(proc.logs().some((l) => l.msg === 'stopped cleanly'), proc.output.join('\n'));
+    assert.ok(proc.logs().some((l) => /bootstrap/.test(String(l.msg))), proc.output.join('\n'));
+  });
+
+  it('--workers 2: SIGTERM while the workers start stops it with exit 0', async () => {
+    const proc = await firstStart(['--workers', '2']);
+    await proc.waitForLog((l) => l.pid !== undefined && l.pid !== proc.child.pid, 'a worker\'s first log line');
+    proc.child.kill('SIGTERM');
+    assert.deepEqual(await proc.exited, { code: 0, signal: null }, proc.output.join('\n'));
+    assert.equal(proc.output.some((l) => /did not stop cleanly/.test(l)), false, proc.output.join('\n'));
+  });
+});
