@@ -165,11 +165,11 @@ export async function serve(config: Config): Promise<number> {
         return;
       }
       if (!stopping) {
-        core.logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
+        core.logger.error({ workerPid: worker.process.pid, code, signal }, 'worker exited; starting another');
         cluster.fork();
       } else if (code !== 0 && !startFailed) {
         // The primary's exit status says whether every worker stopped cleanly.
-        core.logger.error({ pid: worker.process.pid, code, signal }, 'worker did not stop cleanly');
+        core.logger.error({ workerPid: worker.process.pid, code, signal }, 'worker did not stop cleanly');
         process.exitCode = 1;
       }
     });

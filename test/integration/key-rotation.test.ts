@@ -224,7 +224,11 @@ describe('master key rotation, key file source', () => {
     assert.equal(result.masterKeyId, masterKeyId(next!));
     assert.deepEqual(result.previousKeyIds, [masterKeyId(old!)]);
     assert.ok(result.rewrapped >= 1);
-    assert.match(again.stderr, /stopped before finishing/);
+    // The log line names the killed rotation's process as holderPid: pid is the logging process's own, once.
+    const tookOver = again.stderr.split('\n').find((line) => /stopped before finishing/.test(line));
+    assert.ok(tookOver, again.stderr);
+    assert.equal(tookOver.match(/"pid":/g)?.length, 1, tookOver);
+    assert.equal(JSON.parse(tookOver).holderPid, rotation.child.pid);
 
     assert.deepEqual(readKeyFile(keyFile()).map(masterKeyId), [masterKeyId(next!)]);
     assert.equal(fs.existsSync(`${keyFile()}.lock`), false);

@@ -204,6 +204,15 @@ describe('slipway serve (child process)', () => {
     }
     assert.deepEqual([...answeredBy].sort(), [...workers].sort());
 
+    // A worker that crashes is started again; the log names it as workerPid (pid is the primary's).
+    const crashed = [...workers][0]!;
+    process.kill(crashed, 'SIGKILL');
+    const exitLine = await cluster.waitForLog((l) => l.msg === 'worker exited; starting another', 'that the primary starts another worker');
+    assert.equal(exitLine.workerPid, crashed);
+    assert.equal(exitLine.pid, cluster.child.pid);
+    assert.equal(cluster.output.find((l) => l.includes('worker exited; starting another'))!.match(/"pid":/g)?.length, 1);
+    await cluster.waitForLog((l) => listening(l) && listeningPids().size >= 3, 'the new worker listening');
+
     cluster.child.kill('SIGTERM');
     assert.deepEqual(await cluster.exited, { code: 0, signal: null });
     assert.equal(cluster.logs().filter((l) => l.msg === 'stopped cleanly').length, 2);

@@ -78,7 +78,7 @@ export function createKeysService(deps: KeysServiceDeps) {
   async function rotateKeyFile(options: RotateMasterOptions): Promise<MasterKeyRotation> {
     const lock = acquireRotationLock(`${keyFile}.lock`);
     try {
-      if (lock.tookOverFrom !== null) logger.warn({ pid: lock.tookOverFrom }, 'an earlier master key rotation stopped before finishing; continuing it');
+      if (lock.tookOverFrom !== null) logger.warn({ holderPid: lock.tookOverFrom }, 'an earlier master key rotation stopped before finishing; continuing it');
       let keys = readKeyFile(keyFile);
       // More than one key in the file: a rotation started and has not finished. Its new key is first.
       const resumed = keys.length > 1;
