@@ -33,6 +33,12 @@ export function parse(argv: string[], own: FlagSpec, env: Record<string, string 
     throw new UsageError(message.split(/(?<=\.) /)[0]!);
   }
   const values = result.values as Record<string, string | boolean | undefined>;
+  for (const flag of ['master-key', 'master-key-previous']) {
+    if (values[flag] === undefined) continue;
+    // As with the runner's --client-secret: a key on the command line is visible to anyone who can list processes.
+    const warning = `--${flag} shows the key to anyone who can list processes (ps): prefer SLIPWAY_${flag.replace(/-/g, '_').toUpperCase()} or the key file`;
+    process.stderr.write(values.json === true ? `${JSON.stringify({ level: 'warn', msg: warning })}\n` : `slipway: warning: ${warning}\n`);
+  }
   const flags: Partial<Record<ConfigKey, string>> = {};
   for (const key of Object.keys(CONFIG_VARIABLES) as ConfigKey[]) {
     const value = values[flagName(key)];

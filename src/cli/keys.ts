@@ -157,11 +157,12 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case undefined:
+      throw new UsageError('a keys command is needed: status, rotate-master, rotate-signing or revoke-signing; see slipway keys --help');
     case 'help':
     case '--help':
     case '-h':
       process.stdout.write(KEYS_HELP);
-      return sub === undefined ? 2 : 0;
+      return 0;
     default:
       throw new UsageError(`unknown keys command "${sub}"; see slipway keys --help`);
   }

@@ -14,10 +14,12 @@ const HELP = `slipway — deployment management
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
-matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list.
+matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list. --master-key and
+--master-key-previous show the key to anyone who can list processes (ps): prefer the variables or
+the key file.
 `;
 
 function help(): number {
@@ -25,18 +27,21 @@ function help(): number {
   return 0;
 }
 
+/** `--help` anywhere after the command wins, even after a flag the command does not know. */
+const wantsHelp = (argv: string[]): boolean => argv.includes('--help') || argv.includes('-h');
+
 export async function main(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
   const [command, ...rest] = argv;
   try {
     switch (command) {
       case 'serve': {
+        if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env);
-        if (p.values.help) return help();
         return await serve(p.config());
       }
       case 'migrate': {
+        if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env);
-        if (p.values.help) return help();
         const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }), { create: true, adoptProjectId: true });
         if (p.values.json) printJson({ ok: true, ...result });
         else process.stdout.write(`database is up to date (${result.database})\n`);
@@ -51,11 +56,11 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'runner':
         return await runnerCommand(rest, env);
       case undefined:
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys or runner; see slipway --help');
       case 'help':
       case '--help':
       case '-h':
-        process.stdout.write(HELP);
-        return command === undefined ? 2 : 0;
+        return help();
       default:
         throw new UsageError(`unknown command "${command}"; see slipway --help`);
     }

@@ -179,6 +179,11 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
 }
 
 export async function runnerCommand(argv: string[], env: Env): Promise<number> {
+  // `--help` wins, even after a flag the runner does not know.
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(HELP);
+    return 0;
+  }
   let flags: Flags;
   try {
     flags = parseArgs({ args: argv, options: FLAGS, allowPositionals: false, strict: true }).values;

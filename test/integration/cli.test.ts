@@ -191,10 +191,19 @@ describe('slipway CLI', () => {
   it('prints help for --help on every command rather than running it, and refusals as JSON with --json', async () => {
     const empty = tempDir('slipway-cli-help-');
     try {
-      for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help']]) {
+      // --help wins, after a flag the command does not know too.
+      for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
+        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stdout, /usage/i, args.join(' '));
+      }
+      // A command without its subcommand is a usage error: one line on stderr, exit 2.
+      for (const args of [[], ['keys'], ['org'], ['service-user']]) {
+        const result = await runCli(args, { SLIPWAY_DATA_DIR: empty });
+        assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+        assert.equal(result.stdout, '', args.join(' '));
+        assert.match(result.stderr, /^slipway: an? [a-z-]*\s?command is needed.*\n$/, args.join(' '));
       }
       assert.deepEqual(fs.readdirSync(empty), [], 'help started something');
     } finally {
@@ -224,8 +233,27 @@ describe('slipway CLI', () => {
   it('lists every command in its help', async () => {
     const help = await runCli(['--help'], {});
     assert.equal(help.code, 0);
+    assert.match(help.stdout, /slipway keys status\|rotate-master\|rotate-signing\|revoke-signing\b/);
+    assert.match(help.stdout, /--master-key .*show the key/s);
     for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable']) {
       assert.match(help.stdout, new RegExp(`slipway ${command}\\b`), command);
+    }
+  });
+
+  it('warns on stderr that --master-key shows the key in ps', async () => {
+    const key = Buffer.alloc(32, 7).toString('base64');
+    const empty = tempDir('slipway-cli-master-key-');
+    try {
+      const result = await runCli(['keys', 'status', '--master-key', key], { SLIPWAY_DATA_DIR: empty });
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /^slipway: warning: --master-key shows the key to anyone who can list processes \(ps\): prefer SLIPWAY_MASTER_KEY or the key file\n/);
+      const json = await runCli(['keys', 'status', '--master-key', key, '--json'], { SLIPWAY_DATA_DIR: empty });
+      const lines = json.stderr.trim().split('\n').map((line) => JSON.parse(line) as { level?: string; msg?: string; error?: unknown });
+      assert.equal(lines[0]!.level, 'warn');
+      assert.ok(lines[1]!.error, json.stderr);
+      assert.equal(result.stderr.includes(key) || json.stderr.includes(key), false);
+    } finally {
+      fs.rmSync(empty, { recursive: true, force: true });
     }
   });
 });
