@@ -65,7 +65,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
         throw new UsageError(`unknown command "${command}"; see slipway --help`);
     }
   } catch (error) {
-    // With --json, the refusal is JSON too (on stderr, as always): a script can read its code.
+    // With --json, every failure is JSON too (on stderr, as always): a script can read its code.
     const refuse = (exitCode: number, code: string, message: string, extras: Record<string, unknown> = {}): number => {
       process.stderr.write(rest.includes('--json') ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${message}\n`);
       return exitCode;
@@ -75,6 +75,17 @@ export async function main(argv: string[], env: Record<string, string | undefine
     if (isDatabaseBusy(error)) {
       return refuse(1, 'database_busy', 'the database is locked by another process (a server writing a large batch, or another slipway command); try again in a moment');
     }
-    throw error;
+    // Anything else the command could not do (a master key that cannot unwrap, a database out of
+    // reach): exit 1, and with --json as JSON too.
+    return refuse(1, 'failed', failureMessage(error));
   }
+}
+
+/** What went wrong, in one line (a connection error can come as an AggregateError without a message of its own). */
+function failureMessage(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error.message) return error.message;
+  const code = (error as { code?: unknown }).code;
+  const inner = error instanceof AggregateError ? error.errors.find((e: unknown) => e instanceof Error && e.message) as Error | undefined : undefined;
+  return inner?.message ?? (typeof code === 'string' ? code : error.name);
 }

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CLIENT_CACHE_MS } from '../../src/modules/auth/token.service.js';
 import { clientCredentialsGrant, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
@@ -254,6 +255,34 @@ describe('slipway CLI', () => {
       assert.equal(result.stderr.includes(key) || json.stderr.includes(key), false);
     } finally {
       fs.rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
+  it('with --json, prints every failure as JSON, not only refusals, with exit 1', async () => {
+    const dir = tempDir('slipway-cli-failures-');
+    const db = await testDatabase();
+    const own = { SLIPWAY_DATA_DIR: dir, ...(db.url ? { SLIPWAY_DATABASE_URL: db.url } : {}) };
+    try {
+      assert.equal((await runCli(['migrate'], own)).code, 0);
+      // The key that wrapped the data is gone; another one cannot unwrap it.
+      fs.rmSync(path.join(dir, 'master.key'));
+      const other = { ...own, SLIPWAY_MASTER_KEY: Buffer.alloc(32, 9).toString('base64') };
+      const plain = await runCli(['org', 'list'], other);
+      assert.equal(plain.code, 1);
+      assert.match(plain.stderr, /^slipway: data wrapped by master key mk_\w+, which is not configured/);
+      const unwrap = await runCli(['org', 'list', '--json'], other);
+      assert.equal(unwrap.code, 1);
+      assert.equal(unwrap.stdout, '');
+      assert.deepEqual(JSON.parse(unwrap.stderr), { error: { code: 'failed', message: plain.stderr.replace(/^slipway: /, '').trim() } });
+      // A database out of reach.
+      const unreachable = await runCli(['org', 'list', '--json'], { SLIPWAY_DATA_DIR: dir, SLIPWAY_DATABASE_URL: 'postgres://slipway:x@127.0.0.1:1/slipway', SLIPWAY_MASTER_KEY: other.SLIPWAY_MASTER_KEY });
+      assert.equal(unreachable.code, 1, unreachable.stderr);
+      const { error } = JSON.parse(unreachable.stderr.trim().split('\n').pop()!) as { error: { code: string; message: string } };
+      assert.equal(error.code, 'failed');
+      assert.match(error.message, /ECONNREFUSED/);
+    } finally {
+      await db.drop();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
