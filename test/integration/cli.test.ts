@@ -2,16 +2,13 @@
 // server that is running meanwhile: what the CLI creates works at once at the server's token
 // endpoint, and what it rotates or disables stops working there within the server's cache window.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CLIENT_CACHE_MS } from '../../src/modules/auth/token.service.js';
 import { clientCredentialsGrant, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
-import { CLI_ENTRY, cliJson, runCli } from '../support/processes.js';
+import { cliJson, runCli } from '../support/processes.js';
 
 interface Printed {
   orgId: string;
@@ -147,142 +144,5 @@ describe('slipway CLI', () => {
     }
     assert.match(String(assertProblem(res, 401, 'invalid_token').detail), /disabled/);
     assert.deepEqual(server!.undeclared, []);
-  });
-
-  it('reports bad usage with exit 2 and one clear line, before touching anything', async () => {
-    const cases: Array<[string[], RegExp]> = [
-      [['org', 'create', '--slug', 'x'], /--name is required/],
-      [['org', 'create', '--slug', 'x', '--name', 'y', 'stray'], /Unexpected argument 'stray'/],
-      [['org', 'list', '--frobnicate'], /Unknown option '--frobnicate'/],
-      [['service-user', 'create', '--org', 'cli-org', '--name', 'n', '--role', 'emperor'], /--role must be one of/],
-      [['service-user', 'rotate-secret', '--org', 'cli-org'], /--user ID\|NAME is required/],
-      [['service-user', 'explode'], /unknown service-user command "explode"/],
-      [['frobnicate'], /unknown command "frobnicate"/],
-      // What the API would refuse, the CLI refuses too, naming the flag.
-      [['org', 'create', '--slug', 'Has Space/x', '--name', 'y'], /^slipway: --slug must match /],
-      [['org', 'create', '--slug', 'ok-slug', '--name', 'x'.repeat(300)], /^slipway: --name /],
-      [['service-user', 'create', '--org', 'cli-org', '--name', 'Bad Name!', '--role', 'viewer'], /^slipway: --name must match /],
-      [['service-user', 'create', '--org', 'cli-org', '--name', 'ok', '--role', 'viewer', '--description', 'd'.repeat(2000)], /^slipway: --description /],
-      // A data directory without a database is a typo, not a new instance.
-      [['org', 'list'], /^slipway: there is no Slipway database at .*slipway\.db: check --data-dir/],
-      [['keys', 'status'], /^slipway: there is no Slipway database at /],
-    ];
-    const empty = tempDir('slipway-cli-usage-');
-    try {
-      for (const [args, message] of cases) {
-        const result = await runCli(args, { SLIPWAY_DATA_DIR: empty });
-        assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
-        assert.equal(result.stdout, '');
-        const lines = result.stderr.trim().split('\n');
-        assert.equal(lines.length, 1, `${args.join(' ')}: ${result.stderr}`);
-        assert.match(lines[0]!, message);
-      }
-      assert.deepEqual(fs.readdirSync(empty), [], 'a usage error created files');
-    } finally {
-      fs.rmSync(empty, { recursive: true, force: true });
-    }
-  });
-
-  it('refuses invalid configuration with exit 2 and one line naming the variable', async () => {
-    const result = await runCli(['org', 'list'], { ...env, SLIPWAY_PORT: 'abc' });
-    assert.equal(result.code, 2);
-    assert.match(result.stderr, /^slipway: SLIPWAY_PORT must be a whole number from 0 to 65535, got "abc"\n$/);
-  });
-
-  it('prints help for --help on every command rather than running it, and refusals as JSON with --json', async () => {
-    const empty = tempDir('slipway-cli-help-');
-    try {
-      // --help wins, after a flag the command does not know too.
-      for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
-        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help']]) {
-        const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
-        assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
-        assert.match(result.stdout, /usage/i, args.join(' '));
-      }
-      // A command without its subcommand is a usage error: one line on stderr, exit 2.
-      for (const args of [[], ['keys'], ['org'], ['service-user']]) {
-        const result = await runCli(args, { SLIPWAY_DATA_DIR: empty });
-        assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
-        assert.equal(result.stdout, '', args.join(' '));
-        assert.match(result.stderr, /^slipway: an? [a-z-]*\s?command is needed.*\n$/, args.join(' '));
-      }
-      assert.deepEqual(fs.readdirSync(empty), [], 'help started something');
-    } finally {
-      fs.rmSync(empty, { recursive: true, force: true });
-    }
-    const missing = await runCli(['service-user', 'list', '--org', 'no-such-org', '--json'], env);
-    assert.equal(missing.code, 1);
-    assert.equal(missing.stdout, '');
-    const { error } = JSON.parse(missing.stderr);
-    assert.deepEqual([error.code, error.status], ['organization_not_found', 404]);
-    const usage = await runCli(['org', 'create', '--json'], env);
-    assert.equal(usage.code, 2);
-    assert.deepEqual(JSON.parse(usage.stderr), { error: { code: 'usage', message: '--slug is required' } });
-  });
-
-  it('stops quietly when its reader has gone (a pipe into head), without a stack trace', async () => {
-    const child = spawn(process.execPath, [CLI_ENTRY, 'org', 'list'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    // The reader goes before the command writes a byte: its first write meets a closed pipe.
-    child.stdout.destroy();
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
-    const [code] = await once(child, 'close');
-    assert.equal(stderr, '');
-    assert.equal(code, 0);
-  });
-
-  it('lists every command in its help', async () => {
-    const help = await runCli(['--help'], {});
-    assert.equal(help.code, 0);
-    assert.match(help.stdout, /slipway keys status\|rotate-master\|rotate-signing\|revoke-signing\b/);
-    assert.match(help.stdout, /--master-key .*show the key/s);
-    for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable']) {
-      assert.match(help.stdout, new RegExp(`slipway ${command}\\b`), command);
-    }
-  });
-
-  it('warns on stderr that --master-key shows the key in ps', async () => {
-    const key = Buffer.alloc(32, 7).toString('base64');
-    const empty = tempDir('slipway-cli-master-key-');
-    try {
-      const result = await runCli(['keys', 'status', '--master-key', key], { SLIPWAY_DATA_DIR: empty });
-      assert.equal(result.code, 2, result.stderr);
-      assert.match(result.stderr, /^slipway: warning: --master-key shows the key to anyone who can list processes \(ps\): prefer SLIPWAY_MASTER_KEY or the key file\n/);
-      const json = await runCli(['keys', 'status', '--master-key', key, '--json'], { SLIPWAY_DATA_DIR: empty });
-      const lines = json.stderr.trim().split('\n').map((line) => JSON.parse(line) as { level?: string; msg?: string; error?: unknown });
-      assert.equal(lines[0]!.level, 'warn');
-      assert.ok(lines[1]!.error, json.stderr);
-      assert.equal(result.stderr.includes(key) || json.stderr.includes(key), false);
-    } finally {
-      fs.rmSync(empty, { recursive: true, force: true });
-    }
-  });
-
-  it('with --json, prints every failure as JSON, not only refusals, with exit 1', async () => {
-    const dir = tempDir('slipway-cli-failures-');
-    const db = await testDatabase();
-    const own = { SLIPWAY_DATA_DIR: dir, ...(db.url ? { SLIPWAY_DATABASE_URL: db.url } : {}) };
-    try {
-      assert.equal((await runCli(['migrate'], own)).code, 0);
-      // The key that wrapped the data is gone; another one cannot unwrap it.
-      fs.rmSync(path.join(dir, 'master.key'));
-      const other = { ...own, SLIPWAY_MASTER_KEY: Buffer.alloc(32, 9).toString('base64') };
-      const plain = await runCli(['org', 'list'], other);
-      assert.equal(plain.code, 1);
-      assert.match(plain.stderr, /^slipway: data wrapped by master key mk_\w+, which is not configured/);
-      const unwrap = await runCli(['org', 'list', '--json'], other);
-      assert.equal(unwrap.code, 1);
-      assert.equal(unwrap.stdout, '');
-      assert.deepEqual(JSON.parse(unwrap.stderr), { error: { code: 'failed', message: plain.stderr.replace(/^slipway: /, '').trim() } });
-      // A database out of reach.
-      const unreachable = await runCli(['org', 'list', '--json'], { SLIPWAY_DATA_DIR: dir, SLIPWAY_DATABASE_URL: 'postgres://slipway:x@127.0.0.1:1/slipway', SLIPWAY_MASTER_KEY: other.SLIPWAY_MASTER_KEY });
-      assert.equal(unreachable.code, 1, unreachable.stderr);
-      const { error } = JSON.parse(unreachable.stderr.trim().split('\n').pop()!) as { error: { code: string; message: string } };
-      assert.equal(error.code, 'failed');
-      assert.match(error.message, /ECONNREFUSED/);
-    } finally {
-      await db.drop();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
