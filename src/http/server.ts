@@ -108,7 +108,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   const accessLog = new AccessLog(accessLogWriter(deps.logger), (req) => {
     const socket = req.raw.socket;
     const n = underWay.get(socket);
-    if (n !== undefined) underWay.set(socket, n - 1);
+    // A request the router refused never counted itself in (no onRequest): it does not count out.
+    if (n !== undefined && n > 0) underWay.set(socket, n - 1);
   });
   const app = Fastify({
     loggerInstance: deps.logger,
