@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { cliContext } from '../../platform/context.js';
+import { replaceOwnerOnly } from '../../platform/owner-only-file.js';
 import type { Db } from '../../platform/db/database.js';
 import type { Logger } from '../../platform/logging.js';
 import type { OrgsService } from '../orgs/orgs.service.js';
@@ -35,36 +36,8 @@ export async function bootstrapIfEmpty(deps: { db: Db; dataDir: string; orgs: Or
   const file = path.join(deps.dataDir, BOOTSTRAP_FILE);
   fs.mkdirSync(deps.dataDir, { recursive: true, mode: 0o700 });
   const body = { orgId: org.id, clientId: owner.clientId, clientSecret: owner.clientSecret, tokenUrl: owner.tokenUrl, scope: owner.scope, baseUrl: owner.baseUrl };
-  writeOwnerOnly(file, JSON.stringify(body, null, 2) + '\n');
+  // Replaced, not written through: neither a looser mode nor a symbolic link at that path carries over.
+  replaceOwnerOnly(file, JSON.stringify(body, null, 2) + '\n');
   deps.logger.warn({ file, orgId: org.id, clientId: owner.clientId }, 'first start: created organization "default" and an owner service user; credentials are in the bootstrap file');
   return file;
-}
-
-/**
- * Writes `data` to `file`, readable by its owner only, whatever was there before: a new file is
- * renamed over it, so neither a looser mode nor a symbolic link already at that path carries over.
- */
-function writeOwnerOnly(file: string, data: string): void {
-  const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-  const fd = fs.openSync(temp, 'wx', 0o600);
-  try {
-    fs.writeSync(fd, data);
-    // On disk before it takes the name: a crash must not leave an empty file for credentials that exist.
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  try {
-    fs.renameSync(temp, file);
-  } catch (error) {
-    fs.rmSync(temp, { force: true });
-    throw error;
-  }
-  // And the rename itself: the directory's entry.
-  const dir = fs.openSync(path.dirname(file), 'r');
-  try {
-    fs.fsyncSync(dir);
-  } finally {
-    fs.closeSync(dir);
-  }
 }

@@ -4,6 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { createOwnerOnly, replaceOwnerOnly } from '../owner-only-file.js';
 import { open, seal } from './aead.js';
 
 export interface MasterKey {
@@ -53,15 +54,6 @@ export function readRetiredIds(file: string): string[] {
   return [...fs.readFileSync(file, 'utf8').matchAll(/^#\s*retired\s+(mk_[0-9a-f]+)\s*$/gm)].map((m) => m[1]!);
 }
 
-function fsyncDir(dir: string): void {
-  const fd = fs.openSync(dir, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
 /** Kept apart so that a test can make the rename fail, as it does on a bind-mounted file (EBUSY). */
 export const keyFileOps = { rename: (from: string, to: string) => fs.renameSync(from, to) };
 
@@ -81,26 +73,15 @@ export function writeKeyFile(file: string, keys: Buffer[], retired: string[] = [
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-  const tmp = `${target}.${process.pid}.tmp`;
-  try {
-    const fd = fs.openSync(tmp, 'w', 0o600);
+  const content = [...retired.map((id) => `# retired ${id}`), ...keys.map((k) => k.toString('base64'))].join('\n') + '\n';
+  replaceOwnerOnly(target, content, (from, to) => {
     try {
-      fs.writeSync(fd, [...retired.map((id) => `# retired ${id}`), ...keys.map((k) => k.toString('base64'))].join('\n') + '\n');
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    try {
-      keyFileOps.rename(tmp, target);
+      keyFileOps.rename(from, to);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       throw new Error(`cannot replace ${target} in place (${code}): rename over it failed, as it does for a file bind-mounted on its own; mount its directory instead, or give the key in SLIPWAY_MASTER_KEY. ${target} is unchanged`);
     }
-  } catch (error) {
-    fs.rmSync(tmp, { force: true });
-    throw error;
-  }
-  fsyncDir(path.dirname(target));
+  });
 }
 
 /** A ring over exactly these keys (the first current): for a rotation's own use, and to check what a key alone can open. */
@@ -172,24 +153,16 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
     const needed = options.wrappedKeyIds ?? [];
     if (needed.length > 0) throw new MissingKeyFileError(file, needed);
     fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    let fd: number | null = null;
+    let created = true;
     try {
-      fd = fs.openSync(file, 'wx', 0o600);
+      // On disk before anything is wrapped under it: a crash must not keep the rows and lose the key.
+      createOwnerOnly(file, generateMasterKey().toString('base64') + '\n');
     } catch (error) {
       // Another process created it first; use theirs.
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      created = false;
     }
-    if (fd !== null) {
-      // On disk before anything is wrapped under it: a crash must not keep the rows and lose the key.
-      try {
-        fs.writeSync(fd, generateMasterKey().toString('base64') + '\n');
-        fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
-      fsyncDir(options.dataDir);
-      options.onGenerated?.(file);
-    }
+    if (created) options.onGenerated?.(file);
   }
   keys = read();
 

@@ -1,0 +1,62 @@
+// Files only their owner may read (the master key, the first start's credentials), written so
+// that a crash leaves either the old content or the new one on disk, never an empty file for a
+// key or a secret that the database already relies on.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Creates `file` (mode 0600) holding `data`, on disk when this returns (the directory's entry
+ * included). Refuses with EEXIST when something is already at that path, a symbolic link included.
+ */
+export function createOwnerOnly(file: string, data: string): void {
+  writeNew(file, data);
+  fsyncDir(path.dirname(file));
+}
+
+/**
+ * Replaces `file` with a new owner-only file holding `data`: written beside it, fsynced, renamed
+ * over it, and the directory fsynced. A symbolic link at `file` is replaced, not written through,
+ * and a looser mode does not carry over. `rename` may be swapped by a caller (and its tests); its
+ * failure leaves `file` as it was and no temporary file.
+ */
+export function replaceOwnerOnly(
+  file: string,
+  data: string,
+  rename: (from: string, to: string) => void = fs.renameSync,
+): void {
+  const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+  writeNew(temp, data);
+  try {
+    rename(temp, file);
+  } catch (error) {
+    fs.rmSync(temp, { force: true });
+    throw error;
+  }
+  fsyncDir(path.dirname(file));
+}
+
+/** A new file (never one already there), removed again if it cannot be written whole. */
+function writeNew(file: string, data: string): void {
+  const fd = fs.openSync(file, 'wx', 0o600);
+  try {
+    try {
+      fs.writeSync(fd, data);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (error) {
+    fs.rmSync(file, { force: true });
+    throw error;
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
