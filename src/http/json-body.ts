@@ -112,16 +112,39 @@ function membersWritten(text: string): number {
   return count;
 }
 
-function membersParsed(value: unknown): number {
-  if (value === null || typeof value !== 'object') return 0;
-  let count = 0;
-  if (Array.isArray(value)) {
-    for (const item of value) count += membersParsed(item);
-    return count;
-  }
-  // for…in allocates no list of keys (a parsed object's are all its own, none inherited).
-  for (const key in value) count += 1 + membersParsed((value as Record<string, unknown>)[key]);
+/** Object members and array items of a parsed value, counted apart. */
+function nodesOf(value: unknown): { members: number; items: number } {
+  const count = { members: 0, items: 0 };
+  const walk = (v: unknown): void => {
+    if (v === null || typeof v !== 'object') return;
+    if (Array.isArray(v)) {
+      count.items += v.length;
+      for (const item of v) walk(item);
+      return;
+    }
+    // for…in allocates no list of keys (a parsed object's are all its own, none inherited).
+    for (const key in v) {
+      count.members++;
+      walk((v as Record<string, unknown>)[key]);
+    }
+  };
+  walk(value);
   return count;
+}
+
+/** Members and items of each body this parser read, counted once, for the validator to weigh it by. */
+const parsedSizes = new WeakMap<object, number>();
+
+/**
+ * How many object members and array items a body holds: what listing every error in it could cost.
+ * Known without a walk for a body this parser read.
+ */
+export function bodySize(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0;
+  const known = parsedSizes.get(value);
+  if (known !== undefined) return known;
+  const { members, items } = nodesOf(value);
+  return members + items;
 }
 
 /** The pointer to the first member whose name its object already holds, in valid JSON text. */
@@ -223,7 +246,9 @@ export function parseJsonBody(body: string | Uint8Array): unknown {
 
 /** What JSON.parse takes but I-JSON refuses, and NUL: a name twice in one object, U+0000, unpaired surrogates. */
 function refuseAmbiguities(text: string, value: unknown, escaped: boolean): void {
-  if (membersWritten(text) !== membersParsed(value)) {
+  const { members, items } = nodesOf(value);
+  if (value !== null && typeof value === 'object') parsedSizes.set(value, members + items);
+  if (membersWritten(text) !== members) {
     const pointer = firstDuplicateMember(text) ?? '/';
     throw errors.malformedJson(`The body has the member ${pointer} twice in one object; names must be unique within an object (RFC 7493 §2.3), and only one of the two values would be read. Remove one.`,
       [{ pointer, message: 'is given twice' }]);

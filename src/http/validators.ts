@@ -4,6 +4,7 @@
 import { Ajv, type Options } from 'ajv';
 import * as addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
+import { bodySize } from './json-body.js';
 
 // ajv-formats is CommonJS; under NodeNext its function is the module's default export.
 const addFormats = addFormatsModule.default as unknown as (ajv: Ajv) => Ajv;
@@ -24,22 +25,6 @@ function makeAjv(coerceTypes: Options['coerceTypes'], allErrors = true): Ajv {
  */
 export const ALL_ERRORS_UP_TO = 20_000;
 
-/** Whether a parsed body holds more than `limit` object members and array items (stops counting there). */
-function largerThan(value: unknown, limit: number): boolean {
-  let left = limit;
-  const walk = (v: unknown): boolean => {
-    if (v === null || typeof v !== 'object') return false;
-    if (Array.isArray(v)) {
-      for (const item of v) if (--left < 0 || walk(item)) return true;
-      return false;
-    }
-    // for…in allocates no list (a parsed body's keys are all its own).
-    for (const key in v) if (--left < 0 || walk((v as Record<string, unknown>)[key])) return true;
-    return false;
-  };
-  return walk(value);
-}
-
 type Validate = ((data: unknown) => boolean) & { errors?: unknown };
 
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
@@ -51,7 +36,7 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
     const every = forBody.compile(schema as object);
     const first = forLargeBody.compile(schema as object);
     const validate: Validate = (data) => {
-      const chosen = largerThan(data, ALL_ERRORS_UP_TO) ? first : every;
+      const chosen = bodySize(data) > ALL_ERRORS_UP_TO ? first : every;
       const valid = chosen(data);
       validate.errors = chosen.errors;
       return valid;
