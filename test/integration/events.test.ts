@@ -83,7 +83,7 @@ describe('events', () => {
 
     rid = requestId('rename');
     assert.equal((await send(admin, rid, 'PATCH', `${su}/${id}`, { name: 'audited-2', description: 'renamed' })).status, 200);
-    await onlyEvent(rid, { type: 'service_user.updated', actor: admin.id, subject, data: { name: 'audited-2' } });
+    await onlyEvent(rid, { type: 'service_user.updated', actor: admin.id, subject, data: { name: 'audited-2', changed: ['name', 'description'], from: { name: 'audited', description: '' }, to: { name: 'audited-2', description: 'renamed' } } });
 
     rid = requestId('disable');
     assert.equal((await send(admin, rid, 'PATCH', `${su}/${id}`, { disabled: true })).status, 200);

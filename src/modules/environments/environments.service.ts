@@ -7,7 +7,7 @@ import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
-import { appendEvents } from '../events/event-log.js';
+import { appendEvents, changesOf } from '../events/event-log.js';
 import { environmentsRepo, type EnvironmentRow } from './environments.repo.js';
 import type { Environment } from './environments.schemas.js';
 
@@ -73,7 +73,8 @@ export function createEnvironmentsService(deps: { db: Db }) {
           const current = await loadEnvironment(trx, orgId, idOrName);
           // As an organization's: the event says what changed from what, and no change appends none.
           const before = toEnvironment(current);
-          const changed = (['name', 'description', 'protected'] as const).filter((field) => patch[field] !== undefined && patch[field] !== before[field]);
+          const changes = changesOf(['name', 'description', 'protected'], before, patch);
+          const { changed } = changes;
           if (changed.length === 0) return before;
           const row = await environmentsRepo.update(trx, current.id, {
             ...(changed.includes('name') ? { name: patch.name! } : {}),
@@ -85,10 +86,7 @@ export function createEnvironmentsService(deps: { db: Db }) {
           if (row === undefined) throw errors.notFound('environment', idOrName);
           await appendEvents(trx, ctx, [{
             orgId, type: 'environment.updated', subject: { type: 'environment', id: current.id },
-            data: {
-              name: row.name, changed, protected: row.protected === 1,
-              from: Object.fromEntries(changed.map((f) => [f, before[f]])), to: Object.fromEntries(changed.map((f) => [f, patch[f]])),
-            },
+            data: { name: row.name, protected: row.protected === 1, ...changes },
           }], now);
           return toEnvironment(row);
         });

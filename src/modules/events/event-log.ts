@@ -16,6 +16,26 @@ export interface NewEvent {
   data?: Record<string, unknown>;
 }
 
+/** What an update event records: the fields a change touches, with what they were and what they are. */
+export interface FieldChanges<F extends string> {
+  changed: F[];
+  from: Partial<Record<F, unknown>>;
+  to: Partial<Record<F, unknown>>;
+}
+
+/**
+ * The fields of `fields` that `patch` gives a value other than `before`'s, in that order. An
+ * update with none changes nothing and appends no event.
+ */
+export function changesOf<F extends string>(fields: readonly F[], before: Record<F, unknown>, patch: Partial<Record<F, unknown>>): FieldChanges<F> {
+  const changed = fields.filter((field) => patch[field] !== undefined && patch[field] !== before[field]);
+  return {
+    changed,
+    from: Object.fromEntries(changed.map((f) => [f, before[f]])) as Partial<Record<F, unknown>>,
+    to: Object.fromEntries(changed.map((f) => [f, patch[f]])) as Partial<Record<F, unknown>>,
+  };
+}
+
 export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): EventRow {
   return {
     id: newId('event'),

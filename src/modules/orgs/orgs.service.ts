@@ -4,7 +4,7 @@ import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
-import { appendEvents } from '../events/event-log.js';
+import { appendEvents, changesOf } from '../events/event-log.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
 
@@ -111,13 +111,10 @@ export function createOrgsService(deps: { db: Db }) {
         const updated = await db.transaction().execute(async (trx) => {
           const row = await orgsRepo.findByIdOrSlug(trx, orgId);
           if (!row) throw errors.notFound('organization', orgId);
-          const changed = (Object.keys(FIELDS) as Field[]).filter((field) => patch[field] !== undefined && patch[field] !== row[FIELDS[field]]);
-          if (changed.length === 0) return toOrganization(row);
-          const next = (await orgsRepo.update(trx, row.id, Object.fromEntries(changed.map((f) => [FIELDS[f], patch[f]])), now))!;
-          await appendEvents(trx, ctx, [{
-            orgId: row.id, type: 'organization.updated', subject: { type: 'organization', id: row.id },
-            data: { changed, from: Object.fromEntries(changed.map((f) => [f, row[FIELDS[f]]])), to: Object.fromEntries(changed.map((f) => [f, patch[f]])) },
-          }], now);
+          const changes = changesOf(Object.keys(FIELDS) as Field[], { slug: row.slug, name: row.name, externalId: row.external_id }, patch);
+          if (changes.changed.length === 0) return toOrganization(row);
+          const next = (await orgsRepo.update(trx, row.id, Object.fromEntries(changes.changed.map((f) => [FIELDS[f], patch[f]])), now))!;
+          await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.updated', subject: { type: 'organization', id: row.id }, data: { ...changes } }], now);
           return toOrganization(next);
         });
         forget();

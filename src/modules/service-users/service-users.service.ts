@@ -7,7 +7,7 @@ import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { canGrant, effectiveRole, type Role } from '../auth/roles.js';
-import { appendEvents } from '../events/event-log.js';
+import { appendEvents, changesOf } from '../events/event-log.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
 import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from './service-users.repo.js';
 import type { CredentialsT, ServiceUser } from './service-users.schemas.js';
@@ -186,8 +186,9 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
           const roleChanged = patch.role !== undefined && patch.role !== row.role;
           const disabling = patch.disabled === true && row.disabled_at === null;
           const enabling = patch.disabled === false && row.disabled_at !== null;
-          const renamed = patch.name !== undefined && patch.name !== row.name;
-          const described = patch.description !== undefined && patch.description !== row.description;
+          const edits = changesOf(['name', 'description'], row, patch);
+          const renamed = edits.changed.includes('name');
+          const described = edits.changed.includes('description');
           if (roleChanged) {
             assertMayGrant(ctx, patch.role!);
             await assertNotLastOwner(trx, row, 'demoted');
@@ -207,7 +208,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
             ...(roleChanged ? [event(orgId, row, 'role_changed', { from: row.role, to: patch.role })] : []),
             ...(disabling ? [event(orgId, row, 'disabled', {})] : []),
             ...(enabling ? [event(orgId, row, 'enabled', {})] : []),
-            ...(renamed || described ? [event(orgId, row, 'updated', { name: next.name })] : []),
+            ...(renamed || described ? [event(orgId, row, 'updated', { name: next.name, ...edits })] : []),
           ], now);
           return view(trx, next);
         });
