@@ -6,11 +6,11 @@ import type { DestinationStream } from 'pino';
 import { buildServer } from './http/server.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import type { App } from './http/app-types.js';
-import { ConfigError, routePrefix, type Config } from './platform/config.js';
+import { ConfigError, redactUrl, routePrefix, type Config } from './platform/config.js';
 import { KEY_FILE, MissingKeyFileError, openKeyring, type MasterKeyring } from './platform/crypto/master-key.js';
 import { keysRepo } from './modules/keys/keys.repo.js';
-import { openDatabase, type Database } from './platform/db/database.js';
-import { migrateToLatest } from './platform/db/migrations/index.js';
+import { openDatabase, sqliteFile, type Database } from './platform/db/database.js';
+import { migrateToLatest, schemaState } from './platform/db/migrations/index.js';
 import { createLogger, type Logger } from './platform/logging.js';
 import { oauthRoutes } from './modules/auth/oauth.routes.js';
 import { createPrincipalDirectory } from './modules/auth/principal-directory.js';
@@ -51,8 +51,12 @@ const HOUSEKEEPING_EVERY_MS = 600_000;
 export interface CoreOptions {
   logStream?: DestinationStream;
   logger?: Logger;
-  /** Run migrations before anything else (the CLI's `serve` and `migrate` do; workers do not need to). */
-  migrate?: boolean;
+  /**
+   * Run migrations before anything else (the CLI's `serve` and `migrate` do; workers do not need
+   * to). `'require'`: run none, and refuse a database whose schema is missing or behind (the CLI's
+   * other commands: a mistyped database URL must not get Slipway's schema from `org list`).
+   */
+  migrate?: boolean | 'require';
   /**
    * A configured SLIPWAY_PROJECT_ID replaces the stored one (`serve` and `migrate`); any other
    * command uses the stored one and warns that the variable is ignored.
@@ -60,6 +64,18 @@ export interface CoreOptions {
   adoptProjectId?: boolean;
   /** SQLite: checkpoint in a worker thread, off the event loop (servers do; short CLI commands need not). */
   backgroundCheckpoints?: boolean;
+}
+
+/** Refuses, writing nothing, a database that `slipway migrate` has not brought to this build's schema. */
+async function requireCurrentSchema(database: Database, config: Config): Promise<void> {
+  const state = await schemaState(database);
+  const where = sqliteFile(config.databaseUrl, config.dataDir) ?? redactUrl(config.databaseUrl!);
+  if (state.kind === 'absent') {
+    throw new ConfigError(`the database ${where} holds no Slipway schema: check --database-url (SLIPWAY_DATABASE_URL) and --data-dir (SLIPWAY_DATA_DIR), or set it up with slipway migrate (slipway serve does too); nothing was written`);
+  }
+  if (state.kind === 'behind') {
+    throw new ConfigError(`the database ${where} has Slipway's schema up to ${state.at}, and this version needs ${state.pending.length} more migration(s) (${state.pending.join(', ')}): run slipway migrate (slipway serve does too) first; nothing was written`);
+  }
 }
 
 /** Everything but HTTP: what the CLI needs to act on the same database as the server. */
@@ -71,7 +87,8 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     ...(options.backgroundCheckpoints ? { onBackgroundCheckpointError: (message: string) => logger.warn({ error: message }, 'SQLite background checkpoint failed; retrying') } : {}),
   });
   try {
-    if (options.migrate !== false) await migrateToLatest(database);
+    if (options.migrate === 'require') await requireCurrentSchema(database, config);
+    else if (options.migrate !== false) await migrateToLatest(database);
     // The database first: a missing key file is replaced by a new key only when nothing is wrapped yet.
     const keyFileMissing = config.masterKey === null && !fs.existsSync(path.join(config.dataDir, KEY_FILE));
     const wrappedKeyIds = keyFileMissing ? [...new Set((await keysRepo.usage(database.db)).map((u) => u.masterKeyId))] : [];
@@ -112,7 +129,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const dataKeys = createDataKeys({ ring });
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db, dialect: database.dialect });
-    if (options.migrate !== false) {
+    if (options.migrate === true || options.migrate === undefined) {
       const renumbered = await events.renumberRestored();
       if (renumbered > 0) logger.warn({ events: renumbered }, 'events carried transaction ids of another PostgreSQL cluster (a restore?): renumbered to come first, in id order');
     }

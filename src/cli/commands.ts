@@ -30,7 +30,12 @@ export function assertDatabaseExists(config: Config): void {
 export async function withCore<T>(parsed: Parsed, run: (core: Core) => Promise<T>, opts: { create?: boolean; adoptProjectId?: boolean } = {}): Promise<T> {
   const config = parsed.config();
   if (!opts.create) assertDatabaseExists(config);
-  const core = await openCore(config, { logger: createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, pino.destination(2)), adoptProjectId: opts.adoptProjectId === true });
+  const core = await openCore(config, {
+    logger: createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, pino.destination(2)),
+    adoptProjectId: opts.adoptProjectId === true,
+    // `migrate` sets a database up; every other command works on one that is set up already.
+    migrate: opts.create ? true : 'require',
+  });
   try {
     return await run(core);
   } finally {

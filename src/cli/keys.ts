@@ -62,7 +62,7 @@ async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T
   const config = parsed.config();
   assertDatabaseExists(config);
   // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
-  const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)) });
+  const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require' });
   try {
     return await run(createKeysService({ config, database: core.database, ring: core.ring, signingKeys: core.keys, logger: core.logger }));
   } finally {

@@ -23,15 +23,26 @@ export interface MigrationOutcome {
   applied: string[];
 }
 
-export async function migrateToLatest(database: Database): Promise<MigrationOutcome> {
+function migratorOf(database: Database): Migrator {
   const types = columnTypes(database.dialect);
   const migrations: Record<string, Migration> = {};
   for (const step of MIGRATIONS) migrations[step.name] = { up: (db) => step.up(db, types) };
-  const migrator = new Migrator({
-    db: database.db,
-    provider: { getMigrations: async () => migrations },
-  });
-  const { error, results } = await migrator.migrateToLatest();
+  return new Migrator({ db: database.db, provider: { getMigrations: async () => migrations } });
+}
+
+/** Where a database's schema stands against this build's migrations; reading it writes nothing. */
+export type SchemaState = { kind: 'current' } | { kind: 'absent' } | { kind: 'behind'; at: string; pending: string[] };
+
+export async function schemaState(database: Database): Promise<SchemaState> {
+  const migrations = await migratorOf(database).getMigrations();
+  const done = migrations.filter((m) => m.executedAt !== undefined);
+  if (done.length === 0) return { kind: 'absent' };
+  const pending = migrations.filter((m) => m.executedAt === undefined).map((m) => m.name);
+  return pending.length === 0 ? { kind: 'current' } : { kind: 'behind', at: done[done.length - 1]!.name, pending };
+}
+
+export async function migrateToLatest(database: Database): Promise<MigrationOutcome> {
+  const { error, results } = await migratorOf(database).migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error');
     const reason = error instanceof Error ? error.message : String(error);
