@@ -149,6 +149,10 @@ describe('environments', () => {
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}?force=true`)).body.code, 'environment_in_use');
 
     assert.equal((await runner.complete(first.id, claimed.lease.token)).status, 200);
+    // One queued, one serving: the detail says which is which.
+    const both = await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`);
+    assert.deepEqual(both.body.conflicts.map((c: any) => [c.deployment, c.state]), [[first.id, 'succeeded'], [queued.id, 'queued']]);
+    assert.match(both.body.detail, new RegExp(`queued or in progress \\(${queued.id} queued\\); cancel them .* Besides, services serve in the environment "${env.name}" \\(${first.id} succeeded\\).* That needs \\?force=true\\.$`));
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${queued.id}/cancel`)).status, 200);
     // The service now serves there: deleting would stop it and its rollback targets, so only force does.
     const serving = await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`);

@@ -59,6 +59,9 @@ describe('secrets lifecycle', () => {
       assert.equal(res.status, 304, held);
       assert.equal(res.text, '');
       assert.equal(res.headers.get('etag'), tag);
+      // No body, so nothing to describe: a Content-Length on a 304 must be the 200's (RFC 9110 §8.6).
+      assert.equal(res.headers.get('content-length'), null, held);
+      assert.equal(res.headers.get('content-type'), null, held);
     }
     assert.equal((await dev.http.patch(`${base}/cond.get`, { set: { A: '2' } })).status, 200);
     const moved = await read(tag);

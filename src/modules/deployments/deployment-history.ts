@@ -20,11 +20,13 @@ export interface DeploymentOwner {
 
 /** How the caller can go ahead once what blocks the deletion is gone, or despite it. */
 function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, 'id' | 'state'>>) {
+  const list = (ds: typeof blocking) => ds.map((d) => `${d.id} ${d.state}`).join(', ');
   const unfinished = blocking.filter((d) => d.state !== 'succeeded');
-  const listed = blocking.map((d) => `${d.id} ${d.state}`).join(', ');
+  const serving = blocking.filter((d) => d.state === 'succeeded');
+  const servingSentence = `${kind === 'environment' ? `Services serve in the environment "${name}" (${list(serving)}): deleting it stops them` : `The service "${name}" serves (${list(serving)}): deleting it stops its processes`} and deletes its deployment history, rollback targets included.`;
   const detail = unfinished.length > 0
-    ? `The ${kind} "${name}" has deployments that are queued or in progress (${listed}); cancel them or let them finish, then delete it.`
-    : `${kind === 'environment' ? `Services serve in the environment "${name}" (${listed}): deleting it stops them` : `The service "${name}" serves (${listed}): deleting it stops its processes`} and deletes its deployment history, rollback targets included. To do that, send the DELETE again with ?force=true.`;
+    ? `The ${kind} "${name}" has deployments that are queued or in progress (${list(unfinished)}); cancel them or let them finish, then delete it.${serving.length > 0 ? ` Besides, ${servingSentence.charAt(0).toLowerCase()}${servingSentence.slice(1)} That needs ?force=true.` : ''}`
+    : `${servingSentence} To do that, send the DELETE again with ?force=true.`;
   return errors.conflict(`${kind}_in_use`, detail, { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
 }
 

@@ -77,7 +77,8 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     },
   }, async (req, reply) => {
     const secret = tagged(reply, await secrets.get(req.org!.id, req.params.name));
-    if (notModified(req, secret)) return reply.code(304).send(null);
+    // No payload at all (the schema's null types the route): a null would be sent as "null", with a Content-Length of 4.
+    if (notModified(req, secret)) return reply.code(304).send(undefined as never);
     return secret;
   });
 
