@@ -3,6 +3,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
+import { problemType } from '../platform/problem-codes.js';
 import { isDatabaseBusy, isDatabaseUnreachable, isTransactionAborted } from '../platform/db/database.js';
 
 export interface AjvError {
@@ -13,7 +14,6 @@ export interface AjvError {
   parentSchema?: Record<string, unknown>;
 }
 
-const PROBLEM_BASE = 'https://slipway.dev/problems/';
 
 /** Where in the request an ajv error points, as a JSON Pointer (RFC 6901). */
 function pointerOf(error: AjvError, context: string | undefined): string {
@@ -164,7 +164,7 @@ export function problemBody(error: AppError, req: FastifyRequest): Record<string
 
 function problemFields(error: AppError, instance: string | undefined, requestId: string): Record<string, unknown> {
   return {
-    type: PROBLEM_BASE + error.code.replace(/_/g, '-'),
+    type: problemType(error.code),
     title: error.title,
     status: error.status,
     detail: error.detail,

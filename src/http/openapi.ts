@@ -2,6 +2,7 @@
 // success and domain statuses; this file adds what the shared machinery can answer (401/403/404
 // from the auth hook, 400/413/415 from parsing, 429, 5xx) from the route's own declaration, so the
 // document and the responses cannot drift apart.
+import { STATUS_CODES } from 'node:http';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { RouteOptions } from 'fastify';
@@ -63,12 +64,72 @@ function enrich(route: RouteOptions): void {
       add('403', 'The caller\'s role is too low');
       add('429', 'Rate limited: see Retry-After and RateLimit');
       if (route.url.includes(':')) add('404', 'Unknown resource, or an organization the caller does not belong to');
-      if (takesBody) add('412', 'Precondition failed: an If-Match or If-None-Match that cannot hold');
+      if (takesBody) {
+        add('412', 'Precondition failed: an If-Match or If-None-Match that cannot hold');
+        // PostgreSQL may stop any write for a concurrent one (write_conflict, with Retry-After).
+        add('409', 'Conflict: another request changed the same data at the same moment (`write_conflict`); nothing was written, retry after Retry-After');
+      }
     }
   }
   // The OAuth endpoints answer server errors in the same RFC 6749 shape as their other failures.
   if (config.errorFormat === 'oauth' && response['400'] && !('5XX' in response)) response['5XX'] = response['400'];
   add('5XX', 'Server error or unavailable (Retry-After)');
+}
+
+type Operation = {
+  tags?: string[];
+  security?: Array<Record<string, unknown>>;
+  parameters?: Array<{ in?: string; name?: string; $ref?: string }>;
+  responses?: Record<string, { description?: string; headers?: Record<string, unknown> }>;
+};
+
+const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+
+/** The response headers every operation's answers share, declared once and referred to. */
+const HEADERS = {
+  'X-Request-Id': { required: true, description: 'The request\'s id: the one sent, when it is 1 to 128 letters, digits and `._:-`, else a new one. Problems and events carry it.', schema: { type: 'string' } },
+  RateLimit: { description: 'On every answer once the caller is authenticated, what is left of each limit that applied (draft-ietf-httpapi-ratelimit-headers): `"api";r=<remaining>;t=<seconds until it resets>` (the OAuth endpoints: `"token"`).', schema: { type: 'string' } },
+  'RateLimit-Policy': { description: 'The limits that applied: `"api";q=<requests>;w=<window seconds>` (SLIPWAY_RATE_LIMIT_API_PER_MINUTE; the OAuth endpoints: `"token"`, SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE).', schema: { type: 'string' } },
+  'Retry-After': { description: 'Seconds to wait before sending the request again.', schema: { type: 'integer', minimum: 0 } },
+  'WWW-Authenticate': { required: true, description: 'The challenge (RFC 6750 §3; the OAuth endpoints: `Basic realm="slipway"`), with `error` when a token was sent but refused.', schema: { type: 'string' } },
+  'Cache-Control': { required: true, description: 'The answer carries credentials or token information: no cache may keep it.', schema: { type: 'string', const: 'no-store' } },
+  'Idempotent-Replayed': { description: '`true` on an answer replayed for a retry with the same Idempotency-Key.', schema: { type: 'string', const: 'true' } },
+  'Accept-Encoding': { description: 'On a 415 for a Content-Encoding: `identity`, the only coding accepted.', schema: { type: 'string' } },
+} as const;
+
+const PARAMETERS = {
+  'X-Request-Id': { name: 'X-Request-Id', in: 'header', required: false, description: 'An id for this request, kept when it is 1 to 128 letters, digits and `._:-` (otherwise one is made): it is echoed, logged and recorded on the events the request appends.', schema: { type: 'string' } },
+} as const;
+
+/**
+ * The headers the shared machinery sends, on the answers that carry them: the request id on every
+ * answer; the rate-limit fields on every answer to an authenticated caller; Retry-After on 429,
+ * 409 and 5XX; the challenge on 401; no-store on the OAuth endpoints' answers; the replay marker
+ * on the successes of idempotent operations.
+ */
+function declareHeaders(op: Operation): void {
+  const bearer = op.security?.some((s) => 'bearerAuth' in s) === true;
+  const oauth = op.tags?.includes('oauth') === true && op.security?.some((s) => 'clientBasic' in s) === true;
+  const idempotent = op.parameters?.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'idempotency-key') === true;
+  (op.parameters ??= []).push(ref('parameters', 'X-Request-Id'));
+  for (const [status, response] of Object.entries(op.responses ?? {})) {
+    // The plugin's placeholder for a response schema without a description of its own.
+    if (response.description === 'Default Response') response.description = STATUS_CODES[Number(status)] ?? status;
+    const add = (name: keyof typeof HEADERS) => {
+      (response.headers ??= {})[name] = ref('headers', name);
+    };
+    add('X-Request-Id');
+    if (((bearer && status !== '401') || oauth) && status !== '5XX') {
+      add('RateLimit');
+      add('RateLimit-Policy');
+    }
+    if (status === '429') add('Retry-After');
+    if (status === '409' || status === '5XX') add('Retry-After');
+    if (status === '401') add('WWW-Authenticate');
+    if (status === '415') add('Accept-Encoding');
+    if (oauth) add('Cache-Control');
+    if (idempotent && status.startsWith('2')) add('Idempotent-Replayed');
+  }
 }
 
 type BodySchema = { type?: unknown; description?: string; 'x-form'?: Record<string, unknown> };
@@ -93,6 +154,7 @@ function fixPaths<T>(doc: T): T {
   const paths = (doc as { paths?: Record<string, Record<string, { servers?: Servers; requestBody?: { required?: boolean; description?: string; content?: Record<string, { schema?: BodySchema }> } }>> }).paths ?? {};
   for (const item of Object.values(paths)) {
     for (const op of Object.values(item)) {
+      declareHeaders(op as Operation);
       if (op.servers !== undefined) {
         (item as { servers?: Servers }).servers = op.servers;
         delete op.servers;
@@ -139,6 +201,8 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
       },
       servers: [{ url: options.baseUrl }],
       components: {
+        headers: HEADERS,
+        parameters: PARAMETERS,
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from the token endpoint.' },
           clientBasic: { type: 'http', scheme: 'basic', description: 'client_id:client_secret, each form-url-encoded (RFC 6749 §2.3.1).' },

@@ -1,20 +1,39 @@
 // Schemas every route shares: problems, pagination, the organization path parameter.
 import { Type } from '@sinclair/typebox';
 import { MAX_LIMIT, DEFAULT_LIMIT } from '../platform/pagination.js';
+import { PROBLEM_CODES, PROBLEM_TYPE_BASE, problemType } from '../platform/problem-codes.js';
+
+const codeList = Object.entries(PROBLEM_CODES).map(([code, { status, meaning }]) => `- \`${code}\` (${status}): ${meaning}`).join('\n');
 
 export const ProblemSchema = Type.Object({
-  type: Type.String({ description: 'A URI naming the kind of problem.' }),
+  type: Type.String({ description: `A URI naming the kind of problem: \`${PROBLEM_TYPE_BASE}\` and the code, with \`-\` for \`_\` (\`${problemType('invalid_cursor')}\`).` }),
   title: Type.String(),
   status: Type.Integer(),
   detail: Type.String({ description: 'What went wrong and what to do about it.' }),
-  instance: Type.String({ description: 'The request path.' }),
-  code: Type.String({ description: 'Stable, machine-readable error code.' }),
-  requestId: Type.String(),
+  instance: Type.Optional(Type.String({ description: 'The request path (absent when the request could not be read: `malformed_http`, `headers_too_large`, `request_timeout`).' })),
+  code: Type.String({ description: `Stable, machine-readable error code. New codes may be added; these are the ones there are:\n${codeList}` }),
+  requestId: Type.String({ description: 'The request\'s id (its X-Request-Id): quote it when reporting a problem.' }),
   errors: Type.Optional(Type.Array(Type.Object({
-    pointer: Type.String({ description: 'JSON Pointer to the offending part of the request.' }),
+    pointer: Type.String({ description: 'JSON Pointer to the offending part of the request (`/query/…`, `/headers/…`, `/path/…` outside the body).' }),
     message: Type.String(),
-  }))),
-  conflicts: Type.Optional(Type.Array(Type.Unknown())),
+  }), { description: 'Each offending field, at most 100.' })),
+  conflicts: Type.Optional(Type.Array(Type.Object({}, { additionalProperties: true }), {
+    description: 'What the request collides with, per code: `secret_exists`/`secret_deleted` `{pointer, name, state}`; `environment_in_use`/`service_in_use` `{deployment, state}`; `too_many_client_secrets` `{id, hint, createdAt}`.',
+  })),
+  requiredRole: Type.Optional(Type.String({ description: '403: the least role the operation needs.' })),
+  requiredScope: Type.Optional(Type.String({ description: '401: the scope a token for this API must be requested with.' })),
+  currentVersion: Type.Optional(Type.Integer({ description: '412 on a secret: its current version.' })),
+  state: Type.Optional(Type.String({ description: '409 on a deployment: the state it is in.' })),
+  requested: Type.Optional(Type.String({ description: '409 `invalid_transition`: the state asked for.' })),
+  allowedTransitions: Type.Optional(Type.Array(Type.String(), { description: '409 `invalid_transition`: the states reachable from `state`.' })),
+  rollbackFrom: Type.Optional(Type.Array(Type.String(), { description: '409 `not_rollbackable`: the states a deployment can be rolled back to from.' })),
+  missing: Type.Optional(Type.Array(Type.String(), { description: '422 `unknown_secrets`, `secret_versions_gone`: what does not exist.' })),
+  limit: Type.Optional(Type.Object({ name: Type.String(), value: Type.Integer() }, { description: '400 `limit_exceeded`, 413: the setting and its value.' })),
+  restorableUntil: Type.Optional(Type.String({ format: 'date-time', description: '404 `secret_deleted`: until when it can be restored.' })),
+  allowed: Type.Optional(Type.Array(Type.String(), { description: '405: the methods the path answers.' })),
+  firstRequestId: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: '409 `idempotency_response_lost`: the first request\'s id.' })),
+  changed: Type.Optional(Type.Array(Type.Object({ type: Type.String(), id: Type.String() }), { description: '409 `idempotency_response_lost`: what the first request changed.' })),
+  externalOrgId: Type.Optional(Type.String({ description: '403 `org_not_linked`, `role_not_granted`: the external issuer\'s organization.' })),
 }, { additionalProperties: true, description: 'RFC 9457 problem details.' });
 
 export const PageQuery = Type.Object({
@@ -40,3 +59,12 @@ export const OrgParams = Type.Object({ orgId: OrgIdParam });
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC with milliseconds.' });
 
 export const NullableCursor = Type.Union([Type.String(), Type.Null()], { description: 'Pass as `cursor` for the next page; null on the last.' });
+
+/**
+ * Documents `Cache-Control: no-store` on a response that carries credentials or secret values
+ * (beside any headers it already documents); the route sets the header.
+ */
+export function noStore<T extends object>(schema: T): T {
+  const headers = (schema as { headers?: Record<string, unknown> }).headers ?? {};
+  return { ...schema, headers: { ...headers, 'cache-control': { type: 'string', const: 'no-store', description: 'The answer carries credentials or secret values: no cache may keep it.' } } };
+}

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
-import { freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
+import { PROBLEM_CODES } from '../../src/platform/problem-codes.js';
+import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, type HttpResult, type TestServer } from '../support/harness.js';
 import { loadRoleMatrix, type DocOperation } from '../support/role-matrix.js';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -74,6 +75,52 @@ describe('OpenAPI document and reference page', () => {
       }
     }
     assert.deepEqual(failures, []);
+  });
+
+  it('declares the headers its answers carry, every problem code, and no result an operation cannot give', async () => {
+    const watched = ['x-request-id', 'ratelimit', 'ratelimit-policy', 'retry-after', 'www-authenticate', 'cache-control', 'idempotent-replayed', 'etag', 'location'];
+    const undeclared: string[] = [];
+    const check = (method: string, path: string, res: { status: number; headers: Headers }) => {
+      const responses = doc.paths[path][method].responses as Record<string, { headers?: Record<string, unknown> }>;
+      const documented = responses[String(res.status)] ?? (res.status >= 500 ? responses['5XX'] : undefined);
+      if (documented === undefined) return undeclared.push(`${method} ${path} ${res.status}: no such response`);
+      const declared = new Set(Object.keys(documented.headers ?? {}).map((h) => h.toLowerCase()));
+      for (const name of watched) if (res.headers.has(name) && !declared.has(name)) undeclared.push(`${method} ${path} ${res.status}: ${name}`);
+    };
+    const owner = server.owner;
+    const orgs = `/v1/orgs/${owner.orgId}`;
+    const api = server.http(owner.token);
+    const sent: Array<[string, string, Promise<HttpResult>]> = [
+      ['get', '/v1/orgs', api.get('/v1/orgs')],
+      ['get', '/v1/orgs', server.http().get('/v1/orgs')],
+      ['get', '/v1/orgs', server.http('not-a-token').get('/v1/orgs')],
+      ['patch', '/v1/orgs/{orgId}/secrets/{name}', api.patch(`${orgs}/secrets/nothing-here`, { set: { A: '1' } })],
+      ['post', '/v1/orgs/{orgId}/environments', api.post(`${orgs}/environments`, { name: `hdr-${Date.now()}` })],
+      ['post', '/v1/orgs/{orgId}/environments', api.post(`${orgs}/environments`, { name: 'x' }, { headers: { 'content-encoding': 'gzip' } })],
+    ];
+    for (const [method, path, pending] of sent) check(method, path, await pending);
+    // A replay, and a read answered 304.
+    const body = { secrets: [{ name: `hdr-${Date.now()}`, values: { A: '1' } }] };
+    for (let i = 0; i < 2; i++) check('post', '/v1/orgs/{orgId}/secrets', await api.post(`${orgs}/secrets`, body, { headers: { 'idempotency-key': `hdr-${process.pid}` } }));
+    const read = await api.get(`${orgs}/secrets/${body.secrets[0]!.name}`);
+    check('get', '/v1/orgs/{orgId}/secrets/{name}', read);
+    check('get', '/v1/orgs/{orgId}/secrets/{name}', await api.get(`${orgs}/secrets/${body.secrets[0]!.name}`, { headers: { 'if-none-match': read.headers.get('etag')! } }));
+    const tokenUrl = `${server.url}/oauth/v2/token`;
+    check('post', '/oauth/v2/token', await clientCredentialsGrant(tokenUrl, server.bootstrap, server.bootstrap.scope));
+    check('post', '/oauth/v2/token', await clientCredentialsGrant(tokenUrl, { ...server.bootstrap, clientSecret: 'wrong' }, server.bootstrap.scope));
+    assert.deepEqual(undeclared, []);
+
+    const codes = doc.components.schemas.Problem.properties.code.description as string;
+    assert.deepEqual(Object.keys(PROBLEM_CODES).filter((code) => !codes.includes(`\`${code}\``)), []);
+    const result = (path: string, method: string) => doc.paths[path][method].responses['200'].content['application/json'].schema.properties.result;
+    const values = (schema: { anyOf?: Array<{ const?: string; enum?: string[] }>; enum?: string[] }) => schema.enum ?? schema.anyOf!.flatMap((b) => b.enum ?? [b.const!]);
+    assert.deepEqual(values(result('/v1/orgs/{orgId}/secrets/{name}', 'patch')), ['updated', 'unchanged']);
+    assert.deepEqual(values(result('/v1/orgs/{orgId}/secrets/{name}', 'put')), ['updated', 'unchanged']);
+    assert.deepEqual(values(result('/v1/orgs/{orgId}/secrets/{name}/restore', 'post')), ['updated', 'unchanged', 'restored']);
+    // What the spec pins: a created secret is these five fields, never a value or a deletion time.
+    const created = doc.paths['/v1/orgs/{orgId}/secrets'].post.responses['201'].content['application/json'].schema.properties.secrets.items;
+    assert.deepEqual(Object.keys(created.properties).sort(), ['createdAt', 'keys', 'name', 'updatedAt', 'version']);
+    assert.equal(JSON.stringify(doc).includes('Default Response'), false);
   });
 
   it('documents the OAuth endpoints\' form fields, client_secret_post as the alternative to Basic, and RFC 8414 metadata', () => {

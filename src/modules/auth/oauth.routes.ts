@@ -85,6 +85,8 @@ const TokenResponseSchema = Type.Object({
   scope: Type.String({ description: 'The granted scopes.' }),
 });
 const OAuthErrorSchema = Type.Object({ error: Type.String(), error_description: Type.String() }, { description: 'RFC 6749 §5.2 error' });
+/** A rate-limited request: RFC 6749 has no code for it; `slow_down` is the one its registry holds for token requests (RFC 8628 §3.5). */
+const OAuthRateLimited = { ...OAuthErrorSchema, description: 'Rate limited: `{"error": "slow_down"}` (RFC 8628 §3.5, from the OAuth error registry; RFC 6749 has no code for it), with Retry-After' };
 interface FormField {
   description: string;
   required?: boolean;
@@ -216,7 +218,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
         grant_type: { description: 'The grant: only client_credentials', required: true, enum: ['client_credentials'] },
         scope: { description: 'Space-separated scopes; without it, all five the server supports (see scopes_supported in the discovery document)' },
       }),
-      response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
+      response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const form = formOf(req);
@@ -241,7 +243,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       security: CLIENT_AUTH,
       consumes: [FORM],
       body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional: access_token' } }),
-      response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
+      response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
@@ -262,7 +264,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       security: CLIENT_AUTH,
       consumes: [FORM],
       body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional, ignored: every token is an access token' } }),
-      response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthErrorSchema },
+      response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);

@@ -1,6 +1,6 @@
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
-import { OrgParams } from '../../http/schemas.js';
+import { noStore, OrgParams } from '../../http/schemas.js';
 import {
   AdoptRequest, AdoptResponse, AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest,
   HeartbeatResponse, ReleaseRequest, ReleaseResponse, RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
@@ -34,7 +34,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
         'With an Idempotency-Key, a retry whose first answer was lost gets the same deployment and lease again (the values are resolved again, never kept), while that lease is held; 409 `lease_lost` or `deployment_finished` once it is not.',
       params: OrgParams,
       body: ClaimRequest,
-      response: { 200: ClaimResponse, 204: { type: 'null', description: 'Nothing to claim within `waitSeconds`; claim again.' } },
+      response: { 200: noStore(ClaimResponse), 204: { type: 'null', description: 'Nothing to claim within `waitSeconds`; claim again.' } },
     },
   }, async (req, reply) => {
     // A runner that hangs up stops waiting, so it is not handed a deployment it will never see.
@@ -108,7 +108,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       description: 'An orphan is a succeeded deployment, in one of the given environments, whose runner has not reported it (with `host`) for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS or released it. Each is handed to one runner: it is that runner\'s from now on, with what to run (secret values resolved, `Cache-Control: no-store`), and the runner starts it again. Its state does not change; each adoption appends a `deployment.adopted` event.',
       params: OrgParams,
       body: AdoptRequest,
-      response: { 200: AdoptResponse },
+      response: { 200: noStore(AdoptResponse) },
     },
   }, async (req, reply) => {
     reply.header('cache-control', 'no-store');

@@ -9,7 +9,7 @@ import { applyPatch, etagOf, keyDiff, keysOf, sameValues, satisfies, toChange, t
 import type { SecretStore } from './secret-store.js';
 import { concurrentChange } from './secret-writes.js';
 import { secretsRepo, type SecretRow } from './secrets.repo.js';
-import type { SecretChangeT } from './secrets.schemas.js';
+import type { SecretChangeT, SecretRestoreT } from './secrets.schemas.js';
 
 /** What a write requires of the secret (If-Match, If-None-Match); an absent member accepts any. */
 export interface Expected {
@@ -113,7 +113,7 @@ export function createSecretChanges(store: SecretStore) {
     },
 
     /** Brings a deleted secret back exactly as it was, within the retention window. */
-    async undelete(ctx: RequestContext, orgId: string, name: string, expected?: Expected): Promise<SecretChangeT> {
+    async undelete(ctx: RequestContext, orgId: string, name: string, expected?: Expected): Promise<SecretRestoreT> {
       const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const row = await secretsRepo.findByName(trx, orgId, name, store.lock);

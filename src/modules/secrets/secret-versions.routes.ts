@@ -2,10 +2,10 @@
 // restore (undelete, or bring back an earlier version's values as a new version).
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
-import { PageQuery } from '../../http/schemas.js';
+import { noStore, PageQuery } from '../../http/schemas.js';
 import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import { IfMatchHeaders, preconditionsOf, tagged, withEtag } from './secret-http.js';
-import { RevealedSecret, SecretChange, SecretParams, SecretVersion, SecretVersionPage, SecretVersionParams, VersionBody } from './secrets.schemas.js';
+import { RevealedSecret, SecretParams, SecretRestore, SecretVersion, SecretVersionPage, SecretVersionParams, VersionBody } from './secrets.schemas.js';
 import type { SecretsService } from './secrets.service.js';
 
 const tags = ['secrets'];
@@ -62,7 +62,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       description: 'The only response that carries secret values (besides what a runner is handed to run: its claim, its adoption). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version. With an Idempotency-Key, a retry reveals the same version again without a second event; the values are never kept (only the version number is).',
       params: SecretParams,
       body: VersionBody,
-      response: { 200: { ...RevealedSecret, headers: { 'cache-control': { type: 'string', description: '`no-store`' } } } },
+      response: { 200: noStore(RevealedSecret) },
     },
   }, async (req, reply) => {
     const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
@@ -81,7 +81,7 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       params: SecretParams,
       headers: IfMatchHeaders,
       body: VersionBody,
-      response: { 200: withEtag(SecretChange), ...problems(409, 412) },
+      response: { 200: withEtag(SecretRestore), ...problems(409, 412) },
     },
   }, async (req, reply) => {
     const { name } = req.params;

@@ -33,10 +33,14 @@ export const SecretMetadata = Type.Object({
   keys: Type.Array(Type.String(), { description: 'Names of the keys, sorted; values are never returned here.' }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
+});
+
+/** A secret in a list: a deleted one (`deleted=true`) also says when it was deleted and until when it can be restored. */
+export const ListedSecret = Type.Composite([SecretMetadata, Type.Object({
   deletedAt: Type.Optional(Timestamp),
   restorableUntil: Type.Optional({ ...Timestamp, description: 'Deleted secrets only: until when `POST …/restore` can bring it back; it is purged after.' }),
-});
-export type SecretMetadataT = Static<typeof SecretMetadata>;
+})]);
+export type SecretMetadataT = Static<typeof ListedSecret>;
 
 export function bulkBodySchema(limits: Limits) {
   return Type.Object({
@@ -51,7 +55,7 @@ export function bulkBodySchema(limits: Limits) {
 
 export const SecretList = Type.Object({ secrets: Type.Array(SecretMetadata) });
 
-export const SecretPage = Type.Object({ secrets: Type.Array(SecretMetadata), nextCursor: NullableCursor });
+export const SecretPage = Type.Object({ secrets: Type.Array(ListedSecret), nextCursor: NullableCursor });
 
 export const SecretListQuery = Type.Composite([PageQuery, Type.Object({
   prefix: Type.Optional(Type.String({ maxLength: 128, description: 'Only secrets whose name starts with this (case-sensitive).' })),
@@ -62,12 +66,16 @@ export const SecretListQuery = Type.Composite([PageQuery, Type.Object({
 const ChangeResult = Type.Union([Type.Literal('updated'), Type.Literal('unchanged')]);
 const UpsertResult = Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('unchanged')]);
 
-export const SecretChange = Type.Composite([SecretMetadata, Type.Object({
-  result: Type.Union([ChangeResult, Type.Literal('restored')], {
-    description: '`updated`: a new version was made. `unchanged`: the values were already these, so no version was made (the metadata is the current one). `restored`: a deleted secret was brought back as it was.',
-  }),
+const CHANGED = '`updated`: a new version was made. `unchanged`: the values were already these, so no version was made (the metadata is the current one).';
+
+export const SecretChange = Type.Composite([SecretMetadata, Type.Object({ result: Type.Union(ChangeResult.anyOf, { description: CHANGED }) })]);
+
+/** What a restore answers: a version brought back (as a change) or a deleted secret brought back whole. */
+export const SecretRestore = Type.Composite([SecretMetadata, Type.Object({
+  result: Type.Union([...ChangeResult.anyOf, Type.Literal('restored')], { description: `${CHANGED} \`restored\`: a deleted secret was brought back as it was.` }),
 })]);
 export type SecretChangeT = Static<typeof SecretChange>;
+export type SecretRestoreT = Static<typeof SecretRestore>;
 
 export const UpsertList = Type.Object({
   secrets: Type.Array(Type.Composite([SecretMetadata, Type.Object({ result: UpsertResult })]), { description: 'In request order.' }),

@@ -1,7 +1,7 @@
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
-import { OrgParams, PageQuery } from '../../http/schemas.js';
+import { noStore, OrgParams, PageQuery } from '../../http/schemas.js';
 import {
   ClientSecretParams, CreatedServiceUser, CreateServiceUserBody, NewClientSecret, ServiceUserList, ServiceUserParams,
   ServiceUserSchema, UpdateServiceUserBody,
@@ -44,7 +44,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
       description: `The response carries \`clientId\`, \`clientSecret\`, \`tokenUrl\`, \`scope\`, \`orgId\` and \`baseUrl\`; the secret is never shown again (only a keyed hash is kept). ${WHO_MAY}`,
       params: OrgParams,
       body: CreateServiceUserBody,
-      response: { 201: withLocation(CreatedServiceUser), ...problems(409) },
+      response: { 201: noStore(withLocation(CreatedServiceUser)), ...problems(409) },
     },
   }, async (req, reply) => {
     reply.header('cache-control', 'no-store');
@@ -85,7 +85,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
       summary: 'Add a second client secret (rotation); the existing one stays valid until removed',
       description: 'At most two live secrets (409 `too_many_client_secrets` lists them); the new secret is shown once.',
       params: ServiceUserParams,
-      response: { 201: NewClientSecret, ...problems(409) },
+      response: { 201: noStore(NewClientSecret), ...problems(409) },
     },
   }, async (req, reply) => {
     reply.code(201).header('cache-control', 'no-store');
