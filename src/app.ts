@@ -44,6 +44,13 @@ import { createServiceUsersService } from './modules/service-users/service-users
 
 export const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
+/**
+ * How long a server waits for PostgreSQL to answer one statement before it takes the connection
+ * for lost (every statement of a request takes milliseconds), and for a readiness probe's answer.
+ */
+const STATEMENT_DEADLINE_MS = 15_000;
+const READY_WITHIN_MS = 5_000;
+
 /** The first housekeeping run after start, and the pause between runs (pruning, purging). */
 const HOUSEKEEPING_FIRST_MS = 30_000;
 const HOUSEKEEPING_EVERY_MS = 600_000;
@@ -176,6 +183,8 @@ export interface Slipway {
 
 export async function createSlipway(config: Config, options: SlipwayOptions = {}): Promise<Slipway> {
   const core = await openCore(config, { backgroundCheckpoints: true, adoptProjectId: true, ...options });
+  // Migrated: from now on a statement that PostgreSQL leaves unanswered fails the request (503).
+  core.database.setStatementDeadline(STATEMENT_DEADLINE_MS);
   const bootstrapFile = options.bootstrap === false ? null
     : await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
 
@@ -189,8 +198,15 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     maxEventLoopDelayMs: config.maxEventLoopDelayMs,
     openapi: { baseUrl: config.baseUrl, tokenUrl: core.tokenUrl, scope: core.scope, version: VERSION },
     ready: async () => {
-      await core.db.selectFrom('instance_settings').select('key').limit(1).execute();
-      return true;
+      // A probe gets its answer within seconds whatever the database does: silence is not ready.
+      let timer: NodeJS.Timeout | undefined;
+      const silence = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), READY_WITHIN_MS); });
+      const answer = core.db.selectFrom('instance_settings').select('key').limit(1).execute().then(() => true, () => false);
+      try {
+        return await Promise.race([answer, silence]);
+      } finally {
+        clearTimeout(timer);
+      }
     },
     ...(options.onUndeclaredStatus ? { onUndeclaredStatus: options.onUndeclaredStatus } : {}),
   }, async (app) => {

@@ -392,6 +392,16 @@ describe('Idempotency-Key', () => {
     await server.core.db.updateTable('idempotency_keys').set({ created_at: dayAgo }).where('idempotency_key', '=', key).execute();
     assert.ok((await server.core.idempotency.prune()) >= 1);
     assert.equal(await keyRow(key), undefined);
+
+    // A backlog goes in batches, to the last row, and a newer key stays.
+    const subject = `prune-${randomUUID()}`;
+    const row = (k: string, at: string) => ({
+      subject, idempotency_key: k, method: 'POST', path: '/v1/x', fingerprint: 'f', state: 'completed' as const, lock_token: 't', locked_at: at,
+      status: 201, headers: '{}', body_sealed: null, created_at: at, completed_at: at, request_id: null, committed_at: null,
+    });
+    await server.core.db.insertInto('idempotency_keys').values([...Array.from({ length: 7 }, (_, i) => row(`old-${i}`, dayAgo)), row('new', new Date().toISOString())]).execute();
+    assert.equal(await idempotencyRepo.deleteCreatedBefore(server.core.db, new Date(Date.now() - 3_600_000).toISOString(), 3), 7);
+    assert.deepEqual((await server.core.db.selectFrom('idempotency_keys').select('idempotency_key').where('subject', '=', subject).execute()).map((r) => r.idempotency_key), ['new']);
   });
 
   it('keeps a service-user creation replayable without its client secret in plain text', async () => {

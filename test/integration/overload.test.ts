@@ -6,6 +6,8 @@ import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
+import { isDatabaseUnreachable } from '../../src/platform/db/database.js';
 import { eventually } from '../support/deployments.js';
 import { clientCredentialsGrant, startServer, tempDir, TEST_DB, testDatabase, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
@@ -105,6 +107,39 @@ describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL 
     assert.equal((await http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'during-outage', values: { K: 'v' } }] }, { headers: { 'idempotency-key': 'outage-1' } })).status, 201);
     assert.deepEqual(server.undeclared, []);
   });
+
+  it('outlives PostgreSQL ending a connection in use between two statements of a transaction', async () => {
+    // pg-pool listens for errors on idle connections only: one checked out when its backend goes
+    // (PostgreSQL restarting, pg_terminate_backend) emitted an 'error' nothing heard, ending the process.
+    await assert.rejects(server.core.db.transaction().execute(async (trx) => {
+      await sql`select 1`.execute(trx);
+      await proxy.cut();
+      await sleep(100);
+      await sql`select 1`.execute(trx);
+    }), (error: unknown) => isDatabaseUnreachable(error));
+    await proxy.open();
+    await eventually('the server to serve again', async () => ((await server.owner.http.get('/v1/orgs/default/secrets')).status === 200 ? true : undefined));
+  });
+
+  it('answers 503 when PostgreSQL goes silent, within the statement deadline, rather than waiting for TCP', async () => {
+    const http = server.owner.http;
+    assert.equal((await http.get('/v1/orgs/default/secrets')).status, 200);
+    server.core.database.setStatementDeadline(500);
+    try {
+      proxy.silence();
+      const started = Date.now();
+      const [list, ready] = await Promise.all([http.get('/v1/orgs/default/secrets'), server.http().get('/readyz')]);
+      assertProblem(list, 503, 'unavailable');
+      assertProblem(ready, 503, 'unavailable');
+      // The deadline, not a TCP timeout (minutes), nor the test's own limit.
+      assert.ok(Date.now() - started < 30_000);
+      await proxy.cut();
+      await proxy.open();
+      await eventually('the server to serve again', async () => ((await http.get('/v1/orgs/default/secrets')).status === 200 ? true : undefined));
+    } finally {
+      server.core.database.setStatementDeadline(null);
+    }
+  });
 });
 
 /** A TCP proxy on one port: `cut` closes it and every connection through it; `open` listens again on the same port. */
@@ -113,9 +148,11 @@ function createTcpProxy() {
   let target: { host: string; port: number } | undefined;
   let listener: Server | undefined;
   let port = 0;
+  let silent = false;
   return {
     async open(host?: string, targetPort?: number): Promise<number> {
       if (host !== undefined) target = { host, port: targetPort! };
+      silent = false;
       if (listener !== undefined) return port;
       listener = createServer((client) => {
         const upstream = connect(target!.port, target!.host);
@@ -124,12 +161,18 @@ function createTcpProxy() {
           s.on('close', () => sockets.delete(s));
           s.on('error', () => { client.destroy(); upstream.destroy(); });
         }
-        client.pipe(upstream).pipe(client);
+        // While silent, bytes are dropped and nothing is closed: a network that went quiet.
+        client.on('data', (chunk: Buffer) => { if (!silent) upstream.write(chunk); });
+        upstream.on('data', (chunk: Buffer) => { if (!silent) client.write(chunk); });
       });
       listener.listen(port, '127.0.0.1');
       await once(listener, 'listening');
       port = (listener.address() as AddressInfo).port;
       return port;
+    },
+    /** Stops passing bytes either way, closing nothing (until `cut`). */
+    silence(): void {
+      silent = true;
     },
     async cut(): Promise<void> {
       const closing = listener;

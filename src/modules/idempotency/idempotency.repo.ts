@@ -75,8 +75,19 @@ export const idempotencyRepo = {
     return Number(result.numDeletedRows) === 1;
   },
 
-  async deleteCreatedBefore(db: Executor, before: string): Promise<number> {
-    const result = await db.deleteFrom('idempotency_keys').where('created_at', '<', before).executeTakeFirst();
-    return Number(result.numDeletedRows);
+  /**
+   * In batches, each its own statement: a backlog (a node down for a day under a busy CI) is
+   * deleted in steps that each take moments, never in one that holds locks or outlasts a deadline.
+   */
+  async deleteCreatedBefore(db: Executor, before: string, batch = 5_000): Promise<number> {
+    for (let total = 0; ;) {
+      const result = await db.deleteFrom('idempotency_keys')
+        .where((eb) => eb(eb.refTuple('subject', 'idempotency_key'), 'in',
+          eb.selectFrom('idempotency_keys').select(['subject', 'idempotency_key']).where('created_at', '<', before).limit(batch).$asTuple('subject', 'idempotency_key')))
+        .executeTakeFirst();
+      const deleted = Number(result.numDeletedRows);
+      total += deleted;
+      if (deleted < batch) return total;
+    }
   },
 };

@@ -19,6 +19,13 @@ export interface Database {
   readonly dialect: Dialect;
   /** The SQLite file, for the tests that read its raw bytes; null on PostgreSQL. */
   readonly file: string | null;
+  /**
+   * PostgreSQL: a statement without an answer within `ms` ends its connection, and fails as one
+   * lost (a 503), instead of waiting for TCP to notice a network that went silent (many minutes).
+   * Servers set it once migrated; null (the default: migrations, CLI rotations) waits as long as
+   * it takes. SQLite has no network to lose: it ignores it.
+   */
+  setStatementDeadline(ms: number | null): void;
   close(): Promise<void>;
 }
 
@@ -72,6 +79,7 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
     db,
     dialect: 'sqlite',
     file,
+    setStatementDeadline: () => {},
     close: async () => {
       await checkpointer?.stop();
       await db.destroy();
@@ -86,17 +94,46 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 function openPostgres(url: string, poolSize: number): Database {
   // A connection that cannot be had within 10 s (the server unreachable, or every connection busy
   // that long) fails the request with a 503 instead of holding it until the client gives up.
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000 });
+  // TCP keep-alive, so that a connection to a server that went away is found dead while idle too.
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
+  const deadline: { ms: number | null } = { ms: null };
+  pool.on('connect', (client) => {
+    // Nor one in use: pg-pool listens to idle clients only, and a client checked out between two
+    // statements of a transaction when PostgreSQL restarts, or its backend is terminated, would
+    // otherwise emit an 'error' nobody listens to, and end the process. Its statement fails (503)
+    // and the pool drops it when it is released.
+    client.on('error', () => {});
+    watchStatements(client, deadline);
+  });
   const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
     dialect: 'postgres',
     file: null,
+    setStatementDeadline: (ms) => { deadline.ms = ms; },
     close: async () => {
       await db.destroy();
     },
+  };
+}
+
+/**
+ * Ends a client's connection when a statement gets no answer within the deadline: its statement
+ * fails with "Connection terminated: …" (isDatabaseUnreachable), and the client, no longer
+ * queryable, is dropped by the pool on release. pg's own query_timeout is no substitute: it
+ * leaves the connection in use, where the late answer would be read as the next statement's.
+ */
+function watchStatements(client: pg.PoolClient, deadline: { ms: number | null }): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  const socket = () => (client as unknown as { connection?: { stream?: { destroy(error?: Error): void } } }).connection?.stream;
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const result = query(...args);
+    const ms = deadline.ms;
+    if (ms === null || !(result instanceof Promise)) return result;
+    const timer = setTimeout(() => socket()?.destroy(new Error(`Connection terminated: PostgreSQL did not answer within ${ms} ms`)), ms);
+    return result.finally(() => clearTimeout(timer));
   };
 }
 
