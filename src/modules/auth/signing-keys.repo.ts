@@ -11,6 +11,7 @@ export const signingKeysRepo = {
       .where('revoked_at', 'is', null)
       .where((eb) => eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', retiredAfter)]))
       .orderBy('activated_at', 'desc')
+      .orderBy('kid', 'desc')
       .execute();
   },
 

@@ -8,6 +8,7 @@ import { errors } from '../../platform/errors.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import { es256Signer } from './jws.js';
 import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
+import { instanceRepo } from '../instance/instance.repo.js';
 
 export const SIGNING_ALG = 'ES256';
 
@@ -129,11 +130,29 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     return set;
   }
 
-  /** Creates the first key when there is none (first start, or every key retired). */
+  const activeOf = (rows: SigningKeyRow[]) => rows.filter((r) => r.activated_at !== null && r.retired_at === null);
+
+  /**
+   * Creates the first key when there is none (first start, or every key retired), under a lock:
+   * nodes starting together on an empty database each made one before. Where that left more than
+   * one key signing, the newest (the one servers sign with) stays and the others are retired:
+   * their tokens stay valid until they expire.
+   */
   async function ensureActiveKey(): Promise<void> {
-    const rows = await signingKeysRepo.listAll(deps.db);
-    if (rows.some((r) => r.activated_at !== null && r.retired_at === null)) return;
-    await signingKeysRepo.insert(deps.db, await generateSigningKeyRow(deps.ring, new Date().toISOString()));
+    const seen = activeOf(await signingKeysRepo.listAll(deps.db));
+    if (seen.length === 1) return;
+    const fresh = seen.length === 0 ? await generateSigningKeyRow(deps.ring, new Date().toISOString()) : null;
+    await deps.db.transaction().execute(async (trx) => {
+      await instanceRepo.lock(trx, 'signing_keys');
+      const active = activeOf(await signingKeysRepo.listAll(trx));
+      if (active.length === 0) {
+        await signingKeysRepo.insert(trx, fresh ?? await generateSigningKeyRow(deps.ring, new Date().toISOString()));
+      } else if (active.length > 1) {
+        const newest = active.reduce((a, b) => (b.activated_at! > a.activated_at! || (b.activated_at === a.activated_at && b.kid > a.kid) ? b : a));
+        await signingKeysRepo.retireActive(trx, newest.kid, new Date().toISOString());
+      }
+    });
+    forget();
   }
 
   return {
@@ -168,13 +187,17 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     async rotate(opts: { revokePrevious?: boolean } = {}): Promise<{ kid: string; retired: string[]; revoked: string[] }> {
       const now = new Date().toISOString();
       const row = await generateSigningKeyRow(deps.ring, now);
-      const all = await signingKeysRepo.listAll(deps.db);
-      const before = all.filter((r) => r.retired_at === null && r.activated_at !== null).map((r) => r.kid);
-      const revoked = opts.revokePrevious === true ? all.filter((r) => r.revoked_at === null).map((r) => r.kid) : [];
-      await deps.db.transaction().execute(async (trx) => {
+      const { before, revoked } = await deps.db.transaction().execute(async (trx) => {
+        await instanceRepo.lock(trx, 'signing_keys');
+        const all = await signingKeysRepo.listAll(trx);
+        const changed = {
+          before: activeOf(all).map((r) => r.kid),
+          revoked: opts.revokePrevious === true ? all.filter((r) => r.revoked_at === null).map((r) => r.kid) : [],
+        };
         await signingKeysRepo.insert(trx, row);
         await signingKeysRepo.retireActive(trx, row.kid, now);
-        await signingKeysRepo.revoke(trx, revoked, now);
+        await signingKeysRepo.revoke(trx, changed.revoked, now);
+        return changed;
       });
       forget();
       return { kid: row.kid, retired: before.filter((kid) => !revoked.includes(kid)), revoked };
