@@ -21,6 +21,8 @@ export interface ProtocolClientOptions {
   tokens: TokenSource;
   /** Told about each failed try before the pause that follows it. */
   onRetry?: (call: keyof typeof RUNNER_ROUTES, error: Unavailable, attempt: number, delayMs: number) => void;
+  /** How long tokens just issued may be refused before that is a refusal (FRESH_TOKEN_REFUSED_GRACE_MS). */
+  freshTokenGraceMs?: number;
 }
 
 /** What the runner asks for on each claim. */
@@ -36,9 +38,18 @@ const CALL_TIMEOUT_MS = 30_000;
 const IN_PROGRESS = 'idempotency_request_in_progress';
 /** A long poll answers within its wait; this much more is the server being slow, not waiting. */
 const CLAIM_GRACE_MS = 15_000;
+/**
+ * A token just issued and refused all the same is the server between two signing keys: after a
+ * rotation each node follows within a minute, and meanwhile one may sign with a key it or another
+ * node already refuses. That is asked again, for this long, before it counts as a refusal.
+ */
+export const FRESH_TOKEN_REFUSED_GRACE_MS = 120_000;
+const FRESH_TOKEN_RETRY_MS = 2_000;
 
 export function createProtocolClient(options: ProtocolClientOptions) {
   const { tokens } = options;
+  /** Since when fresh tokens have been refused (null: the last one was taken). */
+  let freshRefusedSince: number | null = null;
 
   /**
    * `keyGivenUp`: a 409 saying the request under its Idempotency-Key is still in progress is a
@@ -59,9 +70,17 @@ export function createProtocolClient(options: ProtocolClientOptions) {
           tokens.invalidate(token);
           continue;
         }
+        if (answer.status !== 401) freshRefusedSince = null;
         if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
         const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
         const detail = problem.detail ?? `HTTP ${answer.status}`;
+        if (answer.status === 401) {
+          tokens.invalidate(token);
+          freshRefusedSince ??= Date.now();
+          if (Date.now() - freshRefusedSince < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
+            throw new Unavailable(`${route} refused a token just issued (${detail}): the server may be between two signing keys`, FRESH_TOKEN_RETRY_MS);
+          }
+        }
         // A 409 with Retry-After says to ask again: another request raced this one (a database
         // deadlock, say: nothing was done), or a retried log append's first try is still running
         // on the server (its answer comes to the retry). A code the runner must act on wins.

@@ -84,6 +84,40 @@ describe('runner token source and protocol client', () => {
     assert.notEqual(await tokens.get(never), revoked);
   });
 
+  it('asks again, for a while, when the API refuses a token just issued (a server between two signing keys)', async () => {
+    // In front of the API: the first API requests are refused whatever token they carry, as a
+    // node still signing with a key that it, or the node verifying, already refuses.
+    let refuse = 3;
+    const front = http.createServer((req, res) => {
+      if (refuse > 0) {
+        refuse--;
+        res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ code: 'invalid_token', detail: 'The access token was signed with an unknown key.' }));
+        return;
+      }
+      const upstream = http.request(`${f.server.url}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    const via = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    try {
+      const retries: string[] = [];
+      const client = createProtocolClient({ baseUrl: via, orgId: f.orgId, tokens: createTokenSource(credentials), onRetry: (_call, error) => retries.push(error.message) });
+      assert.equal(await client.claim({ waitSeconds: 0 }, never), null);
+      assert.equal(refuse, 0);
+      assert.ok(retries.length >= 1 && retries.every((m) => /refused a token just issued .*between two signing keys/.test(m)), retries.join('\n'));
+
+      // Past the grace, a refusal it is: wrong credentials of another kind, a token of another issuer.
+      refuse = 1_000;
+      const strict = createProtocolClient({ baseUrl: via, orgId: f.orgId, tokens: createTokenSource(credentials), freshTokenGraceMs: 0 });
+      await assert.rejects(strict.claim({ waitSeconds: 0 }, never), (e: unknown) => e instanceof Refused && e.status === 401);
+    } finally {
+      front.close();
+    }
+  });
+
   it('refuses wrong client credentials with the token endpoint\'s reason', async () => {
     const tokens = createTokenSource({ ...credentials, clientSecret: 'not-the-secret' });
     await assert.rejects(tokens.get(never), (e: unknown) => e instanceof Refused && e.status === 401 && e.code === 'invalid_client' && !e.mustStop);
