@@ -112,7 +112,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     config: { auth: 'developer', operation: 'secrets.delete' },
     schema: {
       tags,
-      summary: 'Delete a secret: restorable by default, or permanently',
+      summary: 'Delete a secret: restorable by default, or permanently (`?permanent=true`: admin and owner only)',
       description: 'Without `permanent`: the secret leaves lists and reads, keeps its name and every version, and an admin can restore it for SLIPWAY_SECRET_RETENTION_DAYS; then it is purged (its versions destroyed, its name freed). Queued deployments that pinned one of its versions still resolve it until then. With `permanent=true` (admin or owner only; also on an already deleted secret): the secret and every version\'s ciphertext are removed at once and the name is free (as with any deleted row, the bytes may linger in database backups and free pages until overwritten; they open only with the organization\'s data key, which its other secrets keep). Only a permanent delete and the purge free a name. Honours If-Match.',
       params: SecretParams,
       querystring: DeleteQuery,
