@@ -1,5 +1,5 @@
-// `slipway keys rotate-master` and `rotate-signing` as real child processes against the data dir
-// and database of a server that keeps serving meanwhile.
+// `slipway keys rotate-master` as a real child process against the data dir and database of a
+// server that keeps serving meanwhile (rotate-signing: signing-key-rotation.test.ts).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,16 +13,7 @@ import { createLogger } from '../../src/platform/logging.js';
 import { keysRepo, WRAPPED_TABLES } from '../../src/modules/keys/keys.repo.js';
 import { createDataKeys } from '../../src/modules/secrets/data-keys.js';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
-import { CLI_ENTRY, cliJson, runCli } from '../support/processes.js';
-
-function cliEnv(server: TestServer, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    SLIPWAY_DATA_DIR: server.dataDir,
-    SLIPWAY_LOG_LEVEL: 'info',
-    ...(server.config.databaseUrl ? { SLIPWAY_DATABASE_URL: server.config.databaseUrl } : {}),
-    ...extra,
-  };
-}
+import { CLI_ENTRY, cliEnv, cliJson, runCli } from '../support/processes.js';
 
 /** `${orgId}/${name}/${version}` → values, and an admin of each organization to reveal them. */
 interface Expected {
@@ -363,108 +354,5 @@ describe('master key rotation, SLIPWAY_MASTER_KEY source', () => {
     assert.deepEqual(await usageIds(server), [masterKeyId(newKey)]);
     await assertEverySecretOpens(server, [newKey], expected);
     await assertKeyOpensNothing(server, oldKey);
-  });
-});
-
-describe('signing key rotation', () => {
-  let server: TestServer;
-  before(async () => { server = await startServer(); });
-  after(async () => {
-    assert.deepEqual(server.undeclared, []);
-    await server.close();
-  });
-
-  const kidOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8')) as { kid: string }).kid;
-
-  it('signs new tokens with a new key while tokens signed with the old one stay valid; the JWKS lists both', async () => {
-    const before = server.owner.token;
-    const oldKid = kidOf(before);
-    const rotated = await cliJson(['keys', 'rotate-signing'], cliEnv(server));
-    assert.notEqual(rotated.active.kid, oldKid);
-    assert.equal(rotated.active.state, 'active');
-    assert.deepEqual(rotated.retired.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired']]);
-    const ttlMs = server.config.tokenTtlSeconds * 1000;
-    assert.ok(Date.parse(rotated.retired[0].publishedUntil) - Date.parse(rotated.retired[0].retiredAt) > ttlMs);
-
-    // The running server notices within its cache period; reload stands in for waiting.
-    await server.core.keys.reload();
-    const after = await server.token(server.bootstrap);
-    assert.equal(kidOf(after), rotated.active.kid);
-    for (const token of [before, after]) {
-      const res = await server.http(token).get('/v1/orgs/default');
-      assert.equal(res.status, 200, res.text);
-    }
-    const jwks = await server.http().get('/oauth/v2/keys');
-    assert.deepEqual(jwks.body.keys.map((k: any) => k.kid).sort(), [oldKid, rotated.active.kid].sort());
-
-    const status = await cliJson(['keys', 'status'], cliEnv(server));
-    assert.deepEqual(status.signingKeys.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired'], [rotated.active.kid, 'active']]);
-    assert.match((await runCli(['keys', 'rotate-signing'], cliEnv(server))).stderr, /signing key rotated/);
-  });
-
-  it('revokes the previous keys on request (a key that leaked): gone from the JWKS, their tokens refused, even ones already verified', async () => {
-    const before = await server.token(server.bootstrap);
-    const oldKid = kidOf(before);
-    assert.equal((await server.http(before).get('/v1/orgs/default')).status, 200);
-    const rotated = await cliJson(['keys', 'rotate-signing', '--revoke-previous'], cliEnv(server));
-    assert.notEqual(rotated.active.kid, oldKid);
-    assert.deepEqual(rotated.retired, []);
-    assert.ok(rotated.revoked.some((k: any) => k.kid === oldKid && k.state === 'revoked' && k.revokedAt === k.publishedUntil));
-
-    // The running server notices within its cache period (a minute); reload stands in for waiting.
-    await server.core.keys.reload();
-    const refused = await server.http(before).get('/v1/orgs/default');
-    assert.equal(refused.status, 401, refused.text);
-    assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer /);
-    const jwks = (await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid);
-    assert.deepEqual(jwks, [rotated.active.kid]);
-    const after = await server.token(server.bootstrap);
-    assert.equal(kidOf(after), rotated.active.kid);
-    assert.equal((await server.http(after).get('/v1/orgs/default')).status, 200);
-
-    const status = await cliJson(['keys', 'status'], cliEnv(server));
-    assert.deepEqual(status.signingKeys.filter((k: any) => k.state !== 'revoked').map((k: any) => k.kid), [rotated.active.kid]);
-  });
-
-  it('revokes one retired key by its kid, and refuses to revoke the key that signs or one it does not know', async () => {
-    const old = kidOf(await server.token(server.bootstrap));
-    const rotated = await cliJson(['keys', 'rotate-signing'], cliEnv(server));
-    await server.core.keys.reload();
-    assert.ok((await server.http().get('/oauth/v2/keys')).body.keys.some((k: any) => k.kid === old));
-
-    // A kid may begin with a dash: it goes after =.
-    const active = await runCli(['keys', 'revoke-signing', `--kid=${rotated.active.kid}`, '--json'], cliEnv(server));
-    assert.equal(active.code, 1, active.stderr);
-    assert.equal(JSON.parse(active.stderr.trim().split('\n').at(-1)!).error.code, 'signing_key_active');
-    assert.match(active.stderr, /rotate-signing --revoke-previous/);
-    const unknown = await runCli(['keys', 'revoke-signing', '--kid', 'no-such-kid'], cliEnv(server));
-    assert.equal(unknown.code, 1, unknown.stderr);
-    assert.equal((await runCli(['keys', 'revoke-signing'], cliEnv(server))).code, 2);
-
-    const revoked = await cliJson(['keys', 'revoke-signing', `--kid=${old}`], cliEnv(server));
-    assert.deepEqual([revoked.key.kid, revoked.key.state, revoked.result], [old, 'revoked', 'revoked']);
-    assert.equal((await cliJson(['keys', 'revoke-signing', `--kid=${old}`], cliEnv(server))).result, 'already revoked');
-    const dash = await runCli(['keys', 'revoke-signing', '--kid', '-AbC'], cliEnv(server));
-    assert.equal(dash.code, 2);
-    assert.match(dash.stderr, /--kid needs a value; one that begins with a dash goes after =, as in --kid=-XYZ/);
-    await server.core.keys.reload();
-    assert.deepEqual((await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid), [rotated.active.kid]);
-  });
-
-  it('stops accepting a key whose publication ended, on a node that has been running all along', async () => {
-    // Issued now, first shown to the API only after its key has left the JWKS.
-    const unseen = await server.token(server.bootstrap);
-    const oldKid = kidOf(unseen);
-    await cliJson(['keys', 'rotate-signing'], cliEnv(server));
-    await server.core.keys.reload();
-    // The node verifies with both keys meanwhile.
-    assert.equal((await server.http(await server.token(server.bootstrap)).get('/v1/orgs/default')).status, 200);
-    // Its publication ends (retired longer ago than a token lives): as an operator removing it would.
-    await server.core.db.updateTable('signing_keys').set({ retired_at: new Date(Date.now() - 30 * 86_400_000).toISOString() }).where('kid', '=', oldKid).execute();
-    await server.core.keys.reload();
-    const refused = await server.http(unseen).get('/v1/orgs/default');
-    assert.equal(refused.status, 401, refused.text);
-    assert.ok(!(await server.http().get('/oauth/v2/keys')).body.keys.some((k: any) => k.kid === oldKid));
-    assert.equal((await server.http(await server.token(server.bootstrap)).get('/v1/orgs/default')).status, 200);
   });
 });

@@ -2,6 +2,7 @@
 // running in the background with its log lines collected.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { TestServer } from './harness.js';
 
 /** The compiled CLI entry of this build (test/support → src/cli in the same output directory). */
 export const CLI_ENTRY = fileURLToPath(new URL('../../src/cli/run.js', import.meta.url));
@@ -117,5 +118,15 @@ export function spawnSlipway(args: string[], env: Record<string, string>, option
         check();
       });
     },
+  };
+}
+
+/** The environment of a CLI command run against `server`'s data directory and database. */
+export function cliEnv(server: Pick<TestServer, 'dataDir' | 'config'>, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    SLIPWAY_DATA_DIR: server.dataDir,
+    SLIPWAY_LOG_LEVEL: 'info',
+    ...(server.config.databaseUrl ? { SLIPWAY_DATABASE_URL: server.config.databaseUrl } : {}),
+    ...extra,
   };
 }
