@@ -2,16 +2,17 @@
 // same database, whether or not a server is running on it.
 import fs from 'node:fs';
 import { pino } from 'pino';
-import { openCore, type Core } from '../app.js';
+import type { Core } from '../app.js';
 import { cliContext } from '../platform/context.js';
 import type { Config } from '../platform/config.js';
-import { sqliteFile } from '../platform/db/database.js';
+import { sqliteFile } from '../platform/db/facts.js';
 import { createLogger } from '../platform/logging.js';
 import { isRole, ROLES, type Role } from '../modules/auth/roles.js';
 import { CreateOrgBody, EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
 import { CreateServiceUserBody } from '../modules/service-users/service-users.schemas.js';
 import { checkedInput, parse, required, UsageError, type Parsed } from './args.js';
 import { printFields, printJson, printTable } from './output.js';
+import { ORG_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -30,6 +31,8 @@ export function assertDatabaseExists(config: Config): void {
 export async function withCore<T>(parsed: Parsed, run: (core: Core) => Promise<T>, opts: { create?: boolean; adoptProjectId?: boolean } = {}): Promise<T> {
   const config = parsed.config();
   if (!opts.create) assertDatabaseExists(config);
+  // Loaded only when a command gets this far: help and usage errors answer without it.
+  const { openCore } = await import('../app.js');
   const core = await openCore(config, {
     logger: createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, pino.destination(2)),
     adoptProjectId: opts.adoptProjectId === true,
@@ -73,21 +76,6 @@ async function allPages<T>(fetch: (cursor: string | undefined) => Promise<{ item
   } while (cursor !== undefined);
   return out;
 }
-
-export const ORG_USAGE = [
-  'slipway org create --slug S --name N [--external-id ID] [--json]',
-  'slipway org list [--json]',
-  'slipway org link --org ORG --external-id ID [--json]',
-  'slipway org unlink --org ORG [--json]',
-];
-
-export const SERVICE_USER_USAGE = [
-  'slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]',
-  'slipway service-user list --org ORG [--json]',
-  'slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]',
-  'slipway service-user remove-secret --org ORG --user ID|NAME --secret CS_ID [--json]',
-  'slipway service-user disable|enable --org ORG --user ID|NAME [--json]',
-];
 
 /** `--help` anywhere after the command prints its usage instead of running it. */
 function wantsHelp(argv: string[], usage: string[]): boolean {

@@ -1,10 +1,9 @@
 // `slipway keys …`: the master key and the token signing key, on the same database (and data
 // directory) as the servers, which keep serving while these run.
 import { pino } from 'pino';
-import { openCore } from '../app.js';
 import { readKeyFile } from '../platform/crypto/master-key.js';
 import { createLogger } from '../platform/logging.js';
-import { createKeysService, type KeysService } from '../modules/keys/keys.service.js';
+import type { KeysService } from '../modules/keys/keys.service.js';
 import type { RewrapProgress } from '../modules/keys/master-key-rotation.js';
 import { parse, UsageError, type Parsed } from './args.js';
 import { assertDatabaseExists } from './commands.js';
@@ -62,6 +61,8 @@ async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T
   const config = parsed.config();
   assertDatabaseExists(config);
   // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
+  // Loaded only when a command gets this far: help and usage errors answer without them.
+  const [{ openCore }, { createKeysService }] = await Promise.all([import('../app.js'), import('../modules/keys/keys.service.js')]);
   const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require' });
   try {
     return await run(createKeysService({ config, database: core.database, ring: core.ring, signingKeys: core.keys, logger: core.logger }));

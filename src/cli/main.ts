@@ -1,13 +1,12 @@
 // The `slipway` command.
+// Each command's module is loaded when it runs: help and usage errors answer in a fraction of the
+// time that loading the server, the database drivers and the runner would take.
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
-import { isDatabaseBusy } from '../platform/db/database.js';
+import { isDatabaseBusy } from '../platform/db/facts.js';
 import { parse, UsageError } from './args.js';
-import { ORG_USAGE, orgCommand, SERVICE_USER_USAGE, serviceUserCommand, withCore } from './commands.js';
-import { keysCommand } from './keys.js';
 import { printJson } from './output.js';
-import { RUNNER_USAGE, runnerCommand } from './runner.js';
-import { serve } from './serve.js';
+import { ORG_USAGE, RUNNER_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
@@ -37,24 +36,25 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'serve': {
         if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env);
-        return await serve(p.config());
+        return await (await import('./serve.js')).serve(p.config());
       }
       case 'migrate': {
         if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env);
+        const { withCore } = await import('./commands.js');
         const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }), { create: true, adoptProjectId: true });
         if (p.values.json) printJson({ ok: true, ...result });
         else process.stdout.write(`database is up to date (${result.database})\n`);
         return 0;
       }
       case 'org':
-        return await orgCommand(rest, env);
+        return await (await import('./commands.js')).orgCommand(rest, env);
       case 'service-user':
-        return await serviceUserCommand(rest, env);
+        return await (await import('./commands.js')).serviceUserCommand(rest, env);
       case 'keys':
-        return await keysCommand(rest, env);
+        return await (await import('./keys.js')).keysCommand(rest, env);
       case 'runner':
-        return await runnerCommand(rest, env);
+        return await (await import('./runner.js')).runnerCommand(rest, env);
       case undefined:
         throw new UsageError('a command is needed: serve, migrate, org, service-user, keys or runner; see slipway --help');
       case 'help':

@@ -10,10 +10,8 @@ import { createProtocolClient } from '../runner-agent/protocol-client.js';
 import { createRunner, RECONCILE_DEFAULT_SECONDS } from '../runner-agent/runner.js';
 import { createTokenSource, type ClientCredentials } from '../runner-agent/token-source.js';
 import { UsageError } from './args.js';
+import { RUNNER_USAGE } from './usage.js';
 
-export const RUNNER_USAGE = [
-  'slipway runner [--org ORG] [--environment ENV]… [--credentials FILE] [--url URL] [--concurrency N]   (slipway runner --help)',
-];
 
 const FLAGS = {
   org: { type: 'string' },

@@ -4,7 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
-import { isDatabaseBusy, isDatabaseUnreachable, isTransactionAborted } from '../platform/db/database.js';
+import { isDatabaseBusy, isDatabaseUnreachable, isTransactionAborted } from '../platform/db/facts.js';
 
 export interface AjvError {
   instancePath: string;

@@ -1,0 +1,21 @@
+// The usage lines of each command: what `slipway --help` lists, kept apart from the commands so that
+// help and usage errors answer without loading them.
+
+export const ORG_USAGE = [
+  'slipway org create --slug S --name N [--external-id ID] [--json]',
+  'slipway org list [--json]',
+  'slipway org link --org ORG --external-id ID [--json]',
+  'slipway org unlink --org ORG [--json]',
+];
+
+export const SERVICE_USER_USAGE = [
+  'slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]',
+  'slipway service-user list --org ORG [--json]',
+  'slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]',
+  'slipway service-user remove-secret --org ORG --user ID|NAME --secret CS_ID [--json]',
+  'slipway service-user disable|enable --org ORG --user ID|NAME [--json]',
+];
+
+export const RUNNER_USAGE = [
+  'slipway runner [--org ORG] [--environment ENV]… [--credentials FILE] [--url URL] [--concurrency N]   (slipway runner --help)',
+];

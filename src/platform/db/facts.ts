@@ -1,0 +1,51 @@
+// What can be told about a database without loading a driver: which SQLite file a configuration
+// opens, and what kind of failure an error from either database is. Kept apart from database.ts
+// (which loads Kysely, pg and better-sqlite3) so that the CLI can refuse bad usage at once.
+import path from 'node:path';
+
+/** The SQLite file these settings open, or null for PostgreSQL. */
+export function sqliteFile(databaseUrl: string | null, dataDir: string): string | null {
+  if (databaseUrl === null) return path.join(dataDir, 'slipway.db');
+  if (databaseUrl.startsWith('sqlite:')) return path.resolve(databaseUrl.slice('sqlite:'.length));
+  return null;
+}
+
+/** A unique or primary-key constraint refused the write (both databases). */
+export function isUniqueViolation(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+}
+
+/** SQLite: another process (a CLI command, a second server) held the write lock past busy_timeout. */
+export function isDatabaseBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  // The extended codes too: SQLITE_BUSY_SNAPSHOT, SQLITE_LOCKED_SHAREDCACHE, …
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+}
+
+const UNREACHABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+
+/**
+ * PostgreSQL cannot be reached or is going away: the connection was refused, lost or timed out
+ * (pg's own messages carry no code), the server is shutting down or starting (57P01-57P03), out of
+ * connections (53300), or a connection exception (class 08). Answered with 503 and Retry-After.
+ */
+export function isDatabaseUnreachable(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string') {
+    return UNREACHABLE_SOCKET_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
+  }
+  return typeof message === 'string' && /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/.test(message);
+}
+
+/** PostgreSQL: a deadlock, or a serializable transaction that could not be ordered; retrying it is safe. */
+export function isTransactionAborted(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
+}
+
+/** A foreign key refused the write: the row it names is gone, or a row still names the one deleted (both databases). */
+export function isForeignKeyViolation(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
+}
