@@ -42,8 +42,11 @@ export const TRUNCATED = ' …[truncated]';
  * The texts to look for in output for these secret values: each line of a multi-line value as the
  * runner's line splitter leaves it (lines end at LF, one CR before it is dropped), with and
  * without a CR at its end; the pieces between lone CRs too, for output that a terminal would
- * overwrite; and each as the process sees it once the value went through its environment (a lone
- * UTF-16 surrogate becomes U+FFFD there). Longest first.
+ * overwrite; each as the process sees it once the value went through its environment (a lone
+ * UTF-16 surrogate becomes U+FFFD there); and each as JSON writes it inside a string (a service
+ * that logs its configuration as JSON): quotes, backslashes and control characters escaped, and
+ * also every non-ASCII character, as some JSON writers do (Python's by default). Longest first.
+ * Other encodings of a value (base64, URL-encoding, hashes) are not looked for.
  */
 function needlesOf(values: Iterable<string>): string[] {
   const needles = new Set<string>();
@@ -53,6 +56,9 @@ function needlesOf(values: Iterable<string>): string[] {
     needles.add(Buffer.from(text, 'utf8').toString('utf8'));
   };
   for (const value of values) {
+    const escaped = JSON.stringify(value).slice(1, -1);
+    add(escaped);
+    add(escaped.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
     for (const line of value.split('\n')) {
       add(line);
       if (line.endsWith('\r')) add(line.slice(0, -1));

@@ -136,6 +136,15 @@ describe('secret masker', () => {
     assert.equal(mask('nothing here'), 'nothing here');
   });
 
+  it('masks a value as JSON writes it inside a string, its non-ASCII escaped or not', () => {
+    const value = 'pa"ss\\wörd1';
+    const mask = secretMasker([value, 'line-one-xyz\nline-two-xyz', 'tab\there']);
+    assert.equal(mask(JSON.stringify({ Q: value })), `{"Q":"${MASK}"}`);
+    assert.equal(mask('{"Q": "pa\\"ss\\\\w\\u00f6rd1"}'), `{"Q": "${MASK}"}`);
+    assert.equal(mask(JSON.stringify({ ML: 'line-one-xyz\nline-two-xyz', T: 'tab\there' })), `{"ML":"${MASK}","T":"${MASK}"}`);
+    assert.equal(mask(value), MASK);
+  });
+
   it('masks the beginning of a value that a truncated line was cut through', () => {
     const mask = secretMasker(['SECRETVALUE-1234', 'other-secret']);
     assert.equal(mask(`log xxxSECRETVA${TRUNCATED}`), `log xxx${MASK}${TRUNCATED}`);
