@@ -48,7 +48,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   method_not_allowed: { status: 405, meaning: 'The path does not answer this method (`allowed`, and the Allow header).' },
   request_timeout: { status: 408, meaning: 'The request did not arrive in full in time.' },
   // 409
-  org_slug_taken: { status: 409, meaning: 'Another organization has this slug.' },
+  org_slug_taken: { status: 409, meaning: 'Another organization has this slug, or had it (a slug given up stays reserved to its organization).' },
   org_external_id_taken: { status: 409, meaning: 'Another organization is linked to this external organization.' },
   service_user_name_taken: { status: 409, meaning: 'Another service user of the organization has this name.' },
   environment_name_taken: { status: 409, meaning: 'Another environment of the organization has this name.' },

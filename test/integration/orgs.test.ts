@@ -135,6 +135,22 @@ describe('organizations', () => {
     assert.equal(badSlug.status, 400);
     assert.deepEqual(badSlug.body.errors.map((e: { pointer: string }) => e.pointer), ['/slug']);
 
+    // The slug it gave up stays its own: another organization cannot take it (requests still sent
+    // to it would reach that one), by a rename or at creation; the organization itself can.
+    const other = await server.createOrg();
+    const otherOwner = await server.actor(other.id, 'owner');
+    for (const taking of [() => otherOwner.http.patch(`/v1/orgs/${other.id}`, { slug: org.slug }), () => server.owner.http.post('/v1/orgs', { slug: org.slug, name: 'Squatter' })]) {
+      const squat = await taking();
+      assert.equal(squat.status, 409, squat.text);
+      assert.equal(squat.body.code, 'org_slug_taken');
+      assert.match(squat.body.detail, new RegExp(`"${org.slug}" belonged to another organization until .* stays reserved to it`));
+    }
+    assert.equal((await orgOwner.http.get(`/v1/orgs/${org.slug}`)).status, 404);
+    const back = await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: org.slug });
+    assert.equal(back.status, 200, back.text);
+    assert.equal((await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: 'moved-again' })).status, 200);
+    assert.equal((await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: 'moved-here' })).status, 200, 'a slug given up twice is still its own');
+
     // Another organization's owner does not even see it.
     assert.equal((await owner.http.patch(`/v1/orgs/${org.id}`, { name: 'Hijacked' })).status, 404);
     // The instance administrator acts as owner everywhere.

@@ -35,4 +35,19 @@ export const orgsRepo = {
   async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name' | 'external_id'>>, at: string): Promise<OrgRow | undefined> {
     return db.updateTable('organizations').set({ ...patch, updated_at: at }).where('id', '=', id).returningAll().executeTakeFirst();
   },
+
+  /** The organization a slug was retired by, if one was. */
+  async retiredSlug(db: Executor, slug: string): Promise<{ org_id: string; retired_at: string } | undefined> {
+    return db.selectFrom('retired_org_slugs').select(['org_id', 'retired_at']).where('slug', '=', slug).executeTakeFirst();
+  },
+
+  async retireSlug(db: Executor, slug: string, orgId: string, at: string): Promise<void> {
+    await db.insertInto('retired_org_slugs').values({ slug, org_id: orgId, retired_at: at })
+      .onConflict((oc) => oc.column('slug').doUpdateSet({ org_id: orgId, retired_at: at })).execute();
+  },
+
+  /** An organization taking back a slug it gave up. */
+  async reclaimSlug(db: Executor, slug: string, orgId: string): Promise<void> {
+    await db.deleteFrom('retired_org_slugs').where('slug', '=', slug).where('org_id', '=', orgId).execute();
+  },
 };

@@ -1,5 +1,5 @@
 import type { RequestContext } from '../../platform/context.js';
-import { isUniqueViolation, type Db } from '../../platform/db/database.js';
+import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
@@ -17,6 +17,18 @@ export function toOrganization(row: OrgRow): Organization {
 
 const slugTaken = (slug: string) =>
   errors.conflict('org_slug_taken', `An organization with the slug "${slug}" already exists.`, { conflicts: [{ pointer: '/slug', slug }] });
+const slugRetired = (slug: string, at: string) =>
+  errors.conflict('org_slug_taken', `The slug "${slug}" belonged to another organization until ${at}, and stays reserved to it: requests still sent to "${slug}" (scripts, an instance administrator's) must not reach a different organization. Choose another slug.`,
+    { conflicts: [{ pointer: '/slug', slug }] });
+
+/** A slug another organization gave up is not to be had; one this organization gave up is its own again. */
+async function claimSlug(trx: Executor, slug: string, orgId: string): Promise<void> {
+  const retired = await orgsRepo.retiredSlug(trx, slug);
+  if (retired === undefined) return;
+  if (retired.org_id !== orgId) throw slugRetired(slug, retired.retired_at);
+  await orgsRepo.reclaimSlug(trx, slug, orgId);
+}
+
 const externalIdTaken = (externalId: string, holder: string) =>
   errors.conflict('org_external_id_taken', `The external organization "${externalId}" is already linked to the organization "${holder}"; unlink it there first.`,
     { conflicts: [{ pointer: '/externalId', externalId, orgSlug: holder }] });
@@ -63,6 +75,7 @@ export function createOrgsService(deps: { db: Db }) {
       const row: OrgRow = { id: newId('org'), slug: input.slug, name: input.name, external_id: input.externalId ?? null, created_at: now, updated_at: now };
       try {
         await db.transaction().execute(async (trx) => {
+          await claimSlug(trx, row.slug, row.id);
           await orgsRepo.insert(trx, row);
           const data = { slug: row.slug, name: row.name, ...(input.externalId !== undefined ? { externalId: input.externalId } : {}) };
           await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.created', subject: { type: 'organization', id: row.id }, data }], now);
@@ -113,6 +126,10 @@ export function createOrgsService(deps: { db: Db }) {
           if (!row) throw errors.notFound('organization', orgId);
           const changes = changesOf(Object.keys(FIELDS) as Field[], { slug: row.slug, name: row.name, externalId: row.external_id }, patch);
           if (changes.changed.length === 0) return toOrganization(row);
+          if (changes.changed.includes('slug')) {
+            await claimSlug(trx, patch.slug!, row.id);
+            await orgsRepo.retireSlug(trx, row.slug, row.id, now);
+          }
           const next = (await orgsRepo.update(trx, row.id, Object.fromEntries(changes.changed.map((f) => [FIELDS[f], patch[f]])), now))!;
           await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.updated', subject: { type: 'organization', id: row.id }, data: { ...changes } }], now);
           return toOrganization(next);

@@ -41,6 +41,13 @@ export interface OrganizationsTable {
   updated_at: string;
 }
 
+/** A slug an organization gave up: reserved to it, so that no other organization answers to it. */
+export interface RetiredOrgSlugsTable {
+  slug: string;
+  org_id: string;
+  retired_at: string;
+}
+
 export interface OrgDataKeysTable {
   id: string;
   org_id: string;
@@ -225,6 +232,7 @@ export interface Schema {
   instance_keys: InstanceKeysTable;
   signing_keys: SigningKeysTable;
   organizations: OrganizationsTable;
+  retired_org_slugs: RetiredOrgSlugsTable;
   org_data_keys: OrgDataKeysTable;
   service_users: ServiceUsersTable;
   client_secrets: ClientSecretsTable;
