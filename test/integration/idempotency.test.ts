@@ -11,6 +11,7 @@ import { createErrorHandler } from '../../src/http/error-handler.js';
 import { registerIdempotency } from '../../src/modules/idempotency/idempotency.hooks.js';
 import { idempotencyRepo } from '../../src/modules/idempotency/idempotency.repo.js';
 import { createIdempotencyService } from '../../src/modules/idempotency/idempotency.service.js';
+import { cliContext } from '../../src/platform/context.js';
 import { errors } from '../../src/platform/errors.js';
 import { createEnvironment, createService, eventually } from '../support/deployments.js';
 import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
@@ -417,6 +418,23 @@ describe('Idempotency-Key', () => {
     const row = await keyRow(key);
     assert.equal(row!.state, 'completed');
     for (const bytes of await rawDatabaseBytes(server)) assert.equal(bytes.indexOf(secret), -1);
+  });
+
+  it('replays an answer kept by an older Slipway, whose response had fewer fields, as it was made', async () => {
+    const key = randomUUID();
+    const body = { name: uniqueName('kept-by-old'), role: 'viewer' as const };
+    // What a Slipway from before `baseUrl` was part of the answer kept for this key.
+    const made = await server.core.serviceUsers.create(cliContext(), server.owner.orgId, body);
+    const { baseUrl: _, ...older } = made;
+    const admission = await server.core.idempotency.admit({ subject: server.owner.clientId, key, method: 'POST', path: '/v1/orgs/default/service-users', body, requestId: randomUUID() });
+    assert.equal(admission.kind, 'execute');
+    const kept = Buffer.from(JSON.stringify({ body: older, user: made.id }));
+    assert.equal(await server.core.idempotency.finish(admission.claim, { status: 201, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }, body: kept }, { retryAfter: false }), true);
+
+    const replay = await server.owner.http.post('/v1/orgs/default/service-users', body, withKey(key));
+    assert.equal(replay.status, 201, replay.text);
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.deepEqual(replay.body, older);
   });
 
   it('does nothing for a request without the header', async () => {

@@ -64,9 +64,23 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
       return;
     }
     const { status, headers, body } = admission.response;
+    reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' });
     const kept = referenceFor(byReference, status);
-    const replayed = kept !== undefined ? await kept.replay(req, body) : body;
-    reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' }).send(replayed);
+    if (kept === undefined) {
+      reply.send(body);
+      return;
+    }
+    // Made again from what was kept, and serialized as the first answer was; an answer kept by an
+    // older Slipway whose response has gained a required field since is sent as it was made,
+    // rather than failing every retry with a 500 for as long as the key lives.
+    const replayed = await kept.replay(req, body);
+    let serialized: unknown;
+    try {
+      serialized = reply.serialize(replayed);
+    } catch {
+      serialized = JSON.stringify(replayed);
+    }
+    reply.send(serialized);
   }
 
   function recording(byReference: ReplayedByReference | undefined) {
