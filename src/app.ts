@@ -95,7 +95,10 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
   });
   try {
     if (options.migrate === 'require') await requireCurrentSchema(database, config);
-    else if (options.migrate !== false) await migrateToLatest(database);
+    else if (options.migrate !== false) {
+      const { applied } = await migrateToLatest(database);
+      if (applied.length > 0) logger.info({ migrations: applied }, 'brought the database schema up to date');
+    }
     // The database first: a missing key file is replaced by a new key only when nothing is wrapped yet.
     const keyFileMissing = config.masterKey === null && !fs.existsSync(path.join(config.dataDir, KEY_FILE));
     const wrappedKeyIds = keyFileMissing ? [...new Set((await keysRepo.usage(database.db)).map((u) => u.masterKeyId))] : [];

@@ -121,7 +121,10 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       const batchSize = wholeNumber(p.values['batch-size'], 'batch-size', 100, 1, 10_000);
       const pauseMs = wholeNumber(p.values['pause-ms'], 'pause-ms', 0, 0, 3_600_000);
       // Progress goes to stderr, as every log line of the CLI does: stdout holds only the result.
-      const progress = (r: RewrapProgress) => process.stderr.write(`batch ${r.batch}: ${r.done} of ${r.total} rows re-wrapped (${r.table})\n`);
+      // With --json, as a JSON line too, so that everything the command writes can be parsed.
+      const progress = (r: RewrapProgress) => process.stderr.write(json
+        ? `${JSON.stringify({ progress: { batch: r.batch, done: r.done, total: r.total, table: r.table } })}\n`
+        : `batch ${r.batch}: ${r.done} of ${r.total} rows re-wrapped (${r.table})\n`);
       const result = await withKeys(p, (keys) => keys.rotateMaster({
         ...(newKey ? { newKey } : {}),
         batchSize,
