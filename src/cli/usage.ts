@@ -19,3 +19,7 @@ export const SERVICE_USER_USAGE = [
 export const RUNNER_USAGE = [
   'slipway runner [--org ORG] [--environment ENV]… [--credentials FILE] [--url URL] [--concurrency N]   (slipway runner --help)',
 ];
+
+export const BACKUP_USAGE = [
+  'slipway backup --to FILE [--json]   (SQLite: a consistent copy while servers keep serving)',
+];

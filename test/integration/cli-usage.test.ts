@@ -113,7 +113,7 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.equal(help.code, 0);
     assert.match(help.stdout, /slipway keys status\|rotate-master\|rotate-signing\|revoke-signing\b/);
     assert.match(help.stdout, /--master-key .*show the key/s);
-    for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable']) {
+    for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable', 'backup']) {
       assert.match(help.stdout, new RegExp(`slipway ${command}\\b`), command);
     }
   });

@@ -1,0 +1,60 @@
+// `slipway backup --to FILE`: a consistent copy of a SQLite database, taken while servers keep
+// serving, through SQLite's online backup API. Copying slipway.db (and its -wal) with cp while a
+// server writes gives a file that may open and yet be corrupt. PostgreSQL has pg_dump.
+import fs from 'node:fs';
+import path from 'node:path';
+import { parse, UsageError } from './args.js';
+import { assertDatabaseExists } from './commands.js';
+import { printFields, printJson } from './output.js';
+import { BACKUP_USAGE } from './usage.js';
+import { sqliteFile } from '../platform/db/facts.js';
+
+export async function backupCommand(argv: string[], env: Record<string, string | undefined>): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`usage:\n${BACKUP_USAGE.map((line) => `  ${line}\n`).join('')}`);
+    return 0;
+  }
+  const p = parse(argv, { to: { type: 'string' } }, env);
+  const to = p.values.to;
+  if (typeof to !== 'string' || to === '') throw new UsageError('--to FILE is required: where the copy goes (a new file)');
+  const config = p.config();
+  const file = sqliteFile(config.databaseUrl, config.dataDir);
+  if (file === null) throw new UsageError('backup copies a SQLite database; back PostgreSQL up with its own tools (pg_dump, or your provider\'s snapshots)');
+  assertDatabaseExists(config);
+  const target = path.resolve(to);
+  if (fs.existsSync(target)) throw new UsageError(`--to ${target} exists already; give a new file (nothing was written)`);
+  if (target === path.resolve(file)) throw new UsageError('--to must not be the database itself');
+
+  const { SQLite } = await import('../platform/db/sqlite-library.js');
+  const source = new SQLite(file, { fileMustExist: true });
+  try {
+    source.pragma('busy_timeout = 10000');
+    // Page by page, letting writers in between: servers keep serving while it runs.
+    await source.backup(target);
+  } catch (error) {
+    fs.rmSync(target, { force: true });
+    throw error;
+  } finally {
+    source.close();
+  }
+  fs.chmodSync(target, 0o600);
+  // Checked before it is called a backup: a copy that does not open whole is no use when needed.
+  const copy = new SQLite(target, { fileMustExist: true });
+  let check: string;
+  try {
+    check = String(copy.pragma('quick_check', { simple: true }));
+  } finally {
+    copy.close();
+  }
+  if (check !== 'ok') {
+    fs.rmSync(target, { force: true });
+    throw new Error(`the copy failed SQLite's check (${check}); nothing was kept: run the backup again`);
+  }
+  const result = { file: target, bytes: fs.statSync(target).size, check };
+  if (p.values.json) printJson(result);
+  else {
+    printFields(result);
+    process.stdout.write('note: the copy is readable only with the master key (master.key in the data directory, or SLIPWAY_MASTER_KEY): keep that too, apart from it\n');
+  }
+  return 0;
+}

@@ -1,0 +1,74 @@
+// `slipway backup --to FILE` against the database of a server that keeps writing meanwhile: the
+// copy is whole (SQLite's own check passes), owner-only, and a server started on it, with the
+// master key, reveals what was written before. PostgreSQL is refused with what to use instead.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startServer, tempDir, type TestServer } from '../support/harness.js';
+import { cliEnv, runCli } from '../support/processes.js';
+
+describe('slipway backup', () => {
+  let server: TestServer;
+  const dirs: string[] = [];
+  before(async () => { server = await startServer(); });
+  after(async () => {
+    await server.close();
+    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const newDir = () => { const dir = tempDir('slipway-backup-'); dirs.push(dir); return dir; };
+
+  it('copies a SQLite database whole while the server writes, into a file a server can run on', async (t) => {
+    if (server.core.database.dialect !== 'sqlite') {
+      const refused = await runCli(['backup', '--to', path.join(newDir(), 'copy.db')], cliEnv(server));
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.match(refused.stderr, /^slipway: backup copies a SQLite database; back PostgreSQL up with its own tools \(pg_dump/);
+      t.skip('SQLite only');
+      return;
+    }
+    const admin = server.owner;
+    const before = await admin.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'kept-in-backup', values: { K: 'sentinel-before-backup' } }] });
+    assert.equal(before.status, 201, before.text);
+
+    // Writes go on all the while the copy is made.
+    let writing = true;
+    let written = 0;
+    const writer = (async () => {
+      while (writing) {
+        const res = await admin.http.post('/v1/orgs/default/secrets', { secrets: Array.from({ length: 50 }, (_, i) => ({ name: `during-${written}-${i}`, values: { V: 'x'.repeat(200) } })) });
+        assert.equal(res.status, 201, res.text);
+        written++;
+      }
+    })();
+    const target = path.join(newDir(), 'slipway.db');
+    const result = await runCli(['backup', '--to', target, '--json'], cliEnv(server));
+    writing = false;
+    await writer;
+    assert.equal(result.code, 0, result.stderr);
+    const printed = JSON.parse(result.stdout) as { file: string; bytes: number; check: string };
+    assert.deepEqual([printed.file, printed.check], [target, 'ok']);
+    assert.equal(fs.statSync(target).mode & 0o777, 0o600);
+    assert.ok(written > 0, 'the server wrote while the copy was made');
+
+    // It never writes over a file, and says what it needs.
+    const existing = await runCli(['backup', '--to', target], cliEnv(server));
+    assert.equal(existing.code, 2, existing.stderr);
+    assert.match(existing.stderr, /exists already; give a new file \(nothing was written\)/);
+    const missing = await runCli(['backup'], cliEnv(server));
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /--to FILE is required/);
+
+    // Restored: the copy as the database of a new data directory, with the master key beside it
+    // (that server's close removes the directory).
+    const restored = path.dirname(target);
+    for (const file of ['master.key', 'bootstrap.json']) fs.copyFileSync(path.join(server.dataDir, file), path.join(restored, file));
+    const again = await startServer({ reuse: { dataDir: restored, database: { url: null, drop: async () => {} } } });
+    try {
+      const reveal = await again.owner.http.post('/v1/orgs/default/secrets/kept-in-backup/reveal', {});
+      assert.equal(reveal.status, 200, reveal.text);
+      assert.deepEqual(reveal.body.values, { K: 'sentinel-before-backup' });
+    } finally {
+      await again.close();
+    }
+  });
+});
