@@ -5,6 +5,7 @@
 // the previous process serving and reports the reason. When the server says the deployment is no longer ours (lease lost,
 // cancelled, or a success it refuses), stop what was started for it and report nothing: the
 // previous process keeps serving.
+import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import type { AdoptResponseT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT } from '../modules/runner/runner.protocol.js';
@@ -30,6 +31,50 @@ export class PortPool {
 
   release(port: number): void {
     this.#taken.delete(port);
+  }
+}
+
+/** How many times a start goes again on another port when another process took its port first. */
+const PORT_CLASH_RETRIES = 3;
+
+/**
+ * Starts `specOn(port)` on a port of the pool. A port is free when the pool picks it, and may be
+ * taken before the process binds it (by another runner on the host, or anything else that binds
+ * ports): when the process exits before it is healthy and its port is then held by someone else,
+ * it is started again on another port (`onClash` says so), up to PORT_CLASH_RETRIES times.
+ */
+export async function launchOnFreePort(
+  ports: PortPool, specOn: (port: number) => LaunchSpec, sink: OutputSink, signal: AbortSignal, onClash: (taken: number, next: number) => void,
+): Promise<{ proc: RunningProcess; port: number; spec: LaunchSpec }> {
+  let port = await ports.reserve();
+  for (let clashes = 0; ; clashes++) {
+    const spec = specOn(port);
+    try {
+      return { proc: await launch(spec, sink, signal), port, spec };
+    } catch (error) {
+      ports.release(port);
+      const exitedEarly = error instanceof LaunchError && error.exit !== undefined;
+      if (signal.aborted || !exitedEarly || clashes >= PORT_CLASH_RETRIES || !(await heldElsewhere(port))) throw error;
+      const next = await ports.reserve();
+      onClash(port, next);
+      port = next;
+    }
+  }
+}
+
+/** Whether something else listens on the port now (127.0.0.1, where the runner's services answer). */
+async function heldElsewhere(port: number): Promise<boolean> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen(port, '127.0.0.1', () => resolve());
+    });
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EADDRINUSE';
+  } finally {
+    probe.close();
   }
 }
 
@@ -108,13 +153,16 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       await complete('failed', `This runner starts commands, and the spec has none${run.image !== undefined ? ` (only the image ${run.image})` : ''}: give the service a command.`);
       return 'failed';
     }
-    const port = await ctx.ports.reserve();
-    say(`starting ${run.command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
-    const spec = launchSpec(run, run.command, port);
+    const command = run.command;
+    let spec: LaunchSpec;
     try {
-      started = { proc: await launch(spec, sink, work.signal), port, supervised: false };
+      const launched = await launchOnFreePort(ctx.ports, (port) => {
+        say(`starting ${command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
+        return launchSpec(run, command, port);
+      }, sink, work.signal, (taken) => say(`port ${taken} was taken by another process before the service could bind it; starting it again on another port`));
+      started = { proc: launched.proc, port: launched.port, supervised: false };
+      spec = launched.spec;
     } catch (error) {
-      ctx.ports.release(port);
       if (work.signal.aborted) throw error;
       // Anything else that went wrong starting it fails the deployment too, with its logs, rather
       // than leave it in progress until the lease runs out. Only the error's name or code is
@@ -124,7 +172,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
       return 'failed';
     }
-    const { proc } = started;
+    const { proc, port } = started;
     // The server hears of the success before anything happens to the process that serves now: if
     // it refuses (the deployment was cancelled, the lease lost), the new process is stopped and
     // the previous one keeps serving.
@@ -198,13 +246,14 @@ export async function resume(adopted: AdoptResponseT['adopted'][number], ctx: Ru
   }
   const mask = secretMasker(Object.values(run.secrets));
   const sink = serviceOutputLog(log, mask);
-  const port = await ctx.ports.reserve();
-  const spec = launchSpec(run, run.command, port);
+  const command = run.command;
   let proc: RunningProcess;
+  let port: number;
+  let spec: LaunchSpec;
   try {
-    proc = await launch(spec, sink, ctx.stopping);
+    ({ proc, port, spec } = await launchOnFreePort(ctx.ports, (p) => launchSpec(run, command, p), sink, ctx.stopping,
+      (taken) => log.warn({ port: taken }, 'the port was taken by another process before the service could bind it; starting it again on another port')));
   } catch (error) {
-    ctx.ports.release(port);
     if (!ctx.stopping.aborted) {
       const reason = error instanceof LaunchError ? error.reason : unexpectedStartFailure(error, log);
       log.error(mask(`the adopted deployment did not come up: ${reason}; another runner, or this one, tries again once it is an orphan again`));
