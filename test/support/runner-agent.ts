@@ -148,6 +148,15 @@ export function ask(port: number): Promise<{ pid: number; greeting: string | nul
 }
 
 /**
+ * Whether `answer` (of `ask`) shows that no process holding `apiKey` answers on its port any more:
+ * the connection refused, or reset, or answered by a process of another test that was given the
+ * freed port since (tests run side by side, and ports are reused).
+ */
+export function noLongerServing(answer: Awaited<ReturnType<typeof ask>>, apiKey: string): boolean {
+  return 'error' in answer || answer.apiKey !== apiKey;
+}
+
+/**
  * True while a process with this pid exists and has not exited. The runner reaps what it stops; a
  * process left without its parent is reaped by init, or, where init reaps nothing (some
  * containers), stays a zombie, which counts as gone.
