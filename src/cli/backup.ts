@@ -6,14 +6,11 @@ import path from 'node:path';
 import { parse, UsageError } from './args.js';
 import { assertDatabaseExists } from './commands.js';
 import { printFields, printJson } from './output.js';
-import { BACKUP_USAGE } from './usage.js';
+import { BACKUP_USAGE, wantsHelp } from './usage.js';
 import { sqliteFile } from '../platform/db/facts.js';
 
 export async function backupCommand(argv: string[], env: Record<string, string | undefined>): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(`usage:\n${BACKUP_USAGE.map((line) => `  ${line}\n`).join('')}`);
-    return 0;
-  }
+  if (wantsHelp(argv, BACKUP_USAGE)) return 0;
   const p = parse(argv, { to: { type: 'string' } }, env);
   const to = p.values.to;
   if (typeof to !== 'string' || to === '') throw new UsageError('--to FILE is required: where the copy goes (a new file)');

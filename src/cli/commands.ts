@@ -12,7 +12,7 @@ import { CreateOrgBody, EXTERNAL_ID_PATTERN, type Organization } from '../module
 import { CreateServiceUserBody } from '../modules/service-users/service-users.schemas.js';
 import { checkedInput, parse, required, UsageError, type Parsed } from './args.js';
 import { printFields, printJson, printTable } from './output.js';
-import { ORG_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { ORG_USAGE, SERVICE_USER_USAGE, wantsHelp } from './usage.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -75,13 +75,6 @@ async function allPages<T>(fetch: (cursor: string | undefined) => Promise<{ item
     cursor = page.nextCursor ?? undefined;
   } while (cursor !== undefined);
   return out;
-}
-
-/** `--help` anywhere after the command prints its usage instead of running it. */
-function wantsHelp(argv: string[], usage: string[]): boolean {
-  if (!argv.includes('--help') && !argv.includes('-h')) return false;
-  process.stdout.write(`usage:\n${usage.map((line) => `  ${line}\n`).join('')}`);
-  return true;
 }
 
 /** The service user a command acts on: `--user ID|NAME`, or its alias `--id`. */

@@ -23,3 +23,10 @@ export const RUNNER_USAGE = [
 export const BACKUP_USAGE = [
   'slipway backup --to FILE [--json]   (SQLite: a consistent copy while servers keep serving)',
 ];
+
+/** `--help` anywhere after the command prints its usage instead of running it. */
+export function wantsHelp(argv: string[], usage: string[]): boolean {
+  if (!argv.includes('--help') && !argv.includes('-h')) return false;
+  process.stdout.write(`usage:\n${usage.map((line) => `  ${line}\n`).join('')}`);
+  return true;
+}
