@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { DestinationStream } from 'pino';
+import { registerConsole } from './http/console.js';
 import { buildServer } from './http/server.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import type { App } from './http/app-types.js';
@@ -236,6 +237,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
       runnerRoutes(api, { runner: core.runner });
     }, { prefix: routePrefix(config.baseUrl) });
+    registerConsole(app, { baseUrl: config.baseUrl, tokenUrl: core.tokenUrl, scope: core.scope }, routePrefix(config.baseUrl));
     // Waiting claims answer 204 at once instead of holding the shutdown for their whole wait.
     app.addHook('preClose', async () => { await core.signals.close(); });
   });

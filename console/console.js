@@ -1,0 +1,801 @@
+// The Slipway console: one page over the public API, as the signed-in caller.
+//
+// No framework and no build step. Text from the server reaches the page only as text nodes (the
+// `h` helper below never parses HTML), links are built from `#/` and encoded names, and the server
+// sends a Content-Security-Policy that allows this script and nothing else. The client secret used
+// to sign in goes to the token endpoint and is forgotten; the access token is kept in this tab's
+// sessionStorage until it expires or the user signs out. Secret values are on screen only after an
+// explicit reveal and are never stored.
+
+const config = await fetch('config.json', { cache: 'no-store' }).then((res) => res.json());
+const TOKEN_KEY = 'slipway.console.token';
+const $main = document.getElementById('main');
+const $nav = document.getElementById('org-nav');
+const $who = document.getElementById('who');
+const $notice = document.getElementById('notice');
+
+// ---------------------------------------------------------------------------------------------
+// DOM helpers
+// ---------------------------------------------------------------------------------------------
+
+/** An element with attributes, listeners (`onclick`…) and children (strings become text nodes). */
+function h(tag, props = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(props ?? {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), value);
+    else if (key === 'class') el.className = value;
+    // A property, not the attribute: a textarea's text, a field's current value.
+    else if (key === 'value') el.value = value;
+    else el.setAttribute(key, value === true ? '' : String(value));
+  }
+  return fill(el, ...children);
+}
+
+/** Replaces an element's children; nothing, null and false are left out. */
+function fill(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity)
+    .filter((child) => child !== undefined && child !== null && child !== false)
+    .map((child) => (child instanceof Node ? child : String(child))));
+  return el;
+}
+
+/** A link inside the console: `#/` followed by encoded path segments. */
+function link(text, ...segments) {
+  return h('a', { href: `#/${segments.map((s) => encodeURIComponent(s)).join('/')}` }, text);
+}
+
+function when(iso) {
+  if (!iso) return '—';
+  const date = new Date(iso);
+  return h('time', { datetime: iso, title: iso }, date.toLocaleString());
+}
+
+function badge(text, kind = text) {
+  return h('span', { class: `badge ${kind}` }, text.replace('_', ' '));
+}
+
+function table(headings, rows, empty = 'Nothing here yet.') {
+  if (rows.length === 0) return h('p', { class: 'muted' }, empty);
+  return h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows));
+}
+
+function notify(text) {
+  $notice.textContent = text;
+  $notice.hidden = false;
+  clearTimeout(notify.timer);
+  notify.timer = setTimeout(() => { $notice.hidden = true; }, 4000);
+}
+
+function json(value) {
+  return h('pre', {}, JSON.stringify(value, null, 2));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session and API
+// ---------------------------------------------------------------------------------------------
+
+function session() {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(TOKEN_KEY) ?? 'null');
+    if (saved && saved.expiresAt > Date.now() + 5_000) return saved;
+  } catch { /* a damaged entry is no session */ }
+  sessionStorage.removeItem(TOKEN_KEY);
+  return null;
+}
+
+/** What a token says of its caller, for display only: the API decides what the caller may do. */
+function claimsOf(token) {
+  try {
+    const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    return JSON.parse(atob(part.padEnd(part.length + ((4 - (part.length % 4)) % 4), '=')));
+  } catch {
+    return {};
+  }
+}
+
+function startSession(accessToken, expiresIn) {
+  const claims = claimsOf(accessToken);
+  const expiresAt = typeof claims.exp === 'number' ? claims.exp * 1000 : Date.now() + expiresIn * 1000;
+  sessionStorage.setItem(TOKEN_KEY, JSON.stringify({ accessToken, expiresAt, subject: claims.sub ?? claims.client_id ?? 'unknown' }));
+}
+
+function signOut(reason) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  signInReason = reason ?? null;
+  if (location.hash !== '#/') location.hash = '#/';
+  else render();
+}
+let signInReason = null;
+
+/** A refusal from the API, as its RFC 9457 problem. */
+class Problem extends Error {
+  constructor(status, body, { signedOut = false } = {}) {
+    super(body?.detail ?? body?.title ?? `HTTP ${status}`);
+    this.status = status;
+    this.body = body ?? {};
+    /** The session ended with it: the sign-in page says why, nothing else needs to. */
+    this.signedOut = signedOut;
+  }
+}
+
+async function api(method, path, { body, query, headers } = {}) {
+  const current = session();
+  if (current === null) {
+    signOut('Your session has ended; sign in again.');
+    throw new Problem(401, { title: 'Signed out' }, { signedOut: true });
+  }
+  const url = new URL(`${config.apiBase}${path}`, location.origin);
+  for (const [key, value] of Object.entries(query ?? {})) if (value !== undefined && value !== '' && value !== null) url.searchParams.set(key, String(value));
+  const res = await fetch(url, {
+    method,
+    cache: 'no-store',
+    credentials: 'omit',
+    headers: {
+      accept: 'application/json',
+      authorization: `Bearer ${current.accessToken}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text }; }
+  if (res.status === 401) {
+    signOut(data?.detail ?? 'Your token is no longer accepted; sign in again.');
+    throw new Problem(401, data, { signedOut: true });
+  }
+  if (!res.ok) throw new Problem(res.status, data);
+  return data;
+}
+
+/** A problem shown where it happened: what was refused, why, and each field at fault. */
+function problemBox(error) {
+  if (!(error instanceof Problem)) return h('div', { class: 'problem' }, `Something went wrong: ${error?.message ?? error}`);
+  const body = error.body;
+  return h('div', { class: 'problem', role: 'alert' },
+    h('strong', {}, body.title ?? `HTTP ${error.status}`), ' ', body.detail ?? '',
+    Array.isArray(body.errors) && body.errors.length > 0
+      ? h('ul', {}, body.errors.map((e) => h('li', {}, e.pointer ? `${e.pointer}: ` : '', e.message ?? '')))
+      : null,
+    body.requestId ? h('div', { class: 'muted' }, `Request id ${body.requestId}`) : null);
+}
+
+/**
+ * Runs an action from a button or form: disables it meanwhile, and shows its problem beside it
+ * (replacing the previous one) instead of losing what the user typed.
+ */
+async function act(trigger, where, action) {
+  where.querySelectorAll(':scope > .problem').forEach((el) => el.remove());
+  if (trigger) trigger.disabled = true;
+  try {
+    return await action();
+  } catch (error) {
+    if (!(error instanceof Problem && error.signedOut)) where.append(problemBox(error));
+    return undefined;
+  } finally {
+    if (trigger) trigger.disabled = false;
+  }
+}
+
+function onSubmit(form, action) {
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    act(form.querySelector('button[type=submit]'), form.parentElement ?? form, () => action(new FormData(form)));
+  });
+  return form;
+}
+
+/** A list that pages on: the first page now, the next ones on "Load more". */
+function pagedList(load, renderPage) {
+  const box = h('div');
+  const more = h('button', { type: 'button' }, 'Load more');
+  let cursor;
+  const next = async () => {
+    const page = await act(more, box, () => load(cursor));
+    if (page === undefined) return;
+    more.remove();
+    box.append(renderPage(page));
+    cursor = page.nextCursor;
+    if (cursor) box.append(more);
+  };
+  more.addEventListener('click', next);
+  next();
+  return box;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sign in
+// ---------------------------------------------------------------------------------------------
+
+function signInView() {
+  fill($nav);
+  fill($who);
+  const sameOrigin = new URL(config.tokenUrl).origin === location.origin;
+  const credentials = onSubmit(h('form', { class: 'stack', id: 'signin-credentials' },
+    h('label', {}, 'Client id', h('input', { name: 'clientId', required: true, autocomplete: 'username', spellcheck: 'false' })),
+    h('label', {}, 'Client secret', h('input', { name: 'clientSecret', type: 'password', required: true, autocomplete: 'current-password' })),
+    h('button', { type: 'submit', class: 'primary' }, 'Sign in')), async (form) => {
+    const res = await fetch(config.tokenUrl, {
+      method: 'POST',
+      cache: 'no-store',
+      // Without credentials the browser never opens its own password prompt on the endpoint's
+      // 401 (`WWW-Authenticate: Basic`); the refusal is shown in the page instead.
+      credentials: 'omit',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: String(form.get('clientId')).trim(),
+        client_secret: String(form.get('clientSecret')),
+        scope: config.scope,
+      }),
+    });
+    const answer = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Problem(res.status, { title: 'Sign-in refused', detail: answer.error_description ?? answer.error ?? `HTTP ${res.status}` });
+    startSession(answer.access_token, answer.expires_in);
+    signInReason = null;
+    render();
+  });
+  const pasted = onSubmit(h('form', { class: 'stack', id: 'signin-token' },
+    h('label', {}, 'Access token', h('textarea', { name: 'token', required: true, class: 'code', spellcheck: 'false', rows: 4 })),
+    h('button', { type: 'submit' }, 'Use this token')), async (form) => {
+    const token = String(form.get('token')).trim();
+    startSession(token, 3600);
+    signInReason = null;
+    render();
+  });
+  fill($main, h('div', { class: 'signin' },
+    h('h1', {}, 'Sign in to Slipway'),
+    h('p', { class: 'muted' }, 'With a service user\'s credentials (Settings → Service Users, or bootstrap.json on a first start). The secret is sent to the token endpoint only; the token is kept in this tab until it expires or you sign out.'),
+    signInReason ? h('div', { class: 'problem', role: 'alert' }, signInReason) : null,
+    sameOrigin
+      ? h('div', { class: 'card' }, credentials)
+      : h('p', { class: 'muted' }, `Tokens come from ${config.tokenUrl}; get one there and paste it below.`),
+    h('details', { class: 'card', open: !sameOrigin }, h('summary', {}, 'Use an access token instead'), pasted)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout
+// ---------------------------------------------------------------------------------------------
+
+const SECTIONS = [
+  ['deployments', 'Deployments'],
+  ['services', 'Services'],
+  ['environments', 'Environments'],
+  ['secrets', 'Secrets'],
+  ['service-users', 'Service users'],
+  ['events', 'Events'],
+];
+
+function frame(org, section) {
+  fill($nav, ...(org ? SECTIONS.map(([id, title]) => {
+    const a = link(title, 'o', org, id);
+    if (id === section) a.className = 'current';
+    return a;
+  }) : []));
+  const current = session();
+  fill($who,
+    org ? h('span', {}, 'Organization ', h('strong', {}, org), ' · ', link('switch', '')) : null,
+    h('span', { title: current?.subject ?? '' }, current?.subject ?? ''),
+    h('button', { type: 'button', onclick: () => signOut('Signed out.') }, 'Sign out'));
+}
+
+function page(title, ...children) {
+  fill($main, h('h1', {}, title), ...children);
+}
+
+/**
+ * Deletes a service or an environment after a confirmation, then goes back to its list. One that
+ * something still runs in is refused by the API, which says what (the problem is shown).
+ */
+function deleteButton(org, section, kind, name, path) {
+  return h('button', { type: 'button', class: 'danger', onclick: (e) => {
+    if (!confirm(`Delete the ${kind} ${name}?`)) return;
+    act(e.target, $main, async () => {
+      await api('DELETE', path);
+      notify(`The ${kind} ${name} is deleted.`);
+      location.hash = `#/o/${encodeURIComponent(org)}/${section}`;
+    });
+  } }, `Delete ${kind}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Organizations
+// ---------------------------------------------------------------------------------------------
+
+async function orgsView() {
+  frame(null);
+  const first = await api('GET', '/v1/orgs');
+  if (first.orgs.length === 1 && !first.nextCursor && !orgsView.shown) {
+    orgsView.shown = true;
+    location.hash = `#/o/${encodeURIComponent(first.orgs[0].slug)}/deployments`;
+    return;
+  }
+  page('Organizations', pagedList((cursor) => cursor ? api('GET', '/v1/orgs', { query: { cursor } }) : Promise.resolve(first),
+    (p) => table(['Name', 'Slug', 'Created'], p.orgs.map((o) => h('tr', {}, h('td', {}, link(o.name, 'o', o.slug, 'deployments')), h('td', {}, h('code', {}, o.slug)), h('td', {}, when(o.createdAt)))),
+      'This service user belongs to no organization.')));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deployments
+// ---------------------------------------------------------------------------------------------
+
+const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'];
+const UNFINISHED = ['queued', 'in_progress'];
+
+function deploymentRow(org, d) {
+  return h('tr', {},
+    h('td', {}, link(d.id, 'o', org, 'deployments', d.id)),
+    h('td', {}, link(d.service.name, 'o', org, 'services', d.service.name)),
+    h('td', {}, link(d.environment.name, 'o', org, 'environments', d.environment.name)),
+    h('td', {}, d.revision ?? '—'),
+    h('td', {}, badge(d.state)),
+    h('td', {}, when(d.createdAt)));
+}
+
+const DEPLOYMENT_HEADINGS = ['Deployment', 'Service', 'Environment', 'Revision', 'State', 'Created'];
+
+async function deploymentsView(org, query) {
+  frame(org, 'deployments');
+  const filters = h('form', { id: 'deployment-filters' },
+    h('label', {}, 'Service', h('input', { name: 'service', value: query.get('service') ?? '', placeholder: 'any' })),
+    h('label', {}, 'Environment', h('input', { name: 'environment', value: query.get('environment') ?? '', placeholder: 'any' })),
+    h('label', {}, 'State', h('select', { name: 'state' }, h('option', { value: '' }, 'any'),
+      STATES.map((s) => h('option', { value: s, selected: query.get('state') === s }, s.replace('_', ' '))))),
+    h('button', { type: 'submit' }, 'Filter'));
+  filters.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const chosen = new URLSearchParams();
+    for (const [key, value] of new FormData(filters)) if (value) chosen.set(key, String(value));
+    location.hash = `#/o/${encodeURIComponent(org)}/deployments${chosen.size ? `?${chosen}` : ''}`;
+  });
+  const wanted = { service: query.get('service'), environment: query.get('environment'), state: query.get('state') };
+  page('Deployments', h('div', { class: 'card' }, filters),
+    pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments`, { query: { ...wanted, cursor } }),
+      (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'No deployments match.')));
+}
+
+async function deploymentView(org, id) {
+  frame(org, 'deployments');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/deployments/${encodeURIComponent(id)}`;
+  let d = await api('GET', base);
+  const head = h('div', { class: 'card' });
+  const logBox = h('pre', { class: 'log', id: 'deployment-log' }, 'No log lines yet: they appear here as the runner sends them.');
+  const actions = h('div', { class: 'row' });
+  const drawHead = () => {
+    fill(head,
+      h('div', { class: 'spread' }, h('div', { class: 'row' }, badge(d.state), h('span', { class: 'muted' }, `attempt ${d.attempt}`)), actions),
+      h('p', {}, 'Service ', link(d.service.name, 'o', org, 'services', d.service.name), ` (version ${d.service.version}) into `,
+        link(d.environment.name, 'o', org, 'environments', d.environment.name), d.revision ? ` · revision ${d.revision}` : ''),
+      d.description ? h('p', {}, d.description) : null,
+      d.reason ? h('p', {}, h('strong', {}, 'Reason: '), d.reason) : null,
+      d.rollbackOf ? h('p', {}, 'Rollback of ', link(d.rollbackOf, 'o', org, 'deployments', d.rollbackOf)) : null,
+      h('p', { class: 'muted' }, 'Created ', when(d.createdAt), ' by ', d.createdBy ?? '—', d.finishedAt ? [' · finished ', when(d.finishedAt)] : ''));
+    fill(actions,
+      UNFINISHED.includes(d.state) ? h('button', { type: 'button', class: 'danger', onclick: (e) => act(e.target, head, async () => {
+        d = await api('POST', `${base}/cancel`, { body: {} });
+        notify('Deployment cancelled.');
+        drawHead();
+      }) }, 'Cancel') : null,
+      d.state === 'succeeded' || d.state === 'superseded' ? h('button', { type: 'button', onclick: (e) => act(e.target, head, async () => {
+        const made = await api('POST', `${base}/rollback`, { body: {} });
+        notify(`Rolling back: deployment ${made.id} queued.`);
+        location.hash = `#/o/${encodeURIComponent(org)}/deployments/${encodeURIComponent(made.id)}`;
+      }) }, 'Roll back to this') : null);
+  };
+  drawHead();
+  page(`Deployment ${d.id}`, head, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
+
+  // Follows the log while the deployment runs; stops when anything else is drawn.
+  let after = 0;
+  const drawn = renders;
+  const follow = async () => {
+    if (renders !== drawn) return;
+    try {
+      for (;;) {
+        const chunk = await api('GET', `${base}/logs`, { query: { after, limit: 500 } });
+        if (after === 0 && chunk.lines.length > 0) fill(logBox);
+        for (const line of chunk.lines) logBox.append(h('span', { class: line.stream }, `${line.line}\n`));
+        after = chunk.nextAfter;
+        if (!chunk.hasMore) break;
+      }
+      const fresh = await api('GET', base);
+      if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt) { d = fresh; drawHead(); }
+      if (UNFINISHED.includes(d.state) || d.state === 'succeeded') setTimeout(follow, 2000);
+    } catch (error) {
+      if (!(error instanceof Problem && error.signedOut)) head.append(problemBox(error));
+    }
+  };
+  follow();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Services
+// ---------------------------------------------------------------------------------------------
+
+const SPEC_TEMPLATE = {
+  command: ['node', 'server.js'],
+  port: 3000,
+  healthCheck: { path: '/healthz', timeoutSeconds: 30 },
+  variables: { NODE_ENV: 'production' },
+  secrets: [],
+};
+
+function parseJson(text, field) {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new Problem(400, { title: 'Not JSON', detail: `${field} is not valid JSON: ${error.message}` });
+  }
+}
+
+async function servicesView(org) {
+  frame(org, 'services');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/services`;
+  const create = onSubmit(h('form', { class: 'stack', id: 'create-service' },
+    h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'web', spellcheck: 'false' })),
+    h('label', {}, 'Description', h('input', { name: 'description' })),
+    h('label', {}, 'Spec (JSON: command or image, port, healthCheck, variables, secrets)',
+      h('textarea', { name: 'spec', class: 'code', rows: 10, spellcheck: 'false', value: JSON.stringify(SPEC_TEMPLATE, null, 2) })),
+    h('button', { type: 'submit', class: 'primary' }, 'Create service')), async (form) => {
+    const made = await api('POST', base, { body: { name: form.get('name'), description: form.get('description') || undefined, spec: parseJson(String(form.get('spec')), 'The spec') } });
+    notify(`Service ${made.name} created.`);
+    location.hash = `#/o/${encodeURIComponent(org)}/services/${encodeURIComponent(made.name)}`;
+  });
+  page('Services',
+    pagedList((cursor) => api('GET', base, { query: { cursor } }),
+      (p) => table(['Name', 'Version', 'Runs', 'Updated'], p.services.map((s) => h('tr', {},
+        h('td', {}, link(s.name, 'o', org, 'services', s.name)), h('td', {}, s.version),
+        h('td', {}, h('code', {}, s.spec.command ? s.spec.command.join(' ') : s.spec.image ?? '')), h('td', {}, when(s.updatedAt)))), 'No services yet.')),
+    h('details', { class: 'card' }, h('summary', {}, 'New service'), create));
+}
+
+async function serviceView(org, name) {
+  frame(org, 'services');
+  const orgPath = `/v1/orgs/${encodeURIComponent(org)}`;
+  const base = `${orgPath}/services/${encodeURIComponent(name)}`;
+  const service = await api('GET', base);
+  const environments = await api('GET', `${orgPath}/environments`, { query: { limit: 100 } });
+  const deploy = onSubmit(h('form', { id: 'deploy' },
+    h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
+      environments.environments.map((e) => h('option', { value: e.name }, e.protected ? `${e.name} (protected)` : e.name)))),
+    h('label', {}, 'Revision', h('input', { name: 'revision', placeholder: 'v1.2.3 or a commit' })),
+    h('label', {}, 'Description', h('input', { name: 'description' })),
+    h('button', { type: 'submit', class: 'primary' }, 'Deploy')), async (form) => {
+    const made = await api('POST', `${orgPath}/deployments`, {
+      body: { service: service.name, environment: form.get('environment'), revision: form.get('revision') || undefined, description: form.get('description') || undefined },
+    });
+    notify(`Deployment ${made.id} queued.`);
+    location.hash = `#/o/${encodeURIComponent(org)}/deployments/${encodeURIComponent(made.id)}`;
+  });
+  const edit = onSubmit(h('form', { class: 'stack', id: 'edit-service' },
+    h('label', {}, 'Description', h('input', { name: 'description', value: service.description })),
+    h('label', {}, 'Spec (JSON; replaces the whole spec, deployments keep the one they froze)',
+      h('textarea', { name: 'spec', class: 'code', rows: 14, spellcheck: 'false', value: JSON.stringify(service.spec, null, 2) })),
+    h('button', { type: 'submit', class: 'primary' }, 'Save')), async (form) => {
+    const saved = await api('PATCH', base, { body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec') } });
+    notify(`Service ${saved.name} saved as version ${saved.version}.`);
+    render();
+  });
+  const remove = deleteButton(org, 'services', 'service', service.name, base);
+  page(`Service ${service.name}`,
+    h('div', { class: 'card' }, h('p', {}, service.description || h('span', { class: 'muted' }, 'No description.')),
+      h('p', { class: 'muted' }, `Version ${service.version} · updated `, when(service.updatedAt), ` · ${service.id}`),
+      environments.environments.length > 0 ? deploy : h('p', {}, 'Create an environment to deploy into: ', link('Environments', 'o', org, 'environments'), '.')),
+    h('h2', {}, 'Recent deployments'),
+    pagedList((cursor) => api('GET', `${orgPath}/deployments`, { query: { service: service.name, limit: 10, cursor } }),
+      (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Not deployed yet.')),
+    h('h2', {}, 'Spec'),
+    h('details', { class: 'card' }, h('summary', {}, 'Edit'), edit),
+    json(service.spec),
+    h('h2', {}, 'Danger zone'), remove);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environments
+// ---------------------------------------------------------------------------------------------
+
+async function environmentsView(org) {
+  frame(org, 'environments');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/environments`;
+  const create = onSubmit(h('form', { id: 'create-environment' },
+    h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'production', spellcheck: 'false' })),
+    h('label', {}, 'Description', h('input', { name: 'description' })),
+    h('label', { class: 'inline' }, h('input', { type: 'checkbox', name: 'protected' }), 'Protected (admin and owner deploy)'),
+    h('button', { type: 'submit', class: 'primary' }, 'Create environment')), async (form) => {
+    const made = await api('POST', base, { body: { name: form.get('name'), description: form.get('description') || undefined, protected: form.get('protected') === 'on' } });
+    notify(`Environment ${made.name} created.`);
+    render();
+  });
+  page('Environments',
+    pagedList((cursor) => api('GET', base, { query: { cursor } }),
+      (p) => table(['Name', 'Description', 'Created'], p.environments.map((e) => h('tr', {},
+        h('td', {}, link(e.name, 'o', org, 'environments', e.name), ' ', e.protected ? badge('protected') : null),
+        h('td', {}, e.description), h('td', {}, when(e.createdAt)))), 'No environments yet.')),
+    h('h2', {}, 'New environment'), h('div', { class: 'card' }, create));
+}
+
+async function environmentView(org, name) {
+  frame(org, 'environments');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/environments/${encodeURIComponent(name)}`;
+  const env = await api('GET', base);
+  const toggle = h('button', { type: 'button', onclick: (e) => act(e.target, $main, async () => {
+    const saved = await api('PATCH', base, { body: { protected: !env.protected } });
+    notify(saved.protected ? `${saved.name} is protected.` : `${saved.name} is no longer protected.`);
+    render();
+  }) }, env.protected ? 'Unprotect' : 'Protect');
+  const remove = deleteButton(org, 'environments', 'environment', env.name, base);
+  page(`Environment ${env.name}`,
+    h('div', { class: 'card' }, h('div', { class: 'spread' },
+      h('div', {}, env.protected ? badge('protected') : badge('unprotected', 'cancelled'), ' ', env.description),
+      h('div', { class: 'row' }, toggle, remove))),
+    h('h2', {}, 'Serving now'),
+    pagedList((cursor) => api('GET', `${base}/active`, { query: { cursor } }),
+      (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Nothing serves here yet.')),
+    h('h2', {}, 'Recent deployments'),
+    pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments`, { query: { environment: env.name, limit: 10, cursor } }),
+      (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Nothing deployed here yet.')));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `.env` text as variables: `KEY=value` lines, `export` allowed, `#` comments and blank lines
+ * skipped, one pair of surrounding quotes taken off. A line without `=` is refused, not dropped.
+ */
+function parseDotenv(text) {
+  const values = {};
+  const problems = [];
+  text.split(/\r?\n/).forEach((raw, index) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
+    const match = /^(?:export\s+)?([^=\s]+)\s*=\s*(.*)$/.exec(line);
+    if (!match) {
+      problems.push({ pointer: `line ${index + 1}`, message: 'is not KEY=value' });
+      return;
+    }
+    let value = match[2];
+    if (value.length >= 2 && (value[0] === '"' || value[0] === "'") && value.at(-1) === value[0]) value = value.slice(1, -1);
+    values[match[1]] = value;
+  });
+  if (problems.length > 0) throw new Problem(400, { title: 'Not .env text', detail: 'Each line must be KEY=value.', errors: problems });
+  return values;
+}
+
+async function secretsView(org, query) {
+  frame(org, 'secrets');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/secrets`;
+  const deleted = query.get('deleted') === 'true';
+  const prefix = query.get('prefix') ?? '';
+  const filter = h('form', { id: 'secret-filter' },
+    h('label', {}, 'Name starts with', h('input', { name: 'prefix', value: prefix, spellcheck: 'false' })),
+    h('label', { class: 'inline' }, h('input', { type: 'checkbox', name: 'deleted', checked: deleted }), 'Deleted (restorable)'),
+    h('button', { type: 'submit' }, 'Show'));
+  filter.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const chosen = new URLSearchParams();
+    const form = new FormData(filter);
+    if (form.get('prefix')) chosen.set('prefix', String(form.get('prefix')));
+    if (form.get('deleted') === 'on') chosen.set('deleted', 'true');
+    location.hash = `#/o/${encodeURIComponent(org)}/secrets${chosen.size ? `?${chosen}` : ''}`;
+  });
+  const save = onSubmit(h('form', { class: 'stack', id: 'save-secret' },
+    h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'database', spellcheck: 'false' })),
+    h('label', {}, 'Values, as .env lines (KEY=value)', h('textarea', { name: 'values', class: 'code', rows: 6, required: true, spellcheck: 'false', autocomplete: 'off' })),
+    h('p', { class: 'muted' }, 'Creates the secret, or makes a new version of it holding exactly these keys. Values are encrypted at rest and never shown again unless an admin reveals them.'),
+    h('button', { type: 'submit', class: 'primary' }, 'Save secret')), async (form) => {
+    const name = String(form.get('name')).trim();
+    const result = await api('PUT', base, { body: { secrets: [{ name, values: parseDotenv(String(form.get('values'))) }] } });
+    const item = result.secrets[0];
+    save.reset();
+    notify(`Secret ${item.name}: ${item.result ?? 'saved'}, version ${item.version}.`);
+    location.hash = `#/o/${encodeURIComponent(org)}/secrets/${encodeURIComponent(item.name)}`;
+  });
+  const rows = (p) => table(deleted ? ['Name', 'Version', 'Keys', 'Deleted', 'Restorable until', ''] : ['Name', 'Version', 'Keys', 'Updated'], p.secrets.map((s) => h('tr', {},
+    h('td', {}, deleted ? s.name : link(s.name, 'o', org, 'secrets', s.name)),
+    h('td', {}, s.version),
+    h('td', {}, s.keys.map((k) => [h('code', {}, k), ' '])),
+    h('td', {}, when(deleted ? s.deletedAt : s.updatedAt)),
+    deleted ? h('td', {}, when(s.restorableUntil)) : null,
+    deleted ? h('td', {}, h('button', { type: 'button', onclick: (e) => act(e.target, e.target.parentElement, async () => {
+      await api('POST', `${base}/${encodeURIComponent(s.name)}/restore`, { body: {} });
+      notify(`Secret ${s.name} restored.`);
+      location.hash = `#/o/${encodeURIComponent(org)}/secrets/${encodeURIComponent(s.name)}`;
+    }) }, 'Restore')) : null)), deleted ? 'No deleted secrets to restore.' : 'No secrets here yet.');
+  page('Secrets', h('div', { class: 'card' }, filter),
+    pagedList((cursor) => api('GET', base, { query: { prefix, deleted: deleted ? 'true' : undefined, cursor } }), rows),
+    deleted ? null : [h('h2', {}, 'New secret, or a new version'), h('div', { class: 'card' }, save)]);
+}
+
+/** Values of one version, on screen until hidden; never kept anywhere else. */
+function revealedBox(revealed, hide) {
+  return h('div', { class: 'once', id: 'revealed' },
+    h('div', { class: 'spread' }, h('strong', {}, `Values of version ${revealed.version}`), h('button', { type: 'button', onclick: hide }, 'Hide')),
+    h('dl', {}, Object.entries(revealed.values).map(([key, value]) => [h('dt', {}, h('code', {}, key)), h('dd', {}, h('code', {}, value))])));
+}
+
+async function secretView(org, name) {
+  frame(org, 'secrets');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/secrets/${encodeURIComponent(name)}`;
+  const secret = await api('GET', base);
+  // Every change says which version it expects: a change made meanwhile by someone else is a 412, not lost.
+  const ifMatch = { 'if-match': `"${secret.version}"` };
+  const revealArea = h('div');
+  const reveal = (version) => act(null, revealArea, async () => {
+    const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });
+    fill(revealArea, revealedBox(revealed, () => fill(revealArea)));
+  });
+  const setKey = onSubmit(h('form', { id: 'set-key' },
+    h('label', {}, 'Key', h('input', { name: 'key', required: true, spellcheck: 'false' })),
+    h('label', {}, 'Value', h('input', { name: 'value', type: 'password', required: true, autocomplete: 'off' })),
+    h('button', { type: 'submit', class: 'primary' }, 'Set')), async (form) => {
+    const saved = await api('PATCH', base, { headers: ifMatch, body: { set: { [String(form.get('key')).trim()]: String(form.get('value')) } } });
+    notify(saved.result === 'unchanged' ? 'That key already has this value: no new version.' : `Saved as version ${saved.version}.`);
+    render();
+  });
+  const unset = (key) => (e) => {
+    if (!confirm(`Remove ${key} from ${secret.name}? A new version is made without it.`)) return;
+    act(e.target, $main, async () => {
+      const saved = await api('PATCH', base, { headers: ifMatch, body: { unset: [key] } });
+      notify(`${key} removed: version ${saved.version}.`);
+      render();
+    });
+  };
+  const remove = h('button', { type: 'button', class: 'danger', onclick: (e) => {
+    if (!confirm(`Delete ${secret.name}? It can be restored for a while (Secrets → Deleted).`)) return;
+    act(e.target, $main, async () => {
+      await api('DELETE', base, { headers: ifMatch });
+      notify(`Secret ${secret.name} deleted; it can be restored from the deleted list.`);
+      location.hash = `#/o/${encodeURIComponent(org)}/secrets?deleted=true`;
+    });
+  } }, 'Delete secret');
+  page(`Secret ${secret.name}`,
+    h('div', { class: 'card' },
+      h('div', { class: 'spread' }, h('span', {}, `Version ${secret.version} · updated `, when(secret.updatedAt)),
+        h('div', { class: 'row' }, h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values'), remove)),
+      revealArea,
+      table(['Key', ''], secret.keys.map((key) => h('tr', {}, h('td', {}, h('code', {}, key)),
+        h('td', {}, h('button', { type: 'button', class: 'danger', onclick: unset(key) }, 'Remove')))), 'No keys.')),
+    h('h2', {}, 'Set a key'), h('div', { class: 'card' }, setKey),
+    h('h2', {}, 'Versions'),
+    pagedList((cursor) => api('GET', `${base}/versions`, { query: { cursor } }),
+      (p) => table(['Version', 'Keys', 'Made by', 'When', ''], p.versions.map((v) => h('tr', {},
+        h('td', {}, v.version), h('td', {}, v.keys.map((k) => [h('code', {}, k), ' '])), h('td', {}, v.createdBy ?? '—'), h('td', {}, when(v.createdAt)),
+        h('td', {}, h('div', { class: 'row' },
+          h('button', { type: 'button', onclick: () => reveal(v.version) }, 'Reveal'),
+          v.version === secret.version ? null : h('button', { type: 'button', onclick: (e) => act(e.target, $main, async () => {
+            const saved = await api('POST', `${base}/restore`, { headers: ifMatch, body: { version: v.version } });
+            notify(saved.result === 'unchanged' ? 'Those are the current values already.' : `Version ${v.version} restored as version ${saved.version}.`);
+            render();
+          }) }, 'Restore'))))))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Service users
+// ---------------------------------------------------------------------------------------------
+
+const ROLES = ['viewer', 'developer', 'admin', 'owner', 'runner'];
+
+/** A client secret, shown once with what a client needs to use it. */
+function shownOnce(title, fields) {
+  return h('div', { class: 'once', id: 'shown-once' },
+    h('strong', {}, title), h('p', {}, 'Copy the secret now: it is not shown again.'),
+    h('dl', {}, Object.entries(fields).filter(([, v]) => v !== undefined).map(([k, v]) => [h('dt', {}, k), h('dd', {}, h('code', {}, v))])));
+}
+
+async function serviceUsersView(org) {
+  frame(org, 'service-users');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/service-users`;
+  const onceArea = h('div');
+  const create = onSubmit(h('form', { id: 'create-service-user' },
+    h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'ci-pipeline' })),
+    h('label', {}, 'Role', h('select', { name: 'role' }, ROLES.map((r) => h('option', { value: r, selected: r === 'developer' }, r)))),
+    h('label', {}, 'Description', h('input', { name: 'description' })),
+    h('button', { type: 'submit', class: 'primary' }, 'Create')), async (form) => {
+    const made = await api('POST', base, { body: { name: form.get('name'), role: form.get('role'), description: form.get('description') || undefined } });
+    create.reset();
+    fill(onceArea, shownOnce(`Service user ${made.name} created`,
+      { clientId: made.clientId, clientSecret: made.clientSecret, tokenUrl: made.tokenUrl, scope: made.scope }));
+    fill(list, listing());
+  });
+  const userRow = (u) => {
+    const role = h('select', { 'aria-label': `Role of ${u.name}` }, ROLES.map((r) => h('option', { value: r, selected: r === u.role }, r)));
+    const cell = h('td');
+    role.addEventListener('change', () => act(role, cell, async () => {
+      await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { role: role.value } });
+      notify(`${u.name} is now ${role.value}.`);
+    }));
+    cell.append(h('div', { class: 'row' },
+      h('button', { type: 'button', onclick: (e) => act(e.target, cell, async () => {
+        const secret = await api('POST', `${base}/${encodeURIComponent(u.id)}/secrets`, { body: {} });
+        fill(onceArea, shownOnce(`New client secret for ${u.name}`, { clientId: u.clientId, clientSecret: secret.clientSecret, hint: secret.hint }));
+        fill(list, listing());
+      }) }, 'New secret'),
+      h('button', { type: 'button', class: u.disabled ? '' : 'danger', onclick: (e) => act(e.target, cell, async () => {
+        await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { disabled: !u.disabled } });
+        notify(u.disabled ? `${u.name} enabled.` : `${u.name} disabled: its tokens no longer work.`);
+        fill(list, listing());
+      }) }, u.disabled ? 'Enable' : 'Disable')));
+    return h('tr', {},
+      h('td', {}, h('strong', {}, u.name), ' ', u.disabled ? badge('disabled') : null, u.instanceAdmin ? [' ', badge('instance admin', 'protected')] : null,
+        h('div', { class: 'muted' }, h('code', {}, u.clientId))),
+      h('td', {}, role),
+      h('td', {}, u.secrets.map((s) => h('div', { class: 'row' }, h('code', {}, `${s.hint}…`), h('span', { class: 'muted' }, 'last used ', when(s.lastUsedAt)),
+        u.secrets.length > 1 ? h('button', { type: 'button', class: 'danger', onclick: (e) => {
+          if (!confirm(`Remove the secret ${s.hint}… of ${u.name}? Clients using it can no longer get tokens.`)) return;
+          act(e.target, cell, async () => {
+            await api('DELETE', `${base}/${encodeURIComponent(u.id)}/secrets/${encodeURIComponent(s.id)}`);
+            notify('Client secret removed.');
+            fill(list, listing());
+          });
+        } }, 'Remove') : null))),
+      cell);
+  };
+  const listing = () => pagedList((cursor) => api('GET', base, { query: { cursor } }),
+    (p) => table(['Service user', 'Role', 'Client secrets', ''], p.serviceUsers.map(userRow), 'No service users.'));
+  const list = h('div', {}, listing());
+  page('Service users', onceArea, list, h('h2', {}, 'New service user'), h('div', { class: 'card' }, create));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------------
+
+async function eventsView(org, query) {
+  frame(org, 'events');
+  const type = query.get('type') ?? '';
+  const filter = h('form', { id: 'event-filter' },
+    h('label', {}, 'Type', h('input', { name: 'type', value: type, placeholder: 'deployment.state_changed', spellcheck: 'false' })),
+    h('button', { type: 'submit' }, 'Filter'));
+  filter.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const value = String(new FormData(filter).get('type') ?? '').trim();
+    location.hash = `#/o/${encodeURIComponent(org)}/events${value ? `?type=${encodeURIComponent(value)}` : ''}`;
+  });
+  page('Events', h('div', { class: 'card' }, filter),
+    pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/events`, { query: { type, cursor } }),
+      (p) => table(['When', 'Type', 'Actor', 'Subject', 'Data'], p.events.map((e) => h('tr', {},
+        h('td', {}, when(e.createdAt)), h('td', {}, h('code', {}, e.type)), h('td', {}, h('code', {}, e.actor)),
+        h('td', {}, h('code', {}, `${e.subject.type} ${e.subject.id}`)),
+        h('td', {}, h('code', {}, JSON.stringify(e.data))))), 'No events.')));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routing
+// ---------------------------------------------------------------------------------------------
+
+const VIEWS = {
+  deployments: (org, rest, q) => rest.length ? deploymentView(org, rest[0]) : deploymentsView(org, q),
+  services: (org, rest) => rest.length ? serviceView(org, rest[0]) : servicesView(org),
+  environments: (org, rest) => rest.length ? environmentView(org, rest[0]) : environmentsView(org),
+  secrets: (org, rest, q) => rest.length ? secretView(org, rest[0]) : secretsView(org, q),
+  'service-users': (org) => serviceUsersView(org),
+  events: (org, _rest, q) => eventsView(org, q),
+};
+
+/** How many times a view was drawn: a view's timers stop once another has been. */
+let renders = 0;
+
+async function render() {
+  renders += 1;
+  if (session() === null) return signInView();
+  const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
+  const query = new URLSearchParams(search);
+  const parts = path.split('/').filter(Boolean).map((s) => decodeURIComponent(s));
+  try {
+    if (parts[0] === 'o' && parts[1] && VIEWS[parts[2] ?? 'deployments']) {
+      await VIEWS[parts[2] ?? 'deployments'](parts[1], parts.slice(3), query);
+    } else {
+      await orgsView();
+    }
+  } catch (error) {
+    if (error instanceof Problem && error.signedOut) return;
+    fill($main, problemBox(error), h('p', {}, link('Back to your organizations', '')));
+  }
+}
+
+window.addEventListener('hashchange', render);
+render();

@@ -1,0 +1,293 @@
+// The web console: its files and their headers over HTTP (on both databases), and the console
+// itself driven in a real Chromium (once, on SQLite: the page only speaks the API) — signing in,
+// secrets, environments, services, deployments, service users, roles, and text from the API that
+// must never become markup.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, TEST_DB, type TestServer } from '../support/harness.js';
+import { newRunner } from '../support/deployments.js';
+import { assertProblem } from '../support/problems.js';
+
+/** Chromium from the distribution's packages (`apt-get install chromium`), or SLIPWAY_TEST_CHROMIUM. */
+function findChromium(): string | null {
+  const candidates = [process.env.SLIPWAY_TEST_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+  return candidates.find((file): file is string => file !== undefined && file !== '' && fs.existsSync(file)) ?? null;
+}
+
+const CHROMIUM = findChromium();
+const IN_CI = ['true', '1', 'yes'].includes((process.env.CI ?? '').trim().toLowerCase());
+if (CHROMIUM === null && IN_CI) throw new Error('console.test: CI must run the browser tests; install Chromium (apt-get install chromium) or set SLIPWAY_TEST_CHROMIUM');
+const browserSkip = TEST_DB !== 'sqlite'
+  ? 'the page only speaks the API: driven once, on SQLite'
+  : CHROMIUM === null ? 'NO CHROMIUM: install it (apt-get install chromium) or set SLIPWAY_TEST_CHROMIUM to run the console in a browser' : false;
+if (CHROMIUM === null && TEST_DB === 'sqlite') process.stderr.write(`\nconsole.test: SKIPPING the browser tests: ${browserSkip}\n\n`);
+
+describe('console files', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer(); });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('sends a browser from / and /console to the console page', async () => {
+    const root = await fetch(`${server.url}/`, { redirect: 'manual' });
+    assert.equal(root.status, 302);
+    assert.equal(root.headers.get('location'), '/console/');
+    const bare = await fetch(`${server.url}/console`, { redirect: 'manual' });
+    assert.equal(bare.status, 301);
+    assert.equal(bare.headers.get('location'), '/console/');
+  });
+
+  it('serves its page with a policy that runs its own script only, and revalidates it by ETag', async () => {
+    const res = await fetch(`${server.url}/console/`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+    const csp = res.headers.get('content-security-policy') ?? '';
+    for (const directive of ["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"]) assert.ok(csp.includes(directive), csp);
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(res.headers.get('x-frame-options'), 'DENY');
+    assert.equal(res.headers.get('cache-control'), 'no-cache');
+    const html = await res.text();
+    assert.match(html, /<script type="module" src="console.js"><\/script>/);
+    // No inline script or style for the policy to allow.
+    assert.doesNotMatch(html, /<script>|<script type="module">|style=/);
+    const etag = res.headers.get('etag')!;
+    const again = await fetch(`${server.url}/console/`, { headers: { 'if-none-match': etag } });
+    assert.equal(again.status, 304);
+    assert.equal(await again.text(), '');
+    for (const [file, type] of [['console.js', /^text\/javascript/], ['console.css', /^text\/css/]] as const) {
+      const asset = await fetch(`${server.url}/console/${file}`);
+      assert.equal(asset.status, 200, file);
+      assert.match(asset.headers.get('content-type') ?? '', type, file);
+      assert.ok(asset.headers.get('content-security-policy'), file);
+    }
+  });
+
+  it('tells the page where tokens come from and for which scope, and nothing else', async () => {
+    const res = await fetch(`${server.url}/console/config.json`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { apiBase: '', tokenUrl: server.bootstrap.tokenUrl, scope: server.bootstrap.scope });
+  });
+
+  it('answers a file it does not have with a 404 problem', async () => {
+    assertProblem(await server.http().get('/console/secrets.json'), 404, 'route_not_found');
+    assertProblem(await server.http().get('/console/../bootstrap.json'), 404);
+  });
+});
+
+describe('console files under a base URL with a path', () => {
+  let server: TestServer;
+  let baseUrl: string;
+  before(async () => {
+    const port = await freePort();
+    baseUrl = `http://127.0.0.1:${port}/slipway`;
+    server = await startServer({ reuse: { dataDir: tempDir(), database: await testDatabase(), port }, env: { SLIPWAY_BASE_URL: baseUrl } });
+  });
+  after(async () => { await server.close(); });
+
+  it('is served under that path and calls the API there', async () => {
+    const bare = await fetch(`${baseUrl}/console`, { redirect: 'manual' });
+    assert.equal(bare.headers.get('location'), '/slipway/console/');
+    assert.equal((await fetch(`${baseUrl}/console/`)).status, 200);
+    const config = await (await fetch(`${baseUrl}/console/config.json`)).json() as { apiBase: string; tokenUrl: string };
+    assert.equal(config.apiBase, '/slipway');
+    assert.equal(config.tokenUrl, server.bootstrap.tokenUrl);
+  });
+});
+
+describe('console in a browser', { skip: browserSkip }, () => {
+  let server: TestServer;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+  /** Errors the pages reported: a script error, a refused resource, a policy violation. */
+  const pageErrors: string[] = [];
+  const SENTINEL = `console-sentinel-${process.pid}-${Date.now()}`;
+
+  before(async () => {
+    server = await startServer();
+    browser = await chromium.launch({
+      executablePath: CHROMIUM!,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  async function newPage(): Promise<Page> {
+    const context = await browser.newContext();
+    contexts.push(context);
+    const page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    page.on('pageerror', (error) => pageErrors.push(String(error)));
+    page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
+    return page;
+  }
+
+  async function signIn(page: Page, creds: { clientId: string; clientSecret: string }): Promise<void> {
+    await page.goto(`${server.url}/`);
+    await page.fill('#signin-credentials input[name=clientId]', creds.clientId);
+    await page.fill('#signin-credentials input[name=clientSecret]', creds.clientSecret);
+    await page.click('#signin-credentials button[type=submit]');
+  }
+
+  /** Everything the page keeps between loads. */
+  const stored = (page: Page) => page.evaluate<string>('JSON.stringify([{ ...sessionStorage }, { ...localStorage }, document.cookie])');
+
+  it('refuses a wrong secret with the token endpoint\'s reason, then signs in and keeps only a token', async () => {
+    const page = await newPage();
+    await signIn(page, { clientId: server.bootstrap.clientId, clientSecret: 'sws_wrong' });
+    await page.waitForSelector('.problem:has-text("Sign-in refused")');
+    await signIn(page, server.bootstrap);
+    // One organization: straight to its deployments.
+    await page.waitForSelector('h1:has-text("Deployments")');
+    assert.match(page.url(), /#\/o\/default\/deployments$/);
+    const kept = await stored(page);
+    assert.ok(!kept.includes(server.bootstrap.clientSecret), 'the client secret is not kept');
+    assert.ok(kept.includes('accessToken'));
+    await page.click('text=Sign out');
+    await page.waitForSelector('#signin-credentials');
+    assert.ok(!(await stored(page)).includes('accessToken'));
+  });
+
+  it('creates a secret from .env lines, shows values only when revealed, and keeps them nowhere', async () => {
+    const page = await newPage();
+    await signIn(page, server.bootstrap);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    await page.click('header nav >> text=Secrets');
+    await page.waitForSelector('h1:has-text("Secrets")');
+    await page.fill('#save-secret input[name=name]', 'payments');
+    await page.fill('#save-secret textarea[name=values]', `# from .env\nAPI_KEY="${SENTINEL}"\nexport REGION=eu-west-1\n`);
+    await page.click('#save-secret button[type=submit]');
+    await page.waitForSelector('h1:has-text("Secret payments")');
+    assert.ok(!(await page.content()).includes(SENTINEL), 'no value on the page before a reveal');
+    assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/payments')).body.keys, ['API_KEY', 'REGION']);
+
+    await page.click('#reveal');
+    await page.waitForSelector(`#revealed >> text=${SENTINEL}`);
+    await page.click('#revealed >> text=Hide');
+    await page.waitForSelector('#revealed', { state: 'detached' });
+    assert.ok(!(await stored(page)).includes(SENTINEL));
+
+    // A key set through the form makes version 2; the If-Match the page sends guards it.
+    await page.fill('#set-key input[name=key]', 'REGION');
+    await page.fill('#set-key input[name=value]', 'us-east-1');
+    await page.click('#set-key button[type=submit]');
+    await page.waitForSelector('text=Version 2 ·');
+    const revealed = await server.owner.http.post('/v1/orgs/default/secrets/payments/reveal', {});
+    assert.deepEqual(revealed.body.values, { API_KEY: SENTINEL, REGION: 'us-east-1' });
+
+    // A change made elsewhere meanwhile: the page's next change is refused, not lost over it.
+    await server.owner.http.patch('/v1/orgs/default/secrets/payments', { set: { REGION: 'ap-south-1' } });
+    await page.fill('#set-key input[name=key]', 'REGION');
+    await page.fill('#set-key input[name=value]', 'sa-east-1');
+    await page.click('#set-key button[type=submit]');
+    await page.waitForSelector('.problem:has-text("Precondition failed")');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets/payments/reveal', {})).body.values.REGION, 'ap-south-1');
+  });
+
+  it('deploys a service into an environment and cancels it, and shows text from the API as text', async () => {
+    const page = await newPage();
+    await signIn(page, server.bootstrap);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    await page.goto(`${server.url}/console/#/o/default/environments`);
+    await page.fill('#create-environment input[name=name]', 'staging');
+    await page.check('#create-environment input[name=protected]');
+    await page.click('#create-environment button[type=submit]');
+    await page.waitForSelector('td >> text=staging');
+    assert.equal((await server.owner.http.get('/v1/orgs/default/environments/staging')).body.protected, true);
+    await page.fill('#create-environment input[name=name]', 'scratch');
+    await page.click('#create-environment button[type=submit]');
+    await page.click('a:has-text("scratch")');
+    await page.waitForSelector('h1:has-text("Environment scratch")');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('button:has-text("Delete environment")');
+    await page.waitForSelector('h1:has-text("Environments")');
+    assertProblem(await server.owner.http.get('/v1/orgs/default/environments/scratch'), 404);
+
+    await page.goto(`${server.url}/console/#/o/default/services`);
+    await page.click('text=New service');
+    await page.fill('#create-service input[name=name]', 'web');
+    const markup = '<img src=x id=injected onerror="document.title=\'owned\'">';
+    await page.fill('#create-service input[name=description]', markup);
+    await page.fill('#create-service textarea[name=spec]', JSON.stringify({ command: ['node', 'server.js'], port: 3000, secrets: [{ secret: 'payments', key: 'API_KEY' }] }));
+    await page.click('#create-service button[type=submit]');
+    await page.waitForSelector('h1:has-text("Service web")');
+    assert.equal(await page.locator('#injected').count(), 0, 'a description is text, not markup');
+    await page.waitForSelector(`text=${markup}`);
+
+    await page.fill('#deploy input[name=revision]', 'v1.2.3');
+    await page.click('#deploy button[type=submit]');
+    await page.waitForSelector('h1:has-text("Deployment dep_")');
+    await page.waitForSelector('.badge.queued');
+    const id = page.url().split('/').pop()!;
+    const made = (await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body;
+    assert.deepEqual([made.state, made.revision, made.environment.name, made.service.name], ['queued', 'v1.2.3', 'staging', 'web']);
+    await page.click('button:has-text("Cancel")');
+    await page.waitForSelector('.badge.cancelled');
+    assert.equal((await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body.state, 'cancelled');
+
+    // A runner takes the next one: the page follows its state and its log as they come.
+    await page.goto(`${server.url}/console/#/o/default/services/web`);
+    await page.click('#deploy button[type=submit]');
+    await page.waitForSelector('.badge.queued');
+    const runner = await newRunner(server, server.bootstrap.orgId);
+    const claim = await runner.take({ environments: ['staging'], waitSeconds: 0 });
+    assert.equal(claim.deployment.id, page.url().split('/').pop());
+    await page.waitForSelector('.badge.in_progress');
+    const logged = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: [{ line: 'listening on 3000' }, { stream: 'stderr', line: '<b>warning</b>' }] });
+    assert.equal(logged.status, 200, logged.text);
+    await page.waitForSelector('#deployment-log >> text=listening on 3000');
+    await page.waitForSelector('#deployment-log .stderr >> text=<b>warning</b>');
+    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
+    await page.waitForSelector('.badge.succeeded');
+    await page.waitForSelector('button:has-text("Roll back to this")');
+
+    await page.goto(`${server.url}/console/#/o/default/deployments?state=cancelled`);
+    await page.waitForSelector(`a:has-text("${id}")`);
+    await page.goto(`${server.url}/console/#/o/default/events?type=deployment.state_changed`);
+    await page.waitForSelector('td >> text=deployment.state_changed');
+    assert.equal(await page.title(), 'Slipway console');
+  });
+
+  it('creates a service user whose secret, shown once, gets a token; a developer is told what it may not do', async () => {
+    const page = await newPage();
+    await signIn(page, server.bootstrap);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    await page.fill('#create-service-user input[name=name]', 'console-dev');
+    await page.selectOption('#create-service-user select[name=role]', 'developer');
+    await page.click('#create-service-user button[type=submit]');
+    await page.waitForSelector('#shown-once');
+    const shown = await page.locator('#shown-once dd').allTextContents();
+    const [clientId, clientSecret] = shown;
+    const grant = await clientCredentialsGrant(server.bootstrap.tokenUrl, { clientId: clientId!, clientSecret: clientSecret! }, server.bootstrap.scope);
+    assert.equal(grant.status, 200, 'the secret shown once is the real one');
+
+    const dev = await newPage();
+    await signIn(dev, { clientId: clientId!, clientSecret: clientSecret! });
+    await dev.waitForSelector('h1:has-text("Deployments")');
+    await dev.goto(`${server.url}/console/#/o/default/secrets/payments`);
+    await dev.click('#reveal');
+    await dev.waitForSelector('.problem:has-text("admin")');
+    assert.ok(!(await dev.content()).includes(SENTINEL));
+    await dev.goto(`${server.url}/console/#/o/default/service-users`);
+    await dev.waitForSelector('.problem:has-text("admin")');
+
+    // Disabled from the owner's page: the developer's next call signs it out with the reason.
+    await page.click('tr:has-text("console-dev") >> button:has-text("Disable")');
+    await page.waitForSelector('tr:has-text("console-dev") >> .badge.disabled');
+    await dev.goto(`${server.url}/console/#/o/default/environments`);
+    await dev.waitForSelector('#signin-credentials');
+    await dev.waitForSelector('.problem[role=alert]');
+  });
+
+  it('reported no script error, refused resource or policy violation on any page', () => {
+    assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
+  });
+});
