@@ -37,6 +37,25 @@ describe('deployments', () => {
     };
   }
 
+  it('pages what is active in an environment by service, so a service deployed again meanwhile is listed once', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const services = [];
+    for (let i = 0; i < 3; i++) services.push(await createService(developer.http, orgId));
+    const shipTo = (svc: { id: string }) => ship(developer.http, runner, orgId, { service: svc.id, environment: env.id });
+    for (const svc of services) await shipTo(svc);
+    const url = `/v1/orgs/${orgId}/environments/${env.id}/active`;
+    const first = await viewer.http.get(`${url}?limit=2`);
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.body.deployments.length, 2);
+    // Every service deployed again while the client is between pages, listed ones and the rest alike.
+    for (const svc of services) await shipTo(svc);
+    const second = await viewer.http.get(`${url}?limit=2&cursor=${first.body.nextCursor}`);
+    assert.equal(second.status, 200, second.text);
+    const seen = [...first.body.deployments, ...second.body.deployments].map((d: any) => d.service.id);
+    assert.deepEqual(seen, services.map((s) => s.id).sort());
+    assert.equal(second.body.nextCursor, null);
+  });
+
   it('creates a deployment by names or ids and shows it', async () => {
     const { env, svc } = await pair({ command: ['node', 'app.js'], port: 3000, healthCheck: { path: '/health', timeoutSeconds: 5 }, variables: { MODE: 'a', KEEP: 'k' } });
     const res = await developer.http.post(`/v1/orgs/${orgId}/deployments`, {

@@ -192,8 +192,10 @@ export const deploymentsRepo = {
     let q = db.selectFrom('deployments').selectAll()
       .where('org_id', '=', orgId).where('environment_id', '=', environmentId).where('state', '=', 'succeeded');
     if (opts.serviceId !== undefined) q = q.where('service_id', '=', opts.serviceId);
-    if (opts.after !== null) q = q.where('id', '<', opts.after);
-    return q.orderBy('id', 'desc').limit(opts.limit + 1).execute();
+    // Paged by service, not by deployment: a service deployed again meanwhile keeps its place
+    // (its new deployment would have an id past a cursor, its old one no longer succeeded).
+    if (opts.after !== null) q = q.where('service_id', '>', opts.after);
+    return q.orderBy('service_id').limit(opts.limit + 1).execute();
   },
 
   async withStates(db: Executor, column: 'service_id' | 'environment_id', id: string, states: readonly string[], limit: number): Promise<Array<Pick<DeploymentRow, 'id' | 'state'>>> {

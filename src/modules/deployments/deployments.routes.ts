@@ -95,7 +95,7 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
     schema: {
       tags: ['environments', ...tags],
       summary: 'What is deployed in an environment: the succeeded deployment of each service',
-      description: 'One deployment per service: the latest that succeeded (older ones are `superseded`). Services never deployed here are absent.',
+      description: 'One deployment per service: the latest that succeeded (older ones are `superseded`), ordered by service id, so a service deployed again while a client pages through the list keeps its place. Services never deployed here are absent.',
       params: EnvironmentParams,
       querystring: ActiveQuery,
       response: { 200: DeploymentList },

@@ -226,9 +226,10 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     async active(orgId: string, environment: string, query: { limit?: number; cursor?: string; service?: string }): Promise<Page<Deployment>> {
       const env = await loadEnvironment(db, orgId, environment);
       const serviceId = query.service !== undefined ? (await loadService(db, orgId, query.service)).id : undefined;
-      const list = cursorList('active-deployments', { org: orgId, environment: env.id, service: serviceId });
+      // Cursors name a service (those of the list's earlier form, which named a deployment, are refused).
+      const list = cursorList('active-by-service', { org: orgId, environment: env.id, service: serviceId });
       const page = pageRequest(list, query);
-      const result = toPage(list, await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.id);
+      const result = toPage(list, await deploymentsRepo.activeIn(db, orgId, env.id, { ...page, serviceId }), page.limit, (r) => r.service_id);
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
 
