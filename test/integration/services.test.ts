@@ -231,7 +231,49 @@ describe('services', () => {
 
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/services/${svc.name}?force=true`)).status, 204);
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${made.id}`)).status, 404);
-    assert.deepEqual((await eventsOf(server, orgId, svc.id)).map((e) => e.type), ['service.created', 'service.deleted']);
+    const events = await eventsOf(server, orgId, svc.id);
+    assert.deepEqual(events.map((e) => e.type), ['service.created', 'service.deleted']);
+    // The log says which deployment stopped serving: nothing else will.
+    assert.deepEqual(events[1].data.stoppedServing, [made.id]);
+  });
+
+  it('answers with an ETag and honours If-Match, so that of two edits of one version the second is refused, not lost', async () => {
+    const svc = await createService(developer.http, orgId, { spec: { command: ['a'], variables: { A: '1' } } });
+    const url = `/v1/orgs/${orgId}/services/${svc.id}`;
+    const read = await viewer.http.get(url);
+    const etag = read.headers.get('etag')!;
+    assert.match(etag, /^"1\.[0-9a-z]+"$/);
+    const notModified = await viewer.http.get(url, { headers: { 'if-none-match': etag } });
+    assert.equal(notModified.status, 304);
+    assert.equal(notModified.text, '');
+
+    // Two jobs read version 1 and each adds a variable: one wins, the other is told.
+    const edit = (name: string) => developer.http.patch(url, { spec: { command: ['a'], variables: { A: '1', [name]: 'x' } } }, { headers: { 'if-match': etag } });
+    const answers = await Promise.all([edit('FROM_A'), edit('FROM_B')]);
+    assert.deepEqual(answers.map((a) => a.status).sort(), [200, 412]);
+    const refused = answers.find((a) => a.status === 412)!;
+    assert.equal(refused.body.currentVersion, 2);
+    const won = answers.find((a) => a.status === 200)!;
+    assert.equal(won.headers.get('etag'), etag.replace('"1.', '"2.'));
+    assert.deepEqual((await viewer.http.get(url)).body.spec, won.body.spec);
+
+    assertProblem(await admin.http.delete(url, { headers: { 'if-match': etag } }), 412, 'precondition_failed');
+    assert.equal((await viewer.http.get(url)).status, 200);
+    assert.equal((await admin.http.delete(url, { headers: { 'if-match': won.headers.get('etag')! } })).status, 204);
+  });
+
+  it('makes no version and no event for a patch that changes nothing, and records what a change changed', async () => {
+    const svc = await createService(developer.http, orgId, { description: 'first', spec: { command: ['a'] } });
+    const url = `/v1/orgs/${orgId}/services/${svc.id}`;
+    const same = await developer.http.patch(url, { name: svc.name, description: 'first', spec: { command: ['a'] } });
+    assert.equal(same.status, 200, same.text);
+    assert.equal(same.body.version, 1);
+    assert.equal(same.body.updatedAt, svc.updatedAt);
+    const changed = await developer.http.patch(url, { description: 'second', spec: { command: ['a'] } });
+    assert.equal(changed.body.version, 2);
+    const events = await eventsOf(server, orgId, svc.id);
+    assert.deepEqual(events.map((e) => e.type), ['service.created', 'service.updated']);
+    assert.deepEqual([events[1].data.changed, events[1].data.from, events[1].data.to], [['description'], { description: 'first' }, { description: 'second' }]);
   });
 
   it('is invisible from another organization, and so are the secrets it names', async () => {

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isAppError } from '../../src/platform/errors.js';
-import { applyPatch, etagOf, keyDiff, keysOf, parseIfMatch, retention, sameValues, satisfies, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
+import { etagOf, parseIfMatch, satisfies } from '../../src/platform/etags.js';
+import { applyPatch, keyDiff, keysOf, retention, sameValues, toChange, toMetadata } from '../../src/modules/secrets/secret-model.js';
 import type { SecretRow } from '../../src/modules/secrets/secrets.repo.js';
 
 const key = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,5}$/);

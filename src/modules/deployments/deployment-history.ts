@@ -10,13 +10,18 @@ import { UNFINISHED_STATES } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
 
 /** An environment or a service, as far as deleting it is concerned. */
-export interface DeploymentOwner {
+export interface DeploymentOwner<R extends { id: string; name: string } = { id: string; name: string }> {
   kind: 'environment' | 'service';
-  load(executor: Executor, orgId: string, idOrName: string): Promise<{ id: string; name: string }>;
+  load(executor: Executor, orgId: string, idOrName: string): Promise<R>;
   delete(executor: Executor, id: string): Promise<void>;
+  /** Refuses the deletion of what was loaded, before anything is changed (a precondition, say). */
+  check?: (row: R) => void;
   /** Refuse while a deployment serves (succeeded) too: what runs there would stop, and its rollback targets go. */
   refuseServing?: boolean;
 }
+
+/** At most this many serving deployments are named in a deletion's event (one per service of an environment). */
+const MAX_SERVING_LISTED = 10_000;
 
 /** How the caller can go ahead once what blocks the deletion is gone, or despite it. */
 function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, 'id' | 'state'>>) {
@@ -30,19 +35,28 @@ function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, '
   return errors.conflict(`${kind}_in_use`, detail, { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
 }
 
-/** Deletes the environment or service with its finished deployments, and appends `<kind>.deleted`, in one transaction. */
-export async function deleteWithDeployments(db: Db, ctx: RequestContext, orgId: string, idOrName: string, owner: DeploymentOwner): Promise<void> {
+/**
+ * Deletes the environment or service with its finished deployments, and appends `<kind>.deleted`,
+ * in one transaction. The event names the deployments that served until then (`stoppedServing`):
+ * a reader of the event log learns there that they no longer run.
+ */
+export async function deleteWithDeployments<R extends { id: string; name: string }>(db: Db, ctx: RequestContext, orgId: string, idOrName: string, owner: DeploymentOwner<R>): Promise<void> {
   const { kind } = owner;
   const column = kind === 'environment' ? 'environment_id' : 'service_id';
   const now = new Date().toISOString();
   try {
     await db.transaction().execute(async (trx) => {
       const row = await owner.load(trx, orgId, idOrName);
+      owner.check?.(row);
       const blocking = await deploymentsRepo.withStates(trx, column, row.id, owner.refuseServing ? [...UNFINISHED_STATES, 'succeeded'] : UNFINISHED_STATES, 20);
       if (blocking.length > 0) throw inUse(kind, row.name, blocking);
+      const serving = owner.refuseServing ? [] : await deploymentsRepo.withStates(trx, column, row.id, ['succeeded'], MAX_SERVING_LISTED);
       const deleted = await deploymentsRepo.deleteAllOf(trx, column, row.id, UNFINISHED_STATES);
       await owner.delete(trx, row.id);
-      await appendEvents(trx, ctx, [{ orgId, type: `${kind}.deleted`, subject: { type: kind, id: row.id }, data: { name: row.name, deploymentsDeleted: deleted } }], now);
+      await appendEvents(trx, ctx, [{
+        orgId, type: `${kind}.deleted`, subject: { type: kind, id: row.id },
+        data: { name: row.name, deploymentsDeleted: deleted, stoppedServing: serving.map((d) => d.id) },
+      }], now);
     });
   } catch (error) {
     // PostgreSQL: a deployment created between our check and our delete still references the row.

@@ -5,38 +5,18 @@ import type { RequestContext } from '../../platform/context.js';
 import { nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
-import { applyPatch, etagOf, keyDiff, keysOf, sameValues, satisfies, toChange, type Precondition, type Values } from './secret-model.js';
+import { checkExpected as checkTagged, type Expected } from '../../platform/etags.js';
+import { applyPatch, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
 import type { SecretStore } from './secret-store.js';
 import { concurrentChange } from './secret-writes.js';
 import { secretsRepo, type SecretRow } from './secrets.repo.js';
 import type { SecretChangeT, SecretRestoreT } from './secrets.schemas.js';
 
-/** What a write requires of the secret (If-Match, If-None-Match); an absent member accepts any. */
-export interface Expected {
-  match?: Precondition[] | undefined;
-  /** `*`: the write must find no secret, which a change of an existing one never does. */
-  noneMatch?: Precondition[] | '*' | undefined;
-}
+export type { Expected };
 
+/** Refuses with 412 a change of a secret whose preconditions it does not meet. */
 function checkExpected(row: SecretRow, expected: Expected | undefined): void {
-  const { match, noneMatch } = expected ?? {};
-  // Only a refusal names the current ETag: a write that goes ahead does not compute it.
-  const current = () => etagOf(row.version, row.created_at);
-  if (!satisfies(match, row.version, row.created_at)) {
-    const recreated = match!.some((e) => e.version === row.version);
-    throw errors.preconditionFailed(
-      recreated
-        ? `The secret "${row.name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${current()}. Read it again and retry with its ETag.`
-        : `The secret "${row.name}" is at version ${row.version}, which If-Match does not name${match!.length ? ` (it names ${match!.map((e) => e.version).join(', ')})` : ''}. Read it again and retry with its ETag.`,
-      { currentVersion: row.version },
-    );
-  }
-  if (noneMatch === '*') {
-    throw errors.preconditionFailed(`If-None-Match: * asks for a write only where no secret exists, and "${row.name}" exists (ETag ${current()}). Send the request without it to change the secret.`, { currentVersion: row.version });
-  }
-  if (noneMatch !== undefined && satisfies(noneMatch, row.version, row.created_at)) {
-    throw errors.preconditionFailed(`The secret "${row.name}" is still at ${current()}, which If-None-Match names; nothing was changed.`, { currentVersion: row.version });
-  }
+  checkTagged({ kind: 'secret', name: row.name, version: row.version, createdAt: row.created_at }, expected);
 }
 
 const PURGE_BATCH = 200;

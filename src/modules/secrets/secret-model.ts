@@ -1,5 +1,5 @@
 // The rules of a secret's values that need no database: key lists, equality, patches, key
-// diffs for events, retention arithmetic and If-Match matching.
+// diffs for events and retention arithmetic.
 import { errors, type FieldError } from '../../platform/errors.js';
 import type { SecretRow } from './secrets.repo.js';
 import type { SecretMetadataT } from './secrets.schemas.js';
@@ -106,48 +106,3 @@ export function toChange<R extends string>(row: SecretRow, result: R, keys = JSO
   return { name: row.name, version: row.version, keys, createdAt: row.created_at, updatedAt: row.updated_at, result };
 }
 
-/**
- * What distinguishes a secret from an earlier one of the same name: its creation time, in base 36.
- * Versions start again at 1 when a name is deleted permanently and created anew, so a version
- * alone would let a stale ETag match a secret its sender has never seen.
- */
-function incarnationOf(createdAt: string): string {
-  return Date.parse(createdAt).toString(36);
-}
-
-/** The ETag of a secret's current version: `"<version>.<incarnation>"`. */
-export function etagOf(version: number, createdAt: string): string {
-  return `"${version}.${incarnationOf(createdAt)}"`;
-}
-
-/** One entity tag of an If-Match: a version, and the secret's incarnation when the tag names one. */
-export interface Precondition {
-  version: number;
-  incarnation?: string;
-}
-
-/** Whether the secret (its current version, its creation time) is one that `expected` names; undefined accepts any. */
-export function satisfies(expected: Precondition[] | undefined, version: number, createdAt: string): boolean {
-  return expected === undefined || expected.some((e) => e.version === version && (e.incarnation === undefined || e.incarnation === incarnationOf(createdAt)));
-}
-
-/**
- * The entity tags of an `If-Match` or `If-None-Match` header: undefined when any will do (no
- * header, or `*`). A tag is an ETag as given (`"3.mi9x0v2k"`) or a bare version (`"3"`, which does
- * not tell a secret from one deleted permanently and created again under its name). If-Match
- * compares strongly (RFC 9110 §13.1.1), so there a weak tag matches nothing; If-None-Match
- * compares weakly (§13.1.2). A tag that is not one of ours matches nothing; a value that is no
- * entity tag at all is a 400.
- */
-export function parseIfMatch(header: string | undefined, opts: { header: 'if-match' | 'if-none-match'; weak: boolean } = { header: 'if-match', weak: false }): Precondition[] | undefined {
-  if (header === undefined || header.trim() === '*') return undefined;
-  return header.split(',').flatMap((tag) => {
-    const trimmed = tag.trim();
-    const ours = /^(W\/)?"(\d{1,15})(?:\.([0-9a-z]{1,12}))?"$/.exec(trimmed);
-    if (ours && (ours[1] === undefined || opts.weak)) return [ours[3] === undefined ? { version: Number(ours[2]) } : { version: Number(ours[2]), incarnation: ours[3] }];
-    if (/^(?:W\/)?"[\x21\x23-\x7e]*"$/.test(trimmed)) return [];
-    throw errors.invalidRequest(`${opts.header === 'if-match' ? 'If-Match' : 'If-None-Match'} must be * or a list of quoted ETags, such as "3.mi9x0v2k" or "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
-      { pointer: `/headers/${opts.header}`, message: 'is not a quoted ETag' },
-    ]);
-  });
-}

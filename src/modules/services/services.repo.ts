@@ -17,14 +17,21 @@ export const servicesRepo = {
     return row;
   },
 
+  /** The same, its row locked until the transaction ends (PostgreSQL only: SQLite has no row locks, and writes one transaction at a time). */
+  async lockInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceRow | undefined> {
+    const column = isId('service', idOrName) ? 'id' : 'name';
+    return db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).forUpdate().executeTakeFirst();
+  },
+
   async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<ServiceRow[]> {
     let q = db.selectFrom('services').selectAll().where('org_id', '=', orgId);
     if (opts.after !== null) q = q.where('id', '>', opts.after);
     return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
   },
 
-  async update(db: Executor, id: string, patch: Partial<ServiceRow>): Promise<ServiceRow | undefined> {
-    return db.updateTable('services').set((eb) => ({ ...patch, version: eb('version', '+', 1) })).where('id', '=', id).returningAll().executeTakeFirst();
+  /** One more version, only if the service is still at `expected`. */
+  async update(db: Executor, id: string, expected: number, patch: Partial<ServiceRow>): Promise<ServiceRow | undefined> {
+    return db.updateTable('services').set((eb) => ({ ...patch, version: eb('version', '+', 1) })).where('id', '=', id).where('version', '=', expected).returningAll().executeTakeFirst();
   },
 
   async delete(db: Executor, id: string): Promise<void> {

@@ -3,12 +3,13 @@
 // while a deployment of it is queued or in progress.
 import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
-import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
-import { appendEvents } from '../events/event-log.js';
+import { checkExpected, type Expected } from '../../platform/etags.js';
+import { appendEvents, changesOf } from '../events/event-log.js';
 import { normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
 import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
@@ -20,12 +21,15 @@ export function toService(row: ServiceRow): Service {
   };
 }
 
-/** The service, by id or name, or the 404. */
-export async function loadService(executor: Executor, orgId: string, idOrName: string): Promise<ServiceRow> {
-  const row = await servicesRepo.findInOrg(executor, orgId, idOrName);
+/** The service, by id or name, or the 404; `forUpdate` locks its row (PostgreSQL) until the transaction ends. */
+export async function loadService(executor: Executor, orgId: string, idOrName: string, opts: { forUpdate?: boolean } = {}): Promise<ServiceRow> {
+  const row = opts.forUpdate ? await servicesRepo.lockInOrg(executor, orgId, idOrName) : await servicesRepo.findInOrg(executor, orgId, idOrName);
   if (!row) throw errors.notFound('service', idOrName);
   return row;
 }
+
+/** A service as its preconditions see it. */
+const tagOf = (row: ServiceRow) => ({ kind: 'service', name: row.name, version: row.version, createdAt: row.created_at });
 
 const nameTaken = (name: string) =>
   errors.conflict('service_name_taken', `A service named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
@@ -41,8 +45,10 @@ export interface ServiceInput {
   spec: ServiceSpecInput;
 }
 
-export function createServicesService(deps: { db: Db; secrets: SecretVersionSource; limits: Pick<Limits, 'specBytes'> }) {
+export function createServicesService(deps: { db: Db; dialect: Dialect; secrets: SecretVersionSource; limits: Pick<Limits, 'specBytes'> }) {
   const { db } = deps;
+  /** Read for a change: locked on PostgreSQL, where two requests could otherwise both pass If-Match. */
+  const loadForChange = (executor: Executor, orgId: string, idOrName: string) => loadService(executor, orgId, idOrName, { forUpdate: deps.dialect === 'postgres' });
 
   /**
    * Structural rules, its size as stored (every list of services, and of their deployments, carries
@@ -88,25 +94,34 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
       return toService(await loadService(db, orgId, idOrName));
     },
 
-    /** Top-level fields are replaced as given; `spec` is replaced whole. Deployments already made keep their snapshot. */
-    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<ServiceInput>): Promise<Service> {
+    /**
+     * Top-level fields are replaced as given; `spec` is replaced whole. Deployments already made
+     * keep their snapshot. A patch that changes nothing makes no new version and no event.
+     */
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<ServiceInput>, expected?: Expected): Promise<Service> {
       const now = new Date().toISOString();
       try {
         return await db.transaction().execute(async (trx) => {
-          const current = await loadService(trx, orgId, idOrName);
+          const current = await loadForChange(trx, orgId, idOrName);
+          checkExpected(tagOf(current), expected);
           const checked = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
-          const spec = checked?.spec;
-          const row = await servicesRepo.update(trx, current.id, {
-            ...(patch.name !== undefined ? { name: patch.name } : {}),
-            ...(patch.description !== undefined ? { description: patch.description } : {}),
-            ...(checked !== undefined ? { spec: checked.json } : {}),
+          const { changed, from, to } = changesOf(['name', 'description'] as const, current, patch);
+          const specChanged = checked !== undefined && checked.json !== current.spec;
+          if (changed.length === 0 && !specChanged) return toService(current);
+          const row = await servicesRepo.update(trx, current.id, current.version, {
+            ...(changed.includes('name') ? { name: patch.name! } : {}),
+            ...(changed.includes('description') ? { description: patch.description! } : {}),
+            ...(specChanged ? { spec: checked.json } : {}),
             updated_at: now,
           });
-          // PostgreSQL: deleted by a concurrent request since it was read.
-          if (row === undefined) throw errors.notFound('service', idOrName);
+          // PostgreSQL: deleted or changed by a concurrent request since it was read.
+          if (row === undefined) throw errors.conflict('write_conflict', `The service "${current.name}" was changed or deleted by another request meanwhile; read it again and retry.`);
           await appendEvents(trx, ctx, [{
             orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
-            data: { name: row.name, version: row.version, changed: Object.keys(patch), ...(spec ? specSummary(spec) : {}) },
+            data: {
+              name: row.name, version: row.version, changed: specChanged ? [...changed, 'spec'] : changed, from, to,
+              ...(specChanged ? specSummary(checked.spec) : {}),
+            },
           }], now);
           return toService(row);
         });
@@ -116,13 +131,15 @@ export function createServicesService(deps: { db: Db; secrets: SecretVersionSour
       }
     },
 
-    /** Refused while a deployment of it is queued or in progress; its finished deployments go with it. */
     /**
      * Refused while a deployment of it is queued or in progress, and, unless `force`, while it
      * serves somewhere; its finished deployments go with it.
      */
-    async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
-      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'service', load: loadService, delete: servicesRepo.delete, refuseServing: !opts.force });
+    async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean; expected?: Expected } = { force: false }): Promise<void> {
+      await deleteWithDeployments(db, ctx, orgId, idOrName, {
+        kind: 'service', load: loadForChange, delete: servicesRepo.delete, refuseServing: !opts.force,
+        check: (row) => checkExpected(tagOf(row), opts.expected),
+      });
     },
   };
 }

@@ -1,0 +1,28 @@
+// How versioned resources (secrets, services) speak preconditions over HTTP: If-Match and
+// If-None-Match in, ETag out, all documented.
+import type { FastifyReply } from 'fastify';
+import { etagOf } from '../platform/etags.js';
+
+export { notModified, preconditionsOf } from '../platform/etags.js';
+
+/** The precondition headers of a write to a `noun` (`secret`, `service`). */
+export function ifMatchHeaders(noun: string) {
+  return {
+    type: 'object',
+    properties: {
+      'if-match': { type: 'string', description: `Write only if the ${noun} is still at this version: its ETag (\`"3.mi9x0v2k"\`), a bare version (\`"3"\`), a list of them, or \`*\`. Otherwise 412.` },
+      'if-none-match': { type: 'string', description: `Write only if the ${noun} is not at any of these versions (weak comparison); \`*\` fails on any existing ${noun}. Otherwise 412.` },
+    },
+  } as const;
+}
+
+/** The ETag response header of a `noun`'s answer, documented. */
+export function withEtag<T extends object>(schema: T, noun: string): T {
+  return { ...schema, headers: { etag: { type: 'string', description: `The version and the ${noun}'s creation time (\`"3.mi9x0v2k"\`): send it back as If-Match.` } } };
+}
+
+/** Sets the ETag of the version a response describes and passes the body through. */
+export function tagged<T extends { version: number; createdAt: string }>(reply: FastifyReply, body: T): T {
+  reply.header('etag', etagOf(body.version, body.createdAt));
+  return body;
+}
