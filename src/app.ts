@@ -145,7 +145,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       if (renumbered > 0) logger.warn({ events: renumbered }, 'events carried transaction ids of another PostgreSQL cluster (a restore?): renumbered to come first, in id order');
     }
     const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
-    const environments = createEnvironmentsService({ db });
+    const environments = createEnvironmentsService({ db, dialect: database.dialect });
     const services = createServicesService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const deployments = createDeploymentsService({ db, secrets, signals, limits: config.limits });
     const runner = createRunnerService({

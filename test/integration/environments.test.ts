@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Actor, TestServer } from '../support/harness.js';
 import {
-  assertHiddenFromOtherOrgs, createEnvironment, createService, deploy, eventsOf, ship, startDeployFixture, unique, type DeployFixture,
+  assertHiddenFromOtherOrgs, assertOneChain, createEnvironment, createService, deploy, eventsOf, ship, startDeployFixture, unique, type DeployFixture,
 } from '../support/deployments.js';
 
 describe('environments', () => {
@@ -88,6 +88,20 @@ describe('environments', () => {
     const clash = await admin.http.patch(`/v1/orgs/${orgId}/environments/${other.id}`, { name: env.name });
     assert.equal(clash.status, 409);
     assert.equal(clash.body.code, 'environment_name_taken');
+  });
+
+  it('makes one change of ten identical concurrent patches, and each of ten concurrent renames starts from the name the one before it left', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const url = `/v1/orgs/${orgId}/environments/${env.id}`;
+    const protects = await Promise.all(Array.from({ length: 10 }, () => admin.http.patch(url, { protected: true })));
+    assert.deepEqual(protects.map((r) => r.status), Array(10).fill(200));
+    const renames = await Promise.all(Array.from({ length: 10 }, (_, i) => admin.http.patch(url, { name: `${env.name}-${i}` })));
+    assert.deepEqual(renames.map((r) => r.status), Array(10).fill(200));
+    const updates = (await eventsOf(server, orgId, env.id)).filter((e) => e.type === 'environment.updated');
+    assert.deepEqual(updates.filter((e) => e.data.changed.includes('protected')).length, 1);
+    const names = updates.filter((e) => e.data.changed.includes('name')).map((e): [string, string] => [e.data.from.name, e.data.to.name]);
+    assert.equal(names.length, 10);
+    assertOneChain(names, env.name);
   });
 
   it('is invisible from another organization', async () => {

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Actor, HttpResult, TestServer } from '../support/harness.js';
+import { assertOneChain } from '../support/deployments.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 
 describe('organizations', () => {
@@ -155,6 +156,31 @@ describe('organizations', () => {
     assert.equal((await owner.http.patch(`/v1/orgs/${org.id}`, { name: 'Hijacked' })).status, 404);
     // The instance administrator acts as owner everywhere.
     assert.equal((await server.owner.http.patch(`/v1/orgs/${org.id}`, { name: 'By the instance admin' })).status, 200);
+  });
+
+  it('keeps a slug given up reserved to its organization while others race for it, and every slug it held through concurrent changes', async () => {
+    for (let round = 0; round < 4; round++) {
+      const org = await server.createOrg();
+      const orgOwner = await server.actor(org.id, 'owner');
+      // Its slug changes while five requests of the instance administrator try to take the old one.
+      const [moved, ...squats] = await Promise.all([
+        orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: `${org.slug}-moved` }),
+        ...Array.from({ length: 5 }, (_, i) => server.owner.http.post('/v1/orgs', { slug: org.slug, name: `Squatter ${i}` })),
+      ]);
+      assert.equal(moved.status, 200, moved.text);
+      assert.deepEqual(squats.map((r) => r.status), [409, 409, 409, 409, 409], `round ${round}: ${squats.map((r) => r.text).join(' ')}`);
+
+      // Ten changes of one organization's slug at once: every slug it gave up stays its own, and
+      // each event starts from the slug the change before it left.
+      const changes = await Promise.all(Array.from({ length: 10 }, (_, i) => orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: `${org.slug}-${i}` })));
+      assert.deepEqual(changes.map((r) => r.status), Array(10).fill(200));
+      const held = [`${org.slug}-moved`, ...changes.map((r) => r.body.slug as string)];
+      for (const taken of held) assert.equal((await server.owner.http.post('/v1/orgs', { slug: taken, name: 'Squatter' })).status, 409, taken);
+      const events = (await server.owner.http.get(`/v1/orgs/${org.id}/events?type=organization.updated&limit=100`)).body.events as any[];
+      const slugs = events.filter((e) => e.data.changed.includes('slug')).map((e): [string, string] => [e.data.from.slug, e.data.to.slug]);
+      assert.equal(slugs.length, 11);
+      assertOneChain(slugs, org.slug);
+    }
   });
 
   it('asks for a token on every organization route', async () => {

@@ -77,6 +77,25 @@ export async function eventsOf(server: TestServer, orgId: string, subjectId: str
   return res.body.events;
 }
 
+/**
+ * Changes of one field, as `[from, to]` pairs of their events, form one chain from `start`: each
+ * change started from what the one before it left. On PostgreSQL events are listed by transaction
+ * id, which need not be the order in which changes that waited for one another committed, so the
+ * chain is followed by its links, not by the order of the list.
+ */
+export function assertOneChain(pairs: Array<[unknown, unknown]>, start: unknown): void {
+  const next = new Map<unknown, unknown>();
+  for (const [from, to] of pairs) {
+    assert.ok(!next.has(from), `two changes started from ${String(from)}: ${JSON.stringify(pairs)}`);
+    next.set(from, to);
+  }
+  let at = start;
+  for (let i = 0; i < pairs.length; i++) {
+    assert.ok(next.has(at), `no change started from ${String(at)}: ${JSON.stringify(pairs)}`);
+    at = next.get(at);
+  }
+}
+
 /** A server with a fresh organization and one actor per role these suites use. */
 export interface DeployFixture {
   server: TestServer;

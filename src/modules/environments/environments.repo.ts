@@ -9,11 +9,16 @@ export const environmentsRepo = {
     await db.insertInto('environments').values(row).execute();
   },
 
-  /** By id or by name, inside one organization; every deployment starts with it, so its SQL is compiled once. */
-  async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<EnvironmentRow | undefined> {
+  /**
+   * By id or by name, inside one organization; every deployment starts with it, so its SQL is
+   * compiled once. `lock` (PostgreSQL only) holds the row until the transaction ends.
+   */
+  async findInOrg(db: Executor, orgId: string, idOrName: string, lock = false): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
-    const [row] = await runPrepared(db, `environments.findInOrg.${column}`, [orgId, idOrName],
-      () => db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName));
+    const [row] = await runPrepared(db, `environments.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
+      const q = db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
+      return lock ? q.forUpdate() : q;
+    });
     return row;
   },
 

@@ -2,7 +2,7 @@
 // deployments from admins and owners only. Deleting one is refused while a deployment into it is
 // queued or in progress.
 import type { RequestContext } from '../../platform/context.js';
-import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
@@ -18,9 +18,9 @@ export function toEnvironment(row: EnvironmentRow): Environment {
 const nameTaken = (name: string) =>
   errors.conflict('environment_name_taken', `An environment named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
 
-/** The environment, by id or name, or the 404. */
-export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string): Promise<EnvironmentRow> {
-  const row = await environmentsRepo.findInOrg(executor, orgId, idOrName);
+/** The environment, by id or name, or the 404; `lock` holds its row (PostgreSQL) until the transaction ends. */
+export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string, lock = false): Promise<EnvironmentRow> {
+  const row = await environmentsRepo.findInOrg(executor, orgId, idOrName, lock);
   if (!row) throw errors.notFound('environment', idOrName);
   return row;
 }
@@ -31,8 +31,13 @@ export interface EnvironmentInput {
   protected?: boolean | undefined;
 }
 
-export function createEnvironmentsService(deps: { db: Db }) {
+export function createEnvironmentsService(deps: { db: Db; dialect: Dialect }) {
   const { db } = deps;
+  /**
+   * Read for a change: locked on PostgreSQL, where concurrent changes would otherwise each work
+   * out what they change from the same old row (an event per request for one change, a stale `from`).
+   */
+  const loadForChange = (executor: Executor, orgId: string, idOrName: string) => loadEnvironment(executor, orgId, idOrName, deps.dialect === 'postgres');
 
   return {
     async create(ctx: RequestContext, orgId: string, input: EnvironmentInput): Promise<Environment> {
@@ -70,7 +75,7 @@ export function createEnvironmentsService(deps: { db: Db }) {
       const now = new Date().toISOString();
       try {
         return await db.transaction().execute(async (trx) => {
-          const current = await loadEnvironment(trx, orgId, idOrName);
+          const current = await loadForChange(trx, orgId, idOrName);
           // As an organization's: the event says what changed from what, and no change appends none.
           const before = toEnvironment(current);
           const changes = changesOf(['name', 'description', 'protected'], before, patch);
@@ -101,7 +106,7 @@ export function createEnvironmentsService(deps: { db: Db }) {
      * service serves in it; its finished deployments go with it.
      */
     async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
-      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'environment', load: loadEnvironment, delete: environmentsRepo.delete, refuseServing: !opts.force });
+      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force });
     },
   };
 }

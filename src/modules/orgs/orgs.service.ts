@@ -5,6 +5,7 @@ import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
+import { instanceRepo } from '../instance/instance.repo.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
 
@@ -20,6 +21,14 @@ const slugTaken = (slug: string) =>
 const slugRetired = (slug: string, at: string) =>
   errors.conflict('org_slug_taken', `The slug "${slug}" belonged to another organization until ${at}, and stays reserved to it: requests still sent to "${slug}" (scripts, an instance administrator's) must not reach a different organization. Choose another slug.`,
     { conflicts: [{ pointer: '/slug', slug }] });
+
+/**
+ * Organizations are created and changed one at a time, instance-wide: a slug one gives up must be
+ * reserved before another can check for it, and two changes of one organization must each start
+ * from what the other did (the slug it retires, the `from` of its event). They are rare, so one
+ * lock serves (PostgreSQL; SQLite writes one transaction at a time anyway).
+ */
+const ORGS_LOCK = 'organizations';
 
 /** A slug another organization gave up is not to be had; one this organization gave up is its own again. */
 async function claimSlug(trx: Executor, slug: string, orgId: string): Promise<void> {
@@ -75,6 +84,7 @@ export function createOrgsService(deps: { db: Db }) {
       const row: OrgRow = { id: newId('org'), slug: input.slug, name: input.name, external_id: input.externalId ?? null, created_at: now, updated_at: now };
       try {
         await db.transaction().execute(async (trx) => {
+          await instanceRepo.lock(trx, ORGS_LOCK);
           await claimSlug(trx, row.slug, row.id);
           await orgsRepo.insert(trx, row);
           const data = { slug: row.slug, name: row.name, ...(input.externalId !== undefined ? { externalId: input.externalId } : {}) };
@@ -122,6 +132,7 @@ export function createOrgsService(deps: { db: Db }) {
       const now = new Date().toISOString();
       try {
         const updated = await db.transaction().execute(async (trx) => {
+          await instanceRepo.lock(trx, ORGS_LOCK);
           const row = await orgsRepo.findByIdOrSlug(trx, orgId);
           if (!row) throw errors.notFound('organization', orgId);
           const changes = changesOf(Object.keys(FIELDS) as Field[], { slug: row.slug, name: row.name, externalId: row.external_id }, patch);

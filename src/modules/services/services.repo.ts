@@ -9,18 +9,18 @@ export const servicesRepo = {
     await db.insertInto('services').values(row).execute();
   },
 
-  /** By id or by name, inside one organization; every deployment starts with it, so its SQL is compiled once. */
-  async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceRow | undefined> {
+  /**
+   * By id or by name, inside one organization; every deployment starts with it, so its SQL is
+   * compiled once. `lock` (PostgreSQL only: SQLite has no row locks, and writes one transaction
+   * at a time) holds the row until the transaction ends.
+   */
+  async findInOrg(db: Executor, orgId: string, idOrName: string, lock = false): Promise<ServiceRow | undefined> {
     const column = isId('service', idOrName) ? 'id' : 'name';
-    const [row] = await runPrepared(db, `services.findInOrg.${column}`, [orgId, idOrName],
-      () => db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName));
+    const [row] = await runPrepared(db, `services.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
+      const q = db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
+      return lock ? q.forUpdate() : q;
+    });
     return row;
-  },
-
-  /** The same, its row locked until the transaction ends (PostgreSQL only: SQLite has no row locks, and writes one transaction at a time). */
-  async lockInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceRow | undefined> {
-    const column = isId('service', idOrName) ? 'id' : 'name';
-    return db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName).forUpdate().executeTakeFirst();
   },
 
   async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<ServiceRow[]> {

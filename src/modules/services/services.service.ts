@@ -21,9 +21,9 @@ export function toService(row: ServiceRow): Service {
   };
 }
 
-/** The service, by id or name, or the 404; `forUpdate` locks its row (PostgreSQL) until the transaction ends. */
-export async function loadService(executor: Executor, orgId: string, idOrName: string, opts: { forUpdate?: boolean } = {}): Promise<ServiceRow> {
-  const row = opts.forUpdate ? await servicesRepo.lockInOrg(executor, orgId, idOrName) : await servicesRepo.findInOrg(executor, orgId, idOrName);
+/** The service, by id or name, or the 404; `lock` holds its row (PostgreSQL) until the transaction ends. */
+export async function loadService(executor: Executor, orgId: string, idOrName: string, lock = false): Promise<ServiceRow> {
+  const row = await servicesRepo.findInOrg(executor, orgId, idOrName, lock);
   if (!row) throw errors.notFound('service', idOrName);
   return row;
 }
@@ -48,7 +48,7 @@ export interface ServiceInput {
 export function createServicesService(deps: { db: Db; dialect: Dialect; secrets: SecretVersionSource; limits: Pick<Limits, 'specBytes'> }) {
   const { db } = deps;
   /** Read for a change: locked on PostgreSQL, where two requests could otherwise both pass If-Match. */
-  const loadForChange = (executor: Executor, orgId: string, idOrName: string) => loadService(executor, orgId, idOrName, { forUpdate: deps.dialect === 'postgres' });
+  const loadForChange = (executor: Executor, orgId: string, idOrName: string) => loadService(executor, orgId, idOrName, deps.dialect === 'postgres');
 
   /**
    * Structural rules, its size as stored (every list of services, and of their deployments, carries
