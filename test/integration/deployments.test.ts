@@ -56,6 +56,37 @@ describe('deployments', () => {
     assert.equal(second.body.nextCursor, null);
   });
 
+  it('names a rollback by today\'s names of its service and environment, and keeps the spec and versions it rolls back to', async () => {
+    const p = await pair({ command: ['v1'] });
+    const first = await p.ship({ revision: 'r1' });
+    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/services/${p.svc.id}`, { spec: { command: ['v2'] } })).status, 200);
+    await p.ship({ revision: 'r2' });
+    const envName = unique('renamed-env');
+    const svcName = unique('renamed-svc');
+    assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/environments/${p.env.id}`, { name: envName })).status, 200);
+    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/services/${p.svc.id}`, { name: svcName })).status, 200);
+    const rolled = await developer.http.post(`/v1/orgs/${orgId}/deployments/${first.deployment.id}/rollback`);
+    assert.equal(rolled.status, 201, rolled.text);
+    assert.deepEqual([rolled.body.service, rolled.body.environment], [{ id: p.svc.id, name: svcName, version: 1 }, { id: p.env.id, name: envName }]);
+    assert.deepEqual(rolled.body.spec, first.deployment.spec);
+    const created = (await eventsOf(server, orgId, rolled.body.id))[0];
+    assert.deepEqual([created.data.service.name, created.data.environment.name], [svcName, envName]);
+    // The deployment rolled back to keeps the names it was made with.
+    assert.equal((await getDeployment(viewer.http, orgId, first.deployment.id)).service.name, p.svc.name);
+  });
+
+  it('holds a service\'s variables with a deployment\'s overrides to a spec\'s bound', async () => {
+    const variables = Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`SVC_${i}`, 'x']));
+    const p = await pair({ command: ['a'], variables });
+    const overrides = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`DEPLOY_${i}`, 'y']));
+    const refused = await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: p.svc.id, environment: p.env.id, variables: overrides });
+    assertProblem(refused, 400, 'limit_exceeded');
+    assert.deepEqual(refused.body.limit, { name: 'variables', value: 500 });
+    assert.equal(refused.body.errors[0].pointer, '/variables');
+    delete overrides.DEPLOY_100;
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: p.svc.id, environment: p.env.id, variables: { ...overrides, SVC_0: 'over' } })).status, 201);
+  });
+
   it('creates a deployment by names or ids and shows it', async () => {
     const { env, svc } = await pair({ command: ['node', 'app.js'], port: 3000, healthCheck: { path: '/health', timeoutSeconds: 5 }, variables: { MODE: 'a', KEEP: 'k' } });
     const res = await developer.http.post(`/v1/orgs/${orgId}/deployments`, {

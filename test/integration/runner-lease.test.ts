@@ -45,6 +45,8 @@ describe('slipway runner and its lease', () => {
       return now.state === 'queued' ? now : undefined;
     });
     assert.equal(requeued.attempt, 2);
+    // Not claimed again yet: the attempt has no start.
+    assert.equal(requeued.startedAt, undefined);
 
     const rescuer = await startRunner(server, orgId, { environments: [env.name], via: 'env' });
     fs.writeFileSync(gate, '');

@@ -232,6 +232,18 @@ describe('runner protocol', () => {
     }
   });
 
+  it('keeps the times a runner gives as every time is answered: UTC with milliseconds', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const c = await runner.take({ environments: [env.id], waitSeconds: 0 });
+    const zoned = await runner.logs(d.id, { leaseToken: c.lease.token, lines: [{ line: 'zoned', at: '2026-11-27T07:00:00+02:00' }, { line: 'fine', at: '2026-11-27t05:00:00.123456789z' }] });
+    assert.equal(zoned.status, 200, zoned.text);
+    const lines = (await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs`)).body.lines;
+    assert.deepEqual(lines.map((l: any) => l.at), ['2026-11-27T05:00:00.000Z', '2026-11-27T05:00:00.123Z']);
+    assert.equal((await runner.complete(d.id, c.lease.token)).status, 200);
+  });
+
   it('renews the lease, stores log lines in order with paging, and refuses a wrong token changing nothing', async () => {
     const env = await createEnvironment(admin.http, orgId);
     const svc = await createService(developer.http, orgId);

@@ -72,6 +72,26 @@ describe('secrets lifecycle', () => {
     assert.equal(malformed.body.errors[0].pointer, '/headers/if-none-match');
   });
 
+  it('refuses a read and a reveal with a stale If-Match (412, no event), and reveals with the current one', async () => {
+    await create('cond.reveal', { A: '1' });
+    const tag = (await dev.http.get(`${base}/cond.reveal`)).headers.get('etag')!;
+    assert.equal((await dev.http.get(`${base}/cond.reveal`, { headers: { 'if-match': tag } })).status, 200);
+    assert.equal((await dev.http.patch(`${base}/cond.reveal`, { set: { A: '2' } })).status, 200);
+    const staleRead = await dev.http.get(`${base}/cond.reveal`, { headers: { 'if-match': tag } });
+    assert.equal(staleRead.status, 412, staleRead.text);
+    assert.equal(staleRead.body.currentVersion, 2);
+    const reveals = async () => (await admin.http.get(`/v1/orgs/${server.bootstrap.orgId}/events?type=secret.revealed&limit=200`)).body.events
+      .filter((e: any) => e.data.name === 'cond.reveal').length;
+    const staleReveal = await admin.http.post(`${base}/cond.reveal/reveal`, {}, { headers: { 'if-match': tag } });
+    assert.equal(staleReveal.status, 412, staleReveal.text);
+    assert.equal(await reveals(), 0);
+    const current = (await dev.http.get(`${base}/cond.reveal`)).headers.get('etag')!;
+    const revealed = await admin.http.post(`${base}/cond.reveal/reveal`, {}, { headers: { 'if-match': current } });
+    assert.equal(revealed.status, 200, revealed.text);
+    assert.deepEqual(revealed.body.values, { A: '2' });
+    assert.equal(await reveals(), 1);
+  });
+
   it('replaces values as a new version; identical values make none and say so', async () => {
     await create('replace-me', { A: '1', B: '2' });
     const res = await dev.http.put(`${base}/replace-me`, { values: { A: '1', C: '3' } });

@@ -12,7 +12,7 @@ import { loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
 import { appendEvents } from '../events/event-log.js';
 import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVersionSource } from '../services/service-spec.js';
-import type { DeploymentSpecT, ServiceSpec } from '../services/services.schemas.js';
+import { SPEC_LIMITS, type DeploymentSpecT, type ServiceSpec } from '../services/services.schemas.js';
 import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
 import { moveDeployment, type DeploymentState } from './deployment-state.js';
@@ -101,6 +101,14 @@ export interface DeploymentsDeps {
   limits: Pick<Limits, 'specBytes'>;
 }
 
+/** A service's variables with a deployment's overrides laid over them are held to a service's own bound. */
+function assertVariablesFit(variables: Record<string, string>): void {
+  const count = Object.keys(variables).length;
+  if (count <= SPEC_LIMITS.variables) return;
+  throw errors.limitExceeded(`The service's variables with this deployment's overrides come to ${count}; a spec holds at most ${SPEC_LIMITS.variables}.`,
+    { name: 'variables', value: SPEC_LIMITS.variables }, [{ pointer: '/variables', message: `would make ${count} variables with the service's, more than ${SPEC_LIMITS.variables}` }]);
+}
+
 export function createDeploymentsService(deps: DeploymentsDeps) {
   const { db, signals } = deps;
 
@@ -153,6 +161,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         assertMayDeploy(ctx, environment);
         const spec = JSON.parse(service.spec) as ServiceSpec;
         const variables = { ...spec.variables, ...input.variables };
+        assertVariablesFit(variables);
         assertSpecFits(service.spec, input.variables === undefined ? service.spec : JSON.stringify({ ...spec, variables }), deps.limits.specBytes);
         // Secrets may have changed since the service was saved: check again, against the versions pinned now.
         const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', overrides: input.variables });
@@ -209,8 +218,14 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
             state: target.state, rollbackFrom: ROLLBACK_FROM,
           });
         }
-        assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id));
+        const environment = await loadEnvironment(trx, orgId, target.environment_id);
+        assertMayDeploy(ctx, environment);
         snapshot = JSON.parse(target.snapshot) as Snapshot;
+        // The spec, its version and the secret versions are the earlier deployment's; the names are
+        // today's, as a new deployment's are: a service or environment renamed since shows as it is now.
+        const service = await loadService(trx, orgId, target.service_id);
+        snapshot.service = { ...snapshot.service, name: service.name };
+        snapshot.environment = { ...snapshot.environment, name: environment.name };
         // A pinned version destroyed since would only fail at the claim: refuse now, with nothing written.
         const missing = await deps.secrets.missingVersions(trx, orgId, pinnedVersions(snapshot.spec));
         if (missing.length > 0) throw errors.secretVersionsGone(missing, `Deployment ${id} cannot be rolled back to`);

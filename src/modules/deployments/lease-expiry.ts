@@ -34,7 +34,8 @@ export async function expireLeases(db: Db, opts: { orgId: string | null; maxAtte
         // The runner that lost it stays named (host_id, and when: host_seen_at) so that its claims
         // waiting still, frozen with it, are not handed the deployment straight back; whoever claims
         // it next is its host.
-        ? { attempt: d.attempt + 1, lease_token: null, lease_expires_at: null, claimed_by: null, host_seen_at: now, reason: `The lease of attempt ${d.attempt} expired without a heartbeat; re-queued.` }
+        // Its start is the next claim's: `startedAt` is when the current attempt was claimed.
+        ? { attempt: d.attempt + 1, lease_token: null, lease_expires_at: null, claimed_by: null, started_at: null, host_seen_at: now, reason: `The lease of attempt ${d.attempt} expired without a heartbeat; re-queued.` }
         : {
           lease_token: null, lease_expires_at: null, finished_at: now,
           reason: `The lease of attempt ${d.attempt} expired without a heartbeat, and ${opts.maxAttempts} attempts are the limit (SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS).`,

@@ -11,13 +11,14 @@ export const environmentsRepo = {
 
   /**
    * By id or by name, inside one organization; every deployment starts with it, so its SQL is
-   * compiled once. `lock` (PostgreSQL only) holds the row until the transaction ends.
+   * compiled once. `lock` (PostgreSQL only) holds the row against other changes until the transaction ends
+   * (FOR NO KEY UPDATE: a deployment being created, whose foreign key only shares the row's key, goes on).
    */
   async findInOrg(db: Executor, orgId: string, idOrName: string, lock = false): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
     const [row] = await runPrepared(db, `environments.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
-      return lock ? q.forUpdate() : q;
+      return lock ? q.forNoKeyUpdate() : q;
     });
     return row;
   },

@@ -55,7 +55,7 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
     schema: {
       tags,
       summary: 'Delete an environment and its finished deployments',
-      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Also refused while a service serves in it (an active, succeeded deployment), unless `force=true`: the runners then stop what runs there. Finished deployments and their logs are deleted with it; the event log keeps their record.',
+      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Also refused while a service serves in it (an active, succeeded deployment), unless `force=true`: the runners then stop what runs there, and the `environment.deleted` event names those deployments (`stoppedServing`). Finished deployments and their logs are deleted with it; the event log keeps their record.',
       params: EnvironmentParams,
       querystring: DeleteEnvironmentQuery,
       response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) },

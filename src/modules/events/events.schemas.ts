@@ -24,6 +24,6 @@ export const EventList = Type.Object({
   events: Type.Array(EventSchema),
   nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'The next page, null on the last.' }),
   resumeCursor: Type.Union([Type.String(), Type.Null()], {
-    description: 'After this page\'s last event (the cursor given, when none came after it): pass it as `cursor` later to read only what was appended since. Null only when the log held no event and no cursor was given.',
+    description: 'After this page\'s last event (the cursor given, when none came after it): pass it as `cursor` later to read only what was appended since. Null only when no event matched (none in the log, or none of the `type` or `subject` asked for) and no cursor was given.',
   }),
 });

@@ -42,6 +42,15 @@ function shuffled<T>(items: T[]): T[] {
   return out;
 }
 
+/**
+ * A time a runner reports, as every time Slipway answers with: UTC with milliseconds (an offset,
+ * a lower-case `t`, nanoseconds are converted). One Date cannot hold (a leap second) is `otherwise`.
+ */
+function utc(at: string, otherwise: string): string {
+  const time = Date.parse(at);
+  return Number.isNaN(time) ? otherwise : new Date(time).toISOString();
+}
+
 export function createRunnerService(deps: RunnerDeps) {
   const { db, signals } = deps;
   const leaseMs = deps.leaseSeconds * 1000;
@@ -191,7 +200,8 @@ export function createRunnerService(deps: RunnerDeps) {
       // A runner counts a deployment's exits up for as long as it runs it: fewer than already
       // kept is an older report that arrived late (a retry that overtook it), not news.
       if (row.process_exits !== null && report.exits < row.process_exits) continue;
-      const lastExit = report.lastExit === undefined ? null : JSON.stringify({ code: report.lastExit.code, signal: report.lastExit.signal, at: report.lastExit.at });
+      const exit = report.lastExit === undefined ? undefined : { code: report.lastExit.code, signal: report.lastExit.signal, at: utc(report.lastExit.at, at) };
+      const lastExit = exit === undefined ? null : JSON.stringify(exit);
       const address = { process_hostname: report.address?.hostname ?? null, process_port: report.address?.port ?? null };
       if (row.process_state === report.state && row.process_exits === report.exits && row.process_last_exit === lastExit
         && row.process_hostname === address.process_hostname && row.process_port === address.process_port) {
@@ -207,7 +217,7 @@ export function createRunnerService(deps: RunnerDeps) {
       if (report.exits > before) {
         events.push({
           orgId, type: 'deployment.process_exited', subject: { type: 'deployment', id: row.id },
-          data: { host, exits: report.exits, newExits: report.exits - before, lastExit: report.lastExit ?? null, state: report.state },
+          data: { host, exits: report.exits, newExits: report.exits - before, lastExit: exit ?? null, state: report.state },
         });
       }
     }
@@ -281,7 +291,7 @@ export function createRunnerService(deps: RunnerDeps) {
         if (!row) throw await refusal(trx, orgId, id, request.leaseToken);
         const first = row.log_seq - lines.length + 1;
         await deploymentsRepo.insertLogs(trx, lines.map((l, i) => ({
-          deployment_id: id, seq: first + i, attempt: row.attempt, stream: l.stream ?? 'stdout', line: l.line, at: l.at ?? now,
+          deployment_id: id, seq: first + i, attempt: row.attempt, stream: l.stream ?? 'stdout', line: l.line, at: l.at === undefined ? now : utc(l.at, now),
         })));
         await markCommitted(trx, ctx, now);
         return { appended: lines.length, lastSeq: row.log_seq, lease: leaseOf(row) };

@@ -14,8 +14,8 @@ import type { SecretChangeT, SecretRestoreT } from './secrets.schemas.js';
 
 export type { Expected };
 
-/** Refuses with 412 a change of a secret whose preconditions it does not meet. */
-function checkExpected(row: SecretRow, expected: Expected | undefined): void {
+/** Refuses with 412 a change (or a reveal) of a secret whose preconditions it does not meet. */
+export function checkExpected(row: SecretRow, expected: Expected | undefined): void {
   checkTagged({ kind: 'secret', name: row.name, version: row.version, createdAt: row.created_at }, expected);
 }
 

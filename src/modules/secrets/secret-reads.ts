@@ -5,6 +5,7 @@ import { nowIso, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { appendEvents } from '../events/event-log.js';
+import { checkExpected, type Expected } from './secret-changes.js';
 import { toMetadata, type Values } from './secret-model.js';
 import type { SecretStore } from './secret-store.js';
 import { secretsRepo, type SecretVersionRow } from './secrets.repo.js';
@@ -81,10 +82,12 @@ export function createSecretReads(store: SecretStore) {
      * The values of the current or a given version, and the secret's id; the `secret.revealed`
      * event commits with the read.
      */
-    async reveal(ctx: RequestContext, orgId: string, name: string, version?: number): Promise<{ revealed: RevealedSecretT; secretId: string }> {
+    /** `expected`: the If-Match of a caller that reveals only the version it has seen. */
+    async reveal(ctx: RequestContext, orgId: string, name: string, version?: number, expected?: Expected): Promise<{ revealed: RevealedSecretT; secretId: string }> {
       const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const row = await store.live(trx, orgId, name, now, unlocked);
+        checkExpected(row, expected);
         const v = await store.version(trx, row, version ?? row.version);
         const values = await store.open(trx, orgId, v);
         await appendEvents(trx, ctx, [{

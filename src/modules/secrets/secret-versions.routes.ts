@@ -61,11 +61,18 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       summary: 'Reveal the values of the current or a given version (admin, owner; audited)',
       description: 'The only response that carries secret values (besides what a runner is handed to run: its claim, its adoption). Answered with `Cache-Control: no-store`; every reveal appends a `secret.revealed` event naming who revealed which version. With an Idempotency-Key, a retry reveals the same version again without a second event; the values are never kept (only the version number is).',
       params: SecretParams,
+      headers: {
+        type: 'object',
+        properties: {
+          'if-match': { type: 'string', description: 'Reveal only if the secret is still at this version (its ETag, a bare version, a list, or `*`); otherwise 412 and no event.' },
+          'if-none-match': { type: 'string', description: 'Reveal only if the secret is not at any of these versions (weak comparison); otherwise 412.' },
+        },
+      },
       body: VersionBody,
-      response: { 200: noStore(RevealedSecret) },
+      response: { 200: noStore(RevealedSecret), ...problems(412) },
     },
   }, async (req, reply) => {
-    const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version);
+    const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version, preconditionsOf(req));
     revealed.note(req, { secretId: answer.secretId, version: answer.revealed.version });
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return answer.revealed;

@@ -7,7 +7,8 @@ import { OrgParams } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { errors } from '../../platform/errors.js';
 import { allows } from '../auth/roles.js';
-import { IfMatchHeaders, notModified, preconditionsOf, tagged, withEtag } from './secret-http.js';
+import { unchangedSince } from '../../http/etag-headers.js';
+import { IfMatchHeaders, preconditionsOf, ReadHeaders, tagged, withEtag } from './secret-http.js';
 import { secretVersionsRoutes } from './secret-versions.routes.js';
 import {
   bulkBodySchema, DeleteQuery, patchBodySchema, replaceBodySchema, SecretChange, SecretList, SecretListQuery, SecretMetadata,
@@ -70,15 +71,15 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
     schema: {
       tags,
       summary: 'Get one secret\'s metadata, with its ETag',
-      description: 'Never values (see `POST …/reveal`). A deleted secret is a 404 with code `secret_deleted` that says until when it can be restored. With `If-None-Match` naming the current version (weak comparison, or `*`), a 304 without a body.',
+      description: 'Never values (see `POST …/reveal`). A deleted secret is a 404 with code `secret_deleted` that says until when it can be restored. With `If-None-Match` naming the current version (weak comparison, or `*`), a 304 without a body; with `If-Match` naming none of its versions, a 412.',
       params: SecretParams,
-      headers: Type.Object({ 'if-none-match': Type.Optional(Type.String({ description: 'ETags (or bare versions) the caller holds: a 304 if the secret is still at one of them.' })) }),
-      response: { 200: withEtag(SecretMetadata), 304: withEtag(Type.Null({ description: 'Not modified: the secret is still at a version If-None-Match names' })) },
+      headers: ReadHeaders,
+      response: { 200: withEtag(SecretMetadata), 304: withEtag(Type.Null({ description: 'Not modified: the secret is still at a version If-None-Match names' })), ...problems(412) },
     },
   }, async (req, reply) => {
     const secret = tagged(reply, await secrets.get(req.org!.id, req.params.name));
     // No payload at all (the schema's null types the route): a null would be sent as "null", with a Content-Length of 4.
-    if (notModified(req, secret)) return reply.code(304).send(undefined as never);
+    if (unchangedSince(req, { kind: 'secret', ...secret })) return reply.code(304).send(undefined as never);
     return secret;
   });
 

@@ -12,13 +12,14 @@ export const servicesRepo = {
   /**
    * By id or by name, inside one organization; every deployment starts with it, so its SQL is
    * compiled once. `lock` (PostgreSQL only: SQLite has no row locks, and writes one transaction
-   * at a time) holds the row until the transaction ends.
+   * at a time) holds the row against other changes until the transaction ends
+   * (FOR NO KEY UPDATE: a deployment being created, whose foreign key only shares the row's key, goes on).
    */
   async findInOrg(db: Executor, orgId: string, idOrName: string, lock = false): Promise<ServiceRow | undefined> {
     const column = isId('service', idOrName) ? 'id' : 'name';
     const [row] = await runPrepared(db, `services.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
-      return lock ? q.forUpdate() : q;
+      return lock ? q.forNoKeyUpdate() : q;
     });
     return row;
   },

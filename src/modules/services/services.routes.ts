@@ -1,6 +1,6 @@
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
-import { ifMatchHeaders, notModified, preconditionsOf, tagged, withEtag } from '../../http/etag-headers.js';
+import { ifMatchHeaders, preconditionsOf, readHeaders, tagged, unchangedSince, withEtag } from '../../http/etag-headers.js';
 import { problems } from '../../http/openapi.js';
 import { Type } from '@sinclair/typebox';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
@@ -46,15 +46,15 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
     schema: {
       tags,
       summary: 'Get a service by id or name, with its ETag',
-      description: 'With `If-None-Match` naming the current version (weak comparison, or `*`), a 304 without a body.',
+      description: 'With `If-None-Match` naming the current version (weak comparison, or `*`), a 304 without a body; with `If-Match` naming none of its versions, a 412.',
       params: ServiceParams,
-      headers: Type.Object({ 'if-none-match': Type.Optional(Type.String({ description: 'ETags (or bare versions) the caller holds: a 304 if the service is still at one of them.' })) }),
-      response: { 200: tagOf(ServiceSchema), 304: tagOf(Type.Null({ description: 'Not modified: the service is still at a version If-None-Match names' })) },
+      headers: readHeaders('service'),
+      response: { 200: tagOf(ServiceSchema), 304: tagOf(Type.Null({ description: 'Not modified: the service is still at a version If-None-Match names' })), ...problems(412) },
     },
   }, async (req, reply) => {
     const service = tagged(reply, await services.get(req.org!.id, req.params.svc));
     // No payload at all: a null would be sent as "null", with a Content-Length of 4.
-    if (notModified(req, service)) return reply.code(304).send(undefined as never);
+    if (unchangedSince(req, { kind: 'service', ...service })) return reply.code(304).send(undefined as never);
     return service;
   });
 
