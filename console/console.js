@@ -108,6 +108,11 @@ function signOut(reason) {
 }
 let signInReason = null;
 
+/** The ETag the API gives a version of a secret or a service: its version and its creation time. */
+function etagOf(resource) {
+  return `"${resource.version}.${Date.parse(resource.createdAt).toString(36)}"`;
+}
+
 /** A refusal from the API, as its RFC 9457 problem. */
 class Problem extends Error {
   constructor(status, body, { signedOut = false } = {}) {
@@ -474,7 +479,8 @@ async function serviceView(org, name) {
     h('label', {}, 'Spec (JSON; replaces the whole spec, deployments keep the one they froze)',
       h('textarea', { name: 'spec', class: 'code', rows: 14, spellcheck: 'false', value: JSON.stringify(service.spec, null, 2) })),
     h('button', { type: 'submit', class: 'primary' }, 'Save')), async (form) => {
-    const saved = await api('PATCH', base, { body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec') } });
+    // With the ETag of the version shown: an edit made meanwhile elsewhere is a 412, not overwritten.
+    const saved = await api('PATCH', base, { headers: { 'if-match': etagOf(service) }, body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec') } });
     notify(`Service ${saved.name} saved as version ${saved.version}.`);
     render();
   });
@@ -622,7 +628,7 @@ async function secretView(org, name) {
   const base = `/v1/orgs/${encodeURIComponent(org)}/secrets/${encodeURIComponent(name)}`;
   const secret = await api('GET', base);
   // Every change says which version it expects: a change made meanwhile by someone else is a 412, not lost.
-  const ifMatch = { 'if-match': `"${secret.version}"` };
+  const ifMatch = { 'if-match': etagOf(secret) };
   const revealArea = h('div');
   const reveal = (version) => act(null, revealArea, async () => {
     const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });

@@ -221,6 +221,14 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.locator('#injected').count(), 0, 'a description is text, not markup');
     await page.waitForSelector(`text=${markup}`);
 
+    // An edit of the spec shown, after someone else changed the service: refused, not overwritten.
+    assert.equal((await server.owner.http.patch('/v1/orgs/default/services/web', { description: 'changed elsewhere' })).status, 200);
+    await page.click('summary:has-text("Edit")');
+    await page.fill('#edit-service input[name=description]', 'from the console');
+    await page.click('#edit-service button[type=submit]');
+    await page.waitForSelector('.problem:has-text("Precondition failed")');
+    assert.equal((await server.owner.http.get('/v1/orgs/default/services/web')).body.description, 'changed elsewhere');
+
     await page.fill('#deploy input[name=revision]', 'v1.2.3');
     await page.click('#deploy button[type=submit]');
     await page.waitForSelector('h1:has-text("Deployment dep_")');
