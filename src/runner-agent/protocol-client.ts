@@ -48,8 +48,11 @@ const FRESH_TOKEN_RETRY_MS = 2_000;
 
 export function createProtocolClient(options: ProtocolClientOptions) {
   const { tokens } = options;
-  /** Since when fresh tokens have been refused (null: the last one was taken). */
-  let freshRefusedSince: number | null = null;
+  /**
+   * Since when each call has had fresh tokens refused (none: its last one was taken). Per call: the
+   * serving reports that go through meanwhile say nothing about the claims that do not.
+   */
+  const freshRefusedSince = new Map<keyof typeof RUNNER_ROUTES, number>();
 
   /**
    * `keyGivenUp`: a 409 saying the request under its Idempotency-Key is still in progress is a
@@ -70,14 +73,15 @@ export function createProtocolClient(options: ProtocolClientOptions) {
           tokens.invalidate(token);
           continue;
         }
-        if (answer.status !== 401) freshRefusedSince = null;
+        if (answer.status !== 401) freshRefusedSince.delete(route);
         if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
         const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
         const detail = problem.detail ?? `HTTP ${answer.status}`;
         if (answer.status === 401) {
           tokens.invalidate(token);
-          freshRefusedSince ??= Date.now();
-          if (Date.now() - freshRefusedSince < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
+          const since = freshRefusedSince.get(route) ?? Date.now();
+          freshRefusedSince.set(route, since);
+          if (Date.now() - since < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
             throw new Unavailable(`${route} refused a token just issued (${detail}): the server may be between two signing keys`, FRESH_TOKEN_RETRY_MS);
           }
         }

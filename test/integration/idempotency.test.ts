@@ -198,6 +198,25 @@ describe('Idempotency-Key', () => {
     assert.equal(res.headers.get('idempotent-replayed'), null);
   });
 
+  it('keeps no 401: a long-polling claim whose caller is refused while it waits is run again by a retry with a new token', async () => {
+    const env = await createEnvironment(server.owner.http, server.bootstrap.orgId);
+    const runner = await server.actor(server.bootstrap.orgId, 'runner');
+    const key = randomUUID();
+    const claim = (as: Actor) => as.http.post(`/v1/orgs/${server.bootstrap.orgId}/runner/claim`, { environments: [env.id], waitSeconds: 5 }, withKey(key));
+    const waiting = claim(runner);
+    await eventually('the claim to wait', async () => (await keyRow(key)) ?? undefined);
+    // Disabled while it waits: the claim finds its token refused when it looks again.
+    await server.core.serviceUsers.update(cliContext(), server.bootstrap.orgId, runner.id, { disabled: true });
+    const refused = await waiting;
+    assert.equal(refused.status, 401, refused.text);
+    assert.equal(await keyRow(key), undefined, 'the key is free again');
+    await server.core.serviceUsers.update(cliContext(), server.bootstrap.orgId, runner.id, { disabled: false });
+    const token = await server.token(runner);
+    const retried = await claim({ ...runner, token, http: server.http(token) });
+    assert.equal(retried.status, 204, retried.text);
+    assert.equal(retried.headers.get('idempotent-replayed'), null);
+  });
+
   it('never lets a retry take over a key whose first request is still running, however long it runs', async () => {
     // The lock timeout shortened to 3 s (renewed every second): a request that runs longer keeps its hold.
     const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 3_000 });

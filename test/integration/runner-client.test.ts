@@ -118,6 +118,39 @@ describe('runner token source and protocol client', () => {
     }
   });
 
+  it('counts the grace of refused fresh tokens per call: serving reports that go through do not keep refused claims asking', async () => {
+    // Claims are refused whatever token they carry; everything else goes through.
+    const front = http.createServer((req, res) => {
+      if (req.url?.includes('/runner/claim')) {
+        res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ code: 'invalid_token', detail: 'The access token was signed with an unknown key.' }));
+        return;
+      }
+      const upstream = http.request(`${f.server.url}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    const via = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const stop = new AbortController();
+    try {
+      const client = createProtocolClient({ baseUrl: via, orgId: f.orgId, tokens: createTokenSource(credentials), freshTokenGraceMs: 3_000 });
+      const reports = (async () => {
+        while (!stop.signal.aborted) {
+          await client.serving({ deployments: [] }, stop.signal).catch(() => undefined);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      })();
+      await assert.rejects(client.claim({ waitSeconds: 0 }, never), (e: unknown) => e instanceof Refused && e.status === 401);
+      stop.abort();
+      await reports;
+    } finally {
+      stop.abort();
+      front.close();
+    }
+  });
+
   it('refuses wrong client credentials with the token endpoint\'s reason', async () => {
     const tokens = createTokenSource({ ...credentials, clientSecret: 'not-the-secret' });
     await assert.rejects(tokens.get(never), (e: unknown) => e instanceof Refused && e.status === 401 && e.code === 'invalid_client' && !e.mustStop);

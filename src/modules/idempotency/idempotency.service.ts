@@ -153,7 +153,10 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
      * when the claim was lost (taken over after the lock timeout).
      */
     async finish(claim: Claim, response: StoredResponse, opts: { retryAfter: boolean }): Promise<boolean> {
-      if (response.status >= 500 || (response.status === 409 && opts.retryAfter)) {
+      // Not kept: a failure on our side, a conflict to retry, and a refusal of the caller itself
+      // (its token expired or revoked, its role lowered while a long poll waited: nothing was done,
+      // and a retry with a new token must run, not be told the old token's fate).
+      if (response.status >= 500 || response.status === 401 || response.status === 403 || (response.status === 409 && opts.retryAfter)) {
         return await idempotencyRepo.release(db, claim.subject, claim.key, claim.lockToken)
           || idempotencyRepo.relinquish(db, claim.subject, claim.key, claim.lockToken);
       }
