@@ -84,13 +84,13 @@ describe('runner token source and protocol client', () => {
     assert.notEqual(await tokens.get(never), revoked);
   });
 
-  it('asks again, for a while, when the API refuses a token just issued (a server between two signing keys)', async () => {
-    // In front of the API: the first API requests are refused whatever token they carry, as a
-    // node still signing with a key that it, or the node verifying, already refuses.
-    let refuse = 3;
+  /**
+   * A proxy in front of the API that answers what `refuses` picks 401 whatever token it carries, as
+   * a node does that still signs with a key that it, or the node verifying, already refuses.
+   */
+  async function refusingFront(refuses: (req: http.IncomingMessage) => boolean): Promise<{ front: http.Server; via: string }> {
     const front = http.createServer((req, res) => {
-      if (refuse > 0) {
-        refuse--;
+      if (refuses(req)) {
         res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ code: 'invalid_token', detail: 'The access token was signed with an unknown key.' }));
         return;
       }
@@ -101,7 +101,13 @@ describe('runner token source and protocol client', () => {
       req.pipe(upstream);
     });
     await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
-    const via = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    return { front, via: `http://127.0.0.1:${(front.address() as AddressInfo).port}` };
+  }
+
+  it('asks again, for a while, when the API refuses a token just issued (a server between two signing keys)', async () => {
+    // The first API requests are refused.
+    let refuse = 3;
+    const { front, via } = await refusingFront(() => refuse > 0 && refuse-- > 0);
     try {
       const retries: string[] = [];
       const client = createProtocolClient({ baseUrl: via, orgId: f.orgId, tokens: createTokenSource(credentials), onRetry: (_call, error) => retries.push(error.message) });
@@ -120,19 +126,7 @@ describe('runner token source and protocol client', () => {
 
   it('counts the grace of refused fresh tokens per call: serving reports that go through do not keep refused claims asking', async () => {
     // Claims are refused whatever token they carry; everything else goes through.
-    const front = http.createServer((req, res) => {
-      if (req.url?.includes('/runner/claim')) {
-        res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ code: 'invalid_token', detail: 'The access token was signed with an unknown key.' }));
-        return;
-      }
-      const upstream = http.request(`${f.server.url}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
-        res.writeHead(answer.statusCode!, answer.headers);
-        answer.pipe(res);
-      });
-      req.pipe(upstream);
-    });
-    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
-    const via = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const { front, via } = await refusingFront((req) => req.url?.includes('/runner/claim') === true);
     const stop = new AbortController();
     try {
       const client = createProtocolClient({ baseUrl: via, orgId: f.orgId, tokens: createTokenSource(credentials), freshTokenGraceMs: 3_000 });
