@@ -74,13 +74,22 @@ export interface CoreOptions {
   backgroundCheckpoints?: boolean;
 }
 
+/** The database a configuration names, for messages: its file, or its URL without a password. */
+const databaseNamed = (config: Config) => sqliteFile(config.databaseUrl, config.dataDir) ?? redactUrl(config.databaseUrl!);
+
+/** A database a newer Slipway migrated: this version must not run on it, nor migrate it. */
+function newerSchema(where: string, unknown: string[]): ConfigError {
+  return new ConfigError(`the database ${where} was migrated by a newer Slipway (it has ${unknown.length} migration(s) this version does not know: ${unknown.join(', ')}): run that version or a later one, or restore a backup taken before the upgrade; nothing was written`);
+}
+
 /** Refuses, writing nothing, a database that `slipway migrate` has not brought to this build's schema. */
 async function requireCurrentSchema(database: Database, config: Config): Promise<void> {
   const state = await schemaState(database);
-  const where = sqliteFile(config.databaseUrl, config.dataDir) ?? redactUrl(config.databaseUrl!);
+  const where = databaseNamed(config);
   if (state.kind === 'absent') {
     throw new ConfigError(`the database ${where} holds no Slipway schema: check --database-url (SLIPWAY_DATABASE_URL) and --data-dir (SLIPWAY_DATA_DIR), or set it up with slipway migrate (slipway serve does too); nothing was written`);
   }
+  if (state.kind === 'ahead') throw newerSchema(where, state.unknown);
   if (state.kind === 'behind') {
     throw new ConfigError(`the database ${where} has Slipway's schema up to ${state.at}, and this version needs ${state.pending.length} more migration(s) (${state.pending.join(', ')}): run slipway migrate (slipway serve does too) first; nothing was written`);
   }
@@ -97,6 +106,8 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
   try {
     if (options.migrate === 'require') await requireCurrentSchema(database, config);
     else if (options.migrate !== false) {
+      const state = await schemaState(database);
+      if (state.kind === 'ahead') throw newerSchema(databaseNamed(config), state.unknown);
       const { applied } = await migrateToLatest(database);
       if (applied.length > 0) logger.info({ migrations: applied }, 'brought the database schema up to date');
     }

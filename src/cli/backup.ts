@@ -8,6 +8,26 @@ import { assertDatabaseExists } from './commands.js';
 import { printFields, printJson } from './output.js';
 import { BACKUP_USAGE, wantsHelp } from './usage.js';
 import { sqliteFile } from '../platform/db/facts.js';
+import { MIGRATIONS } from '../platform/db/migrations/index.js';
+import { createOwnerOnly } from '../platform/owner-only-file.js';
+import { ConfigError } from '../platform/config.js';
+
+/**
+ * A file without Slipway's migrations (a mistyped path, another program's database) is refused,
+ * as every command but serve and migrate refuses it. One migrated by an older or a newer Slipway is
+ * copied: a backup before an upgrade, or before going back, is what it is for.
+ */
+function assertSlipwaySchema(source: { prepare(sql: string): { all(): unknown[] } }, file: string): void {
+  let names: string[] = [];
+  try {
+    names = (source.prepare('select name from kysely_migration').all() as Array<{ name: string }>).map((r) => r.name);
+  } catch {
+    // No such table: not Slipway's.
+  }
+  if (!names.some((name) => MIGRATIONS.some((m) => m.name === name))) {
+    throw new ConfigError(`the database ${file} holds no Slipway schema: check --database-url (SLIPWAY_DATABASE_URL) and --data-dir (SLIPWAY_DATA_DIR); nothing was written`);
+  }
+}
 
 export async function backupCommand(argv: string[], env: Record<string, string | undefined>): Promise<number> {
   if (wantsHelp(argv, BACKUP_USAGE)) return 0;
@@ -24,17 +44,22 @@ export async function backupCommand(argv: string[], env: Record<string, string |
 
   const { SQLite } = await import('../platform/db/sqlite-library.js');
   const source = new SQLite(file, { fileMustExist: true });
+  let created = false;
   try {
     source.pragma('busy_timeout = 10000');
+    assertSlipwaySchema(source, file);
+    // Owner-only from its first byte (SQLite gives its journal the same mode): the copy holds what
+    // the database does, and another user must not open it while it is written, or after a crash.
+    createOwnerOnly(target, '');
+    created = true;
     // Page by page, letting writers in between: servers keep serving while it runs.
     await source.backup(target);
   } catch (error) {
-    fs.rmSync(target, { force: true });
+    if (created) fs.rmSync(target, { force: true });
     throw error;
   } finally {
     source.close();
   }
-  fs.chmodSync(target, 0o600);
   // Checked before it is called a backup: a copy that does not open whole is no use when needed.
   const copy = new SQLite(target, { fileMustExist: true });
   let check: string;

@@ -6,6 +6,7 @@ import { AppError } from '../platform/errors.js';
 import { isDatabaseBusy } from '../platform/db/facts.js';
 import { parse, UsageError } from './args.js';
 import { printJson } from './output.js';
+import { catchStopSignals } from './stop-signals.js';
 import { BACKUP_USAGE, ORG_USAGE, RUNNER_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
@@ -36,7 +37,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'serve': {
         if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env);
-        return await (await import('./serve.js')).serve(p.config());
+        const config = p.config();
+        // Before the server's code loads: a signal meanwhile stops it cleanly, not with the default death.
+        const signals = catchStopSignals();
+        return await (await import('./serve.js')).serve(config, signals);
       }
       case 'migrate': {
         if (wantsHelp(rest)) return help();

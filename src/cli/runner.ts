@@ -178,7 +178,7 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
 
 export async function runnerCommand(argv: string[], env: Env): Promise<number> {
   // `--help` wins, even after a flag the runner does not know.
-  if (argv.includes('--help') || argv.includes('-h')) {
+  if (argv.includes('--help') || argv.includes('-h') || argv[0] === 'help') {
     process.stdout.write(HELP);
     return 0;
   }

@@ -5,40 +5,11 @@ import net from 'node:net';
 import { createSlipway, openCore } from '../app.js';
 import { ConfigError, redactUrl, type Config } from '../platform/config.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
+import type { StopSignals } from './stop-signals.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 /** A worker's exit status when the configuration keeps it from starting (the address cannot be listened on). */
 const WORKER_CANNOT_LISTEN = 2;
-
-/**
- * SIGTERM and SIGINT, caught from the very start: a signal while the process starts (migrating,
- * bootstrapping, forking) is remembered and handed to the shutdown once there is one, rather than
- * killing the process with its log lines unwritten.
- */
-interface StopSignals {
-  /** The first signal received, or null. */
-  readonly received: string | null;
-  /** From now on every signal goes to `handler` (called at once for one already received). */
-  handle(handler: (signal: string) => void): void;
-}
-
-function catchStopSignals(): StopSignals {
-  let received: string | null = null;
-  let handler: ((signal: string) => void) | null = null;
-  const on = (signal: string) => {
-    received ??= signal;
-    handler?.(signal);
-  };
-  process.on('SIGTERM', () => on('SIGTERM'));
-  process.on('SIGINT', () => on('SIGINT'));
-  return {
-    get received() { return received; },
-    handle(h) {
-      handler = h;
-      if (received !== null) h(received);
-    },
-  };
-}
 
 async function runServer(config: Config, primary: boolean, signals: StopSignals): Promise<void> {
   const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary });
@@ -130,8 +101,8 @@ async function assertCanListen(config: Config): Promise<void> {
   await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
 
-export async function serve(config: Config): Promise<number> {
-  const signals = catchStopSignals();
+/** `signals`: caught by the caller before this module (and the server with it) was loaded. */
+export async function serve(config: Config, signals: StopSignals): Promise<number> {
   if (cluster.isPrimary) await assertCanListen(config);
   if (config.workers <= 1) {
     await runServer(config, true, signals);

@@ -26,7 +26,8 @@ export const BACKUP_USAGE = [
 
 /** `--help` anywhere after the command prints its usage instead of running it. */
 export function wantsHelp(argv: string[], usage: string[]): boolean {
-  if (!argv.includes('--help') && !argv.includes('-h')) return false;
+  // `slipway org help` as `slipway keys help` and `slipway help`.
+  if (!argv.includes('--help') && !argv.includes('-h') && argv[0] !== 'help') return false;
   process.stdout.write(`usage:\n${usage.map((line) => `  ${line}\n`).join('')}`);
   return true;
 }

@@ -65,6 +65,14 @@ export interface Config {
 
 export class ConfigError extends Error {}
 
+/**
+ * Base64 (or base64url) of exactly 32 bytes, nothing else: Node's decoder skips characters that
+ * are not base64, so a key with stray ones (`!!!`, a pasted quote) would decode all the same.
+ */
+function isKeyOf32Bytes(text: string): boolean {
+  return /^(?:[A-Za-z0-9+/]{43}|[A-Za-z0-9_-]{43})=?$/.test(text) && Buffer.from(text, 'base64').length === 32;
+}
+
 type Env = Record<string, string | undefined>;
 
 /** The variables and their `serve` flag names, so both are documented and parsed from one table. */
@@ -171,11 +179,11 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   }
 
   const masterKey = raw('masterKey') ?? null;
-  if (masterKey !== null && Buffer.from(masterKey, 'base64').length !== 32) {
+  if (masterKey !== null && !isKeyOf32Bytes(masterKey)) {
     throw new ConfigError(`${label('masterKey')} must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32 makes one)`);
   }
   const masterKeyPrevious = (raw('masterKeyPrevious') ?? '').split(',').map((k) => k.trim()).filter(Boolean);
-  if (masterKeyPrevious.some((k) => Buffer.from(k, 'base64').length !== 32)) {
+  if (masterKeyPrevious.some((k) => !isKeyOf32Bytes(k))) {
     throw new ConfigError(`${label('masterKeyPrevious')} must be comma-separated base64 encodings of exactly 32 bytes each`);
   }
   if (masterKeyPrevious.length > 0 && masterKey === null) {

@@ -71,4 +71,19 @@ describe('slipway backup', () => {
       await again.close();
     }
   });
+
+  it('refuses a database that is not Slipway\'s, writing nothing', async (t) => {
+    if (server.core.database.dialect !== 'sqlite') return t.skip('SQLite only');
+    const dir = newDir();
+    const other = path.join(dir, 'other.db');
+    const { SQLite } = await import('../../src/platform/db/sqlite-library.js');
+    const db = new SQLite(other);
+    db.exec('create table notes (body text)');
+    db.close();
+    const target = path.join(dir, 'copy.db');
+    const refused = await runCli(['backup', '--to', target, '--database-url', `sqlite:${other}`], cliEnv(server));
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /holds no Slipway schema/);
+    assert.equal(fs.existsSync(target), false);
+  });
 });

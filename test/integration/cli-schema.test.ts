@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { openDatabase, type Database } from '../../src/platform/db/database.js';
 import { MIGRATIONS } from '../../src/platform/db/migrations/index.js';
-import { tempDir, testDatabase } from '../support/harness.js';
+import { freePort, tempDir, testDatabase } from '../support/harness.js';
 import { runCli } from '../support/processes.js';
 
 describe('slipway CLI: the database it works on', () => {
@@ -27,7 +27,7 @@ describe('slipway CLI: the database it works on', () => {
     };
 
     // A database that exists but is not Slipway's: a mistyped URL, another program's file.
-    for (const setUp of ['none', 'behind'] as const) {
+    for (const setUp of ['none', 'behind', 'ahead'] as const) {
       const dir = tempDir('slipway-cli-schema-');
       const db = await testDatabase();
       const own = { SLIPWAY_DATA_DIR: dir, ...(db.url ? { SLIPWAY_DATABASE_URL: db.url } : {}) };
@@ -38,6 +38,18 @@ describe('slipway CLI: the database it works on', () => {
           await run(own, /^slipway: the database .+ holds no Slipway schema: check --database-url .* slipway migrate .*; nothing was written\n$/);
           assert.deepEqual(await tables(database), ['unrelated']);
           assert.equal(fs.existsSync(path.join(dir, 'master.key')), false, 'a key file was generated');
+        } else if (setUp === 'ahead') {
+          // Migrated by a newer Slipway (going back to an older release): neither serve nor migrate
+          // nor any other command runs on it; the message says so, not that migrations are corrupted.
+          assert.equal((await runCli(['migrate'], own)).code, 0);
+          await database.db.insertInto('kysely_migration').values({ name: '9999-from-the-future', timestamp: new Date().toISOString() } as never).execute();
+          const newer = /^slipway: the database .+ was migrated by a newer Slipway \(it has 1 migration\(s\) this version does not know: 9999-from-the-future\): run that version .*; nothing was written\n$/;
+          await run(own, newer);
+          for (const args of [['migrate'], ['serve', '--port', String(await freePort())]]) {
+            const result = await runCli(args, own);
+            assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+            assert.match(result.stderr, /was migrated by a newer Slipway/);
+          }
         } else {
           // Set up by an older Slipway: the newest migration not run yet.
           assert.equal((await runCli(['migrate'], own)).code, 0);
@@ -54,4 +66,20 @@ describe('slipway CLI: the database it works on', () => {
     }
   });
 
+  it('stops with one line and exit 2 when the SQLite file cannot be made where the data directory says', { skip: (process.env.SLIPWAY_TEST_DB ?? 'sqlite') !== 'sqlite' && 'a SQLite file' }, async () => {
+    const dir = tempDir('slipway-cli-schema-');
+    try {
+      // A file where the data directory should be (a mistyped path, a mount not there).
+      const notADir = path.join(dir, 'data');
+      fs.writeFileSync(notADir, '');
+      for (const args of [['serve', '--port', String(await freePort())], ['migrate']]) {
+        const result = await runCli(args, { SLIPWAY_DATA_DIR: notADir });
+        assert.equal(result.code, 2, `${args[0]}: ${result.stderr}`);
+        assert.match(result.stderr, /^slipway: cannot open the SQLite database .+slipway\.db for writing \((EEXIST|ENOTDIR)\): .+ is not a directory; check --data-dir \(SLIPWAY_DATA_DIR\)/);
+        assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

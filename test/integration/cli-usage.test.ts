@@ -71,7 +71,7 @@ describe('slipway CLI: usage, help and errors', () => {
     try {
       // --help wins, after a flag the command does not know too.
       for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
-        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help']]) {
+        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stdout, /usage/i, args.join(' '));

@@ -107,10 +107,16 @@ describe('configuration', () => {
       [{ SLIPWAY_PROJECT_ID: '12a' }, 'SLIPWAY_PROJECT_ID must be 1 to 30 digits, got "12a"'],
       [{ SLIPWAY_DATABASE_URL: 'mysql://db/app' }, 'SLIPWAY_DATABASE_URL must be a PostgreSQL URL (postgres:// or postgresql://) or sqlite:PATH, got "mysql://db/app"'],
       [{ SLIPWAY_MASTER_KEY: 'c2hvcnQ=' }, 'SLIPWAY_MASTER_KEY must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32 makes one)'],
+      // Node's decoder would skip the stray characters and find 32 bytes all the same.
+      [{ SLIPWAY_MASTER_KEY: `!!!${Buffer.alloc(32, 7).toString('base64')}` }, 'SLIPWAY_MASTER_KEY must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32 makes one)'],
       [{ SLIPWAY_LOG_LEVEL: 'loud' }, 'SLIPWAY_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     ];
     for (const [env, message] of rules) assert.equal(refusal(env), message);
     assert.equal(loadConfig({ SLIPWAY_IDP_NAME: `a${'-9'.repeat(31)}`, SLIPWAY_PROJECT_ID: '9'.repeat(30) }).idpName.length, 63);
+    const key = Buffer.alloc(32, 250);
+    for (const form of [key.toString('base64'), key.toString('base64url'), key.toString('base64').replace(/=$/, '')]) {
+      assert.equal(loadConfig({ SLIPWAY_MASTER_KEY: form }).masterKey, form, form);
+    }
   });
 
   it('refuses public URLs with a query or a fragment, which every URL made from them would carry in the middle', () => {

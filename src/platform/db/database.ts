@@ -9,6 +9,7 @@ import { startCheckpointer } from './checkpointer.js';
 import { SQLite } from './sqlite-library.js';
 import { GroupCommitSqliteDialect, type GroupLimits } from './sqlite-driver.js';
 import { sqliteFile } from './facts.js';
+import { ConfigError } from '../config.js';
 
 // What callers may need without loading a database driver (the CLI's first moments, say).
 export { isDatabaseBusy, isDatabaseUnreachable, isForeignKeyViolation, isTransactionAborted, isUniqueViolation, sqliteFile } from './facts.js';
@@ -60,12 +61,29 @@ function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database
   });
 }
 
+/** Why a SQLite file cannot be used, said as what to change: the file system's code, or SQLite's. */
+const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'EEXIST', 'ENOTDIR', 'SQLITE_READONLY', 'SQLITE_CANTOPEN', 'SQLITE_READONLY_DIRECTORY']);
+
+function unwritable(file: string, error: unknown): unknown {
+  const code = String((error as { code?: unknown }).code ?? '');
+  if (!UNWRITABLE.has(code)) return error;
+  const dir = path.dirname(file);
+  const why = code === 'EEXIST' || code === 'ENOTDIR' ? `${dir} is not a directory` : `${dir} or the file is not writable by this user`;
+  return new ConfigError(`cannot open the SQLite database ${file} for writing (${code}): ${why}; check --data-dir (SLIPWAY_DATA_DIR) and its permissions, or --database-url (SLIPWAY_DATABASE_URL)`);
+}
+
 function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null, groupLimits: GroupLimits | undefined): Database {
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  // Create the file owner-only before SQLite does; its -wal and -shm files inherit the mode.
-  fs.closeSync(fs.openSync(file, 'a', 0o600));
-  const sqlite = new SQLite(file);
-  sqlite.pragma('journal_mode = WAL');
+  let sqlite: InstanceType<typeof SQLite>;
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    // Create the file owner-only before SQLite does; its -wal and -shm files inherit the mode.
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+    sqlite = new SQLite(file);
+    // The first write: a database that is there but cannot be written is found here.
+    sqlite.pragma('journal_mode = WAL');
+  } catch (error) {
+    throw unwritable(file, error);
+  }
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');

@@ -1,5 +1,5 @@
 // The one ordered list of migrations, shared by SQLite and PostgreSQL.
-import { Migrator, type Migration } from 'kysely';
+import { Migrator, sql, type Migration } from 'kysely';
 import type { Database } from '../database.js';
 import { core } from './0001-core.js';
 import { secretsLifecycle } from './0002-secrets-lifecycle.js';
@@ -32,12 +32,17 @@ function migratorOf(database: Database): Migrator {
 }
 
 /** Where a database's schema stands against this build's migrations; reading it writes nothing. */
-export type SchemaState = { kind: 'current' } | { kind: 'absent' } | { kind: 'behind'; at: string; pending: string[] };
+export type SchemaState = { kind: 'current' } | { kind: 'absent' } | { kind: 'behind'; at: string; pending: string[] } | { kind: 'ahead'; unknown: string[] };
 
 export async function schemaState(database: Database): Promise<SchemaState> {
   const migrations = await migratorOf(database).getMigrations();
   const done = migrations.filter((m) => m.executedAt !== undefined);
   if (done.length === 0) return { kind: 'absent' };
+  // Migrations a newer Slipway applied: this one does not know their schema.
+  const known = new Set(MIGRATIONS.map((m) => m.name));
+  const executed = await sql<{ name: string }>`select name from kysely_migration`.execute(database.db);
+  const unknown = executed.rows.map((r) => r.name).filter((name) => !known.has(name)).sort();
+  if (unknown.length > 0) return { kind: 'ahead', unknown };
   const pending = migrations.filter((m) => m.executedAt === undefined).map((m) => m.name);
   return pending.length === 0 ? { kind: 'current' } : { kind: 'behind', at: done[done.length - 1]!.name, pending };
 }
