@@ -9,6 +9,10 @@
 
 const config = await fetch('config.json', { cache: 'no-store' }).then((res) => res.json());
 const TOKEN_KEY = 'slipway.console.token';
+/** Why the sign-in page is shown, when it was not the user's choice (shown on it). */
+let signInReason = null;
+/** How many times a view was drawn: a view, its timers and its answers stop once another has been. */
+let renders = 0;
 const $main = document.getElementById('main');
 const $nav = document.getElementById('org-nav');
 const $who = document.getElementById('who');
@@ -32,12 +36,26 @@ function h(tag, props = {}, ...children) {
   return fill(el, ...children);
 }
 
+/**
+ * Text as shown: the characters that reorder what follows them (bidirectional overrides and
+ * isolates) are shown as their code points instead of obeyed, so that a log line or a description
+ * cannot make itself read as something else.
+ */
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
+const shown = (text) => text.replace(BIDI_CONTROLS, (c) => `<U+${c.codePointAt(0).toString(16).toUpperCase()}>`);
+
 /** Replaces an element's children; nothing, null and false are left out. */
 function fill(el, ...children) {
   el.replaceChildren(...children.flat(Infinity)
     .filter((child) => child !== undefined && child !== null && child !== false)
-    .map((child) => (child instanceof Node ? child : String(child))));
+    .map((child) => (child instanceof Node ? child : shown(String(child)))));
   return el;
+}
+
+/** Goes to a view; the one already shown is drawn again (a filter sent unchanged refreshes its list). */
+function navigate(hash) {
+  if (location.hash === hash) render();
+  else location.hash = hash;
 }
 
 /** A link inside the console: `#/` followed by encoded path segments. */
@@ -60,8 +78,10 @@ function table(headings, rows, empty = 'Nothing here yet.') {
   return h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows));
 }
 
+let noticeAt = 0;
 function notify(text) {
-  $notice.textContent = text;
+  noticeAt = Date.now();
+  $notice.textContent = shown(text);
   $notice.hidden = false;
   clearTimeout(notify.timer);
   notify.timer = setTimeout(() => { $notice.hidden = true; }, 4000);
@@ -79,6 +99,7 @@ function session() {
   try {
     const saved = JSON.parse(sessionStorage.getItem(TOKEN_KEY) ?? 'null');
     if (saved && saved.expiresAt > Date.now() + 5_000) return saved;
+    if (saved) signInReason = 'Your session has ended: its token expired. Sign in again.';
   } catch { /* a damaged entry is no session */ }
   sessionStorage.removeItem(TOKEN_KEY);
   return null;
@@ -106,12 +127,14 @@ function signOut(reason) {
   if (location.hash !== '#/') location.hash = '#/';
   else render();
 }
-let signInReason = null;
 
 /** The ETag the API gives a version of a secret or a service: its version and its creation time. */
 function etagOf(resource) {
   return `"${resource.version}.${Date.parse(resource.createdAt).toString(36)}"`;
 }
+
+/** An answer that came after the user moved to another view: nothing is drawn with it. */
+class Stale extends Error {}
 
 /** A refusal from the API, as its RFC 9457 problem. */
 class Problem extends Error {
@@ -125,6 +148,7 @@ class Problem extends Error {
 }
 
 async function api(method, path, { body, query, headers } = {}) {
+  const view = renders;
   const current = session();
   if (current === null) {
     signOut('Your session has ended; sign in again.');
@@ -145,6 +169,8 @@ async function api(method, path, { body, query, headers } = {}) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
+  // Another view has been drawn since this call was made: its answer is not this page's to show.
+  if (view !== renders) throw new Stale();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text }; }
   if (res.status === 401) {
@@ -154,6 +180,9 @@ async function api(method, path, { body, query, headers } = {}) {
   if (!res.ok) throw new Problem(res.status, data);
   return data;
 }
+
+/** What is not shown as a problem: an answer for a view left since, a sign-out the sign-in page explains. */
+const quiet = (error) => error instanceof Stale || (error instanceof Problem && error.signedOut);
 
 /** A problem shown where it happened: what was refused, why, and each field at fault. */
 function problemBox(error) {
@@ -177,7 +206,7 @@ async function act(trigger, where, action) {
   try {
     return await action();
   } catch (error) {
-    if (!(error instanceof Problem && error.signedOut)) where.append(problemBox(error));
+    if (!(quiet(error))) where.append(problemBox(error));
     return undefined;
   } finally {
     if (trigger) trigger.disabled = false;
@@ -192,6 +221,18 @@ function onSubmit(form, action) {
   return form;
 }
 
+/** Every item of a list, page after page (for choices such as the environment to deploy into). */
+async function everyPage(load, field) {
+  const items = [];
+  let cursor;
+  do {
+    const page = await load(cursor);
+    items.push(...page[field]);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return items;
+}
+
 /** A list that pages on: the first page now, the next ones on "Load more". */
 function pagedList(load, renderPage) {
   const box = h('div');
@@ -201,7 +242,11 @@ function pagedList(load, renderPage) {
     const page = await act(more, box, () => load(cursor));
     if (page === undefined) return;
     more.remove();
-    box.append(renderPage(page));
+    const drawn = renderPage(page);
+    // Later pages' rows join the first page's table, under the same headings.
+    const table = box.querySelector(':scope > table > tbody');
+    if (table && drawn.tagName === 'TABLE') table.append(...drawn.querySelector('tbody').children);
+    else if (!(table && drawn.tagName !== 'TABLE')) box.append(drawn);
     cursor = page.nextCursor;
     if (cursor) box.append(more);
   };
@@ -291,16 +336,30 @@ function page(title, ...children) {
 }
 
 /**
- * Deletes a service or an environment after a confirmation, then goes back to its list. One that
- * something still runs in is refused by the API, which says what (the problem is shown).
+ * Deletes a service or an environment after a confirmation, then goes back to its list. The API
+ * refuses one that something is queued or running in, and says so (shown by the button); one that
+ * only serves is deleted after a second confirmation that says what stops (`?force=true`).
  */
 function deleteButton(org, section, kind, name, path) {
+  const gone = () => {
+    notify(`The ${kind} ${name} is deleted.`);
+    location.hash = `#/o/${encodeURIComponent(org)}/${section}`;
+  };
   return h('button', { type: 'button', class: 'danger', onclick: (e) => {
     if (!confirm(`Delete the ${kind} ${name}?`)) return;
-    act(e.target, $main, async () => {
-      await api('DELETE', path);
-      notify(`The ${kind} ${name} is deleted.`);
-      location.hash = `#/o/${encodeURIComponent(org)}/${section}`;
+    const where = e.target.closest('.card') ?? e.target.parentElement;
+    act(e.target, where, async () => {
+      try {
+        await api('DELETE', path);
+      } catch (error) {
+        const conflicts = error instanceof Problem && error.body.code === `${kind}_in_use` ? error.body.conflicts ?? [] : [];
+        const servingOnly = conflicts.length > 0 && conflicts.every((c) => c.state === 'succeeded');
+        if (!servingOnly) throw error;
+        const what = kind === 'service' ? `${name} serves (${conflicts.map((c) => c.deployment).join(', ')})` : `services serve in ${name} (${conflicts.map((c) => c.deployment).join(', ')})`;
+        if (!confirm(`${what}. Delete it anyway? Its runners stop what serves, and its deployment history, rollback targets included, goes.`)) return;
+        await api('DELETE', path, { query: { force: 'true' } });
+      }
+      gone();
     });
   } }, `Delete ${kind}`);
 }
@@ -353,7 +412,7 @@ async function deploymentsView(org, query) {
     event.preventDefault();
     const chosen = new URLSearchParams();
     for (const [key, value] of new FormData(filters)) if (value) chosen.set(key, String(value));
-    location.hash = `#/o/${encodeURIComponent(org)}/deployments${chosen.size ? `?${chosen}` : ''}`;
+    navigate(`#/o/${encodeURIComponent(org)}/deployments${chosen.size ? `?${chosen}` : ''}`);
   });
   const wanted = { service: query.get('service'), environment: query.get('environment'), state: query.get('state') };
   page('Deployments', h('div', { class: 'card' }, filters),
@@ -407,9 +466,11 @@ async function deploymentView(org, id) {
       }
       const fresh = await api('GET', base);
       if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt) { d = fresh; drawHead(); }
-      if (UNFINISHED.includes(d.state) || d.state === 'succeeded') setTimeout(follow, 2000);
+      // Followed while it runs, and more slowly while it serves (a runner sends its service's output).
+      if (UNFINISHED.includes(d.state)) setTimeout(follow, 2_000);
+      else if (d.state === 'succeeded') setTimeout(follow, 10_000);
     } catch (error) {
-      if (!(error instanceof Problem && error.signedOut)) head.append(problemBox(error));
+      if (!(quiet(error))) head.append(problemBox(error));
     }
   };
   follow();
@@ -461,7 +522,7 @@ async function serviceView(org, name) {
   const orgPath = `/v1/orgs/${encodeURIComponent(org)}`;
   const base = `${orgPath}/services/${encodeURIComponent(name)}`;
   const service = await api('GET', base);
-  const environments = await api('GET', `${orgPath}/environments`, { query: { limit: 100 } });
+  const environments = { environments: await everyPage((cursor) => api('GET', `${orgPath}/environments`, { query: { limit: 100, cursor } }), 'environments') };
   const deploy = onSubmit(h('form', { id: 'deploy' },
     h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
       environments.environments.map((e) => h('option', { value: e.name }, e.protected ? `${e.name} (protected)` : e.name)))),
@@ -495,7 +556,7 @@ async function serviceView(org, name) {
     h('h2', {}, 'Spec'),
     h('details', { class: 'card' }, h('summary', {}, 'Edit'), edit),
     json(service.spec),
-    h('h2', {}, 'Danger zone'), remove);
+    h('h2', {}, 'Danger zone'), h('div', { class: 'card' }, remove));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -526,7 +587,7 @@ async function environmentView(org, name) {
   frame(org, 'environments');
   const base = `/v1/orgs/${encodeURIComponent(org)}/environments/${encodeURIComponent(name)}`;
   const env = await api('GET', base);
-  const toggle = h('button', { type: 'button', onclick: (e) => act(e.target, $main, async () => {
+  const toggle = h('button', { type: 'button', onclick: (e) => act(e.target, e.target.closest('.card'), async () => {
     const saved = await api('PATCH', base, { body: { protected: !env.protected } });
     notify(saved.protected ? `${saved.name} is protected.` : `${saved.name} is no longer protected.`);
     render();
@@ -549,25 +610,33 @@ async function environmentView(org, name) {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * `.env` text as variables: `KEY=value` lines, `export` allowed, `#` comments and blank lines
- * skipped, one pair of surrounding quotes taken off. A line without `=` is refused, not dropped.
+ * `.env` text as variables, by dotenv's rules: `KEY=value` lines, `export` allowed, blank lines and
+ * `#` comments skipped, a ` #` comment after an unquoted value dropped; single quotes keep their
+ * text as it is, double quotes expand \\n, \\r, \\t, \\" and \\\\. A line that is none of these, or a key
+ * given twice, is refused with its line number rather than stored otherwise than meant.
  */
 function parseDotenv(text) {
   const values = {};
   const problems = [];
+  const seen = new Map();
+  const ESCAPES = { n: '\n', r: '\r', t: '\t', '"': '"', '\\': '\\' };
   text.split(/\r?\n/).forEach((raw, index) => {
+    const at = `line ${index + 1}`;
     const line = raw.trim();
     if (line === '' || line.startsWith('#')) return;
     const match = /^(?:export\s+)?([^=\s]+)\s*=\s*(.*)$/.exec(line);
-    if (!match) {
-      problems.push({ pointer: `line ${index + 1}`, message: 'is not KEY=value' });
-      return;
-    }
-    let value = match[2];
-    if (value.length >= 2 && (value[0] === '"' || value[0] === "'") && value.at(-1) === value[0]) value = value.slice(1, -1);
-    values[match[1]] = value;
+    if (!match) return problems.push({ pointer: at, message: 'is not KEY=value' });
+    const [, key, rest] = match;
+    let value;
+    const quoted = /^(['"])((?:\\.|(?!\1).)*)\1\s*(?:#.*)?$/.exec(rest);
+    if (quoted) value = quoted[1] === '"' ? quoted[2].replace(/\\(.)/g, (all, c) => ESCAPES[c] ?? all) : quoted[2];
+    else if (/^['"]/.test(rest)) return problems.push({ pointer: at, message: 'has a quote that is not closed on the line (or text after the closing quote)' });
+    else value = rest.replace(/\s+#.*$/, '');
+    if (seen.has(key)) return problems.push({ pointer: at, message: `sets ${key} again (first on line ${seen.get(key)})` });
+    seen.set(key, index + 1);
+    values[key] = value;
   });
-  if (problems.length > 0) throw new Problem(400, { title: 'Not .env text', detail: 'Each line must be KEY=value.', errors: problems });
+  if (problems.length > 0) throw new Problem(400, { title: 'Not .env text', detail: 'Fix these lines; nothing was saved.', errors: problems });
   return values;
 }
 
@@ -586,7 +655,7 @@ async function secretsView(org, query) {
     const form = new FormData(filter);
     if (form.get('prefix')) chosen.set('prefix', String(form.get('prefix')));
     if (form.get('deleted') === 'on') chosen.set('deleted', 'true');
-    location.hash = `#/o/${encodeURIComponent(org)}/secrets${chosen.size ? `?${chosen}` : ''}`;
+    navigate(`#/o/${encodeURIComponent(org)}/secrets${chosen.size ? `?${chosen}` : ''}`);
   });
   const save = onSubmit(h('form', { class: 'stack', id: 'save-secret' },
     h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'database', spellcheck: 'false' })),
@@ -610,7 +679,7 @@ async function secretsView(org, query) {
       await api('POST', `${base}/${encodeURIComponent(s.name)}/restore`, { body: {} });
       notify(`Secret ${s.name} restored.`);
       location.hash = `#/o/${encodeURIComponent(org)}/secrets/${encodeURIComponent(s.name)}`;
-    }) }, 'Restore')) : null)), deleted ? 'No deleted secrets to restore.' : 'No secrets here yet.');
+    }) }, 'Restore')) : null)), deleted ? 'No deleted secrets to restore.' : prefix ? `No secret's name starts with ${prefix}.` : 'No secrets here yet.');
   page('Secrets', h('div', { class: 'card' }, filter),
     pagedList((cursor) => api('GET', base, { query: { prefix, deleted: deleted ? 'true' : undefined, cursor } }), rows),
     deleted ? null : [h('h2', {}, 'New secret, or a new version'), h('div', { class: 'card' }, save)]);
@@ -710,23 +779,36 @@ async function serviceUsersView(org) {
   const userRow = (u) => {
     const role = h('select', { 'aria-label': `Role of ${u.name}` }, ROLES.map((r) => h('option', { value: r, selected: r === u.role }, r)));
     const cell = h('td');
-    role.addEventListener('change', () => act(role, cell, async () => {
-      await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { role: role.value } });
-      notify(`${u.name} is now ${role.value}.`);
-    }));
+    role.addEventListener('change', async () => {
+      const changed = await act(role, cell, async () => {
+        await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { role: role.value } });
+        notify(`${u.name} is now ${role.value}.`);
+        return true;
+      });
+      // Refused: the role shown goes back to the one it has.
+      if (changed) u.role = role.value;
+      else role.value = u.role;
+    });
     cell.append(h('div', { class: 'row' },
       h('button', { type: 'button', onclick: (e) => act(e.target, cell, async () => {
         const secret = await api('POST', `${base}/${encodeURIComponent(u.id)}/secrets`, { body: {} });
         fill(onceArea, shownOnce(`New client secret for ${u.name}`, { clientId: u.clientId, clientSecret: secret.clientSecret, hint: secret.hint }));
         fill(list, listing());
       }) }, 'New secret'),
-      h('button', { type: 'button', class: u.disabled ? '' : 'danger', onclick: (e) => act(e.target, cell, async () => {
-        await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { disabled: !u.disabled } });
-        notify(u.disabled ? `${u.name} enabled.` : `${u.name} disabled: its tokens no longer work.`);
-        fill(list, listing());
-      }) }, u.disabled ? 'Enable' : 'Disable')));
+      h('button', { type: 'button', class: u.disabled ? '' : 'danger', onclick: (e) => {
+        const self = u.id === session()?.subject;
+        if (!u.disabled && !confirm(self
+          ? `Disable ${u.name}, the service user this console is signed in as? Its tokens stop working at once, this one included.`
+          : `Disable ${u.name}? Its tokens stop working at once, and it gets no new ones until enabled again.`)) return;
+        act(e.target, cell, async () => {
+          await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { disabled: !u.disabled } });
+          notify(u.disabled ? `${u.name} enabled.` : `${u.name} disabled: its tokens no longer work.`);
+          fill(list, listing());
+        });
+      } }, u.disabled ? 'Enable' : 'Disable')));
     return h('tr', {},
       h('td', {}, h('strong', {}, u.name), ' ', u.disabled ? badge('disabled') : null, u.instanceAdmin ? [' ', badge('instance admin', 'protected')] : null,
+        u.description ? h('div', {}, u.description) : null,
         h('div', { class: 'muted' }, h('code', {}, u.clientId))),
       h('td', {}, role),
       h('td', {}, u.secrets.map((s) => h('div', { class: 'row' }, h('code', {}, `${s.hint}…`), h('span', { class: 'muted' }, 'last used ', when(s.lastUsedAt)),
@@ -759,7 +841,7 @@ async function eventsView(org, query) {
   filter.addEventListener('submit', (event) => {
     event.preventDefault();
     const value = String(new FormData(filter).get('type') ?? '').trim();
-    location.hash = `#/o/${encodeURIComponent(org)}/events${value ? `?type=${encodeURIComponent(value)}` : ''}`;
+    navigate(`#/o/${encodeURIComponent(org)}/events${value ? `?type=${encodeURIComponent(value)}` : ''}`);
   });
   page('Events', h('div', { class: 'card' }, filter),
     pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/events`, { query: { type, cursor } }),
@@ -773,32 +855,30 @@ async function eventsView(org, query) {
 // Routing
 // ---------------------------------------------------------------------------------------------
 
-const VIEWS = {
+const VIEWS = new Map(Object.entries({
   deployments: (org, rest, q) => rest.length ? deploymentView(org, rest[0]) : deploymentsView(org, q),
   services: (org, rest) => rest.length ? serviceView(org, rest[0]) : servicesView(org),
   environments: (org, rest) => rest.length ? environmentView(org, rest[0]) : environmentsView(org),
   secrets: (org, rest, q) => rest.length ? secretView(org, rest[0]) : secretsView(org, q),
   'service-users': (org) => serviceUsersView(org),
   events: (org, _rest, q) => eventsView(org, q),
-};
-
-/** How many times a view was drawn: a view's timers stop once another has been. */
-let renders = 0;
+}));
 
 async function render() {
   renders += 1;
   if (session() === null) return signInView();
-  const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
-  const query = new URLSearchParams(search);
-  const parts = path.split('/').filter(Boolean).map((s) => decodeURIComponent(s));
+  // A notice stays for the page its action went to, not for the pages after it.
+  if (Date.now() - noticeAt > 1_000) $notice.hidden = true;
   try {
-    if (parts[0] === 'o' && parts[1] && VIEWS[parts[2] ?? 'deployments']) {
-      await VIEWS[parts[2] ?? 'deployments'](parts[1], parts.slice(3), query);
-    } else {
-      await orgsView();
-    }
+    const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
+    const query = new URLSearchParams(search);
+    const parts = path.split('/').filter(Boolean).map((s) => decodeURIComponent(s));
+    const view = parts[0] === 'o' && parts[1] ? VIEWS.get(parts[2] ?? 'deployments') : undefined;
+    if (view) await view(parts[1], parts.slice(3), query);
+    else if (parts.length === 0) await orgsView();
+    else throw new Problem(404, { title: 'No such page', detail: `The console has no page at ${location.hash}.` });
   } catch (error) {
-    if (error instanceof Problem && error.signedOut) return;
+    if (quiet(error)) return;
     fill($main, problemBox(error), h('p', {}, link('Back to your organizations', '')));
   }
 }

@@ -288,11 +288,56 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await dev.waitForSelector('.problem:has-text("admin")');
 
     // Disabled from the owner's page: the developer's next call signs it out with the reason.
+    page.once('dialog', (dialog) => void dialog.accept());
     await page.click('tr:has-text("console-dev") >> button:has-text("Disable")');
     await page.waitForSelector('tr:has-text("console-dev") >> .badge.disabled');
     await dev.goto(`${server.url}/console/#/o/default/environments`);
     await dev.waitForSelector('#signin-credentials');
     await dev.waitForSelector('.problem[role=alert]');
+  });
+
+  it('reads .env lines by dotenv\'s rules and refuses what it cannot read; a refused role change shows the role kept', async () => {
+    const page = await newPage();
+    await signIn(page, server.bootstrap);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    await page.goto(`${server.url}/console/#/o/default/secrets`);
+    await page.fill('#save-secret input[name=name]', 'dotenv');
+    await page.fill('#save-secret textarea[name=values]', 'A=1\nA=2\nB="open\n');
+    await page.click('#save-secret button[type=submit]');
+    await page.waitForSelector('.problem:has-text("line 2: sets A again (first on line 1)")');
+    await page.waitForSelector('.problem:has-text("line 3: has a quote that is not closed")');
+    assertProblem(await server.owner.http.get('/v1/orgs/default/secrets/dotenv'), 404);
+    await page.fill('#save-secret textarea[name=values]', 'export URL=postgres://u:p@h/db # primary\nQUOTED="a b"  # note\nMULTI="one\\ntwo"\nRAW=\'x #y\'\n');
+    await page.click('#save-secret button[type=submit]');
+    await page.waitForSelector('h1:has-text("Secret dotenv")');
+    assert.deepEqual((await server.owner.http.post('/v1/orgs/default/secrets/dotenv/reveal', {})).body.values,
+      { URL: 'postgres://u:p@h/db', QUOTED: 'a b', MULTI: 'one\ntwo', RAW: 'x #y' });
+
+    // The last owner cannot be made a viewer: the select shows the role it kept.
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    const select = page.locator('tr:has-text("bootstrap-owner") select');
+    await select.selectOption('viewer');
+    await page.waitForSelector('.problem');
+    assert.equal(await select.inputValue(), 'owner');
+  });
+
+  it('draws nothing with an answer that came after the user moved on', async () => {
+    const page = await newPage();
+    await signIn(page, server.bootstrap);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'slow-one', values: { K: 'v' } }] })).status, 201);
+    let held!: () => void;
+    const holding = new Promise<void>((resolve) => { held = resolve; });
+    await page.route((url) => url.pathname.endsWith('/secrets/slow-one'), async (route) => { held(); await new Promise((r) => setTimeout(r, 1_500)); await route.continue(); });
+    await page.goto(`${server.url}/console/#/o/default/secrets/slow-one`);
+    await holding;
+    await page.goto(`${server.url}/console/#/o/default/secrets/payments`);
+    await page.waitForSelector('h1:has-text("Secret payments")');
+    await new Promise((r) => setTimeout(r, 2_000));
+    assert.equal(await page.locator('h1').textContent(), 'Secret payments');
+    // A page the console does not have says so.
+    await page.goto(`${server.url}/console/#/o/default/__proto__`);
+    await page.waitForSelector('.problem:has-text("No such page")');
   });
 
   it('reported no script error, refused resource or policy violation on any page', () => {
