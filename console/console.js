@@ -128,11 +128,6 @@ function signOut(reason) {
   else render();
 }
 
-/** The ETag the API gives a version of a secret or a service: its version and its creation time. */
-function etagOf(resource) {
-  return `"${resource.version}.${Date.parse(resource.createdAt).toString(36)}"`;
-}
-
 /** An answer that came after the user moved to another view: nothing is drawn with it. */
 class Stale extends Error {}
 
@@ -147,7 +142,8 @@ class Problem extends Error {
   }
 }
 
-async function api(method, path, { body, query, headers } = {}) {
+/** `etag`: the answer is `{ data, etag }`, with the ETag the API gave it (to send back as If-Match). */
+async function api(method, path, { body, query, headers, etag = false } = {}) {
   const view = renders;
   const current = session();
   if (current === null) {
@@ -178,7 +174,7 @@ async function api(method, path, { body, query, headers } = {}) {
     throw new Problem(401, data, { signedOut: true });
   }
   if (!res.ok) throw new Problem(res.status, data);
-  return data;
+  return etag ? { data, etag: res.headers.get('etag') } : data;
 }
 
 /** What is not shown as a problem: an answer for a view left since, a sign-out the sign-in page explains. */
@@ -297,7 +293,7 @@ function signInView() {
   });
   fill($main, h('div', { class: 'signin' },
     h('h1', {}, 'Sign in to Slipway'),
-    h('p', { class: 'muted' }, 'With a service user\'s credentials (Settings → Service Users, or bootstrap.json on a first start). The secret is sent to the token endpoint only; the token is kept in this tab until it expires or you sign out.'),
+    h('p', { class: 'muted' }, 'With a service user\'s credentials (made under Service users, or bootstrap.json on a first start). The secret is sent to the token endpoint only; the token is kept in this tab until it expires or you sign out.'),
     signInReason ? h('div', { class: 'problem', role: 'alert' }, signInReason) : null,
     sameOrigin
       ? h('div', { class: 'card' }, credentials)
@@ -521,7 +517,7 @@ async function serviceView(org, name) {
   frame(org, 'services');
   const orgPath = `/v1/orgs/${encodeURIComponent(org)}`;
   const base = `${orgPath}/services/${encodeURIComponent(name)}`;
-  const service = await api('GET', base);
+  const { data: service, etag: serviceTag } = await api('GET', base, { etag: true });
   const environments = { environments: await everyPage((cursor) => api('GET', `${orgPath}/environments`, { query: { limit: 100, cursor } }), 'environments') };
   const deploy = onSubmit(h('form', { id: 'deploy' },
     h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
@@ -541,7 +537,7 @@ async function serviceView(org, name) {
       h('textarea', { name: 'spec', class: 'code', rows: 14, spellcheck: 'false', value: JSON.stringify(service.spec, null, 2) })),
     h('button', { type: 'submit', class: 'primary' }, 'Save')), async (form) => {
     // With the ETag of the version shown: an edit made meanwhile elsewhere is a 412, not overwritten.
-    const saved = await api('PATCH', base, { headers: { 'if-match': etagOf(service) }, body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec') } });
+    const saved = await api('PATCH', base, { headers: { 'if-match': serviceTag }, body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec') } });
     notify(`Service ${saved.name} saved as version ${saved.version}.`);
     render();
   });
@@ -695,9 +691,9 @@ function revealedBox(revealed, hide) {
 async function secretView(org, name) {
   frame(org, 'secrets');
   const base = `/v1/orgs/${encodeURIComponent(org)}/secrets/${encodeURIComponent(name)}`;
-  const secret = await api('GET', base);
+  const { data: secret, etag: secretTag } = await api('GET', base, { etag: true });
   // Every change says which version it expects: a change made meanwhile by someone else is a 412, not lost.
-  const ifMatch = { 'if-match': etagOf(secret) };
+  const ifMatch = { 'if-match': secretTag };
   const revealArea = h('div');
   const reveal = (version) => act(null, revealArea, async () => {
     const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });

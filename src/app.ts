@@ -273,7 +273,9 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     server,
     bootstrapFile,
     async listen() {
-      return server.listen({ host: config.host, port: config.port });
+      const address = await server.listen({ host: config.host, port: config.port });
+      core.runner.listening();
+      return address;
     },
     async close() {
       clearTimeout(firstHousekeeping);

@@ -3,6 +3,7 @@
 // signed-in caller, so it can do exactly what that caller's role allows and nothing more.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from './app-types.js';
 
@@ -49,7 +50,14 @@ function contentSecurityPolicy(tokenUrl: string): string {
 
 export function registerConsole(app: App, options: ConsoleOptions, prefix: string): void {
   const assets = new Map<string, Asset>();
-  for (const [name, type] of Object.entries(FILES)) assets.set(name, asset(fs.readFileSync(new URL(name, SOURCE)), type));
+  try {
+    for (const [name, type] of Object.entries(FILES)) assets.set(name, asset(fs.readFileSync(new URL(name, SOURCE)), type));
+  } catch (error) {
+    // An installation that ships without the console (dist/ and node_modules only) still serves the API.
+    if ((error as { code?: unknown }).code !== 'ENOENT') throw error;
+    app.log.warn({ dir: fileURLToPath(SOURCE) }, 'the web console\'s files are not there: serving the API without the console');
+    return;
+  }
   // Read by the page before it signs in: where tokens come from, for which scope, and where the API is.
   // The API's path is kept as configured: the page is served from under it.
   assets.set('config.json', asset(Buffer.from(JSON.stringify({

@@ -178,7 +178,8 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     throw new ConfigError(`${label('databaseUrl')} is not a valid URL (a port must be a number; percent-encode @, / and : in the user name and password), got "${redactUrl(databaseUrl)}"`);
   }
 
-  const masterKey = raw('masterKey') ?? null;
+  // Trimmed, as a key read from a file (a Kubernetes secret, an env file) often ends in a newline.
+  const masterKey = raw('masterKey')?.trim() ?? null;
   if (masterKey !== null && !isKeyOf32Bytes(masterKey)) {
     throw new ConfigError(`${label('masterKey')} must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32 makes one)`);
   }

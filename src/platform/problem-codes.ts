@@ -77,7 +77,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   rotation_unfinished: { status: 409, meaning: 'CLI `keys`: an interrupted rotation must be finished first.' },
   rotation_not_converging: { status: 409, meaning: 'CLI `keys rotate-master`: rows keep appearing under the old key.' },
   // 412, 413, 414, 415
-  precondition_failed: { status: 412, meaning: 'An If-Match or If-None-Match that does not hold (`currentVersion` for a secret).' },
+  precondition_failed: { status: 412, meaning: 'An If-Match or If-None-Match that does not hold (`currentVersion` for a secret or a service).' },
   payload_too_large: { status: 413, meaning: 'The body is larger than SLIPWAY_BODY_LIMIT_BYTES (`limit`).' },
   uri_too_long: { status: 414, meaning: 'A path segment longer than any name or id.' },
   unsupported_media_type: { status: 415, meaning: 'Not application/json (or the operation\'s form), a charset other than UTF-8, or a Content-Encoding.' },

@@ -49,10 +49,11 @@ const FRESH_TOKEN_RETRY_MS = 2_000;
 export function createProtocolClient(options: ProtocolClientOptions) {
   const { tokens } = options;
   /**
-   * Since when each call has had fresh tokens refused (none: its last one was taken). Per call: the
-   * serving reports that go through meanwhile say nothing about the claims that do not.
+   * Since when each call has had fresh tokens refused, and when last (none: its last one was
+   * taken). Per call: the serving reports that go through meanwhile say nothing about the claims
+   * that do not. A run of refusals ends when one is not followed by another within a few retries.
    */
-  const freshRefusedSince = new Map<keyof typeof RUNNER_ROUTES, number>();
+  const freshRefused = new Map<keyof typeof RUNNER_ROUTES, { since: number; last: number }>();
 
   /**
    * `keyGivenUp`: a 409 saying the request under its Idempotency-Key is still in progress is a
@@ -73,15 +74,18 @@ export function createProtocolClient(options: ProtocolClientOptions) {
           tokens.invalidate(token);
           continue;
         }
-        if (answer.status !== 401) freshRefusedSince.delete(route);
+        if (answer.status !== 401) freshRefused.delete(route);
         if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
         const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
         const detail = problem.detail ?? `HTTP ${answer.status}`;
         if (answer.status === 401) {
           tokens.invalidate(token);
-          const since = freshRefusedSince.get(route) ?? Date.now();
-          freshRefusedSince.set(route, since);
-          if (Date.now() - since < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
+          const now = Date.now();
+          const run = freshRefused.get(route);
+          // A run left over from long ago (its retries stopped, or it counted as a refusal) is not this one.
+          const since = run !== undefined && now - run.last <= 5 * FRESH_TOKEN_RETRY_MS ? run.since : now;
+          freshRefused.set(route, { since, last: now });
+          if (now - since < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
             throw new Unavailable(`${route} refused a token just issued (${detail}): the server may be between two signing keys`, FRESH_TOKEN_RETRY_MS);
           }
         }

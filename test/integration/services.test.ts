@@ -260,6 +260,11 @@ describe('services', () => {
     assertProblem(await admin.http.delete(url, { headers: { 'if-match': etag } }), 412, 'precondition_failed');
     assert.equal((await viewer.http.get(url)).status, 200);
     assert.equal((await admin.http.delete(url, { headers: { 'if-match': won.headers.get('etag')! } })).status, 204);
+
+    // Documented beside the headers an answer has already: a creation's Location stays.
+    const doc = (await server.http().get('/openapi.json')).body;
+    const createdHeaders = doc.paths['/v1/orgs/{orgId}/services'].post.responses['201'].headers;
+    assert.ok(createdHeaders.location && createdHeaders.etag, JSON.stringify(createdHeaders));
   });
 
   it('makes no version and no event for a patch that changes nothing, and records what a change changed', async () => {

@@ -117,6 +117,8 @@ describe('configuration', () => {
     for (const form of [key.toString('base64'), key.toString('base64url'), key.toString('base64').replace(/=$/, '')]) {
       assert.equal(loadConfig({ SLIPWAY_MASTER_KEY: form }).masterKey, form, form);
     }
+    // Read from a file, a key often ends in a newline.
+    assert.equal(loadConfig({ SLIPWAY_MASTER_KEY: `${key.toString('base64')}\n` }).masterKey, key.toString('base64'));
   });
 
   it('refuses public URLs with a query or a fragment, which every URL made from them would carry in the middle', () => {

@@ -2,7 +2,7 @@
 import { Type, type Static, type TObject } from '@sinclair/typebox';
 import { NullableCursor, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
-import { DeploymentSpec, variablesSchema } from '../services/services.schemas.js';
+import { DeploymentSpec, SPEC_LIMITS, variablesSchema } from '../services/services.schemas.js';
 import { DEPLOYMENT_STATES } from './deployment-state.js';
 
 export const DeploymentStateSchema = Type.Union(DEPLOYMENT_STATES.map((s) => Type.Literal(s)), {
@@ -76,7 +76,7 @@ export function createDeploymentBody(limits: Pick<Limits, 'valueChars' | 'specBy
     environment: Type.String({ minLength: 1, maxLength: 100, description: 'Environment id or name.' }),
     revision: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'A label for what is deployed (a commit, a tag, a build number).' })),
     description: Type.Optional(Type.String({ maxLength: 500 })),
-    variables: Type.Optional(variablesSchema(limits, `Overrides of (or additions to) the service's plain variables, for this deployment only. The spec the deployment freezes, the service's with these laid over, is held to ${limits.specBytes} bytes as JSON like the service's (SLIPWAY_MAX_SPEC_BYTES; 400 \`limit_exceeded\` above).`)),
+    variables: Type.Optional(variablesSchema(limits, `Overrides of (or additions to) the service's plain variables, for this deployment only. The spec the deployment freezes, the service's with these laid over, is held to ${limits.specBytes} bytes as JSON like the service's (SLIPWAY_MAX_SPEC_BYTES), and to ${SPEC_LIMITS.variables} variables with the service's (400 \`limit_exceeded\` above either).`)),
   }, { additionalProperties: false });
 }
 export type CreateDeploymentInput = Static<ReturnType<typeof createDeploymentBody>>;

@@ -56,9 +56,10 @@ export function createRunnerService(deps: RunnerDeps) {
   const leaseMs = deps.leaseSeconds * 1000;
   const hostTimeoutMs = deps.hostTimeoutSeconds * 1000;
   // Reports and heartbeats made to a server that was down did not arrive. Until a whole host timeout
-  // has passed since this one started, only what a runner let go of is an orphan, not what went
-  // unreported; until a whole lease has, no lease expires (see expire).
-  const startedAt = Date.now();
+  // has passed since this one began to serve, only what a runner let go of is an orphan, not what
+  // went unreported; until a whole lease has, no lease expires (see expire). Counted from when it
+  // listens (`listening`): a start that takes long (migrating, a loaded machine) heard nothing either.
+  let startedAt = Date.now();
 
   function leaseOf(row: DeploymentRow): LeaseT {
     return {
@@ -383,6 +384,11 @@ export function createRunnerService(deps: RunnerDeps) {
 
     /** The periodic sweep: every organization's expired leases. */
     sweep: () => expire(null),
+
+    /** The server listens from now: runners' retried heartbeats and reports can reach it. */
+    listening(): void {
+      startedAt = Date.now();
+    },
 
     /** Sweeps every `intervalMs` (never two at once) until the returned function is called. */
     startSweeper(intervalMs: number, onError: (error: unknown) => void): () => void {

@@ -114,8 +114,9 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
             ...(specChanged ? { spec: checked.json } : {}),
             updated_at: now,
           });
-          // PostgreSQL: deleted or changed by a concurrent request since it was read.
-          if (row === undefined) throw errors.conflict('write_conflict', `The service "${current.name}" was changed or deleted by another request meanwhile; read it again and retry.`);
+          // Changed by a request since it was read: not while the row is held (PostgreSQL) or the
+          // transaction runs alone (SQLite), but the compare-and-set does not rely on either.
+          if (row === undefined) throw errors.writeConflict();
           await appendEvents(trx, ctx, [{
             orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
             data: {
