@@ -202,7 +202,7 @@ async function act(trigger, where, action) {
   try {
     return await action();
   } catch (error) {
-    if (!(quiet(error))) where.append(problemBox(error));
+    if (!quiet(error)) where.append(problemBox(error));
     return undefined;
   } finally {
     if (trigger) trigger.disabled = false;
@@ -387,8 +387,8 @@ const UNFINISHED = ['queued', 'in_progress'];
 function deploymentRow(org, d) {
   return h('tr', {},
     h('td', {}, link(d.id, 'o', org, 'deployments', d.id)),
-    h('td', {}, link(d.service.name, 'o', org, 'services', d.service.name)),
-    h('td', {}, link(d.environment.name, 'o', org, 'environments', d.environment.name)),
+    h('td', {}, link(d.service.name, 'o', org, 'services', d.service.id)),
+    h('td', {}, link(d.environment.name, 'o', org, 'environments', d.environment.id)),
     h('td', {}, d.revision ?? '—'),
     h('td', {}, badge(d.state)),
     h('td', {}, when(d.createdAt)));
@@ -426,8 +426,8 @@ async function deploymentView(org, id) {
   const drawHead = () => {
     fill(head,
       h('div', { class: 'spread' }, h('div', { class: 'row' }, badge(d.state), h('span', { class: 'muted' }, `attempt ${d.attempt}`)), actions),
-      h('p', {}, 'Service ', link(d.service.name, 'o', org, 'services', d.service.name), ` (version ${d.service.version}) into `,
-        link(d.environment.name, 'o', org, 'environments', d.environment.name), d.revision ? ` · revision ${d.revision}` : ''),
+      h('p', {}, 'Service ', link(d.service.name, 'o', org, 'services', d.service.id), ` (version ${d.service.version}) into `,
+        link(d.environment.name, 'o', org, 'environments', d.environment.id), d.revision ? ` · revision ${d.revision}` : ''),
       d.description ? h('p', {}, d.description) : null,
       d.reason ? h('p', {}, h('strong', {}, 'Reason: '), d.reason) : null,
       d.rollbackOf ? h('p', {}, 'Rollback of ', link(d.rollbackOf, 'o', org, 'deployments', d.rollbackOf)) : null,
@@ -466,7 +466,7 @@ async function deploymentView(org, id) {
       if (UNFINISHED.includes(d.state)) setTimeout(follow, 2_000);
       else if (d.state === 'succeeded') setTimeout(follow, 10_000);
     } catch (error) {
-      if (!(quiet(error))) head.append(problemBox(error));
+      if (!quiet(error)) head.append(problemBox(error));
     }
   };
   follow();
