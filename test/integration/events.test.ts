@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Actor, HttpResult, TestServer } from '../support/harness.js';
+import { eventsSettled } from '../support/deployments.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 
 interface EventT {
@@ -231,6 +232,8 @@ describe('events', () => {
     const su = `/v1/orgs/${orgId}/service-users`;
     const later = (await admin.http.post(su, { name: 'followed', role: 'viewer' })).body;
     issuedSecrets.push(later.clientSecret);
+    // On PostgreSQL, another test file's open transaction may hold the new event back a moment.
+    await eventsSettled(server);
     const since = (await admin.http.get(`${base}&cursor=${idle.resumeCursor}`)).body;
     assert.deepEqual(since.events.map((e: EventT) => [e.type, e.subject.id]), [['service_user.created', later.id]]);
     assert.notEqual(since.resumeCursor, end.resumeCursor);

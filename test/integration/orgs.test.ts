@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Actor, HttpResult, TestServer } from '../support/harness.js';
-import { assertOneChain } from '../support/deployments.js';
+import { assertOneChain, eventsSettled } from '../support/deployments.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 
 describe('organizations', () => {
@@ -176,6 +176,7 @@ describe('organizations', () => {
       assert.deepEqual(changes.map((r) => r.status), Array(10).fill(200));
       const held = [`${org.slug}-moved`, ...changes.map((r) => r.body.slug as string)];
       for (const taken of held) assert.equal((await server.owner.http.post('/v1/orgs', { slug: taken, name: 'Squatter' })).status, 409, taken);
+      await eventsSettled(server);
       const events = (await server.owner.http.get(`/v1/orgs/${org.id}/events?type=organization.updated&limit=100`)).body.events as any[];
       const slugs = events.filter((e) => e.data.changed.includes('slug')).map((e): [string, string] => [e.data.from.slug, e.data.to.slug]);
       assert.equal(slugs.length, 11);

@@ -2,6 +2,7 @@
 // versions, reveal, restore a version, delete, undelete, permanent delete, list and paginate.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { eventsSettled } from '../support/deployments.js';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
 import { eventually } from '../support/deployments.js';
 
@@ -80,7 +81,7 @@ describe('secrets lifecycle', () => {
     const staleRead = await dev.http.get(`${base}/cond.reveal`, { headers: { 'if-match': tag } });
     assert.equal(staleRead.status, 412, staleRead.text);
     assert.equal(staleRead.body.currentVersion, 2);
-    const reveals = async () => (await admin.http.get(`/v1/orgs/${server.bootstrap.orgId}/events?type=secret.revealed&limit=200`)).body.events
+    const reveals = async () => (await eventsSettled(server), await admin.http.get(`/v1/orgs/${server.bootstrap.orgId}/events?type=secret.revealed&limit=200`)).body.events
       .filter((e: any) => e.data.name === 'cond.reveal').length;
     const staleReveal = await admin.http.post(`${base}/cond.reveal/reveal`, {}, { headers: { 'if-match': tag } });
     assert.equal(staleReveal.status, 412, staleReveal.text);

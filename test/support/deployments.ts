@@ -3,6 +3,7 @@
 // module's own paths and types.
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import {
   runnerUrl, type AppendLogsRequestT, type ClaimRequestT, type ClaimResponseT, type OutcomeT,
 } from '../../src/modules/runner/runner.protocol.js';
@@ -71,7 +72,25 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
 }
 
 /** Events of a subject, oldest first (read as the bootstrap owner, an instance administrator). */
+/**
+ * Waits until every event written so far can be listed. On PostgreSQL an event is listed once every
+ * transaction that was running when it was written has ended, on the whole server: another test
+ * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
+ * a test that holds a transaction itself gets its answer after the bound, not never.
+ */
+export async function eventsSettled(server: TestServer): Promise<void> {
+  if (server.core.database.dialect !== 'postgres') return;
+  const db = server.core.db;
+  const { rows: [mark] } = await sql<{ x: string }>`select pg_current_xact_id()::text as x`.execute(db);
+  for (let tries = 0; tries < 200; tries++) {
+    const { rows: [now] } = await sql<{ past: boolean }>`select pg_snapshot_xmin(pg_current_snapshot()) > ${mark!.x}::xid8 as past`.execute(db);
+    if (now!.past) return;
+    await sleep(50);
+  }
+}
+
 export async function eventsOf(server: TestServer, orgId: string, subjectId: string): Promise<any[]> {
+  await eventsSettled(server);
   const res = await server.owner.http.get(`/v1/orgs/${orgId}/events?subject=${subjectId}&limit=200`);
   assert.equal(res.status, 200, res.text);
   return res.body.events;
