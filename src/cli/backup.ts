@@ -1,6 +1,6 @@
 // `slipway backup --to FILE`: a consistent copy of a SQLite database, taken while servers keep
-// serving, through SQLite's online backup API. Copying slipway.db (and its -wal) with cp while a
-// server writes gives a file that may open and yet be corrupt. PostgreSQL has pg_dump.
+// serving, with SQLite's VACUUM INTO. Copying slipway.db (and its -wal) with cp while a server
+// writes gives a file that may open and yet be corrupt. PostgreSQL has pg_dump.
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse, UsageError } from './args.js';
@@ -52,8 +52,10 @@ export async function backupCommand(argv: string[], env: Record<string, string |
     // the database does, and another user must not open it while it is written, or after a crash.
     createOwnerOnly(target, '');
     created = true;
-    // Page by page, letting writers in between: servers keep serving while it runs.
-    await source.backup(target);
+    // One read transaction, a consistent snapshot: servers keep writing meanwhile (WAL), and unlike
+    // the page-by-page backup API, which starts again whenever another connection writes, it cannot
+    // be kept from finishing by a busy server.
+    source.prepare('VACUUM INTO ?').run(target);
   } catch (error) {
     if (created) fs.rmSync(target, { force: true });
     throw error;
