@@ -1,10 +1,10 @@
 // How versioned resources (secrets, services) speak preconditions over HTTP: If-Match and
 // If-None-Match in, ETag out, all documented.
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { checkExpected, etagOf, notModified, preconditionsOf, type Tagged } from '../platform/etags.js';
+import type { FastifyReply } from 'fastify';
+import { etagOf } from '../platform/etags.js';
 
-export { notModified, preconditionsOf } from '../platform/etags.js';
+export { preconditionsOf, unchangedSince } from '../platform/etags.js';
 
 /** The precondition headers of a write to a `noun` (`secret`, `service`). */
 export function ifMatchHeaders(noun: string) {
@@ -36,13 +36,4 @@ export function readHeaders(noun: string) {
     'if-none-match': Type.Optional(Type.String({ description: `ETags (or bare versions) the caller holds: a 304 if the ${noun} is still at one of them.` })),
     'if-match': Type.Optional(Type.String({ description: `Answer only if the ${noun} is still at one of these versions (strong comparison); otherwise 412.` })),
   });
-}
-
-/**
- * A read's preconditions (RFC 9110 §13.2.2): an If-Match that names none of the resource's
- * versions is a 412; then an If-None-Match that names its version means "not modified" (true).
- */
-export function unchangedSince(req: FastifyRequest, resource: Tagged): boolean {
-  checkExpected(resource, { match: preconditionsOf(req).match });
-  return notModified(req, resource);
 }

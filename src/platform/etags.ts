@@ -102,8 +102,13 @@ export function checkExpected(resource: Tagged, expected: Expected | undefined):
   }
 }
 
-/** A read's If-None-Match names the version it would answer with (RFC 9110 §13.1.2): a 304 then. */
-export function notModified(req: WithHeaders, current: { version: number; createdAt: string }): boolean {
-  const { noneMatch } = preconditionsOf(req);
-  return noneMatch === '*' || (noneMatch !== undefined && satisfies(noneMatch, current.version, current.createdAt));
+/**
+ * A read's preconditions (RFC 9110 §13.2.2), its headers parsed once: an If-Match that names none
+ * of the resource's versions is a 412; then an If-None-Match that names its version (weak
+ * comparison, or `*`) means "not modified" (true).
+ */
+export function unchangedSince(req: WithHeaders, resource: Tagged): boolean {
+  const { match, noneMatch } = preconditionsOf(req);
+  checkExpected(resource, { match });
+  return noneMatch === '*' || (noneMatch !== undefined && satisfies(noneMatch, resource.version, resource.createdAt));
 }

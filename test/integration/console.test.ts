@@ -136,6 +136,14 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.click('#signin-credentials button[type=submit]');
   }
 
+  /** A new page signed in as `creds`, on its organization's deployments (where one organization lands). */
+  async function signedIn(creds: { clientId: string; clientSecret: string }): Promise<Page> {
+    const page = await newPage();
+    await signIn(page, creds);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    return page;
+  }
+
   /** Everything the page keeps between loads. */
   const stored = (page: Page) => page.evaluate<string>('JSON.stringify([{ ...sessionStorage }, { ...localStorage }, document.cookie])');
 
@@ -156,9 +164,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
   });
 
   it('creates a secret from .env lines, shows values only when revealed, and keeps them nowhere', async () => {
-    const page = await newPage();
-    await signIn(page, server.bootstrap);
-    await page.waitForSelector('h1:has-text("Deployments")');
+    const page = await signedIn(server.bootstrap);
     await page.click('header nav >> text=Secrets');
     await page.waitForSelector('h1:has-text("Secrets")');
     await page.fill('#save-secret input[name=name]', 'payments');
@@ -192,9 +198,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
   });
 
   it('deploys a service into an environment and cancels it, and shows text from the API as text', async () => {
-    const page = await newPage();
-    await signIn(page, server.bootstrap);
-    await page.waitForSelector('h1:has-text("Deployments")');
+    const page = await signedIn(server.bootstrap);
     await page.goto(`${server.url}/console/#/o/default/environments`);
     await page.fill('#create-environment input[name=name]', 'staging');
     await page.check('#create-environment input[name=protected]');
@@ -264,9 +268,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
   });
 
   it('creates a service user whose secret, shown once, gets a token; a developer is told what it may not do', async () => {
-    const page = await newPage();
-    await signIn(page, server.bootstrap);
-    await page.waitForSelector('h1:has-text("Deployments")');
+    const page = await signedIn(server.bootstrap);
     await page.goto(`${server.url}/console/#/o/default/service-users`);
     await page.fill('#create-service-user input[name=name]', 'console-dev');
     await page.selectOption('#create-service-user select[name=role]', 'developer');
@@ -277,9 +279,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const grant = await clientCredentialsGrant(server.bootstrap.tokenUrl, { clientId: clientId!, clientSecret: clientSecret! }, server.bootstrap.scope);
     assert.equal(grant.status, 200, 'the secret shown once is the real one');
 
-    const dev = await newPage();
-    await signIn(dev, { clientId: clientId!, clientSecret: clientSecret! });
-    await dev.waitForSelector('h1:has-text("Deployments")');
+    const dev = await signedIn({ clientId: clientId!, clientSecret: clientSecret! });
     await dev.goto(`${server.url}/console/#/o/default/secrets/payments`);
     await dev.click('#reveal');
     await dev.waitForSelector('.problem:has-text("admin")');
@@ -297,9 +297,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
   });
 
   it('reads .env lines by dotenv\'s rules and refuses what it cannot read; a refused role change shows the role kept', async () => {
-    const page = await newPage();
-    await signIn(page, server.bootstrap);
-    await page.waitForSelector('h1:has-text("Deployments")');
+    const page = await signedIn(server.bootstrap);
     await page.goto(`${server.url}/console/#/o/default/secrets`);
     await page.fill('#save-secret input[name=name]', 'dotenv');
     await page.fill('#save-secret textarea[name=values]', 'A=1\nA=2\nB="open\n');
@@ -322,9 +320,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
   });
 
   it('draws nothing with an answer that came after the user moved on', async () => {
-    const page = await newPage();
-    await signIn(page, server.bootstrap);
-    await page.waitForSelector('h1:has-text("Deployments")');
+    const page = await signedIn(server.bootstrap);
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'slow-one', values: { K: 'v' } }] })).status, 201);
     let held!: () => void;
     const holding = new Promise<void>((resolve) => { held = resolve; });
