@@ -831,16 +831,26 @@ async function serviceUsersView(org) {
 async function eventsView(org, query) {
   frame(org, 'events');
   const type = query.get('type') ?? '';
+  // What happened lately first, unless the oldest are asked for.
+  const order = query.get('order') === 'oldest' ? 'oldest' : 'newest';
   const filter = h('form', { id: 'event-filter' },
     h('label', {}, 'Type', h('input', { name: 'type', value: type, placeholder: 'deployment.state_changed', spellcheck: 'false' })),
+    h('label', {}, 'Order', h('select', { name: 'order' },
+      h('option', { value: 'newest', selected: order === 'newest' }, 'Newest first'),
+      h('option', { value: 'oldest', selected: order === 'oldest' }, 'Oldest first'))),
     h('button', { type: 'submit' }, 'Filter'));
   filter.addEventListener('submit', (event) => {
     event.preventDefault();
-    const value = String(new FormData(filter).get('type') ?? '').trim();
-    navigate(`#/o/${encodeURIComponent(org)}/events${value ? `?type=${encodeURIComponent(value)}` : ''}`);
+    const form = new FormData(filter);
+    const params = new URLSearchParams();
+    const value = String(form.get('type') ?? '').trim();
+    if (value) params.set('type', value);
+    if (form.get('order') === 'oldest') params.set('order', 'oldest');
+    const search = params.toString();
+    navigate(`#/o/${encodeURIComponent(org)}/events${search ? `?${search}` : ''}`);
   });
   page('Events', h('div', { class: 'card' }, filter),
-    pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/events`, { query: { type, cursor } }),
+    pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/events`, { query: { type, order, cursor } }),
       (p) => table(['When', 'Type', 'Actor', 'Subject', 'Data'], p.events.map((e) => h('tr', {},
         h('td', {}, when(e.createdAt)), h('td', {}, h('code', {}, e.type)), h('td', {}, h('code', {}, e.actor)),
         h('td', {}, h('code', {}, `${e.subject.type} ${e.subject.id}`)),

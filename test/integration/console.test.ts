@@ -264,6 +264,18 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector(`a:has-text("${id}")`);
     await page.goto(`${server.url}/console/#/o/default/events?type=deployment.state_changed`);
     await page.waitForSelector('td >> text=deployment.state_changed');
+    // Newest first: the success just reported heads the log; oldest first, it does not.
+    const firstRow = async () => (await page.locator('#main tbody tr').first().textContent()) ?? '';
+    const succeeded = (row: string) => row.includes(claim.deployment.id) && row.includes('"to":"succeeded"');
+    assert.ok(succeeded(await firstRow()), await firstRow());
+    await page.selectOption('#event-filter select[name=order]', 'oldest');
+    await page.click('#event-filter button[type=submit]');
+    await page.waitForURL(/events\?type=deployment.state_changed&order=oldest$/);
+    await page.waitForFunction(`(() => {
+      const row = document.querySelector('#main tbody tr')?.textContent;
+      return typeof row === 'string' && !(row.includes(${JSON.stringify(claim.deployment.id)}) && row.includes('"to":"succeeded"'));
+    })()`);
+    assert.equal(await page.inputValue('#event-filter select[name=order]'), 'oldest');
     assert.equal(await page.title(), 'Slipway console');
   });
 

@@ -239,6 +239,52 @@ describe('events', () => {
     assert.notEqual(since.resumeCursor, end.resumeCursor);
   });
 
+  it('pages newest first, with filters, and its resume cursor follows the log from the newest event', async () => {
+    const su = `/v1/orgs/${orgId}/service-users`;
+    const target = (await admin.http.post(su, { name: 'newest-first', role: 'viewer' })).body;
+    issuedSecrets.push(target.clientSecret);
+    await admin.http.patch(`${su}/${target.id}`, { role: 'developer' });
+    await eventsSettled(server);
+
+    const all = await allEvents(orgId);
+    const newest: EventT[] = [];
+    let cursor: string | null = null;
+    let first: HttpResult | undefined;
+    do {
+      const res: HttpResult = await admin.http.get(`/v1/orgs/${orgId}/events?order=newest&limit=4${cursor ? `&cursor=${cursor}` : ''}`);
+      assert.equal(res.status, 200, res.text);
+      first ??= res;
+      newest.push(...res.body.events);
+      cursor = res.body.nextCursor;
+    } while (cursor !== null);
+    assert.deepEqual(newest, [...all].reverse(), 'every event once, in the reverse of the oldest-first order');
+    assert.deepEqual(first!.body.events[0].subject.id, target.id);
+
+    const bySubject = await allEvents(orgId, admin, `&order=newest&subject=${target.id}`);
+    assert.deepEqual(bySubject.map((e) => e.type), ['service_user.role_changed', 'service_user.created']);
+    const family = await allEvents(orgId, admin, '&order=newest&type=service_user.*');
+    assert.deepEqual(family, [...all].reverse().filter((e) => e.type.startsWith('service_user.')));
+
+    // A cursor goes with the order it was made in.
+    const oldestCursor = (await admin.http.get(`/v1/orgs/${orgId}/events?limit=1`)).body.nextCursor;
+    const mixed = await admin.http.get(`/v1/orgs/${orgId}/events?order=newest&cursor=${oldestCursor}`);
+    assert.equal(mixed.status, 400, mixed.text);
+    const mixedBack = await admin.http.get(`/v1/orgs/${orgId}/events?order=oldest&cursor=${first!.body.nextCursor}`);
+    assert.equal(mixedBack.status, 400, mixedBack.text);
+    assert.equal((await admin.http.get(`/v1/orgs/${orgId}/events?order=latest`)).status, 400);
+
+    // The first page's resume cursor is after the newest event: following it, oldest first, brings
+    // only what is appended later.
+    const resume = first!.body.resumeCursor as string;
+    assert.deepEqual((await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${resume}`)).body.events, []);
+    await admin.http.patch(`${su}/${target.id}`, { disabled: true });
+    await eventsSettled(server);
+    const since = (await admin.http.get(`/v1/orgs/${orgId}/events?order=oldest&cursor=${resume}`)).body;
+    assert.deepEqual(since.events.map((e: EventT) => [e.type, e.subject.id]), [['service_user.disabled', target.id]]);
+    // A page with no event has nothing to resume from.
+    assert.equal((await admin.http.get(`/v1/orgs/${orgId}/events?order=newest&subject=nothing-here`)).body.resumeCursor, null);
+  });
+
   it('is for admins and owners of the organization only', async () => {
     assert.equal((await owner.http.get(`/v1/orgs/${orgId}/events`)).status, 200);
     for (const role of ['developer', 'viewer', 'runner'] as const) {

@@ -16,6 +16,8 @@ export type EventPosition = { seq: number } | { txId: string; id: string };
 
 export interface EventFilter {
   after: EventPosition | null;
+  /** Newest first: the page goes back in commit order from `after` (from the newest event when null). */
+  newestFirst: boolean;
   limit: number;
   type?: string | undefined;
   subjectId?: string | undefined;
@@ -94,9 +96,9 @@ export const eventsRepo = {
   },
 
   /**
-   * A page of events in commit order. On PostgreSQL only transactions older than every one still
-   * running in this database are read: one still committing can then never appear behind a page
-   * already returned.
+   * A page of events in commit order, or its reverse. On PostgreSQL only transactions older than
+   * every one still running in this database are read: one still committing can then never appear
+   * behind a page already returned (oldest first); newest first, it appears on the next first page.
    */
   async list(db: Executor, dialect: Dialect, orgId: string, opts: EventFilter): Promise<StoredEvent[]> {
     let q = db.selectFrom('events').selectAll().where('org_id', '=', orgId);
@@ -109,12 +111,16 @@ export const eventsRepo = {
     }
     if (opts.subjectId !== undefined) q = q.where('subject_id', '=', opts.subjectId);
     const after = opts.after;
+    const direction = opts.newestFirst ? 'desc' : 'asc';
     if (dialect === 'postgres') {
       q = q.where(sql<boolean>`tx_id < ${COMMITTED_HORIZON}`);
-      if (after !== null && 'txId' in after) q = q.where(sql<boolean>`(tx_id, id) > (${after.txId}::xid8, ${after.id})`);
-      return q.orderBy('tx_id', 'asc').orderBy('id', 'asc').limit(opts.limit + 1).execute();
+      if (after !== null && 'txId' in after) {
+        const position = sql`(${after.txId}::xid8, ${after.id})`;
+        q = q.where(opts.newestFirst ? sql<boolean>`(tx_id, id) < ${position}` : sql<boolean>`(tx_id, id) > ${position}`);
+      }
+      return q.orderBy('tx_id', direction).orderBy('id', direction).limit(opts.limit + 1).execute();
     }
-    if (after !== null && 'seq' in after) q = q.where('seq', '>', after.seq);
-    return q.orderBy('seq', 'asc').limit(opts.limit + 1).execute();
+    if (after !== null && 'seq' in after) q = q.where('seq', opts.newestFirst ? '<' : '>', after.seq);
+    return q.orderBy('seq', direction).limit(opts.limit + 1).execute();
   },
 };

@@ -17,6 +17,10 @@ export const EventListQuery = Type.Composite([
   Type.Object({
     type: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'An event type, or a family such as `secret.*`.' })),
     subject: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only events about this subject id.' })),
+    order: Type.Optional(Type.Union([Type.Literal('oldest'), Type.Literal('newest')], {
+      default: 'oldest',
+      description: '`oldest` first (the default: the order to follow the log in) or `newest` first (what happened lately). A cursor is valid only with the order it was made in.',
+    })),
   }),
 ]);
 
@@ -24,6 +28,8 @@ export const EventList = Type.Object({
   events: Type.Array(EventSchema),
   nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'The next page, null on the last.' }),
   resumeCursor: Type.Union([Type.String(), Type.Null()], {
-    description: 'After this page\'s last event (the cursor given, when none came after it): pass it as `cursor` later to read only what was appended since. Null only when no event matched (none in the log, or none of the `type` or `subject` asked for) and no cursor was given.',
+    description: 'An oldest-first cursor after the newest event this page has seen: pass it as `cursor` later (without `order`, or with `order=oldest`) to read only what was appended since. '
+      + 'Oldest first, that is this page\'s last event, or the cursor given when none came after it; null only when no event matched (none in the log, or none of the `type` or `subject` asked for) and no cursor was given. '
+      + 'Newest first, it is this page\'s first event (on the first page, the newest of the log), and null on an empty page.',
   }),
 });

@@ -44,20 +44,25 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
     },
 
     /**
-     * The organization's events in the order they were committed, oldest first. `resumeCursor`
-     * follows the log: it is after this page's last event (or the cursor given, when no event came
-     * after it), so a client that keeps it reads, later, only what was appended since; `nextCursor`
-     * is null on the last page, like every list's.
+     * The organization's events in the order they were committed, oldest first, or newest first.
+     * `resumeCursor` follows the log: an oldest-first cursor after the newest event the page has
+     * seen (oldest first, the cursor given when no event came after it), so a client that keeps it
+     * reads, later, only what was appended since; `nextCursor` is null on the last page, like every
+     * list's.
      */
-    async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string }): Promise<Page<Event> & { resumeCursor: string | null }> {
-      // Cursors from before they were bound to their filters still resume the log.
-      const list = cursorList('events', { org: orgId, type: query.type, subject: query.subject }, { acceptsUnscoped: true });
+    async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string; order?: 'oldest' | 'newest' }): Promise<Page<Event> & { resumeCursor: string | null }> {
+      const newestFirst = query.order === 'newest';
+      const filters = { org: orgId, type: query.type, subject: query.subject };
+      // Cursors from before they were bound to their filters still resume the log. Oldest-first
+      // cursors leave the order out of their scope: those made before there was a choice stay good.
+      const following = cursorList('events', filters, { acceptsUnscoped: true });
+      const list = newestFirst ? cursorList('events', { ...filters, order: 'newest' }) : following;
       const page = pageRequest(list, query);
       const after = page.after === null ? null : await positionOf(orgId, page.after);
-      const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, limit: page.limit, type: query.type, subjectId: query.subject });
+      const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, newestFirst, limit: page.limit, type: query.type, subjectId: query.subject });
       const result = toPage(list, rows, page.limit, (r) => keyOf(deps.dialect, r));
-      const last = result.items.at(-1);
-      const resumeCursor = last !== undefined ? encodeCursor(list, keyOf(deps.dialect, last)) : (query.cursor ?? null);
+      const newest = newestFirst ? result.items[0] : result.items.at(-1);
+      const resumeCursor = newest !== undefined ? encodeCursor(following, keyOf(deps.dialect, newest)) : newestFirst ? null : (query.cursor ?? null);
       return { items: result.items.map(toEvent), nextCursor: result.nextCursor, resumeCursor };
     },
   };
