@@ -64,7 +64,8 @@ Claims the deployments of an organization's environments and runs each as a loca
 service's command with its variables, secrets and PORT (a free port the runner picks), checked
 over HTTP, then put in place of the previous process of that service and environment. Stops the
 processes it started when it stops (SIGTERM, SIGINT) and lets their deployments go: the next runner
-of the environment (this one, started again) starts them again. It also starts what a runner that
+of the environment (this one, started again) starts them again. A deployment it had not finished
+goes back to the queue at once, as its next attempt. It also starts what a runner that
 went away ran, once the server has not heard from that runner for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS.
 
 Flags win over variables, variables over the credentials file:

@@ -91,6 +91,8 @@ export interface RunContext {
 export type RunResult = OutcomeT | 'abandoned';
 
 const REASON_MAX_CHARS = 2000;
+/** How long a stopping runner tries to give back a deployment it did not finish (protocol step 3). */
+const GIVE_BACK_BUDGET_MS = 5_000;
 
 /** The ProcessTable key: one serving process per service and environment. */
 export function processKey(claim: Pick<ClaimResponseT, 'deployment'>): string {
@@ -134,6 +136,8 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
   const sink: OutputSink = (stream, line) => output(stream, line);
   const heartbeat = keepLeaseAlive(ctx.client, id, lease, work);
   let started: { proc: RunningProcess; port: number; supervised: boolean } | undefined;
+  /** The runner stopped before the deployment could be completed: it is given back once what was started for it has stopped. */
+  let givingBack = false;
 
   /** Reports the outcome; answers the deployment's state as the server now has it. */
   const complete = async (outcome: OutcomeT, reason?: string): Promise<string> => {
@@ -197,7 +201,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       const level = why.mustStop ? 'warn' : 'error';
       log[level]({ status: why.status, code: why.code }, `stopped working on the deployment: ${why.detail}`);
     } else if (ctx.stopping.aborted) {
-      log.info('left the deployment to another runner: this one is stopping');
+      givingBack = true;
     } else {
       log.error({ err: error }, 'could not carry out the deployment');
     }
@@ -211,6 +215,30 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       await started.proc.stop();
       ctx.ports.release(started.port);
     }
+    if (givingBack) await giveBack(claim, ctx.client, log);
+  }
+}
+
+/**
+ * A stopping runner's deployment that it did not finish goes back to the queue now, for another
+ * runner (or this one, started again), rather than once its lease runs out: its log says why, and
+ * so does its `reason`. Tried for a few seconds; failing that, the lease's expiry does it.
+ */
+async function giveBack(claim: ClaimResponseT, client: ProtocolClient, log: Logger): Promise<void> {
+  const { deployment: { id }, lease } = claim;
+  const budget = AbortSignal.timeout(GIVE_BACK_BUDGET_MS);
+  try {
+    const line = `the runner is stopping: attempt ${lease.attempt} ends here, and the deployment goes back to the queue`;
+    await client.appendLogs(id, { leaseToken: lease.token, lines: [{ stream: 'runner', line }] }, budget);
+    const back = await client.abandon(id, { leaseToken: lease.token, reason: 'the runner stopped before the deployment finished' }, budget);
+    log.info({ state: back.state }, back.state === 'queued' ? 'gave the deployment back: it is queued for another runner' : `gave the deployment back: it is ${back.state} now`);
+  } catch (error) {
+    if (error instanceof Refused && error.mustStop) {
+      log.info({ status: error.status, code: error.code }, 'the deployment was no longer this runner\'s to give back');
+      return;
+    }
+    const why = error instanceof Refused ? { status: error.status, code: error.code } : { name: (error as Error).name };
+    log.warn({ err: why }, 'left the deployment without giving it back: it goes back to the queue when its lease runs out');
   }
 }
 

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
-  mustStop, runnerUrl, RUNNER_ROUTES, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
+  mustStop, runnerUrl, RUNNER_ROUTES, type AbandonRequestT, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
   type CompleteRequestT, type HeartbeatResponseT, type ReleaseRequestT, type ReleaseResponseT, type ServingRequestT, type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
@@ -144,6 +144,15 @@ export function createProtocolClient(options: ProtocolClientOptions) {
     /** Safe to retry as it stands: the same completion under the same lease answers the same deployment. */
     async complete(id: string, body: CompleteRequestT, signal: AbortSignal): Promise<Deployment> {
       return expect('complete', await call<Deployment>('complete', id, body, signal));
+    },
+
+    /**
+     * Gives back a deployment this runner cannot finish (it is stopping): re-queued at once. Under
+     * an Idempotency-Key, so that a retry after a lost answer gets that answer, not `lease_lost`.
+     */
+    async abandon(id: string, body: AbandonRequestT, signal: AbortSignal): Promise<Deployment> {
+      const headers = { [IDEMPOTENCY_HEADER]: randomUUID() };
+      return expect('abandon', await call<Deployment>('abandon', id, body, signal, { headers }));
     },
 
     /** Which of these deployments still serve, and (with `host`) are still this runner's (see runner.protocol.ts, steps 4 and 5). */

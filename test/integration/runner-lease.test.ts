@@ -107,6 +107,37 @@ describe('slipway runner and its lease', () => {
     assert.equal(await frozen.stop(), 0);
   });
 
+  it('gives back, when stopped with SIGTERM, the deployment it is still carrying out: queued at once as the next attempt, with why', async () => {
+    // Back in the queue by the time the runner has exited, and its reason says why: given back, not expired.
+    const env = await createEnvironment(admin.http, orgId);
+    const gate = gateFile();
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) });
+    const stopping = await startRunner(server, orgId, { environments: [env.name], concurrency: 1 });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const [pid] = await eventually('the first attempt to start its process', async () => {
+      const pids = await startedPids(developer.http, orgId, d.id, 1);
+      return pids.length > 0 ? pids : undefined;
+    });
+
+    assert.equal(await stopping.stop(), 0);
+    assert.equal(alive(pid!), false, 'what it started for the deployment stopped with it');
+    const back = await getDeployment(developer.http, orgId, d.id);
+    assert.deepEqual([back.state, back.attempt, back.reason], ['queued', 2, 'Attempt 1 was given back by its runner: the runner stopped before the deployment finished; re-queued.']);
+    const log = await deploymentLog(developer.http, orgId, d.id);
+    assert.deepEqual(log.at(-1), { ...log.at(-1)!, attempt: 1, stream: 'runner', line: 'the runner is stopping: attempt 1 ends here, and the deployment goes back to the queue' });
+    const said = stopping.proc.logs().find((l) => l.deployment === d.id && String(l.msg).startsWith('gave the deployment back'));
+    assert.equal(said?.state, 'queued');
+
+    // The next runner takes it as attempt 2 and carries it out.
+    const next = await startRunner(server, orgId, { environments: [env.name] });
+    fs.writeFileSync(gate, '');
+    const done = await settled(developer.http, orgId, d.id);
+    assert.deepEqual([done.state, done.attempt], ['succeeded', 2]);
+    const claims = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}→${e.data.to}@${e.data.attempt}`);
+    assert.deepEqual(claims, ['queued→in_progress@1', 'in_progress→queued@2', 'queued→in_progress@2', 'in_progress→succeeded@2']);
+    assert.equal(await next.stop(), 0);
+  });
+
   it('stops the process of a deployment cancelled while it starts', async () => {
     const env = await createEnvironment(admin.http, orgId);
     const gate = gateFile();

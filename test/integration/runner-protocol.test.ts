@@ -463,6 +463,72 @@ describe('runner leases', () => {
     assert.ok(failed.finishedAt);
     assert.equal((await r.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
   });
+  it('takes a deployment its runner gives back into the queue at once, as the next attempt, and wakes a waiting claim', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const [stopping, other] = [await newRunner(server, orgId), await newRunner(server, orgId)];
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const first = await stopping.take({ environments: [env.id], waitSeconds: 0 });
+    const waiting = other.claim({ environments: [env.id], waitSeconds: 20 });
+
+    // Only under the lease it holds; a refusal changes nothing.
+    const refused = await stopping.abandon(d.id, 'not-the-token');
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.body.code, 'lease_lost');
+    assert.equal((await stopping.abandon(d.id, first.lease.token, 'x'.repeat(501))).status, 400);
+    assert.equal((await getDeployment(developer.http, orgId, d.id)).state, 'in_progress');
+
+    const back = await stopping.abandon(d.id, first.lease.token, 'the runner got SIGTERM');
+    assert.equal(back.status, 200, back.text);
+    assert.equal(back.body.state, 'queued');
+    assert.equal(back.body.attempt, 2);
+    assert.equal(back.body.reason, 'Attempt 1 was given back by its runner: the runner got SIGTERM; re-queued.');
+    assert.equal(back.body.startedAt, undefined, 'its start is the next claim\'s');
+
+    // The claim waiting meanwhile is woken for it: long before its wait, or a lease, is over.
+    const claimed = await waiting;
+    assert.equal(claimed.status, 200, claimed.text);
+    assert.equal(claimed.body.deployment.id, d.id);
+    assert.equal(claimed.body.lease.attempt, 2);
+    for (const res of [await stopping.heartbeat(d.id, first.lease.token), await stopping.abandon(d.id, first.lease.token), await stopping.complete(d.id, first.lease.token)]) {
+      assert.equal(res.status, 409);
+      assert.equal(res.body.code, 'lease_lost');
+    }
+
+    // The last attempt given back fails the deployment, as its lease running out would.
+    const last = await other.abandon(d.id, claimed.body.lease.token);
+    assert.equal(last.status, 200, last.text);
+    assert.equal(last.body.state, 'failed');
+    assert.match(last.body.reason, /^Attempt 2 was given back by its runner, and 2 attempts are the limit \(SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS\)\.$/);
+    assert.ok(last.body.finishedAt);
+    const again = await other.abandon(d.id, claimed.body.lease.token);
+    assert.equal(again.status, 409);
+    assert.equal(again.body.code, 'lease_lost', 'the lease ended with the attempt');
+
+    const moves = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}→${e.data.to}@${e.data.attempt}`);
+    assert.deepEqual(moves, ['queued→in_progress@1', 'in_progress→queued@2', 'queued→in_progress@2', 'in_progress→failed@2']);
+  });
+
+  it('refuses to take back a completed or cancelled deployment', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const r = await newRunner(server, orgId);
+    const done = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const claim = await r.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal((await r.complete(done.id, claim.lease.token)).status, 200);
+    const afterDone = await r.abandon(done.id, claim.lease.token);
+    assert.equal(afterDone.status, 409);
+    assert.equal(afterDone.body.code, 'deployment_finished');
+    assert.equal((await getDeployment(developer.http, orgId, done.id)).state, 'succeeded');
+
+    const cancelled = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const second = await r.take({ environments: [env.id], waitSeconds: 0 });
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${cancelled.id}/cancel`, {})).status, 200);
+    const afterCancel = await r.abandon(cancelled.id, second.lease.token);
+    assert.equal(afterCancel.status, 409);
+    assert.equal(afterCancel.body.code, 'deployment_cancelled');
+    assert.equal((await getDeployment(developer.http, orgId, cancelled.id)).state, 'cancelled');
+  });
 });
 
 // Hosting (protocol step 5): a runner that names itself reports what it runs; what its runner no

@@ -46,6 +46,8 @@ export function runnerClient(actor: Actor, orgId: string) {
     logs: (id: string, body: AppendLogsRequestT, opts?: RequestOptions) => http.post(runnerUrl('logs', orgId, id), body, opts),
     complete: (id: string, leaseToken: string, outcome: OutcomeT = 'succeeded', reason?: string) =>
       http.post(runnerUrl('complete', orgId, id), { leaseToken, outcome, ...(reason !== undefined ? { reason } : {}) }),
+    abandon: (id: string, leaseToken: string, reason?: string) =>
+      http.post(runnerUrl('abandon', orgId, id), { leaseToken, ...(reason !== undefined ? { reason } : {}) }),
     /** Claims and expects a deployment. */
     async take(body: ClaimRequestT = { waitSeconds: 0 }): Promise<ClaimResponseT> {
       const res = await http.post<ClaimResponseT>(runnerUrl('claim', orgId), body ?? undefined);

@@ -8,6 +8,8 @@
 //      │                 │    ╰──────▶ failed
 //      ╰──cancel──▶ cancelled ◀──cancel──╯
 //   in_progress ──lease expired──▶ queued (attempt+1, up to a limit, then failed)
+//
+// A runner that gives its lease back (it is stopping) ends the attempt as an expiry would, at once.
 import type { RequestContext } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -22,9 +24,9 @@ export const TRANSITIONS: Readonly<Record<DeploymentState, Readonly<Partial<Reco
   queued: { in_progress: 'a runner claims it', cancelled: 'cancel' },
   in_progress: {
     succeeded: 'the runner completes it',
-    failed: 'the runner fails it, or its last allowed lease expires',
+    failed: 'the runner fails it, or its last allowed lease expires or is given back',
     cancelled: 'cancel',
-    queued: 'its lease expires with attempts left (attempt + 1)',
+    queued: 'its lease expires, or its runner gives it back, with attempts left (attempt + 1)',
   },
   succeeded: { superseded: 'a newer deployment of the same service and environment succeeds' },
   failed: {},

@@ -6,7 +6,7 @@ import { DeploymentSpec, SPEC_LIMITS, variablesSchema } from '../services/servic
 import { DEPLOYMENT_STATES } from './deployment-state.js';
 
 export const DeploymentStateSchema = Type.Union(DEPLOYMENT_STATES.map((s) => Type.Literal(s)), {
-  description: 'queued → in_progress → succeeded | failed; queued or in_progress → cancelled; succeeded → superseded when a newer one succeeds; in_progress → queued when its lease expires with attempts left.',
+  description: 'queued → in_progress → succeeded | failed; queued or in_progress → cancelled; succeeded → superseded when a newer one succeeds; in_progress → queued when its lease expires, or its runner gives it back, with attempts left.',
 });
 
 /**

@@ -16,7 +16,10 @@
 //      `…/logs`. Any accepted call renews the lease.
 //   3. completes: `…/complete` `{ leaseToken, outcome: "succeeded" | "failed", reason? }`.
 //      Completing again with the same token and outcome answers the same deployment again,
-//      so a runner may retry a complete whose answer it did not get.
+//      so a runner may retry a complete whose answer it did not get. A runner that stops before
+//      it can complete gives the deployment back: `…/abandon` `{ leaseToken, reason? }` ends the
+//      attempt at once, as its lease running out would (re-queued with attempt + 1 for another
+//      runner, or failed once the attempts are spent), instead of leaving it to wait out the lease.
 //   4. keeps what it runs true: `POST /v1/orgs/{orgId}/runner/serving` `{ deployments: [ids], host? }`
 //      answers which of those succeeded deployments still serve. One that no longer does was
 //      superseded (perhaps by a deployment another runner carried out) or deleted with its
@@ -61,6 +64,7 @@ export const RUNNER_ROUTES = {
   heartbeat: '/v1/orgs/:orgId/runner/deployments/:id/heartbeat',
   logs: '/v1/orgs/:orgId/runner/deployments/:id/logs',
   complete: '/v1/orgs/:orgId/runner/deployments/:id/complete',
+  abandon: '/v1/orgs/:orgId/runner/deployments/:id/abandon',
   serving: '/v1/orgs/:orgId/runner/serving',
   adopt: '/v1/orgs/:orgId/runner/adopt',
   release: '/v1/orgs/:orgId/runner/release',
@@ -174,6 +178,14 @@ export const CompleteRequest = Type.Object({
 }, { additionalProperties: false });
 export type CompleteRequestT = Static<typeof CompleteRequest>;
 
+export const ABANDON_REASON_MAX_CHARS = 500;
+
+export const AbandonRequest = Type.Object({
+  leaseToken: LeaseToken,
+  reason: Type.Optional(Type.String({ minLength: 1, maxLength: ABANDON_REASON_MAX_CHARS, description: 'Why this runner gives the deployment back (it is stopping, say), in one line; the deployment\'s `reason` quotes it.' })),
+}, { additionalProperties: false });
+export type AbandonRequestT = Static<typeof AbandonRequest>;
+
 export const SERVING_MAX_IDS = 500;
 
 const DeploymentIds = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
@@ -234,5 +246,5 @@ export const ReleaseResponse = Type.Object({
 });
 export type ReleaseResponseT = Static<typeof ReleaseResponse>;
 
-/** `complete` answers with the deployment as it now stands. */
+/** `complete` and `abandon` answer with the deployment as it now stands. */
 export const CompleteResponse = DeploymentSchema;

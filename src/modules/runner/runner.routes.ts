@@ -2,7 +2,7 @@ import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
 import { noStore, OrgParams } from '../../http/schemas.js';
 import {
-  AdoptRequest, AdoptResponse, AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest,
+  AbandonRequest, AdoptRequest, AdoptResponse, AppendLogsRequest, AppendLogsResponse, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatRequest,
   HeartbeatResponse, ReleaseRequest, ReleaseResponse, RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
 } from './runner.protocol.js';
 import { keptByReference } from '../idempotency/idempotency.schemas.js';
@@ -83,6 +83,20 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       response: { 200: CompleteResponse, ...problems(409) },
     },
   }, async (req) => runner.complete(req.ctx, req.org!.id, req.params.id, req.body.leaseToken, req.body.outcome, req.body.reason));
+
+  app.post(RUNNER_ROUTES.abandon, {
+    config: { auth: 'runner', operation: 'runner.abandon' },
+    schema: {
+      tags,
+      summary: 'Give a claimed deployment back before completing it (a runner that stops)',
+      description: 'Ends the attempt at once, as its lease running out would: the deployment is queued again with attempt + 1 for another runner '
+        + '(or failed once SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS are spent), its `reason` says that its runner gave it back and quotes `reason`, and a waiting claim is woken. '
+        + `The runner stops what it started for it first. ${FENCED}`,
+      params: RunnerDeploymentParams,
+      body: AbandonRequest,
+      response: { 200: CompleteResponse, ...problems(409) },
+    },
+  }, async (req) => runner.abandon(req.ctx, req.org!.id, req.params.id, req.body.leaseToken, req.body.reason));
 
   app.post(RUNNER_ROUTES.serving, {
     // A question, not a change: nothing to replay.

@@ -10,7 +10,7 @@ import { compareAndSet, transitionConflict, type DeploymentState } from '../depl
 import { deploymentsRepo, type DeploymentRow } from '../deployments/deployments.repo.js';
 import { toDeployment, type Snapshot } from '../deployments/deployments.service.js';
 import type { Deployment } from '../deployments/deployments.schemas.js';
-import { expireLeases } from '../deployments/lease-expiry.js';
+import { endAttempt, expireLeases } from '../deployments/lease-expiry.js';
 import { appendEvents, markCommitted, type NewEvent } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
 import { pinnedVersions, secretVariables, type SecretStore } from '../services/service-spec.js';
@@ -326,6 +326,24 @@ export function createRunnerService(deps: RunnerDeps) {
         return done;
       });
       // The next queued deployment of this service and environment is claimable now.
+      signals.notify(orgId);
+      return toDeployment(row);
+    },
+
+    /**
+     * The runner gives back a deployment it cannot finish (it is stopping): the attempt ends now, as
+     * if its lease had run out, and a waiting runner is woken for it. Only under the lease it holds.
+     */
+    async abandon(ctx: RequestContext, orgId: string, id: string, token: string, reason?: string): Promise<Deployment> {
+      const now = new Date().toISOString();
+      const row = await db.transaction().execute(async (trx) => {
+        const current = await deploymentsRepo.findInOrg(trx, orgId, id);
+        if (current?.state !== 'in_progress' || current.lease_token !== token) throw await refusal(trx, orgId, id, token);
+        const why = `Attempt ${current.attempt} was given back by its runner${reason !== undefined ? `: ${reason}` : ''}`;
+        const moved = await endAttempt(trx, ctx, current, { maxAttempts: deps.maxAttempts, why, now });
+        if (!moved) throw await refusal(trx, orgId, id, token);
+        return moved;
+      });
       signals.notify(orgId);
       return toDeployment(row);
     },
