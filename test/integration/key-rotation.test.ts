@@ -229,6 +229,21 @@ describe('master key rotation, key file source', () => {
     await assertKeyOpensNothing(server, old!);
     await assertFreshCoreStarts(server, {});
   });
+
+  it('two rotations in a row, with nothing wrapped in between, leave a running server wrapping under the newest key', async () => {
+    for (let i = 0; i < 2; i++) {
+      const res = await runCli(['keys', 'rotate-master', '--json'], cliEnv(server));
+      assert.equal(res.code, 0, res.stderr);
+    }
+    const [newest] = readKeyFile(keyFile());
+    // A new organization's first secret wraps a data key in the running server.
+    const orgId = await seedOrg(server, expected, 1);
+    const made = await server.core.db.selectFrom('org_data_keys').select('master_key_id').where('org_id', '=', orgId).execute();
+    assert.deepEqual(made.map((r) => r.master_key_id), [masterKeyId(newest!)]);
+    assert.deepEqual(await usageIds(server), [masterKeyId(newest!)]);
+    await assertEverySecretOpens(server, [newest!], expected);
+    await assertFreshCoreStarts(server, {});
+  });
 });
 
 describe('a missing or foreign master key file beside a database in use', () => {
@@ -266,21 +281,32 @@ describe('a missing or foreign master key file beside a database in use', () => 
     }
   });
 
-  it('a running server keeps its keys when the key file is replaced by one holding none of them, and logs an error naming it', async () => {
+  it('a running server wraps nothing new while the key file holds none of its keys, keeps opening what it has, and logs an error naming the file', async () => {
     const saved = fs.readFileSync(keyFile());
     const [real] = readKeyFile(keyFile());
     const foreign = generateMasterKey();
+    const org = await server.createOrg();
+    const admin = await server.actor(org.id, 'admin');
+    const first = { secrets: [{ name: 'first', values: { A: 'first-value' } }] };
     writeKeyFile(keyFile(), [foreign]);
     try {
-      await seedOrg(server, expected, 1);
-      assert.equal(server.core.ring.current().id, masterKeyId(real!));
+      // The organization's first secret needs a data key wrapped: not under a key the file lacks.
+      for (let i = 0; i < 2; i++) {
+        const refused = await admin.http.post(`/v1/orgs/${org.id}/secrets`, first);
+        assert.equal(refused.status, 500, refused.text);
+        assert.doesNotMatch(refused.text, /first-value|master\.key/);
+      }
       assert.deepEqual(await usageIds(server), [masterKeyId(real!)]);
+      await assertEverySecretOpens(server, [real!], expected);
       const errors = server.logs.map((l) => JSON.parse(l) as { level: string; msg: string; file?: string }).filter((l) => l.level === 'error' && l.file === keyFile());
       assert.equal(errors.length, 1, server.logs.join('\n'));
-      assert.match(errors[0]!.msg, /holds none of the keys in use/);
+      assert.match(errors[0]!.msg, /holds none of the keys in use.*wrapping nothing new/);
     } finally {
       fs.writeFileSync(keyFile(), saved, { mode: 0o600 });
     }
+    // The right file back: the same request goes through, under its key.
+    assert.equal((await admin.http.post(`/v1/orgs/${org.id}/secrets`, first)).status, 201);
+    assert.deepEqual(await usageIds(server), [masterKeyId(real!)]);
     await assertEverySecretOpens(server, [real!], expected);
   });
 

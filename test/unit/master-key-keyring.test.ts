@@ -7,7 +7,8 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { loadConfig } from '../../src/platform/config.js';
 import {
-  generateMasterKey, KEY_FILE, keyFileOps, keyringOf, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, unwrapKey, wrapKey, writeKeyFile,
+  generateMasterKey, KEY_FILE, KeyFileRefusedError, keyFileOps, keyringOf, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, readRetiredIds, retiredChain, unwrapKey,
+  wrapKey, writeKeyFile,
 } from '../../src/platform/crypto/master-key.js';
 
 const dirs: string[] = [];
@@ -84,19 +85,45 @@ describe('master keyring: a missing or foreign key file', () => {
     assert.deepEqual(fs.readdirSync(dir), []);
   });
 
-  it('keeps the keys it holds when the key file is replaced by one holding none of them, and says so once', () => {
+  it('keeps unwrapping with the keys it holds when the key file is replaced by one holding none of them, wraps nothing new meanwhile, and says so once', () => {
     const dir = tempDir();
     const file = path.join(dir, KEY_FILE);
     const refusals: Array<{ file: string; held: string[] }> = [];
     const ring = openKeyring({ envKey: null, dataDir: dir, onRefused: (r) => refusals.push(r) });
     const id = ring.current().id;
+    const original = readKeyFile(file);
     const wrapped = wrapKey(ring, Buffer.from('kept'), 'b');
     writeKeyFile(file, [generateMasterKey()]);
-    assert.equal(ring.current().id, id);
-    assert.equal(wrapKey(ring, Buffer.from('y'), 'b').masterKeyId, id);
+    // Wrapping under a key the file no longer holds would lose what is wrapped at the next start.
+    for (let i = 0; i < 2; i++) {
+      assert.throws(() => wrapKey(ring, Buffer.from('y'), 'b'), (e: unknown) => {
+        assert.ok(e instanceof KeyFileRefusedError);
+        assert.match(e.message, new RegExp(`${KEY_FILE} holds none of the keys this server uses \\(${id}\\).*restore the file that holds ${id}`));
+        return true;
+      });
+    }
     ring.reload();
     assert.equal(unwrapKey(ring, wrapped.sealed, wrapped.masterKeyId, 'b').toString(), 'kept');
     assert.deepEqual(refusals, [{ file, held: [id], inFile: [masterKeyId(readKeyFile(file)[0]!)] }]);
+    // The right file back: wrapping goes on under its key.
+    writeKeyFile(file, original);
+    assert.equal(wrapKey(ring, Buffer.from('z'), 'b').masterKeyId, id);
+  });
+
+  it('follows a series of rotations it saw none of: each file names every key retired before it', () => {
+    const dir = tempDir();
+    const file = path.join(dir, KEY_FILE);
+    const ring = openKeyring({ envKey: null, dataDir: dir, onRefused: () => assert.fail('refused') });
+    const [k0] = readKeyFile(file);
+    // Two rotations, as `keys rotate-master` writes them, while this process wraps nothing.
+    const [k1, k2] = [generateMasterKey(), generateMasterKey()];
+    writeKeyFile(file, [k1, k0!], retiredChain(file));
+    writeKeyFile(file, [k1], retiredChain(file, [masterKeyId(k0!)]));
+    writeKeyFile(file, [k2, k1], retiredChain(file));
+    writeKeyFile(file, [k2], retiredChain(file, [masterKeyId(k1)]));
+    assert.deepEqual(readRetiredIds(file), [masterKeyId(k0!), masterKeyId(k1)]);
+    assert.equal(ring.current().id, masterKeyId(k2));
+    assert.equal(wrapKey(ring, Buffer.from('x'), 'b').masterKeyId, masterKeyId(k2));
   });
 
   it('follows a file that holds only a new key when it names the held key as retired (a rotation it did not watch)', () => {

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../../platform/config.js';
-import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, writeKeyFile, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import { generateMasterKey, KEY_FILE, keyringOf, masterKeyId, readKeyFile, retiredChain, writeKeyFile, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import type { Database } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import type { Logger } from '../../platform/logging.js';
@@ -92,10 +92,11 @@ export function createKeysService(deps: KeysServiceDeps) {
       }
       const ring = keyringOf(keys, keyFile);
       await assertEveryKeyAvailable(database, ring);
-      if (!resumed) writeKeyFile(keyFile, keys);
+      // The ids earlier rotations retired stay named, so that a server that saw none of them follows.
+      if (!resumed) writeKeyFile(keyFile, keys, retiredChain(keyFile));
       const previousKeyIds = ring.all().slice(1).map((k) => k.id);
       logger.info({ masterKeyId: ring.current().id, previous: previousKeyIds, resumed, source: 'key-file' }, 'master key rotation started');
-      const { rewrapped } = await rewrap(ring, options, () => writeKeyFile(keyFile, [keys[0]!], previousKeyIds));
+      const { rewrapped } = await rewrap(ring, options, () => writeKeyFile(keyFile, [keys[0]!], retiredChain(keyFile, previousKeyIds)));
       deps.ring.reload();
       return { source: 'key-file', masterKeyId: ring.current().id, previousKeyIds, resumed, rewrapped, nextSteps: [`Back up ${keyFile}: it now holds only the new key.`] };
     } finally {

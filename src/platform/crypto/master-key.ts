@@ -54,6 +54,21 @@ export function readRetiredIds(file: string): string[] {
   return [...fs.readFileSync(file, 'utf8').matchAll(/^#\s*retired\s+(mk_[0-9a-f]+)\s*$/gm)].map((m) => m[1]!);
 }
 
+/**
+ * What a rotation's files record as retired: every id the file retired already, then the ids this
+ * rotation retires, once each. A server that saw none of a series of rotations (it wrapped nothing
+ * meanwhile) then still finds the key it holds among them, and follows.
+ */
+export function retiredChain(file: string, retiring: string[] = []): string[] {
+  let before: string[] = [];
+  try {
+    before = readRetiredIds(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  return [...new Set([...before, ...retiring])];
+}
+
 /** Kept apart so that a test can make the rename fail, as it does on a bind-mounted file (EBUSY). */
 export const keyFileOps = { rename: (from: string, to: string) => fs.renameSync(from, to) };
 
@@ -63,8 +78,9 @@ export const keyFileOps = { rename: (from: string, to: string) => fs.renameSync(
  * re-wrapped under the new key were already committed.
  *
  * A symbolic link is written through: the new file replaces the link's target, beside it, and the
- * link stays. `retired`: ids of keys this write removes, recorded so that a server that did not
- * see the file in between still knows the new key replaces them.
+ * link stays. `retired`: ids of keys this write removes, and of those earlier writes removed (the
+ * whole chain: see retiredChain), recorded so that a server that did not see the files in between
+ * still knows that the new key replaces the one it holds.
  */
 export function writeKeyFile(file: string, keys: Buffer[], retired: string[] = []): void {
   let target = file;
@@ -134,6 +150,13 @@ export class MissingKeyFileError extends Error {
   }
 }
 
+/** The key file holds none of the keys this process holds, nor retires them: nothing new is wrapped (see openKeyring). */
+export class KeyFileRefusedError extends Error {
+  constructor(readonly file: string, readonly heldIds: string[]) {
+    super(`the master key file ${file} holds none of the keys this server uses (${heldIds.join(', ')}) and does not name them as retired by a rotation: nothing new is wrapped under a key the file no longer holds; restore the file that holds ${heldIds[0]}, or, if it was replaced on purpose, restart the server`);
+  }
+}
+
 export function openKeyring(options: KeyringOptions): MasterKeyring {
   const file = path.join(options.dataDir, KEY_FILE);
   const fromEnv = options.envKey !== null;
@@ -168,9 +191,12 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
 
   // Never generates: a key file that disappeared while running keeps the keys already in memory
   // rather than replacing them with a fresh key that opens nothing.
-  // Nor does it give up the keys it holds for a file that holds none of them (a copy from another
-  // instance, a stray file): it keeps serving with its own and says so, once per version of the file.
+  // Nor does it give up the keys it holds for a file that holds none of them and retired none of
+  // them (a copy from another instance, a stray file): it keeps unwrapping with its own and says so,
+  // once per version of the file. But it wraps nothing new until the file holds one of its keys
+  // again: what it wrapped under a key the file no longer holds would be lost at its next start.
   let refusedStamp: string | null = null;
+  let refusing = false;
   const reload = () => {
     if (!fromEnv && fileStamp(file) === null) return;
     const before = keys.map((k) => k.id).join(',');
@@ -182,12 +208,14 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
       if (!held.some((h) => retired.includes(h.id))) {
         if (refusedStamp !== stamp) options.onRefused?.({ file, held: held.map((k) => k.id), inFile: next.map((k) => k.id) });
         refusedStamp = stamp;
+        refusing = true;
         keys = held;
         // Keep looking at the file as it was, so that a corrected one is picked up.
         stamp = heldStamp;
         return;
       }
     }
+    refusing = false;
     keys = next;
     const after = keys.map((k) => k.id);
     if (after.join(',') !== before) options.onChanged?.({ current: after[0]!, accepted: after });
@@ -200,6 +228,7 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
       if (!fromEnv) {
         const now = fileStamp(file);
         if (now !== stamp && now !== refusedStamp) reload();
+        if (refusing) throw new KeyFileRefusedError(file, keys.map((k) => k.id));
       }
       return keys[0]!;
     },
