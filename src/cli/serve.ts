@@ -52,13 +52,14 @@ async function runServer(config: Config, primary: boolean, signals: StopSignals)
     slipway.close().then(() => {
       log.info('stopped cleanly');
       process.exitCode = 0;
-    }, (err: unknown) => {
-      log.error({ err }, 'shutdown failed');
-      process.exitCode = 1;
-    }).finally(() => {
       clearTimeout(force);
       // A worker's channel to the primary would keep it alive; letting go of it lets the process end.
       if (cluster.isWorker) cluster.worker?.disconnect();
+    }, (err: unknown) => {
+      // Whatever did not close (a connection waiting for an answer that never comes) would keep the
+      // process alive: it ends now.
+      log.error({ err }, 'shutdown failed; exiting');
+      process.exit(1);
     });
   };
   signals.handle(stop);

@@ -11,6 +11,39 @@ import type { Logger } from '../../platform/logging.js';
 
 const CHANNEL = 'slipway_deployments';
 const RECONNECT_MS = 1000;
+/**
+ * The LISTEN connection is asked `SELECT 1` this often, and taken for lost when no answer comes
+ * within PING_DEADLINE_MS: a connection that went silent (a network that drops packets, a server
+ * that froze) raises no error by itself, and meanwhile no notification arrives. TCP keep-alive
+ * finds a dead peer too, but only after minutes.
+ */
+const PING_EVERY_MS = 15_000;
+const PING_DEADLINE_MS = 5_000;
+/** How long a stopping server waits for PostgreSQL to acknowledge the end of the LISTEN connection. */
+const END_WITHIN_MS = 1_000;
+
+/** Ends a client's connection: politely, and if the server does not answer soon, by closing the socket. */
+async function endConnection(client: pg.Client): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const ended = client.end().catch(() => {});
+  await Promise.race([ended, new Promise<void>((resolve) => { timer = setTimeout(resolve, END_WITHIN_MS); })]);
+  clearTimeout(timer);
+  socketOf(client)?.destroy();
+}
+
+/** `query` on the LISTEN connection, which is closed (and so taken for lost) when no answer comes within `deadlineMs`. */
+async function answered(client: pg.Client, query: string, deadlineMs: number): Promise<void> {
+  const silent = setTimeout(() => socketOf(client)?.destroy(new Error(`the deployment signal connection did not answer within ${deadlineMs} ms`)), deadlineMs);
+  try {
+    await client.query(query);
+  } finally {
+    clearTimeout(silent);
+  }
+}
+
+function socketOf(client: pg.Client): { destroy(error?: Error): void } | undefined {
+  return (client as unknown as { connection?: { stream?: { destroy(error?: Error): void } } }).connection?.stream;
+}
 
 export interface DeploymentSignalsDeps {
   db: Db;
@@ -20,16 +53,23 @@ export interface DeploymentSignalsDeps {
   logger: Logger;
   /** How often a waiting claim looks again with no signal (default: 250 ms on SQLite, 2 s on PostgreSQL). */
   pollMs?: number;
+  /** How often the LISTEN connection is asked whether it answers, and how long it has to (PING_EVERY_MS, PING_DEADLINE_MS). */
+  pingEveryMs?: number;
+  pingDeadlineMs?: number;
 }
 
 export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
   const node = randomUUID();
   const pollMs = deps.pollMs ?? (deps.dialect === 'postgres' ? 2000 : 250);
+  const pingEveryMs = deps.pingEveryMs ?? PING_EVERY_MS;
+  const pingDeadlineMs = deps.pingDeadlineMs ?? PING_DEADLINE_MS;
   const versions = new Map<string, number>();
   const waiters = new Map<string, Set<() => void>>();
   let closed = false;
   let listener: pg.Client | null = null;
   let listening: Promise<void> | null = null;
+  /** Asks the LISTEN connection whether it still answers (see PING_EVERY_MS). */
+  let ping: NodeJS.Timeout | undefined;
 
   function version(orgId: string): number {
     return versions.get(orgId) ?? 0;
@@ -57,9 +97,9 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
     }
     sending.set(orgId, false);
     const payload = `${node}:${orgId}`;
-    const sent = listener !== null
-      ? listener.query('SELECT pg_notify($1, $2)', [CHANNEL, payload])
-      : sql`select pg_notify(${CHANNEL}, ${payload})`.execute(deps.db);
+    // Through the pool, whose statements have a deadline: one stuck on a silent connection would
+    // hold every later notify of the organization back.
+    const sent = sql`select pg_notify(${CHANNEL}, ${payload})`.execute(deps.db);
     sent.catch((err: unknown) => deps.logger.warn({ err }, 'could not signal other nodes; their waiting claims will poll'))
       .finally(() => {
         const owed = sending.get(orgId) === true;
@@ -72,12 +112,13 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
   function listen(): Promise<void> {
     if (deps.dialect !== 'postgres' || deps.databaseUrl === null || closed) return Promise.resolve();
     listening ??= (async () => {
-      const client = new pg.Client({ connectionString: deps.databaseUrl! });
+      const client = new pg.Client({ connectionString: deps.databaseUrl!, keepAlive: true, keepAliveInitialDelayMillis: 10_000, connectionTimeoutMillis: 10_000 });
       const lost = (err?: unknown) => {
         if (listener !== client) return;
         listener = null;
         listening = null;
-        client.end().catch(() => {});
+        clearInterval(ping);
+        void endConnection(client);
         if (closed) return;
         deps.logger.warn({ err }, 'deployment signal connection lost; waiting claims poll until it is back');
         setTimeout(() => { if (!closed && waiters.size > 0) void listen(); }, RECONNECT_MS).unref();
@@ -93,10 +134,16 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
       try {
         listener = client;
         await client.connect();
-        await client.query(`LISTEN ${CHANNEL}`);
+        await answered(client, `LISTEN ${CHANNEL}`, pingDeadlineMs);
       } catch (err) {
         lost(err);
+        return;
       }
+      if (listener !== client) return;
+      ping = setInterval(() => { answered(client, 'SELECT 1', pingDeadlineMs).catch(() => {}); }, pingEveryMs);
+      ping.unref();
+      // What other nodes said while no connection listened was lost: every waiting claim looks again.
+      for (const orgId of waiters.keys()) bump(orgId);
     })();
     return listening;
   }
@@ -154,7 +201,9 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
       for (const set of waiters.values()) for (const wake of [...set]) wake();
       const client = listener;
       listener = null;
-      if (client) await client.end().catch(() => {});
+      clearInterval(ping);
+      // Not a plain end(): on a connection gone silent it would wait for an answer that never comes.
+      if (client) await endConnection(client);
     },
   };
 }
