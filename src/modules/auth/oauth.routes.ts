@@ -3,6 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
+import { publicFor } from '../../http/schemas.js';
 import type { RateLimitDecision, RateLimiter } from '../../http/rate-limit.js';
 import { AppError, errors } from '../../platform/errors.js';
 import { oauthErrors } from './oauth-errors.js';
@@ -118,6 +119,10 @@ const FormSchema = (fields: Record<string, FormField>) => {
 
 /** HTTP Basic, or no HTTP authentication and the credentials in the body (client_secret_post). */
 const CLIENT_AUTH: Array<Record<string, string[]>> = [{ clientBasic: [] }, {}];
+
+/** How long caches may keep the key set and the metadata. */
+const jwksAnswer = publicFor(60, Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) }));
+const metadataAnswer = publicFor(300, Type.Record(Type.String(), Type.Unknown()));
 
 export interface OAuthRoutesDeps {
   tokens: TokenService;
@@ -282,11 +287,11 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       tags,
       servers,
       summary: 'JSON Web Key Set: the public keys that verify access tokens',
-      response: { 200: Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) }) },
+      response: { 200: jwksAnswer.schema },
     },
   }, async (_req, reply) => {
     const set = await deps.keys.current();
-    reply.header('cache-control', 'public, max-age=60');
+    reply.header('cache-control', jwksAnswer.header);
     return { keys: set.publicJwks };
   });
 
@@ -297,8 +302,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     { url: `/.well-known/oauth-authorization-server${prefix}`, servers: [{ url: new URL(deps.issuer).origin }], operation: 'oauth.metadata', summary: 'OAuth 2.0 authorization server metadata (RFC 8414): the same document' },
   ];
   for (const { url, servers: at, operation, summary } of metadataRoutes) {
-    app.get(url, { config: { operation }, schema: { tags, servers: at, summary, response: { 200: Type.Record(Type.String(), Type.Unknown()) } } }, async (_req, reply) => {
-      reply.header('cache-control', 'public, max-age=300');
+    app.get(url, { config: { operation }, schema: { tags, servers: at, summary, response: { 200: metadataAnswer.schema } } }, async (_req, reply) => {
+      reply.header('cache-control', metadataAnswer.header);
       return discoveryDocument(deps);
     });
   }
