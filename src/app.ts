@@ -122,7 +122,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
         dataDir: config.dataDir,
         wrappedKeyIds,
         onGenerated: (file) => logger.warn({ file }, 'generated a master key file; back it up, or set SLIPWAY_MASTER_KEY (losing it loses every secret)'),
-        onRefused: (r) => logger.error({ file: r.file, held: r.held, inFile: r.inFile }, 'the master key file holds none of the keys in use and retires none of them: unwrapping with the keys held, and wrapping nothing new until the file holds one of them (restore the right file, or restart if it was replaced on purpose)'),
+        onRefused: (r) => logger.error({ file: r.file, held: r.held, inFile: r.inFile }, 'the master key file holds none of the keys in use and retires none of them: unwrapping with the keys held, and wrapping nothing new until the file holds one of them (restore the right file, or add the key held to it as a line after the first)'),
         onChanged: (keys) => logger.info({ masterKeyId: keys.current, accepted: keys.accepted }, 'master keyring reloaded'),
       });
     } catch (error) {

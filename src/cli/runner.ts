@@ -65,7 +65,7 @@ service's command with its variables, secrets and PORT (a free port the runner p
 over HTTP, then put in place of the previous process of that service and environment. Stops the
 processes it started when it stops (SIGTERM, SIGINT) and lets their deployments go: the next runner
 of the environment (this one, started again) starts them again. A deployment it had not finished
-goes back to the queue at once, as its next attempt. It also starts what a runner that
+goes back to the queue at once, as its next attempt (or fails, when that was its last). It also starts what a runner that
 went away ran, once the server has not heard from that runner for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS.
 
 Flags win over variables, variables over the credentials file:

@@ -61,10 +61,6 @@ export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 86
 export const NullableCursor = Type.Union([Type.String(), Type.Null()], { description: 'Pass as `cursor` for the next page; null on the last.' });
 
 /**
- * Documents `Cache-Control: no-store` on a response that carries credentials or secret values
- * (beside any headers it already documents); the route sets the header.
- */
-/**
  * A public answer that caches may keep for `seconds` (key sets, metadata): `header` is what the
  * route sends, the schema says the same in the API reference.
  */
@@ -74,6 +70,10 @@ export function publicFor<T extends object>(seconds: number, schema: T): { heade
   return { header, schema: { ...schema, headers: { ...headers, 'cache-control': { type: 'string', const: header, description: `Caches may keep the answer ${seconds} seconds.` } } } };
 }
 
+/**
+ * Documents `Cache-Control: no-store` on a response that carries credentials or secret values
+ * (beside any headers it already documents); the route sets the header.
+ */
 export function noStore<T extends object>(schema: T): T {
   const headers = (schema as { headers?: Record<string, unknown> }).headers ?? {};
   return { ...schema, headers: { ...headers, 'cache-control': { type: 'string', const: 'no-store', description: 'The answer carries credentials or secret values: no cache may keep it.' } } };

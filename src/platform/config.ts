@@ -51,7 +51,7 @@ export interface Config {
   secretRetentionDays: number;
   /** Seconds a runner lease lasts without a heartbeat. */
   runnerLeaseSeconds: number;
-  /** Claims of one deployment before a lost lease fails it. */
+  /** Claims of one deployment before a lost or given-back lease fails it. */
   deploymentMaxAttempts: number;
   runnerHostTimeoutSeconds: number;
   /** Mean event-loop delay, ms, past which requests are refused with 503 (0: never). */

@@ -57,7 +57,7 @@ export const errors = {
   invalidCursor: () => cursorProblem('The cursor is not one this API returned; start again without it.', 'unknown cursor'),
   /** A cursor of the same list, returned for other filters or under another organization or parent. */
   cursorOutOfScope: () => cursorProblem(
-    'The cursor was returned for other filters, or for another organization or parent resource: repeat the request with the filters the cursor was made with, or start again without it.',
+    'The cursor was returned for other filters (or another order), or for another organization or parent resource: repeat the request with the filters and order the cursor was made with, or start again without it.',
     'cursor made with other filters',
   ),
   limitExceeded: (detail: string, limit: { name: string; value: number }, fieldErrors: FieldError[] = []) =>

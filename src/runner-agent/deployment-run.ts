@@ -228,7 +228,7 @@ async function giveBack(claim: ClaimResponseT, client: ProtocolClient, log: Logg
   const { deployment: { id }, lease } = claim;
   const budget = AbortSignal.timeout(GIVE_BACK_BUDGET_MS);
   try {
-    const line = `the runner is stopping: attempt ${lease.attempt} ends here, and the deployment goes back to the queue`;
+    const line = `the runner is stopping: attempt ${lease.attempt} ends here, and the deployment is given back (queued again for its next attempt, unless this was its last)`;
     await client.appendLogs(id, { leaseToken: lease.token, lines: [{ stream: 'runner', line }] }, budget);
     const back = await client.abandon(id, { leaseToken: lease.token, reason: 'the runner stopped before the deployment finished' }, budget);
     log.info({ state: back.state }, back.state === 'queued' ? 'gave the deployment back: it is queued for another runner' : `gave the deployment back: it is ${back.state} now`);

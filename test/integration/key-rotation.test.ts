@@ -293,8 +293,11 @@ describe('a missing or foreign master key file beside a database in use', () => 
       // The organization's first secret needs a data key wrapped: not under a key the file lacks.
       for (let i = 0; i < 2; i++) {
         const refused = await admin.http.post(`/v1/orgs/${org.id}/secrets`, first);
-        assert.equal(refused.status, 500, refused.text);
-        assert.doesNotMatch(refused.text, /first-value|master\.key/);
+        assert.equal(refused.status, 503, refused.text);
+        assert.equal(refused.body.code, 'unavailable');
+        assert.match(refused.body.detail, /master key file does not hold the key it uses.*Nothing was written/);
+        assert.equal(refused.headers.get('retry-after'), '30');
+        assert.doesNotMatch(refused.text, /first-value|master\.key|mk_/);
       }
       assert.deepEqual(await usageIds(server), [masterKeyId(real!)]);
       await assertEverySecretOpens(server, [real!], expected);

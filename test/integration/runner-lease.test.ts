@@ -124,7 +124,7 @@ describe('slipway runner and its lease', () => {
     const back = await getDeployment(developer.http, orgId, d.id);
     assert.deepEqual([back.state, back.attempt, back.reason], ['queued', 2, 'Attempt 1 was given back by its runner: the runner stopped before the deployment finished; re-queued.']);
     const log = await deploymentLog(developer.http, orgId, d.id);
-    assert.deepEqual(log.at(-1), { ...log.at(-1)!, attempt: 1, stream: 'runner', line: 'the runner is stopping: attempt 1 ends here, and the deployment goes back to the queue' });
+    assert.deepEqual(log.at(-1), { ...log.at(-1)!, attempt: 1, stream: 'runner', line: 'the runner is stopping: attempt 1 ends here, and the deployment is given back (queued again for its next attempt, unless this was its last)' });
     const said = stopping.proc.logs().find((l) => l.deployment === d.id && String(l.msg).startsWith('gave the deployment back'));
     assert.equal(said?.state, 'queued');
 

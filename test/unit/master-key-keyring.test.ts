@@ -98,7 +98,7 @@ describe('master keyring: a missing or foreign key file', () => {
     for (let i = 0; i < 2; i++) {
       assert.throws(() => wrapKey(ring, Buffer.from('y'), 'b'), (e: unknown) => {
         assert.ok(e instanceof KeyFileRefusedError);
-        assert.match(e.message, new RegExp(`${KEY_FILE} holds none of the keys this server uses \\(${id}\\).*restore the file that holds ${id}`));
+        assert.match(e.message, new RegExp(`${KEY_FILE} holds none of the keys this server uses \\(${id}\\).*restore the file that holds ${id}, or add that key to it`));
         return true;
       });
     }
@@ -107,6 +107,19 @@ describe('master keyring: a missing or foreign key file', () => {
     assert.deepEqual(refusals, [{ file, held: [id], inFile: [masterKeyId(readKeyFile(file)[0]!)] }]);
     // The right file back: wrapping goes on under its key.
     writeKeyFile(file, original);
+    assert.equal(wrapKey(ring, Buffer.from('z'), 'b').masterKeyId, id);
+  });
+
+  it('picks the very file it accepted last up again when it is moved back into place', () => {
+    const dir = tempDir();
+    const file = path.join(dir, KEY_FILE);
+    const ring = openKeyring({ envKey: null, dataDir: dir });
+    const id = wrapKey(ring, Buffer.from('x'), 'b').masterKeyId;
+    fs.renameSync(file, `${file}.aside`);
+    writeKeyFile(file, [generateMasterKey()]);
+    assert.throws(() => wrapKey(ring, Buffer.from('y'), 'b'), KeyFileRefusedError);
+    // The same inode, size and time as when it was accepted.
+    fs.renameSync(`${file}.aside`, file);
     assert.equal(wrapKey(ring, Buffer.from('z'), 'b').masterKeyId, id);
   });
 

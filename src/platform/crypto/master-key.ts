@@ -153,7 +153,7 @@ export class MissingKeyFileError extends Error {
 /** The key file holds none of the keys this process holds, nor retires them: nothing new is wrapped (see openKeyring). */
 export class KeyFileRefusedError extends Error {
   constructor(readonly file: string, readonly heldIds: string[]) {
-    super(`the master key file ${file} holds none of the keys this server uses (${heldIds.join(', ')}) and does not name them as retired by a rotation: nothing new is wrapped under a key the file no longer holds; restore the file that holds ${heldIds[0]}, or, if it was replaced on purpose, restart the server`);
+    super(`the master key file ${file} holds none of the keys this server uses (${heldIds.join(', ')}) and does not name them as retired by a rotation: nothing new is wrapped under a key the file no longer holds; restore the file that holds ${heldIds[0]}, or add that key to it as a line after the first`);
   }
 }
 
@@ -210,7 +210,8 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
         refusedStamp = stamp;
         refusing = true;
         keys = held;
-        // Keep looking at the file as it was, so that a corrected one is picked up.
+        // The file as it was accepted last; while refusing, any other version of it is read again,
+        // the one accepted last included (the right file moved back into place).
         stamp = heldStamp;
         return;
       }
@@ -227,7 +228,7 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
     current: () => {
       if (!fromEnv) {
         const now = fileStamp(file);
-        if (now !== stamp && now !== refusedStamp) reload();
+        if (refusing ? now !== refusedStamp : now !== stamp) reload();
         if (refusing) throw new KeyFileRefusedError(file, keys.map((k) => k.id));
       }
       return keys[0]!;
