@@ -1,9 +1,8 @@
 // Waking claims across PostgreSQL nodes when the LISTEN connection goes silent: no error comes from
 // a connection whose peer stopped answering (a network dropping packets, a frozen server), so the
 // signals ask it, and replace it when it does not answer. Between two nodes, one of them reaching
-// PostgreSQL through a TCP relay that the test can freeze (the connection stays open, nothing passes).
+// PostgreSQL through a TCP proxy whose open connections the test can freeze (they stay open, nothing passes).
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { createDeploymentSignals, type DeploymentSignals } from '../../src/modules/deployments/deployment-signals.js';
@@ -11,46 +10,7 @@ import { openDatabase, type Database } from '../../src/platform/db/database.js';
 import { createLogger } from '../../src/platform/logging.js';
 import { eventually } from '../support/deployments.js';
 import { TEST_DB, tempDir, testDatabase } from '../support/harness.js';
-
-/** Forwards connections to `target`; `freeze()` stops passing bytes on those open now, without closing them. */
-async function relay(target: { host: string; port: number }) {
-  const open = new Set<{ client: net.Socket; upstream: net.Socket }>();
-  /** Every socket, frozen ones too: a paused socket never reads its peer's end, so it is destroyed at close. */
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target.port, target.host);
-    sockets.add(client).add(upstream);
-    const pair = { client, upstream };
-    open.add(pair);
-    client.pipe(upstream);
-    upstream.pipe(client);
-    const drop = () => {
-      open.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    /** Nothing more passes either way on the connections open now; new ones pass. */
-    freeze() {
-      for (const { client, upstream } of open) {
-        client.unpipe(upstream);
-        upstream.unpipe(client);
-        client.pause();
-        upstream.pause();
-      }
-      open.clear();
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+import { createTcpProxy } from '../support/tcp-proxy.js';
 
 describe('deployment signals over a LISTEN connection gone silent', { skip: TEST_DB !== 'postgres' ? 'PostgreSQL only: SQLite has no LISTEN connection' : false }, () => {
   let drop: () => Promise<void>;
@@ -72,12 +32,12 @@ describe('deployment signals over a LISTEN connection gone silent', { skip: TEST
     await drop();
   });
 
-  /** Two nodes: `viaRelay` listens through a relay that can be frozen; `direct` does not. Both notify through the pool. */
+  /** Two nodes: `viaRelay` listens through a proxy that can freeze it; `direct` does not. Both notify through the pool. */
   async function nodes() {
-    const hop = await relay({ host: url.hostname, port: Number(url.port) });
+    const hop = createTcpProxy();
     const relayed = new URL(url);
     relayed.hostname = '127.0.0.1';
-    relayed.port = String(hop.port);
+    relayed.port = String(await hop.open(url.hostname, Number(url.port)));
     const make = (databaseUrl: string): DeploymentSignals => createDeploymentSignals({
       db: database.db, dialect: 'postgres', databaseUrl, logger, pollMs: POLL_MS, pingEveryMs: 200, pingDeadlineMs: 400,
     });
@@ -87,7 +47,7 @@ describe('deployment signals over a LISTEN connection gone silent', { skip: TEST
       hop, viaRelay, direct,
       async close() {
         await Promise.all([viaRelay.close(), direct.close()]);
-        await hop.close();
+        await hop.cut();
       },
     };
   }
@@ -109,7 +69,7 @@ describe('deployment signals over a LISTEN connection gone silent', { skip: TEST
     try {
       const org = 'org_silent';
       await listening(n.viaRelay, n.direct, org);
-      n.hop.freeze();
+      n.hop.freezeOpen();
       const seen = n.viaRelay.version(org);
       const waiting = n.viaRelay.wait(org, seen, POLL_MS);
       // Told while its connection is silent: the notification never arrives over it.
@@ -131,7 +91,7 @@ describe('deployment signals over a LISTEN connection gone silent', { skip: TEST
       const org = 'org_telling';
       await listening(n.viaRelay, n.direct, org);
       await listening(n.direct, n.viaRelay, org);
-      n.hop.freeze();
+      n.hop.freezeOpen();
       for (let i = 0; i < 3; i++) {
         const seen = n.direct.version(org);
         const woken = n.direct.wait(org, seen, POLL_MS);

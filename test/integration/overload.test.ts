@@ -2,8 +2,6 @@
 // requests with a 503 problem and Retry-After instead of queueing them, keeps answering liveness,
 // and serves again once it has caught up.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
@@ -11,6 +9,7 @@ import { isDatabaseUnreachable } from '../../src/platform/db/database.js';
 import { eventually } from '../support/deployments.js';
 import { clientCredentialsGrant, startServer, tempDir, TEST_DB, testDatabase, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
+import { createTcpProxy } from '../support/tcp-proxy.js';
 
 /** Busy work in slices with a turn of the event loop between them, as a server drowning in requests would be. */
 async function lag(ms: number): Promise<void> {
@@ -121,6 +120,26 @@ describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL 
     await eventually('the server to serve again', async () => ((await server.owner.http.get('/v1/orgs/default/secrets')).status === 200 ? true : undefined));
   });
 
+  it('fails a transaction whose connection PostgreSQL ended with that reason, not with the rollback that could not follow', async () => {
+    let pid = 0;
+    const running = server.core.db.transaction().execute(async (trx) => {
+      pid = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx)).rows[0]!.pid;
+      await sql`select pg_sleep(30)`.execute(trx);
+    });
+    await eventually('the statement to run', async () => {
+      if (pid === 0) return undefined;
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where pid = ${pid} and query like '%pg_sleep%' and state = 'active'`.execute(server.core.db);
+      return rows[0]!.n === 1 ? true : undefined;
+    });
+    await sql`select pg_terminate_backend(${pid})`.execute(server.core.db);
+    await assert.rejects(running, (error: unknown) => {
+      assert.match((error as Error).message, /terminating connection due to administrator command/);
+      assert.equal((error as { code?: string }).code, '57P01');
+      return true;
+    });
+    assert.equal((await server.owner.http.get('/v1/orgs/default/secrets')).status, 200);
+  });
+
   it('answers 503 when PostgreSQL goes silent, within the statement deadline, rather than waiting for TCP', async () => {
     const http = server.owner.http;
     assert.equal((await http.get('/v1/orgs/default/secrets')).status, 200);
@@ -141,44 +160,3 @@ describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL 
     }
   });
 });
-
-/** A TCP proxy on one port: `cut` closes it and every connection through it; `open` listens again on the same port. */
-function createTcpProxy() {
-  const sockets = new Set<Socket>();
-  let target: { host: string; port: number } | undefined;
-  let listener: Server | undefined;
-  let port = 0;
-  let silent = false;
-  return {
-    async open(host?: string, targetPort?: number): Promise<number> {
-      if (host !== undefined) target = { host, port: targetPort! };
-      silent = false;
-      if (listener !== undefined) return port;
-      listener = createServer((client) => {
-        const upstream = connect(target!.port, target!.host);
-        for (const s of [client, upstream]) {
-          sockets.add(s);
-          s.on('close', () => sockets.delete(s));
-          s.on('error', () => { client.destroy(); upstream.destroy(); });
-        }
-        // While silent, bytes are dropped and nothing is closed: a network that went quiet.
-        client.on('data', (chunk: Buffer) => { if (!silent) upstream.write(chunk); });
-        upstream.on('data', (chunk: Buffer) => { if (!silent) client.write(chunk); });
-      });
-      listener.listen(port, '127.0.0.1');
-      await once(listener, 'listening');
-      port = (listener.address() as AddressInfo).port;
-      return port;
-    },
-    /** Stops passing bytes either way, closing nothing (until `cut`). */
-    silence(): void {
-      silent = true;
-    },
-    async cut(): Promise<void> {
-      const closing = listener;
-      listener = undefined;
-      for (const s of sockets) s.destroy();
-      await new Promise((resolve) => closing?.close(resolve));
-    },
-  };
-}

@@ -2,13 +2,13 @@
 // when SLIPWAY_DATABASE_URL says postgres://. Both are reached through the same Kysely API.
 import fs from 'node:fs';
 import path from 'node:path';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, sql, type Compilable, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, PostgresDriver, SqliteAdapter, sql, type Compilable, type DatabaseConnection, type Driver, type PostgresDialectConfig, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Schema } from './schema.js';
 import { startCheckpointer } from './checkpointer.js';
 import { SQLite } from './sqlite-library.js';
 import { GroupCommitSqliteDialect, type GroupLimits } from './sqlite-driver.js';
-import { sqliteFile } from './facts.js';
+import { isDatabaseUnreachable, sqliteFile } from './facts.js';
 import { ConfigError } from '../config.js';
 
 // What callers may need without loading a database driver (the CLI's first moments, say).
@@ -109,6 +109,36 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   };
 }
 
+/**
+ * A transaction that fails because its connection was lost is rolled back by Kysely on that same
+ * connection, which fails too ("Client has encountered a connection error and is not queryable"),
+ * and that second error took the first one's place: logs said the client was not queryable instead
+ * of why (the server shutting down, the backend terminated). PostgreSQL has rolled the transaction
+ * back itself then, and the first error is the one that goes on; the pool drops the client.
+ */
+class RollbackKeepsCause extends PostgresDriver {
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await super.rollbackTransaction(connection);
+    } catch (error) {
+      if (!isDatabaseUnreachable(error)) throw error;
+    }
+  }
+}
+
+class PostgresDialectKeepingCause extends PostgresDialect {
+  readonly #config: PostgresDialectConfig;
+
+  constructor(config: PostgresDialectConfig) {
+    super(config);
+    this.#config = config;
+  }
+
+  override createDriver(): Driver {
+    return new RollbackKeepsCause(this.#config);
+  }
+}
+
 // Timestamps come back as the same ISO strings SQLite holds, and counts as numbers.
 pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, (value) => new Date(value).toISOString());
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -129,7 +159,7 @@ function openPostgres(url: string, poolSize: number): Database {
     client.on('error', () => {});
     watchStatements(client, deadline);
   });
-  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Schema>({ dialect: new PostgresDialectKeepingCause({ pool }) });
   return {
     db,
     dialect: 'postgres',
