@@ -34,7 +34,7 @@ describe('cursors bound to their listing', () => {
   }
   async function refused(path: string, cursor: string): Promise<void> {
     const body = assertProblem(await page(path, cursor), 400, 'invalid_cursor', path);
-    assert.match(String(body.detail), /with the filters the cursor was made with, or start again without it/);
+    assert.match(String(body.detail), /with the filters and order the cursor was made with, or start again without it/);
   }
   const createSecrets = async (names: string[]) => {
     const res = await owner.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: names.map((name) => ({ name, values: { K: name } })) });

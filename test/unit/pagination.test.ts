@@ -67,7 +67,7 @@ describe('pagination', () => {
       { org: 'org_1', service: 'svc_1,state', state: ['queued', 'cancelled'] },
     ];
     for (const scope of others) {
-      assert.match(refusal(cursor, cursorList('deployments', scope)) ?? 'read', /repeat the request with the filters the cursor was made with, or start again without it/, JSON.stringify(scope));
+      assert.match(refusal(cursor, cursorList('deployments', scope)) ?? 'read', /repeat the request with the filters and order the cursor was made with, or start again without it/, JSON.stringify(scope));
     }
     // Booleans and strings are not confused, nor is no filter with an empty one.
     assert.ok(refusedAsInvalidCursor(encodeCursor(cursorList('secrets', { deleted: true }), 'a'), cursorList('secrets', { deleted: 'true' })));
