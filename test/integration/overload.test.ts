@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { isDatabaseUnreachable } from '../../src/platform/db/database.js';
 import { eventually } from '../support/deployments.js';
 import { clientCredentialsGrant, startServer, tempDir, TEST_DB, testDatabase, type TestServer } from '../support/harness.js';
@@ -67,6 +68,59 @@ describe('overload protection', () => {
 // PostgreSQL out of reach (here: the connection between Slipway and it cut, through a TCP proxy
 // that the test closes and opens again): requests answer a 503 problem with Retry-After, readiness
 // says so, nothing is half-written, and the server serves again once the database is back.
+describe('a database that takes no writes', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer(); });
+  after(async () => { await server.close(); });
+
+  /**
+   * Writes refused the way a disk remounted read-only, or a PostgreSQL standby, refuses them:
+   * SQLite's connection made query-only; PostgreSQL's sessions made read-only by default (its
+   * connections are ended so that the pool opens new ones, which take the setting).
+   */
+  async function readOnly(on: boolean): Promise<void> {
+    if (server.core.database.dialect === 'sqlite') {
+      await sql`pragma query_only = ${sql.raw(on ? '1' : '0')}`.execute(server.core.db);
+      return;
+    }
+    // A session of its own, read-write whatever the database's default.
+    const admin = new pg.Client({ connectionString: server.config.databaseUrl! });
+    await admin.connect();
+    try {
+      await admin.query('set default_transaction_read_only = off');
+      await admin.query(`alter database "${new URL(server.config.databaseUrl!).pathname.slice(1)}" set default_transaction_read_only = ${on ? 'on' : 'off'}`);
+      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+    } finally {
+      await admin.end();
+    }
+  }
+
+  it('answers 503 with Retry-After, writes nothing, keeps reading, and writes again once it can', async () => {
+    const http = server.owner.http;
+    const body = { secrets: [{ name: 'while-read-only', values: { K: 'read-only-sentinel-value' } }] };
+    await readOnly(true);
+    try {
+      const refused = await eventually('a write to be refused as the database takes none', async () => {
+        const res = await http.post('/v1/orgs/default/secrets', body);
+        return res.status === 503 && res.body.code === 'unavailable' && /takes no writes/.test(String(res.body.detail)) ? res : undefined;
+      });
+      assert.equal(refused.headers.get('retry-after'), '30');
+      assert.match(String(refused.body.detail), /Nothing was written/);
+      assert.doesNotMatch(refused.text, /read-only-sentinel-value/);
+      assert.equal((await http.get('/v1/orgs/default/secrets')).status, 200, 'reads go on');
+      const logged = server.logs.map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message?: string } }).filter((l) => l.msg === 'request failed');
+      assert.ok(logged.some((l) => /read-?only/.test(l.err?.message ?? '')), JSON.stringify(logged));
+    } finally {
+      await readOnly(false);
+    }
+    await eventually('writes to go through again', async () => {
+      const res = await http.post('/v1/orgs/default/secrets', body);
+      return res.status === 201 ? true : undefined;
+    });
+    assert.deepEqual(server.undeclared, []);
+  });
+});
+
 describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file: a busy one is covered by the CLI tests)' }, () => {
   let server: TestServer;
   let database: Awaited<ReturnType<typeof testDatabase>>;

@@ -38,6 +38,16 @@ export function isDatabaseUnreachable(error: unknown): boolean {
   return typeof message === 'string' && /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/.test(message);
 }
 
+/**
+ * The database takes no writes at the moment: SQLite's file or file system is read-only (a disk
+ * remounted read-only after errors) or its disk is full; PostgreSQL is a read-only standby, or in a
+ * read-only transaction by default (25006), or out of disk (53100). Answered with 503.
+ */
+export function isDatabaseUnwritable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_READONLY') || code === 'SQLITE_FULL' || code === '25006' || code === '53100');
+}
+
 /** PostgreSQL: a deadlock, or a serializable transaction that could not be ordered; retrying it is safe. */
 export function isTransactionAborted(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
