@@ -166,6 +166,9 @@ describe('token endpoint', () => {
     const cases: Array<[string, () => Promise<OAuthRequest>, number, string]> = [
       ['unknown client id', async () => ({ authorization: basic('su_00000000000000000000000000', server.bootstrap.clientSecret), form: grant() }), 401, 'invalid_client'],
       ['client id of no known form', async () => ({ authorization: basic('admin', 'admin'), form: grant() }), 401, 'invalid_client'],
+      // PostgreSQL refuses a NUL in text: it must not reach the database (it was a 500 there).
+      ['a client id holding a NUL, in Basic', async () => ({ authorization: basic('su_\0', server.bootstrap.clientSecret), form: grant() }), 401, 'invalid_client'],
+      ['a client id holding a NUL, in the body', async () => ({ form: { ...grant(), client_id: `${server.bootstrap.clientId}\0`, client_secret: server.bootstrap.clientSecret } }), 401, 'invalid_client'],
       ['wrong secret', async () => ({ authorization: basic(server.bootstrap.clientId, `${server.bootstrap.clientSecret}x`), form: grant() }), 401, 'invalid_client'],
       ['disabled service user', async () => {
         const user = await server.actor(server.bootstrap.orgId, 'developer');

@@ -102,6 +102,10 @@ function inactiveUnlessBroken(error: unknown): { active: false } {
   throw error;
 }
 
+
+/** The shape of every client id (a service user's id, `su_…`: see ids.ts), with room to spare. */
+const CLIENT_ID = /^su_[0-9a-z]{1,61}$/;
+
 export function createTokenService(deps: TokenServiceDeps) {
   const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
   const claimName = orgClaim(deps.idpName);
@@ -135,7 +139,8 @@ export function createTokenService(deps: TokenServiceDeps) {
   async function authenticate(creds: ClientCredentials): Promise<AuthenticatedClient> {
     // Every failure says the same to the caller: which one it was is for the log, not the client.
     const fail = () => oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
-    if (!creds.clientId.startsWith('su_') || creds.clientId.length > 64) throw fail();
+    // Only what an id can be reaches the database: a NUL, say, which PostgreSQL refuses in text.
+    if (!CLIENT_ID.test(creds.clientId)) throw fail();
     let keyed: Buffer | undefined;
     const presented = { digest: secretDigest(creds.clientSecret), keyedHash: () => (keyed ??= hashClientSecret(pepper, creds.clientSecret)) };
     // The cache only ever accepts. Whatever it would refuse is decided on a fresh read, so a secret
