@@ -233,6 +233,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
         limits: {
           perClient: createRateLimiter({ name: 'token-client', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
           failuresPerAddress: createRateLimiter({ name: 'token-failures', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
+          revocationsPerClient: createRateLimiter({ name: 'token-revocations', limit: config.rateLimits.revokePerHour, windowSeconds: 3600 }),
         },
       }, routePrefix(config.authUrl));
     });

@@ -24,6 +24,11 @@ export interface RateLimits {
   tokenPerMinute: number;
   /** API requests per minute per authenticated subject. */
   apiPerMinute: number;
+  /**
+   * Revocation requests per hour per client id: each revoked token is kept, and read by every node
+   * every few seconds, until it expires, so one client must not be able to pile up a great many.
+   */
+  revokePerHour: number;
 }
 
 export interface Config {
@@ -99,6 +104,7 @@ export const CONFIG_VARIABLES = {
   maxSpecBytes: 'SLIPWAY_MAX_SPEC_BYTES',
   rateLimitToken: 'SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE',
   rateLimitApi: 'SLIPWAY_RATE_LIMIT_API_PER_MINUTE',
+  rateLimitRevoke: 'SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR',
   secretRetentionDays: 'SLIPWAY_SECRET_RETENTION_DAYS',
   runnerLeaseSeconds: 'SLIPWAY_RUNNER_LEASE_SECONDS',
   deploymentMaxAttempts: 'SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS',
@@ -258,6 +264,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     rateLimits: {
       tokenPerMinute: int('rateLimitToken', 600, 1, 1_000_000_000),
       apiPerMinute: int('rateLimitApi', 6000, 1, 1_000_000_000),
+      revokePerHour: int('rateLimitRevoke', 120, 1, 1_000_000_000),
     },
     secretRetentionDays: int('secretRetentionDays', 30, 0, 3650),
     runnerLeaseSeconds: int('runnerLeaseSeconds', 30, 2, 3600),

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { orgClaim } from '../../src/modules/auth/token.service.js';
 import { cliContext } from '../../src/platform/context.js';
-import { startServer, type HttpResult, type TestServer } from '../support/harness.js';
+import { httpClient, startServer, type HttpResult, type TestServer } from '../support/harness.js';
 import { basic, encodeEvery, FORM, oauthPost, plantClientSecret, requestToken, type OAuthRequest } from '../support/tokens.js';
 
 /** RFC 6749 §5.2: JSON `{ error, error_description }`, never cached; invalid_client challenges Basic. */
@@ -288,6 +288,29 @@ describe('token endpoint rate limit', () => {
       assertOAuthError(await requestToken(server, user), 429, 'slow_down');
       assertOAuthError(await requestToken(server, user, undefined, { 'x-forwarded-for': '198.51.100.8' }), 429, 'slow_down');
     }
+  });
+});
+
+describe('token revocation budget (SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR)', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR: '2' } }); });
+  after(async () => { await server.close(); });
+
+  it('answers a client\'s revocations past its hour\'s budget with 429, and the token stays valid until it expires', async () => {
+    const user = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'revoking', role: 'viewer' });
+    const revoke = (token: string) => oauthPost(server, 'revoke', { authorization: basic(user.clientId, user.clientSecret), form: { token } });
+    const seen = await untilLimited(() => revoke('not-a-token'));
+    const limited = seen.at(-1)!;
+    assertOAuthError(limited, 429, 'slow_down');
+    assert.match(limited.headers.get('ratelimit-policy') ?? '', /"token-revocations";q=2;w=3600/);
+    assert.ok(Number(limited.headers.get('retry-after')) <= 3600);
+    // Its own live token: not revoked, and it still works.
+    const token = (await requestToken(server, user)).body.access_token as string;
+    assertOAuthError(await revoke(token), 429, 'slow_down');
+    assert.equal((await httpClient(server.url, token).get(`/v1/orgs/${server.bootstrap.orgId}/environments`)).status, 200);
+    // Other clients keep their own budget.
+    const other = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'revoking-too', role: 'viewer' });
+    assert.equal((await oauthPost(server, 'revoke', { authorization: basic(other.clientId, other.clientSecret), form: { token: 'not-a-token' } })).status, 200);
   });
 });
 

@@ -135,8 +135,9 @@ export interface OAuthRoutesDeps {
    * `perClient`: requests of an authenticated client (token, introspection, revocation). `failuresPerAddress`: failed client
    * authentications from one address; once it is spent, the address is refused before its
    * credentials are looked at (guessing costs a database read and a keyed hash each).
+   * `revocationsPerClient`: revocations of a client, on top (an hour's budget).
    */
-  limits: { perClient: RateLimiter; failuresPerAddress: RateLimiter };
+  limits: { perClient: RateLimiter; failuresPerAddress: RateLimiter; revocationsPerClient: RateLimiter };
 }
 
 export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): void {
@@ -273,6 +274,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     },
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
+    // Each revoked token is kept, and read by every node every few seconds, until it expires.
+    limit(caller.user.id, deps.limits.revocationsPerClient, reply);
     // token_type_hint is ignored (RFC 7009 §2.1 allows it): access tokens are the only kind we issue.
     // The client revokes its own token: it is the event's actor.
     const actor = { id: caller.user.id, kind: 'service_user' as const, orgId: caller.user.org_id, role: caller.user.role as Role, instanceAdmin: caller.user.instance_admin === 1 };
