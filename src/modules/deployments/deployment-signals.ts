@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
-import type { Db, Dialect } from '../../platform/db/database.js';
+import { socketOf, watchStatements, type Db, type Dialect } from '../../platform/db/database.js';
 import type { Logger } from '../../platform/logging.js';
 
 const CHANNEL = 'slipway_deployments';
@@ -29,20 +29,6 @@ async function endConnection(client: pg.Client): Promise<void> {
   await Promise.race([ended, new Promise<void>((resolve) => { timer = setTimeout(resolve, END_WITHIN_MS); })]);
   clearTimeout(timer);
   socketOf(client)?.destroy();
-}
-
-/** `query` on the LISTEN connection, which is closed (and so taken for lost) when no answer comes within `deadlineMs`. */
-async function answered(client: pg.Client, query: string, deadlineMs: number): Promise<void> {
-  const silent = setTimeout(() => socketOf(client)?.destroy(new Error(`the deployment signal connection did not answer within ${deadlineMs} ms`)), deadlineMs);
-  try {
-    await client.query(query);
-  } finally {
-    clearTimeout(silent);
-  }
-}
-
-function socketOf(client: pg.Client): { destroy(error?: Error): void } | undefined {
-  return (client as unknown as { connection?: { stream?: { destroy(error?: Error): void } } }).connection?.stream;
 }
 
 export interface DeploymentSignalsDeps {
@@ -113,6 +99,8 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
     if (deps.dialect !== 'postgres' || deps.databaseUrl === null || closed) return Promise.resolve();
     listening ??= (async () => {
       const client = new pg.Client({ connectionString: deps.databaseUrl!, keepAlive: true, keepAliveInitialDelayMillis: 10_000, connectionTimeoutMillis: 10_000 });
+      // Every statement on it (LISTEN, the pings) ends the connection when unanswered, as the pool's do.
+      watchStatements(client, { ms: pingDeadlineMs });
       const lost = (err?: unknown) => {
         if (listener !== client) return;
         listener = null;
@@ -134,13 +122,13 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
       try {
         listener = client;
         await client.connect();
-        await answered(client, `LISTEN ${CHANNEL}`, pingDeadlineMs);
+        await client.query(`LISTEN ${CHANNEL}`);
       } catch (err) {
         lost(err);
         return;
       }
       if (listener !== client) return;
-      ping = setInterval(() => { answered(client, 'SELECT 1', pingDeadlineMs).catch(() => {}); }, pingEveryMs);
+      ping = setInterval(() => { client.query('SELECT 1').catch(() => {}); }, pingEveryMs);
       ping.unref();
       // What other nodes said while no connection listened was lost: every waiting claim looks again.
       for (const orgId of waiters.keys()) bump(orgId);

@@ -177,16 +177,20 @@ function openPostgres(url: string, poolSize: number): Database {
  * queryable, is dropped by the pool on release. pg's own query_timeout is no substitute: it
  * leaves the connection in use, where the late answer would be read as the next statement's.
  */
-function watchStatements(client: pg.PoolClient, deadline: { ms: number | null }): void {
+export function watchStatements(client: pg.PoolClient | pg.Client, deadline: { ms: number | null }): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-  const socket = () => (client as unknown as { connection?: { stream?: { destroy(error?: Error): void } } }).connection?.stream;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
     const result = query(...args);
     const ms = deadline.ms;
     if (ms === null || !(result instanceof Promise)) return result;
-    const timer = setTimeout(() => socket()?.destroy(new Error(`Connection terminated: PostgreSQL did not answer within ${ms} ms`)), ms);
+    const timer = setTimeout(() => socketOf(client)?.destroy(new Error(`Connection terminated: PostgreSQL did not answer within ${ms} ms`)), ms);
     return result.finally(() => clearTimeout(timer));
   };
+}
+
+/** A pg client's socket (pg keeps it private), to end a connection that went silent. */
+export function socketOf(client: pg.PoolClient | pg.Client): { destroy(error?: Error): void } | undefined {
+  return (client as unknown as { connection?: { stream?: { destroy(error?: Error): void } } }).connection?.stream;
 }
 
 /** WAL pages (4 KiB each) after which a COMMIT checkpoints by itself when a worker does it normally. */
