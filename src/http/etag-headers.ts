@@ -3,6 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { etagOf } from '../platform/etags.js';
+import { withHeader } from './schemas.js';
 
 export { preconditionsOf, unchangedSince } from '../platform/etags.js';
 
@@ -19,9 +20,7 @@ export function ifMatchHeaders(noun: string) {
 
 /** The ETag response header of a `noun`'s answer, documented. */
 export function withEtag<T extends object>(schema: T, noun: string): T {
-  // Beside the headers the answer declares already (a 201's Location).
-  const declared = (schema as { headers?: Record<string, unknown> }).headers;
-  return { ...schema, headers: { ...declared, etag: { type: 'string', description: `The version and the ${noun}'s creation time (\`"3.mi9x0v2k"\`): send it back as If-Match.` } } };
+  return withHeader(schema, 'etag', { type: 'string', description: `The version and the ${noun}'s creation time (\`"3.mi9x0v2k"\`): send it back as If-Match.` });
 }
 
 /** Sets the ETag of the version a response describes and passes the body through. */

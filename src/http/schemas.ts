@@ -60,14 +60,19 @@ export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 86
 
 export const NullableCursor = Type.Union([Type.String(), Type.Null()], { description: 'Pass as `cursor` for the next page; null on the last.' });
 
+/** `schema` with one more response header documented, beside those it documents already (a 201's Location). */
+export function withHeader<T extends object>(schema: T, name: string, header: Record<string, unknown>): T {
+  const declared = (schema as { headers?: Record<string, unknown> }).headers;
+  return { ...schema, headers: { ...declared, [name]: header } };
+}
+
 /**
  * A public answer that caches may keep for `seconds` (key sets, metadata): `header` is what the
  * route sends, the schema says the same in the API reference.
  */
 export function publicFor<T extends object>(seconds: number, schema: T): { header: string; schema: T } {
   const header = `public, max-age=${seconds}`;
-  const headers = (schema as { headers?: Record<string, unknown> }).headers ?? {};
-  return { header, schema: { ...schema, headers: { ...headers, 'cache-control': { type: 'string', const: header, description: `Caches may keep the answer ${seconds} seconds.` } } } };
+  return { header, schema: withHeader(schema, 'cache-control', { type: 'string', const: header, description: `Caches may keep the answer ${seconds} seconds.` }) };
 }
 
 /**
@@ -75,6 +80,5 @@ export function publicFor<T extends object>(seconds: number, schema: T): { heade
  * (beside any headers it already documents); the route sets the header.
  */
 export function noStore<T extends object>(schema: T): T {
-  const headers = (schema as { headers?: Record<string, unknown> }).headers ?? {};
-  return { ...schema, headers: { ...headers, 'cache-control': { type: 'string', const: 'no-store', description: 'The answer carries credentials or secret values: no cache may keep it.' } } };
+  return withHeader(schema, 'cache-control', { type: 'string', const: 'no-store', description: 'The answer carries credentials or secret values: no cache may keep it.' });
 }
