@@ -33,6 +33,15 @@ export const CLI_ACTOR: Actor = { id: 'cli', kind: 'cli', orgId: null, role: nul
 /** The actor id of what Slipway does on its own (purges, lease expiry). */
 export const SYSTEM_ACTOR_ID = 'system';
 
+/**
+ * Who the event log names for what Slipway does on its own (lease expiry, a webhook disabled for
+ * failing): acts for no organization and with no role.
+ */
+export const SYSTEM_CONTEXT: RequestContext = {
+  requestId: null,
+  actor: { id: SYSTEM_ACTOR_ID, kind: 'cli', orgId: null, role: null, instanceAdmin: false },
+};
+
 /** Actor ids that are Slipway's own, never a caller's. */
 export const BUILT_IN_ACTOR_IDS: readonly string[] = [CLI_ACTOR.id, SYSTEM_ACTOR_ID];
 

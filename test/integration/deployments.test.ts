@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { compareAndSet, DEPLOYMENT_STATES, allowedFrom, canTransition, type DeploymentState } from '../../src/modules/deployments/deployment-state.js';
-import { SYSTEM_CONTEXT } from '../../src/modules/deployments/lease-expiry.js';
+import { SYSTEM_CONTEXT } from '../../src/platform/context.js';
 import { sql } from 'kysely';
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';

@@ -4,17 +4,11 @@
 // server and lazily by claims (neither in a server's first lease after it starts: see the runner
 // service); each move is a compare-and-set on the exact lease that ended, so any number of
 // sweepers on any number of nodes, and the runner's own give-back, move each lease once.
-import { SYSTEM_ACTOR_ID, type RequestContext } from '../../platform/context.js';
+import { SYSTEM_CONTEXT, type RequestContext } from '../../platform/context.js';
 import type { Db, Executor } from '../../platform/db/database.js';
 import { compareAndSet } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
 
-/** Who the event log names for what Slipway does on its own (lease expiry). */
-export const SYSTEM_CONTEXT: RequestContext = {
-  requestId: null,
-  // Acts for no organization and with no role: it only moves deployments along the graph.
-  actor: { id: SYSTEM_ACTOR_ID, kind: 'cli', orgId: null, role: null, instanceAdmin: false },
-};
 
 const BATCH = 100;
 
