@@ -41,6 +41,9 @@ import { createDataKeys } from './modules/secrets/data-keys.js';
 import { secretsRoutes } from './modules/secrets/secrets.routes.js';
 import { createSecretsService } from './modules/secrets/secrets.service.js';
 import { serviceUsersRoutes } from './modules/service-users/service-users.routes.js';
+import { createWebhookDispatcher } from './modules/webhooks/webhook-dispatcher.js';
+import { webhooksRoutes } from './modules/webhooks/webhooks.routes.js';
+import { createWebhooksService } from './modules/webhooks/webhooks.service.js';
 import { createServiceUsersService } from './modules/service-users/service-users.service.js';
 
 export const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -162,13 +165,14 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const runner = createRunnerService({
       db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts, hostTimeoutSeconds: config.runnerHostTimeoutSeconds,
     });
+    const webhooks = createWebhooksService({ db, dialect: database.dialect, dataKeys, allowPrivate: config.webhookAllowPrivate, maxPerOrg: config.limits.webhooksPerOrg });
     const idempotency = createIdempotencyService({ db, sealKey: await loadInstanceKey(db, ring, IDEMPOTENCY_SEAL_KEY) });
 
     return {
       config, logger, ring, database, db, identity, issuer, tokenUrl, scope,
       keys, principals, revocations, verifier, tokens,
       orgs, serviceUsers, dataKeys, secrets, events, idempotency,
-      environments, services, deployments, runner, signals,
+      environments, services, deployments, runner, signals, webhooks,
       close: async () => {
         await signals.close();
         await database.close();
@@ -248,6 +252,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       servicesRoutes(api, { services: core.services, limits: config.limits });
       deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
       runnerRoutes(api, { runner: core.runner });
+      webhooksRoutes(api, { webhooks: core.webhooks });
     }, { prefix: routePrefix(config.baseUrl) });
     registerConsole(app, { baseUrl: config.baseUrl, tokenUrl: core.tokenUrl, scope: core.scope }, routePrefix(config.baseUrl));
     // Waiting claims answer 204 at once instead of holding the shutdown for their whole wait.
@@ -266,6 +271,11 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   const prune = setInterval(housekeeping, HOUSEKEEPING_EVERY_MS);
   prune.unref();
   // Every node sweeps expired runner leases; the compare-and-set makes concurrent sweeps harmless.
+  // Every node delivers webhooks; a lease in the database gives each webhook to one node at a time.
+  const dispatcher = createWebhookDispatcher({
+    db: core.db, dialect: core.database.dialect, dataKeys: core.dataKeys, logger: core.logger,
+    allowPrivate: config.webhookAllowPrivate, disableAfterSeconds: config.webhookDisableAfterSeconds, userAgent: `Slipway-Webhooks/${VERSION}`,
+  });
   const stopSweeper = core.runner.startSweeper(Math.max(1000, Math.min(5000, config.runnerLeaseSeconds * 500)),
     (err) => core.logger.warn({ err }, 'sweeping expired runner leases failed'));
 
@@ -276,12 +286,14 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     async listen() {
       const address = await server.listen({ host: config.host, port: config.port });
       core.runner.listening();
+      dispatcher.start();
       return address;
     },
     async close() {
       clearTimeout(firstHousekeeping);
       clearInterval(prune);
       stopSweeper();
+      await dispatcher.stop();
       await server.close();
       await core.close();
     },

@@ -218,6 +218,7 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
         { name: 'deployments', description: 'A service into an environment: the state machine, cancel, rollback and logs' },
         { name: 'runner', description: 'The runner protocol: claim (long poll), heartbeat, logs and complete, fenced by the lease token' },
         { name: 'events', description: 'The audit log' },
+        { name: 'webhooks', description: 'The audit log\'s events POSTed to a URL as they happen, signed (Standard Webhooks), in order, retried until taken' },
         { name: 'health', description: 'Liveness and readiness' },
       ],
     },

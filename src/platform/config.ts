@@ -17,6 +17,8 @@ export interface Limits {
    * service's with the deployment's variables laid over): what bounds every list of them.
    */
   specBytes: number;
+  /** Webhooks in one organization. */
+  webhooksPerOrg: number;
 }
 
 export interface RateLimits {
@@ -66,6 +68,10 @@ export interface Config {
    * these addresses and ranges (Fastify's `trustProxy`).
    */
   trustProxy: false | number | string[];
+  /** Webhooks may deliver to this machine and private networks. */
+  webhookAllowPrivate: boolean;
+  /** Seconds a webhook may keep failing before it is disabled. */
+  webhookDisableAfterSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -111,6 +117,9 @@ export const CONFIG_VARIABLES = {
   runnerHostTimeoutSeconds: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS',
   maxEventLoopDelay: 'SLIPWAY_MAX_EVENT_LOOP_DELAY_MS',
   trustProxy: 'SLIPWAY_TRUST_PROXY',
+  maxWebhooksPerOrg: 'SLIPWAY_MAX_WEBHOOKS_PER_ORG',
+  webhookAllowPrivate: 'SLIPWAY_WEBHOOK_ALLOW_PRIVATE',
+  webhookDisableAfterSeconds: 'SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS',
 } as const;
 
 export type ConfigKey = keyof typeof CONFIG_VARIABLES;
@@ -232,6 +241,10 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   }
 
   const trustProxy = proxiesToTrust(raw('trustProxy'), label('trustProxy'));
+  const webhookAllowPrivate = raw('webhookAllowPrivate') ?? 'false';
+  if (webhookAllowPrivate !== 'true' && webhookAllowPrivate !== 'false') {
+    throw new ConfigError(`${label('webhookAllowPrivate')} must be true or false, got "${webhookAllowPrivate}"`);
+  }
 
   const logLevel = raw('logLevel') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
@@ -260,6 +273,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
       keysPerSecret: int('maxKeysPerSecret', 100, 1, 10000),
       valueChars: int('maxValueChars', 65536, 1, 16 * 1024 * 1024),
       specBytes: int('maxSpecBytes', 64 * 1024, 1024, 64 * 1024 * 1024),
+      webhooksPerOrg: int('maxWebhooksPerOrg', 20, 1, 1000),
     },
     rateLimits: {
       tokenPerMinute: int('rateLimitToken', 600, 1, 1_000_000_000),
@@ -272,6 +286,8 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     runnerHostTimeoutSeconds: int('runnerHostTimeoutSeconds', 60, 2, 86_400),
     maxEventLoopDelayMs: int('maxEventLoopDelay', 1000, 0, 60_000),
     trustProxy,
+    webhookAllowPrivate: webhookAllowPrivate === 'true',
+    webhookDisableAfterSeconds: int('webhookDisableAfterSeconds', 3 * 86_400, 1, 30 * 86_400),
   };
 }
 

@@ -16,6 +16,8 @@ export const ID_PREFIXES = {
   service: 'svc',
   deployment: 'dep',
   token: 'tok',
+  webhook: 'whk',
+  webhookDelivery: 'whd',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

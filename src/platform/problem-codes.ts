@@ -43,6 +43,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   environment_not_found: { status: 404, meaning: 'No such environment in the organization.' },
   service_not_found: { status: 404, meaning: 'No such service in the organization.' },
   deployment_not_found: { status: 404, meaning: 'No such deployment in the organization.' },
+  webhook_not_found: { status: 404, meaning: 'No such webhook in the organization.' },
   signing_key_not_found: { status: 404, meaning: 'CLI `keys revoke-signing`: no such signing key.' },
   // 405, 408
   method_not_allowed: { status: 405, meaning: 'The path does not answer this method (`allowed`, and the Allow header).' },

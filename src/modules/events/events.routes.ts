@@ -1,6 +1,6 @@
 import type { App } from '../../http/app-types.js';
 import { OrgParams } from '../../http/schemas.js';
-import { EventList, EventListQuery } from './events.schemas.js';
+import { EVENT_TYPES_TEXT, EventList, EventListQuery } from './events.schemas.js';
 import type { EventsService } from './events.service.js';
 
 export function eventsRoutes(app: App, deps: { events: EventsService }): void {
@@ -10,10 +10,8 @@ export function eventsRoutes(app: App, deps: { events: EventsService }): void {
       tags: ['events'],
       summary: 'Page through the audit log of an organization in commit order, oldest or newest first',
       description: 'Every change appends one event in its own transaction: who (`actor`), which request (`requestId`, the `X-Request-Id`), '
-        + 'what (`type`, `subject`) and `data` without secret values. The types: `organization.created|updated`; '
-        + '`service_user.created|updated|role_changed|disabled|enabled|deleted|secret_added|secret_removed|secret_rotated|token_revoked`; '
-        + '`secret.created|updated|revealed|deleted|restored|destroyed|purged`; `environment.created|updated|deleted`; `service.created|updated|deleted`; '
-        + '`deployment.created|state_changed|adopted|process_exited|process_stopped`. `type` takes one of them or a family (`secret.*`; a type not listed matches nothing), `subject` a subject id. '
+        + `what (\`type\`, \`subject\`) and \`data\` without secret values. The types: ${EVENT_TYPES_TEXT}. `
+        + '`type` takes one of them or a family (`secret.*`; a type not listed matches nothing), `subject` a subject id. '
         + '`order=newest` lists what happened lately first. '
         + 'To follow the log, keep `resumeCursor` (present on every page, the last one too) and pass it as `cursor` later: only events appended since come back, oldest first.',
       params: OrgParams,

@@ -1,6 +1,29 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { PageQuery } from '../../http/schemas.js';
 
+/** Every event type, by family: what the events API documents, and what a webhook may subscribe to. */
+export const EVENT_TYPES: Readonly<Record<string, readonly string[]>> = {
+  organization: ['created', 'updated'],
+  service_user: ['created', 'updated', 'role_changed', 'disabled', 'enabled', 'deleted', 'secret_added', 'secret_removed', 'secret_rotated', 'token_revoked'],
+  secret: ['created', 'updated', 'revealed', 'deleted', 'restored', 'destroyed', 'purged'],
+  environment: ['created', 'updated', 'deleted'],
+  service: ['created', 'updated', 'deleted'],
+  deployment: ['created', 'state_changed', 'adopted', 'process_exited', 'process_stopped'],
+  webhook: ['created', 'updated', 'deleted', 'secret_rotated', 'disabled'],
+};
+
+/** The types as the documentation lists them: `secret.created|updated|…`, separated by `; `. */
+export const EVENT_TYPES_TEXT = Object.entries(EVENT_TYPES).map(([family, names]) => `\`${family}.${names.join('|')}\``).join('; ');
+
+/** True when `type` is a type (`secret.created`) or a family (`secret.*`) of EVENT_TYPES. */
+export function isKnownEventType(type: string): boolean {
+  const dot = type.indexOf('.');
+  const names = dot > 0 ? EVENT_TYPES[type.slice(0, dot)] : undefined;
+  if (names === undefined || !Object.hasOwn(EVENT_TYPES, type.slice(0, dot))) return false;
+  const name = type.slice(dot + 1);
+  return name === '*' || names.includes(name);
+}
+
 export const EventSchema = Type.Object({
   id: Type.String({ description: 'evt_…, time-ordered' }),
   type: Type.String({ examples: ['secret.created'] }),

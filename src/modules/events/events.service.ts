@@ -4,7 +4,7 @@ import { cursorList, encodeCursor, pageRequest, toPage, type Page } from '../../
 import { eventsRepo, type EventPosition, type StoredEvent } from './events.repo.js';
 import type { Event } from './events.schemas.js';
 
-function toEvent(row: StoredEvent): Event {
+export function toEvent(row: StoredEvent): Event {
   return {
     id: row.id,
     type: row.type,

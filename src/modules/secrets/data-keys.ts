@@ -62,6 +62,18 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
       return openWith(await byId(db, dataKeyId), orgId, secretId, version, sealed);
     },
 
+    /**
+     * Seals something other than a secret's values (a webhook's signing secret) under the data
+     * key, bound to `binding`, which must name what it belongs to and never be a secret's.
+     */
+    sealBound(dataKey: DataKey, binding: string, plaintext: Buffer): Buffer {
+      return seal(dataKey.key, plaintext, `slipway/${binding}`);
+    },
+
+    async openBound(db: Executor, dataKeyId: string, binding: string, sealed: Buffer): Promise<Buffer> {
+      return open(await byId(db, dataKeyId), sealed, `slipway/${binding}`);
+    },
+
     /** openValues with the data key in hand (byId of the version's data_key_id), for many versions at once. */
     openWith,
   };

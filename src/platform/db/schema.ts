@@ -227,6 +227,46 @@ export interface DeploymentLogsTable {
   at: string;
 }
 
+export interface WebhooksTable {
+  id: string;
+  org_id: string;
+  url: string;
+  description: string;
+  /** JSON array of event types and families; empty: every event. */
+  event_types: string;
+  active: number;
+  disabled_reason: string | null;
+  data_key_id: string;
+  secret_sealed: Buffer;
+  secret_generation: number;
+  previous_secret_sealed: Buffer | null;
+  previous_secret_expires_at: string | null;
+  /** JSON of the last event position delivered or passed over; null before the first. */
+  position: string | null;
+  failures: number;
+  failing_since: string | null;
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  last_status: number | null;
+  last_error: string | null;
+  lease_owner: string | null;
+  lease_until: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhook_id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  status: number | null;
+  error: string | null;
+  duration_ms: number;
+  created_at: string;
+}
+
 export interface Schema {
   instance_settings: InstanceSettingsTable;
   instance_keys: InstanceKeysTable;
@@ -245,6 +285,8 @@ export interface Schema {
   services: ServicesTable;
   deployments: DeploymentsTable;
   deployment_logs: DeploymentLogsTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
   /** Kept by Kysely's migrator. */
   kysely_migration: { name: string; timestamp: Generated<string> };
 }

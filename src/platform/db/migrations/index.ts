@@ -16,9 +16,10 @@ import { processReportedAt } from './0012-process-reported-at.js';
 import { signingKeyRevocation } from './0013-signing-key-revocation.js';
 import { processAddress } from './0014-process-address.js';
 import { retiredOrgSlugs } from './0015-retired-org-slugs.js';
+import { webhooks } from './0016-webhooks.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks];
 
 export interface MigrationOutcome {
   applied: string[];

@@ -1,0 +1,86 @@
+import type { Executor } from '../../platform/db/database.js';
+import type { WebhookDeliveriesTable, WebhooksTable } from '../../platform/db/schema.js';
+
+export type WebhookRow = WebhooksTable;
+export type DeliveryRow = WebhookDeliveriesTable;
+
+/** Deliveries kept per webhook, the newest. */
+export const DELIVERIES_KEPT = 100;
+
+export const webhooksRepo = {
+  async insert(db: Executor, row: WebhookRow): Promise<void> {
+    await db.insertInto('webhooks').values(row).execute();
+  },
+
+  async countInOrg(db: Executor, orgId: string): Promise<number> {
+    const row = await db.selectFrom('webhooks').select((eb) => eb.fn.countAll<number>().as('n')).where('org_id', '=', orgId).executeTakeFirstOrThrow();
+    return Number(row.n);
+  },
+
+  /** `lock` (PostgreSQL) holds the row until the transaction ends. */
+  async find(db: Executor, orgId: string, id: string, lock = false): Promise<WebhookRow | undefined> {
+    const q = db.selectFrom('webhooks').selectAll().where('org_id', '=', orgId).where('id', '=', id);
+    return (lock ? q.forUpdate() : q).executeTakeFirst();
+  },
+
+  async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<WebhookRow[]> {
+    let q = db.selectFrom('webhooks').selectAll().where('org_id', '=', orgId);
+    if (opts.after !== null) q = q.where('id', '>', opts.after);
+    return q.orderBy('id').limit(opts.limit + 1).execute();
+  },
+
+  async update(db: Executor, id: string, patch: Partial<WebhookRow>): Promise<WebhookRow | undefined> {
+    return db.updateTable('webhooks').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
+  },
+
+  async delete(db: Executor, id: string): Promise<void> {
+    await db.deleteFrom('webhook_deliveries').where('webhook_id', '=', id).execute();
+    await db.deleteFrom('webhooks').where('id', '=', id).execute();
+  },
+
+  /** Active webhooks whose next attempt is due and that no node holds (or whose holder's lease ran out). */
+  async due(db: Executor, now: string, limit: number): Promise<WebhookRow[]> {
+    return db.selectFrom('webhooks').selectAll()
+      .where('active', '=', 1)
+      .where((eb) => eb.or([eb('next_attempt_at', 'is', null), eb('next_attempt_at', '<=', now)]))
+      .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', now)]))
+      .orderBy('id').limit(limit).execute();
+  },
+
+  /** Takes the webhook for this node until `until`, if it is still due and free; false if another node has it. */
+  async lease(db: Executor, id: string, owner: string, now: string, until: string): Promise<boolean> {
+    const result = await db.updateTable('webhooks').set({ lease_owner: owner, lease_until: until })
+      .where('id', '=', id).where('active', '=', 1)
+      .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', now)]))
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  /** A change by the node holding the lease, while it holds it and the webhook is active; undefined if not. */
+  async updateLeased(db: Executor, id: string, owner: string, patch: Partial<WebhookRow>): Promise<WebhookRow | undefined> {
+    return db.updateTable('webhooks').set(patch)
+      .where('id', '=', id).where('lease_owner', '=', owner).where('active', '=', 1)
+      .returningAll().executeTakeFirst();
+  },
+
+  async release(db: Executor, id: string, owner: string): Promise<void> {
+    await db.updateTable('webhooks').set({ lease_owner: null, lease_until: null }).where('id', '=', id).where('lease_owner', '=', owner).execute();
+  },
+
+  async insertDelivery(db: Executor, row: DeliveryRow): Promise<void> {
+    await db.insertInto('webhook_deliveries').values(row).execute();
+  },
+
+  /** Keeps the newest DELIVERIES_KEPT deliveries of a webhook. */
+  async pruneDeliveries(db: Executor, webhookId: string): Promise<void> {
+    const oldestKept = await db.selectFrom('webhook_deliveries').select('id').where('webhook_id', '=', webhookId)
+      .orderBy('id', 'desc').offset(DELIVERIES_KEPT - 1).limit(1).executeTakeFirst();
+    if (oldestKept !== undefined) await db.deleteFrom('webhook_deliveries').where('webhook_id', '=', webhookId).where('id', '<', oldestKept.id).execute();
+  },
+
+  async deliveries(db: Executor, webhookId: string, opts: { after: string | null; limit: number }): Promise<DeliveryRow[]> {
+    let q = db.selectFrom('webhook_deliveries').selectAll().where('webhook_id', '=', webhookId);
+    if (opts.after !== null) q = q.where('id', '<', opts.after);
+    return q.orderBy('id', 'desc').limit(opts.limit + 1).execute();
+  },
+};

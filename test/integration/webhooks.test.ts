@@ -1,0 +1,315 @@
+// Webhooks: managing them, and deliveries to a real HTTP receiver, checked with the Standard
+// Webhooks reference library: signatures, commit order, retries with the same id, disabling one
+// that keeps failing and resuming where it stopped, secret rotation, and what never leaves.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { Webhook as Verifier } from 'standardwebhooks';
+import { rawDatabaseBytes, startServer, type Actor, type TestServer } from '../support/harness.js';
+import { eventsOf } from '../support/deployments.js';
+
+interface Received {
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  event: any;
+}
+
+/** An HTTP server that records each POST and answers with what `answer` says (200 by default). */
+async function startReceiver() {
+  const received: Received[] = [];
+  let answer: (r: Received, n: number) => number = () => 200;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const r = { headers: req.headers, body, event: JSON.parse(body) };
+      received.push(r);
+      res.statusCode = answer(r, received.length);
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/t0ken-in-path?q=1`,
+    received,
+    answerWith(f: typeof answer) { answer = f; },
+    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  };
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 30_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const verify = (secret: string, r: Received) => new Verifier(secret).verify(r.body, {
+  'webhook-id': String(r.headers['webhook-id']), 'webhook-timestamp': String(r.headers['webhook-timestamp']), 'webhook-signature': String(r.headers['webhook-signature']),
+});
+
+describe('webhooks', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true', SLIPWAY_MAX_WEBHOOKS_PER_ORG: '3' } }); });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  async function freshOrg(): Promise<{ orgId: string; admin: Actor }> {
+    const org = await server.createOrg();
+    return { orgId: org.id, admin: await server.actor(org.id, 'admin') };
+  }
+
+  it('creates, reads, lists, changes and deletes webhooks; the secret is shown once, and events keep only the URL\'s origin', async () => {
+    const { orgId, admin } = await freshOrg();
+    const url = 'https://hooks.example.com/services/T000/B000/s3cr3t-path-token';
+    const created = await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url, description: 'chat', events: ['deployment.*', 'secret.created'] });
+    assert.equal(created.status, 201, created.text);
+    assert.equal(created.headers.get('cache-control'), 'no-store');
+    const hook = created.body;
+    assert.match(hook.id, /^whk_[0-9a-z]{26}$/);
+    assert.match(hook.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+    assert.equal(created.headers.get('location'), `${server.config.baseUrl}/v1/orgs/${orgId}/webhooks/${hook.id}`);
+    assert.deepEqual({ url: hook.url, events: hook.events, active: hook.active, state: hook.state, lastAttempt: hook.lastAttempt }, {
+      url, events: ['deployment.*', 'secret.created'], active: true, state: 'active', lastAttempt: null,
+    });
+
+    const got = await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`);
+    assert.equal(got.status, 200);
+    assert.equal(got.body.secret, undefined);
+    const { secret, ...shown } = hook;
+    assert.ok(secret);
+    assert.deepEqual(got.body, shown);
+
+    const second = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: 'https://other.example.com/in' })).body;
+    const first = await admin.http.get(`/v1/orgs/${orgId}/webhooks?limit=1`);
+    assert.deepEqual(first.body.webhooks.map((w: any) => w.id), [hook.id]);
+    const rest = await admin.http.get(`/v1/orgs/${orgId}/webhooks?limit=1&cursor=${first.body.nextCursor}`);
+    assert.deepEqual(rest.body.webhooks.map((w: any) => w.id), [second.id]);
+    assert.equal(rest.body.nextCursor, null);
+
+    const patched = await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { url: 'https://hooks.example.org/new/p4th-token', events: [], active: false });
+    assert.equal(patched.status, 200, patched.text);
+    assert.deepEqual([patched.body.events, patched.body.active, patched.body.state], [[], false, 'disabled']);
+    const same = await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { active: false });
+    assert.equal(same.body.updatedAt, patched.body.updatedAt);
+
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 204);
+    assert.equal((await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 404);
+
+    const events = await eventsOf(server, orgId, hook.id);
+    assert.deepEqual(events.map((e) => e.type), ['webhook.created', 'webhook.updated', 'webhook.deleted']);
+    assert.deepEqual(events[0].data, { urlOrigin: 'https://hooks.example.com', events: ['deployment.*', 'secret.created'], active: true });
+    assert.deepEqual(events[1].data.changed, ['urlOrigin', 'events', 'active']);
+    assert.deepEqual(events[1].data.to, { urlOrigin: 'https://hooks.example.org', events: [], active: false });
+    const text = JSON.stringify(events);
+    assert.ok(!text.includes('token') && !text.includes(secret), 'events name the origin only, and never the secret');
+  });
+
+  it('refuses what cannot be a webhook, naming the field, and more webhooks than the limit', async () => {
+    const { orgId, admin } = await freshOrg();
+    for (const [body, pointer] of [
+      [{ url: 'ftp://example.com/x' }, '/url'],
+      [{ url: 'https://user:pw@example.com/x' }, '/url'],
+      [{ url: 'https://example.com/x#frag' }, '/url'],
+      [{ url: 'https://example.com/x', events: ['secret.nope'] }, '/events/0'],
+      [{ url: 'https://example.com/x', events: ['deployment.*', 'nothing.*'] }, '/events/1'],
+      [{ url: 'https://example.com/x', events: ['secret.*', 'secret.*'] }, '/events/1'],
+    ] as const) {
+      const res = await admin.http.post(`/v1/orgs/${orgId}/webhooks`, body);
+      assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
+      assert.ok(res.body.errors.some((e: any) => e.pointer === pointer), res.text);
+    }
+    for (let i = 0; i < 3; i++) assert.equal((await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: `https://example.com/${i}` })).status, 201);
+    const over = await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: 'https://example.com/4' });
+    assert.equal(over.status, 400);
+    assert.equal(over.body.code, 'limit_exceeded');
+    assert.deepEqual(over.body.limit, { name: 'SLIPWAY_MAX_WEBHOOKS_PER_ORG', value: 3 });
+
+    const stranger = await server.actor((await server.createOrg()).id, 'owner');
+    const mine = (await admin.http.get(`/v1/orgs/${orgId}/webhooks`)).body.webhooks[0].id;
+    for (const res of [
+      await stranger.http.get(`/v1/orgs/${stranger.orgId}/webhooks/${mine}`),
+      await stranger.http.patch(`/v1/orgs/${stranger.orgId}/webhooks/${mine}`, { description: 'mine' }),
+      await stranger.http.delete(`/v1/orgs/${stranger.orgId}/webhooks/${mine}`),
+      await stranger.http.post(`/v1/orgs/${stranger.orgId}/webhooks/${mine}/rotate-secret`, {}),
+      await stranger.http.get(`/v1/orgs/${stranger.orgId}/webhooks/${mine}/deliveries`),
+      await stranger.http.get(`/v1/orgs/${orgId}/webhooks/${mine}`),
+    ]) assert.equal(res.status, 404, res.text);
+  });
+
+  it('delivers the events it subscribes to, in commit order, signed, and never a secret value', async () => {
+    const receiver = await startReceiver();
+    try {
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['secret.*', 'webhook.*'] })).body;
+      const sentinel = 'SENTINEL-webhook-7b1f0c';
+      assert.equal((await admin.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: 'db', values: { PASSWORD: sentinel } }] })).status, 201);
+      assert.equal((await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'staging' })).status, 201);
+      assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/secrets/db`, { set: { PASSWORD: `${sentinel}-2` } })).status, 200);
+      assert.equal((await admin.http.post(`/v1/orgs/${orgId}/secrets/db/reveal`, {})).status, 200);
+
+      await waitFor('four deliveries', () => (receiver.received.length >= 4 ? true : undefined));
+      const types = receiver.received.map((r) => r.event.type);
+      assert.deepEqual(types, ['webhook.created', 'secret.created', 'secret.updated', 'secret.revealed']);
+      for (const r of receiver.received) {
+        verify(hook.secret, r);
+        assert.equal(r.headers['webhook-id'], r.event.id);
+        assert.equal(r.headers['content-type'], 'application/json');
+        assert.match(String(r.headers['user-agent']), /^Slipway-Webhooks\//);
+        assert.equal(r.event.orgId, orgId);
+        assert.ok(!r.body.includes(sentinel), 'a delivery never carries a secret value');
+      }
+      assert.throws(() => verify(`whsec_${Buffer.alloc(32, 1).toString('base64')}`, receiver.received[0]!), 'another secret does not verify');
+      // The same event as the API shows it.
+      const listed = (await admin.http.get(`/v1/orgs/${orgId}/events?type=secret.created`)).body.events[0];
+      const { orgId: _org, ...delivered } = receiver.received[1]!.event;
+      assert.deepEqual(delivered, listed);
+
+      const deliveries = await waitFor('the deliveries recorded', async () => {
+        const res = await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`);
+        return res.body.deliveries.length >= 4 ? res.body.deliveries : undefined;
+      });
+      assert.deepEqual(deliveries.map((d: any) => [d.eventType, d.attempt, d.status, d.error]).reverse(), types.map((t) => [t, 1, 200, null]));
+      const state = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
+      assert.deepEqual([state.state, state.lastAttempt.status, state.lastAttempt.error], ['active', 200, null]);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('tries a failing event again with the same id, and nothing after it goes first', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.answerWith((_r, n) => (n <= 3 ? 500 : 204));
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['environment.created'] })).body;
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'one' });
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'two' });
+      const failing = await waitFor('a failing state', async () => {
+        const res = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
+        return res.state === 'failing' ? res : undefined;
+      });
+      assert.equal(failing.lastAttempt.status, 500);
+      assert.ok(failing.nextAttemptAt > failing.lastAttempt.at);
+      await waitFor('both events delivered', () => (receiver.received.length >= 5 ? true : undefined));
+      const ids = receiver.received.map((r) => r.headers['webhook-id']);
+      const names = receiver.received.map((r) => r.event.data.name);
+      assert.deepEqual(names, ['one', 'one', 'one', 'one', 'two']);
+      assert.equal(new Set(ids.slice(0, 4)).size, 1, 'every attempt at one event carries its id');
+      const stamps = receiver.received.slice(0, 4).map((r) => Number(r.headers['webhook-timestamp']));
+      assert.ok(stamps[3]! - stamps[0]! >= 3, `paused 1, 2, 4 s between attempts: ${stamps.join(', ')}`);
+      const deliveries = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`)).body.deliveries.reverse();
+      assert.deepEqual(deliveries.map((d: any) => [d.attempt, d.status]), [[1, 500], [2, 500], [3, 500], [4, 204], [1, 204]]);
+      assert.equal(deliveries[0].error, 'answered 500');
+      const done = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
+      assert.deepEqual([done.state, done.failingSince, done.nextAttemptAt], ['active', null, null]);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('signs with the new secret and, for a day, the previous one after a rotation', async () => {
+    const receiver = await startReceiver();
+    try {
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['environment.*'] })).body;
+      const rotated = await admin.http.post(`/v1/orgs/${orgId}/webhooks/${hook.id}/rotate-secret`);
+      assert.equal(rotated.status, 200, rotated.text);
+      assert.equal(rotated.headers.get('cache-control'), 'no-store');
+      assert.notEqual(rotated.body.secret, hook.secret);
+      const inADay = Date.parse(rotated.body.previousSecretExpiresAt) - Date.now();
+      assert.ok(inADay > 23.9 * 3600_000 && inADay <= 24 * 3600_000, rotated.body.previousSecretExpiresAt);
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'rotated' });
+      const [r] = await waitFor('a delivery', () => (receiver.received.length >= 1 ? receiver.received : undefined));
+      assert.equal(String(r!.headers['webhook-signature']).split(' ').length, 2);
+      verify(rotated.body.secret, r!);
+      verify(hook.secret, r!);
+      const events = await eventsOf(server, orgId, hook.id);
+      assert.deepEqual(events.map((e) => e.type), ['webhook.created', 'webhook.secret_rotated']);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('never shows a signing secret but where it is handed out: not in reads, events, logs or the database', async () => {
+    const { orgId, admin } = await freshOrg();
+    const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: 'https://example.com/in' })).body;
+    const rotated = (await admin.http.post(`/v1/orgs/${orgId}/webhooks/${hook.id}/rotate-secret`, {})).body;
+    const reads = [
+      (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).text,
+      (await admin.http.get(`/v1/orgs/${orgId}/webhooks`)).text,
+      (await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { description: 'x' })).text,
+      JSON.stringify(await eventsOf(server, orgId, hook.id)),
+      server.logs.join('\n'),
+    ];
+    const raw = await rawDatabaseBytes(server);
+    for (const secret of [hook.secret, rotated.secret]) {
+      const bare = secret.slice('whsec_'.length);
+      for (const text of reads) assert.ok(!text.includes(bare));
+      for (const bytes of raw) {
+        assert.equal(bytes.indexOf(bare), -1, 'sealed in the database');
+        assert.equal(bytes.indexOf(Buffer.from(bare, 'base64')), -1, 'sealed in the database');
+      }
+    }
+  });
+});
+
+describe('webhooks that keep failing, and private addresses', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true', SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS: '2' } }); });
+  after(async () => { await server.close(); });
+
+  it('disables a webhook failing past the limit, and one turned on again delivers from where it stopped', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.answerWith(() => 503);
+      const org = await server.createOrg();
+      const admin = await server.actor(org.id, 'admin');
+      const hook = (await admin.http.post(`/v1/orgs/${org.id}/webhooks`, { url: receiver.url, events: ['environment.created'] })).body;
+      await admin.http.post(`/v1/orgs/${org.id}/environments`, { name: 'first' });
+      const disabled = await waitFor('the webhook disabled', async () => {
+        const res = (await admin.http.get(`/v1/orgs/${org.id}/webhooks/${hook.id}`)).body;
+        return res.state === 'disabled' ? res : undefined;
+      });
+      assert.equal(disabled.active, false);
+      assert.match(disabled.disabledReason, /^Disabled after failing since .* SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS is 2\); the last: answered 503$/);
+      const [event] = (await eventsOf(server, org.id, hook.id)).filter((e) => e.type === 'webhook.disabled');
+      assert.equal(event.actor, 'system');
+      assert.equal(event.data.lastStatus, 503);
+      const attempts = receiver.received.length;
+      await admin.http.post(`/v1/orgs/${org.id}/environments`, { name: 'second' });
+      await new Promise((r) => setTimeout(r, 2000));
+      assert.equal(receiver.received.length, attempts, 'a disabled webhook delivers nothing');
+
+      receiver.answerWith(() => 200);
+      const on = await admin.http.patch(`/v1/orgs/${org.id}/webhooks/${hook.id}`, { active: true });
+      assert.deepEqual([on.body.state, on.body.disabledReason, on.body.failingSince], ['active', null, null]);
+      await waitFor('the two events', () => (receiver.received.filter((r) => r.event.data.name === 'second').length === 1 ? true : undefined));
+      const delivered = receiver.received.slice(attempts).map((r) => r.event.data.name);
+      assert.deepEqual(delivered, ['first', 'second']);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('by default refuses URLs of this machine and of private networks', async () => {
+    const strict = await startServer();
+    try {
+      for (const url of ['http://127.0.0.1:9/x', 'http://localhost/x', 'http://api.localhost/x', 'http://[::1]/x', 'http://10.1.2.3/x', 'http://169.254.169.254/latest/meta-data', 'http://[::ffff:192.168.0.1]/x', 'http://intranet/x']) {
+        const res = await strict.owner.http.post(`/v1/orgs/${strict.bootstrap.orgId}/webhooks`, { url });
+        assert.equal(res.status, 400, `${url}: ${res.text}`);
+        assert.match(res.body.errors[0].message, /SLIPWAY_WEBHOOK_ALLOW_PRIVATE/);
+      }
+      assert.equal((await strict.owner.http.post(`/v1/orgs/${strict.bootstrap.orgId}/webhooks`, { url: 'https://203.0.113.9/x' })).status, 201);
+    } finally {
+      await strict.close();
+    }
+  });
+});
