@@ -31,7 +31,7 @@ export interface EventFilter {
  * this log back. A transaction that has ended since the snapshot was taken still counts: that errs
  * on the side of showing an event one page later, never of passing it.
  */
-const COMMITTED_HORIZON = sql`(
+export const COMMITTED_HORIZON = sql`(
   select coalesce(min(running.xid), pg_snapshot_xmax(pg_current_snapshot()))
   from pg_snapshot_xip(pg_current_snapshot()) as running(xid)
   where not exists (

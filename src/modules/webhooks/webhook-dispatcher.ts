@@ -16,7 +16,7 @@ import { toEvent } from '../events/events.service.js';
 import type { DataKeys } from '../secrets/data-keys.js';
 import { sendWebhook } from './webhook-sender.js';
 import { webhooksRepo, type WebhookRow } from './webhooks.repo.js';
-import { positionOf, secretBinding, subscribes } from './webhooks.service.js';
+import { positionColumns, positionFrom, positionOf, secretBinding, subscribes } from './webhooks.service.js';
 
 /** How long a node holds a webhook it delivers; each attempt it records renews it. */
 const LEASE_MS = 60_000;
@@ -60,14 +60,15 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
   }
 
   /** Delivers what one webhook has waiting, in order, until a failure or EVENTS_PER_ROUND events. */
-  async function deliverWaiting(webhook: WebhookRow): Promise<void> {
-    const after = webhook.position === null ? null : JSON.parse(webhook.position) as EventPosition;
-    const events = (await eventsRepo.list(db, dialect, webhook.org_id, { after, newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
-    if (events.length === 0) return;
+  async function deliverWaiting(id: string): Promise<void> {
     const started = Date.now();
-    if (!(await webhooksRepo.lease(db, webhook.id, owner, new Date(started).toISOString(), new Date(started + LEASE_MS).toISOString()))) return;
-    let w = webhook;
+    if (!(await webhooksRepo.lease(db, id, owner, new Date(started).toISOString(), new Date(started + LEASE_MS).toISOString()))) return;
     try {
+      // Read again under the lease: another node may have moved it on since it was found due.
+      const found = await webhooksRepo.byId(db, id);
+      if (found === undefined || found.active !== 1) return;
+      let w: WebhookRow = found;
+      const events = (await eventsRepo.list(db, dialect, w.org_id, { after: positionFrom(w), newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
       const types = JSON.parse(w.event_types) as string[];
       const secrets = await secretsOf(w, started);
       // Events it does not subscribe to are passed over: the position moves past them with the next write.
@@ -89,9 +90,10 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
         const failingSince = delivered ? null : (w.failing_since ?? atIso);
         const disable = failingSince !== null && at - Date.parse(failingSince) >= deps.disableAfterSeconds * 1000;
         const reason = disable ? `Disabled after failing since ${failingSince} (${failures} attempts; SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS is ${deps.disableAfterSeconds}); the last: ${result.error}` : null;
+        const attempted = w;
         const updated = await db.transaction().execute(async (trx) => {
-          const row = await webhooksRepo.updateLeased(trx, w.id, owner, {
-            ...(delivered ? { position: JSON.stringify(position) } : passed !== null ? { position: JSON.stringify(passed) } : {}),
+          const row = await webhooksRepo.updateLeased(trx, attempted.id, owner, {
+            ...(delivered ? positionColumns(position) : passed !== null ? positionColumns(passed) : {}),
             failures, failing_since: failingSince, next_attempt_at: delivered ? null : new Date(at + retryPauseMs(failures)).toISOString(),
             last_attempt_at: atIso, last_status: result.status, last_error: result.error, lease_until: new Date(at + LEASE_MS).toISOString(),
             ...(disable ? { active: 0, disabled_reason: reason } : {}),
@@ -99,12 +101,12 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
           // Deleted, turned off or taken over meanwhile: the attempt is not recorded, and the event is tried again if it is turned on.
           if (row === undefined) return undefined;
           await webhooksRepo.insertDelivery(trx, {
-            id: newId('webhookDelivery'), webhook_id: w.id, event_id: event.id, event_type: event.type, attempt: w.failures + 1,
+            id: newId('webhookDelivery'), webhook_id: attempted.id, event_id: event.id, event_type: event.type, attempt: attempted.failures + 1,
             status: result.status, error: result.error, duration_ms: result.durationMs, created_at: atIso,
           });
           if (disable) {
             await appendEvents(trx, SYSTEM_CONTEXT, [{
-              orgId: w.org_id, type: 'webhook.disabled', subject: { type: 'webhook', id: w.id }, data: { failingSince, failures, lastStatus: result.status, lastError: result.error },
+              orgId: attempted.org_id, type: 'webhook.disabled', subject: { type: 'webhook', id: attempted.id }, data: { failingSince, failures, lastStatus: result.status, lastError: result.error },
             }], atIso);
           }
           return row;
@@ -115,10 +117,10 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
         passed = null;
         if (!delivered) break;
       }
-      if (passed !== null) await webhooksRepo.updateLeased(db, w.id, owner, { position: JSON.stringify(passed) });
+      if (passed !== null) await webhooksRepo.updateLeased(db, w.id, owner, positionColumns(passed));
       await webhooksRepo.pruneDeliveries(db, w.id);
     } finally {
-      await webhooksRepo.release(db, w.id, owner);
+      await webhooksRepo.release(db, id, owner);
     }
   }
 
@@ -128,11 +130,11 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
    */
   async function deliverDue(): Promise<void> {
     if (inFlight.size >= WEBHOOKS_IN_FLIGHT) return;
-    const due = await webhooksRepo.due(db, new Date().toISOString(), WEBHOOKS_IN_FLIGHT);
+    const due = await webhooksRepo.due(db, dialect, new Date().toISOString(), WEBHOOKS_IN_FLIGHT);
     for (const webhook of due) {
       if (stopping.signal.aborted || inFlight.size >= WEBHOOKS_IN_FLIGHT) return;
       if (inFlight.has(webhook.id)) continue;
-      inFlight.set(webhook.id, deliverWaiting(webhook)
+      inFlight.set(webhook.id, deliverWaiting(webhook.id)
         .catch((err: unknown) => logger.warn({ err, webhookId: webhook.id }, 'delivering a webhook\'s events failed; trying again shortly'))
         .finally(() => inFlight.delete(webhook.id)));
     }

@@ -1,4 +1,6 @@
-import type { Executor } from '../../platform/db/database.js';
+import { sql } from 'kysely';
+import type { Dialect, Executor } from '../../platform/db/database.js';
+import { COMMITTED_HORIZON } from '../events/events.repo.js';
 import type { WebhookDeliveriesTable, WebhooksTable } from '../../platform/db/schema.js';
 
 export type WebhookRow = WebhooksTable;
@@ -38,13 +40,24 @@ export const webhooksRepo = {
     await db.deleteFrom('webhooks').where('id', '=', id).execute();
   },
 
-  /** Active webhooks whose next attempt is due and that no node holds (or whose holder's lease ran out). */
-  async due(db: Executor, now: string, limit: number): Promise<WebhookRow[]> {
-    return db.selectFrom('webhooks').selectAll()
-      .where('active', '=', 1)
-      .where((eb) => eb.or([eb('next_attempt_at', 'is', null), eb('next_attempt_at', '<=', now)]))
-      .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', now)]))
-      .orderBy('id').limit(limit).execute();
+  async byId(db: Executor, id: string): Promise<WebhookRow | undefined> {
+    return db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
+  },
+
+  /**
+   * Active webhooks with events past their position, whose next attempt is due and that no node
+   * holds (or whose holder's lease ran out). On PostgreSQL only events every reader can list count.
+   */
+  async due(db: Executor, dialect: Dialect, now: string, limit: number): Promise<WebhookRow[]> {
+    return db.selectFrom('webhooks as w').selectAll('w')
+      .where('w.active', '=', 1)
+      .where((eb) => eb.or([eb('w.next_attempt_at', 'is', null), eb('w.next_attempt_at', '<=', now)]))
+      .where((eb) => eb.or([eb('w.lease_until', 'is', null), eb('w.lease_until', '<', now)]))
+      .where(({ exists, selectFrom }) => exists(selectFrom('events as e').select('e.id').whereRef('e.org_id', '=', 'w.org_id')
+        .where(dialect === 'postgres'
+          ? sql<boolean>`e.tx_id < ${COMMITTED_HORIZON} and (w.position_tx is null or (e.tx_id, e.id) > (w.position_tx::xid8, w.position_event_id))`
+          : sql<boolean>`e.seq > coalesce(w.position_seq, 0)`)))
+      .orderBy('w.id').limit(limit).execute();
   },
 
   /** Takes the webhook for this node until `until`, if it is still due and free; false if another node has it. */

@@ -27,6 +27,19 @@ export function positionOf(dialect: Dialect, row: StoredEvent): EventPosition {
   return dialect === 'postgres' ? { txId: String(row.tx_id), id: row.id } : { seq: Number(row.seq) };
 }
 
+/** A webhook's position as its columns hold it. */
+export function positionColumns(position: EventPosition | null): Pick<WebhookRow, 'position_seq' | 'position_tx' | 'position_event_id'> {
+  if (position === null) return { position_seq: null, position_tx: null, position_event_id: null };
+  return 'seq' in position ? { position_seq: position.seq, position_tx: null, position_event_id: null } : { position_seq: null, position_tx: position.txId, position_event_id: position.id };
+}
+
+/** Where a webhook stands in the event log: after this event, or (null) before the first. */
+export function positionFrom(row: WebhookRow): EventPosition | null {
+  if (row.position_seq !== null) return { seq: Number(row.position_seq) };
+  if (row.position_tx !== null && row.position_event_id !== null) return { txId: row.position_tx, id: row.position_event_id };
+  return null;
+}
+
 /** The events a webhook delivers: each entry a type, or a family (`secret.*`); none: every event. */
 export function subscribes(types: readonly string[], type: string): boolean {
   if (types.length === 0) return true;
@@ -114,7 +127,7 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
           id, org_id: orgId, url: input.url, description: input.description ?? '', event_types: JSON.stringify(input.events ?? []),
           active: input.active === false ? 0 : 1, disabled_reason: null,
           data_key_id: dataKeyId, secret_sealed: sealed, secret_generation: 1, previous_secret_sealed: null, previous_secret_expires_at: null,
-          position: newest === undefined ? null : JSON.stringify(positionOf(deps.dialect, newest)),
+          ...positionColumns(newest === undefined ? null : positionOf(deps.dialect, newest)),
           failures: 0, failing_since: null, next_attempt_at: null, last_attempt_at: null, last_status: null, last_error: null,
           lease_owner: null, lease_until: null, created_at: now, updated_at: now,
         };

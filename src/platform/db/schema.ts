@@ -241,8 +241,10 @@ export interface WebhooksTable {
   secret_generation: number;
   previous_secret_sealed: Buffer | null;
   previous_secret_expires_at: string | null;
-  /** JSON of the last event position delivered or passed over; null before the first. */
-  position: string | null;
+  /** The last event delivered or passed over (null before the first): SQLite's seq, or PostgreSQL's tx_id and id. */
+  position_seq: number | null;
+  position_tx: string | null;
+  position_event_id: string | null;
   failures: number;
   failing_since: string | null;
   next_attempt_at: string | null;

@@ -21,8 +21,11 @@ export const webhooks: MigrationStep = {
       .addColumn('secret_generation', 'integer', (c) => c.notNull())
       .addColumn('previous_secret_sealed', t.bytes)
       .addColumn('previous_secret_expires_at', t.timestamp)
-      // The last event delivered or passed over: a JSON event position, null before the first.
-      .addColumn('position', 'text')
+      // The last event delivered or passed over (null before the first): its sequence number on
+      // SQLite, its transaction id and id on PostgreSQL (as the events' own columns order them).
+      .addColumn('position_seq', 'integer')
+      .addColumn('position_tx', 'text')
+      .addColumn('position_event_id', 'text')
       .addColumn('failures', 'integer', (c) => c.notNull())
       .addColumn('failing_since', t.timestamp)
       .addColumn('next_attempt_at', t.timestamp)
