@@ -25,7 +25,7 @@ function pointerOf(error: AjvError, context: string | undefined): string {
   // A failure inside propertyNames names the offending key on the error itself.
   const key = (error as { propertyName?: string }).propertyName;
   if (key !== undefined) pointer += `/${pointerSegment(key)}`;
-  return pointer || '/';
+  return pointer;
 }
 
 const listOf = (values: unknown[]) => values.map((v) => JSON.stringify(v)).join(', ');
@@ -117,10 +117,10 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
   if (limitHit) {
     const name = String(limitHit.parentSchema!['x-limit']);
     const value = Number(limitHit.params.limit);
-    return errors.limitExceeded(`${pointerOf(limitHit, context)} ${messageOf(limitHit)}.`, { name, value }, fieldErrors);
+    return errors.limitExceeded(`${pointerOf(limitHit, context) || 'the body'} ${messageOf(limitHit)}.`, { name, value }, fieldErrors);
   }
   const first = fieldErrors[0];
-  const summary = first ? `${first.pointer} ${first.message}` : 'it does not match its schema';
+  const summary = first ? `${first.pointer || 'the body'} ${first.message}` : 'it does not match its schema';
   const more = unlisted > 0 ? ` (and more: errors lists the first ${MAX_FIELD_ERRORS} of ${found.length})`
     : fieldErrors.length > 1 ? ` (and ${fieldErrors.length - 1} more; see errors)` : '';
   return errors.invalidRequest(`The request is not valid: ${summary}${more}.`, fieldErrors);
@@ -130,7 +130,7 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
 function fromFastify(error: FastifyError, req: FastifyRequest, bodyLimit: number): AppError | null {
   if (error.validation) {
     if ((error as { validationContext?: string }).validationContext === 'body' && req.body === undefined) {
-      return errors.invalidRequest('This operation needs a JSON body; send one with Content-Type: application/json.', [{ pointer: '/', message: 'is required' }]);
+      return errors.invalidRequest('This operation needs a JSON body; send one with Content-Type: application/json.', [{ pointer: '', message: 'is required' }]);
     }
     return fromValidation(error);
   }

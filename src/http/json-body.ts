@@ -67,7 +67,7 @@ function syntaxError(text: string, error: SyntaxError): Error {
  * or (key null) of a value itself; undefined where it holds nowhere.
  */
 function firstPointer(value: unknown, pointer: string, offends: (key: string | null, value: unknown) => boolean): string | undefined {
-  if (offends(null, value)) return pointer || '/';
+  if (offends(null, value)) return pointer;
   if (value === null || typeof value !== 'object') return undefined;
   for (const [key, item] of Object.entries(value)) {
     const here = `${pointer}/${pointerSegment(key)}`;

@@ -210,6 +210,18 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
     if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
     if (req.url.includes('%00')) throw errors.nulCharacter('The URL');
+    const headers = req.headers;
+    // No body (neither a length nor chunks): a Content-Type describes nothing (`curl -d ''`, clients
+    // that always send a form type) and is dropped, so an operation that takes no body goes on.
+    if (headers['content-type'] !== undefined && headers['transfer-encoding'] === undefined && (headers['content-length'] === undefined || headers['content-length'] === '0')) {
+      delete headers['content-type'];
+    }
+    // An empty path segment (a trailing slash, `//`) names nothing under the API: no id is empty.
+    const query = req.url.indexOf('?');
+    const path = query < 0 ? req.url : req.url.slice(0, query);
+    if ((path.endsWith('/') || path.includes('//')) && path.includes('/v1/')) {
+      throw errors.routeNotFound(req.method, path, `${app.publicBaseUrl}/openapi.json`, 'an empty path segment (a trailing slash, or two slashes together) names nothing; remove it');
+    }
     done();
   });
 
@@ -318,10 +330,23 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       // The fields of an object are named, as any unknown field is; anything else is the body itself.
       body !== null && typeof body === 'object' && !Array.isArray(body)
         ? Object.keys(body).map((key) => ({ pointer: `/${pointerSegment(key)}`, message: 'is not a known field' }))
-        : [{ pointer: '/', message: 'is not taken by this operation' }]);
+        : [{ pointer: '', message: 'is not taken by this operation' }]);
     const noBody = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
       const body = req.body;
       if (body !== undefined && !(body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0)) throw takesNone(body);
+      done();
+    };
+    route.preValidation = [route.preValidation ?? []].flat().concat(noBody);
+  });
+  // A read takes no body either; Fastify does not read one, so its headers say whether one came.
+  app.addHook('onRoute', (route) => {
+    const methods = [route.method].flat();
+    if (route.config?.auth === undefined || !(methods.includes('GET') || methods.includes('HEAD'))) return;
+    const noBody = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      const length = req.headers['content-length'];
+      if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) {
+        throw errors.invalidRequest('A read takes no request body; its options are query parameters. Send it without one.', [{ pointer: '', message: 'is not taken by this operation' }]);
+      }
       done();
     };
     route.preValidation = [route.preValidation ?? []].flat().concat(noBody);

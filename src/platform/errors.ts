@@ -125,8 +125,8 @@ export const errors = {
     new AppError(404, 'secret_not_found', 'Not found', `No secret "${name}" in this organization. Create it with POST …/secrets, or PUT …/secrets (which creates the missing and updates the rest).`),
   secretDeleted: (name: string, restorableUntil: string) =>
     new AppError(404, 'secret_deleted', 'Not found', `The secret "${name}" is deleted. An admin or owner can restore it until ${restorableUntil} (POST …/secrets/${name}/restore); after that it is purged.`, { restorableUntil }),
-  routeNotFound: (method: string, url: string, reference: string) =>
-    new AppError(404, 'route_not_found', 'Not found', `There is no route ${method} ${url}. See ${reference} for the API.`),
+  routeNotFound: (method: string, url: string, reference: string, why?: string) =>
+    new AppError(404, 'route_not_found', 'Not found', `There is no route ${method} ${url}${why === undefined ? '' : `: ${why}`}. See ${reference} for the API.`),
 
   // 405
   methodNotAllowed: (method: string, url: string, allowed: string[]) =>

@@ -37,11 +37,13 @@ export function satisfies(expected: Precondition[] | undefined, version: number,
  */
 export function parseIfMatch(header: string | undefined, opts: { header: 'if-match' | 'if-none-match'; weak: boolean } = { header: 'if-match', weak: false }): Precondition[] | undefined {
   if (header === undefined || header.trim() === '*') return undefined;
-  return header.split(',').flatMap((tag) => {
+  // A list of entity tags (RFC 9110 §8.8.3): a comma inside the quotes is part of a tag, and empty
+  // elements (`"1", , "2"`, a trailing comma) are skipped (§5.6.1.2).
+  return (header.match(/(?:W\/)?"[^"]*"|[^,\s][^,]*/g) ?? []).flatMap((tag) => {
     const trimmed = tag.trim();
     const ours = /^(W\/)?"(\d{1,15})(?:\.([0-9a-z]{1,12}))?"$/.exec(trimmed);
     if (ours && (ours[1] === undefined || opts.weak)) return [ours[3] === undefined ? { version: Number(ours[2]) } : { version: Number(ours[2]), incarnation: ours[3] }];
-    if (/^(?:W\/)?"[\x21\x23-\x7e]*"$/.test(trimmed)) return [];
+    if (/^(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"$/.test(trimmed)) return [];
     throw errors.invalidRequest(`${opts.header === 'if-match' ? 'If-Match' : 'If-None-Match'} must be * or a list of quoted ETags, such as "3.mi9x0v2k" or "3" (with the quotes); \`${trimmed.slice(0, 40)}\` is not one.`, [
       { pointer: `/headers/${opts.header}`, message: 'is not a quoted ETag' },
     ]);

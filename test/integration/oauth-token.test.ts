@@ -310,7 +310,9 @@ describe('token revocation budget (SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR)', () => {
     assert.equal((await httpClient(server.url, token).get(`/v1/orgs/${server.bootstrap.orgId}/environments`)).status, 200);
     // Other clients keep their own budget.
     const other = await server.core.serviceUsers.create(cliContext(), server.bootstrap.orgId, { name: 'revoking-too', role: 'viewer' });
-    assert.equal((await oauthPost(server, 'revoke', { authorization: basic(other.clientId, other.clientSecret), form: { token: 'not-a-token' } })).status, 200);
+    const revoked = await oauthPost(server, 'revoke', { authorization: basic(other.clientId, other.clientSecret), form: { token: 'not-a-token' } });
+    assert.equal(revoked.status, 200);
+    assert.equal(revoked.headers.get('cache-control'), 'no-store', 'as every answer of the token endpoints');
   });
 });
 

@@ -4,6 +4,7 @@
 // on resources without ETags.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
@@ -97,7 +98,7 @@ describe('request hygiene', () => {
     const role = assertProblem(await server.owner.http.post(`${org}/service-users`, { name: 'x', role: 'superuser' }), 400, 'invalid_request');
     assert.deepEqual(role.errors, [{ pointer: '/role', message: 'must be one of "owner", "admin", "developer", "viewer", "runner"' }]);
     const empty = assertProblem(await server.owner.http.patch(org, {}), 400, 'invalid_request');
-    assert.deepEqual(empty.errors, [{ pointer: '/', message: 'must not be empty' }]);
+    assert.deepEqual(empty.errors, [{ pointer: '', message: 'must not be empty' }]);
     // An empty filter is refused alike, rather than meaning "all" on one list and "none" on another.
     for (const [path, pointer] of [[`${org}/deployments?service=`, '/query/service'], [`${org}/events?type=`, '/query/type'], [`${org}/events?subject=`, '/query/subject']]) {
       assert.deepEqual(assertProblem(await server.owner.http.get(path!), 400, 'invalid_request', path).errors, [{ pointer, message: 'must not be empty' }]);
@@ -154,6 +155,48 @@ describe('request hygiene', () => {
     assert.equal((await server.owner.http.get(`${org}/secrets/${secret}`)).body.version, 1);
     const strong = await server.owner.http.patch(`${org}/secrets/${secret}`, { set: { K: 'strong' } }, { headers: { 'if-match': '"1"' } });
     assert.equal(strong.status, 200, strong.text);
+  });
+
+  it('reads a list of ETags as RFC 9110 does: commas inside quotes belong to a tag, empty elements are skipped', async () => {
+    const current = await server.owner.http.get(`${org}/secrets/${secret}`);
+    const etag = current.headers.get('etag')!;
+    for (const header of [`${etag},`, `"a,b", ${etag}`, ` , ${etag} ,, `]) {
+      const res = await server.owner.http.get(`${org}/secrets/${secret}`, { headers: { 'if-none-match': header } });
+      assert.equal(res.status, 304, `${header}: ${res.text}`);
+    }
+    assert.equal((await server.owner.http.get(`${org}/secrets/${secret}`, { headers: { 'if-none-match': '"a,b"' } })).status, 200);
+  });
+
+  it('answers an empty path segment under the API with 404 route_not_found, whatever the method', async () => {
+    for (const [method, path] of [['GET', `${org}/environments/`], ['POST', `${org}/environments/`], ['PUT', `${org}/secrets/`], ['GET', '/v1/orgs/'], ['GET', `${org}//secrets`]] as const) {
+      const res = await server.owner.http.request(method, path, method === 'GET' ? {} : { body: { name: 'x' } });
+      assert.match(String(assertProblem(res, 404, 'route_not_found', `${method} ${path}`).detail), /an empty path segment/);
+    }
+  });
+
+  it('takes a request without content whatever its Content-Type says, and refuses a body sent to a read', async () => {
+    const name = `ct-${randomUUID().slice(0, 8)}`;
+    await server.owner.http.post(`${org}/secrets`, { secrets: [{ name, values: { K: 'v' } }] });
+    // As `curl -d ''` sends it: a form type and no content.
+    const deleted = await server.owner.http.request('DELETE', `${org}/secrets/${name}`, { raw: '', contentType: 'application/x-www-form-urlencoded' });
+    assert.equal(deleted.status, 204, deleted.text);
+    const restored = await server.owner.http.request('POST', `${org}/secrets/${name}/restore`, { raw: '', contentType: 'text/plain; charset=utf-8' });
+    assert.equal(restored.status, 200, restored.text);
+    // Content in another type is still refused.
+    assertProblem(await server.owner.http.request('POST', `${org}/secrets/${name}/reveal`, { raw: 'version=1', contentType: 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type');
+
+    const withBody = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const url = new URL(`${server.url}${org}/environments`);
+      const req = http.request(url, { method: 'GET', headers: { authorization: `Bearer ${server.owner.token}`, 'content-type': 'application/json', 'content-length': '11' } }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => { text += c.toString(); });
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.end('{"limit":1}');
+    });
+    assert.equal(withBody.status, 400, JSON.stringify(withBody.body));
+    assert.deepEqual(withBody.body.errors, [{ pointer: '', message: 'is not taken by this operation' }], JSON.stringify(withBody.body));
   });
 
   it('tells a bulk create that names a deleted secret how to free the name', async () => {

@@ -281,6 +281,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     const actor = { id: caller.user.id, kind: 'service_user' as const, orgId: caller.user.org_id, role: caller.user.role as Role, instanceAdmin: caller.user.instance_admin === 1 };
     await deps.tokens.revoke({ requestId: req.id, actor }, caller.user, token);
     await deps.tokens.markUsed(caller);
+    reply.header('cache-control', 'no-store');
     return {};
   });
 

@@ -53,7 +53,7 @@ export function applyPatch(current: Values, patch: { set?: Values | undefined; u
   const set = patch.set ?? {};
   const unset = patch.unset ?? [];
   if (Object.keys(set).length === 0 && unset.length === 0) {
-    throw errors.invalidRequest('Nothing to change: give `set` (keys to set) and/or `unset` (keys to remove).', [{ pointer: '/', message: 'needs a non-empty `set` or `unset`' }]);
+    throw errors.invalidRequest('Nothing to change: give `set` (keys to set) and/or `unset` (keys to remove).', [{ pointer: '', message: 'needs a non-empty `set` or `unset`' }]);
   }
   const both = unset.flatMap((key, i) => (Object.hasOwn(set, key) ? [{ pointer: `/unset/${i}`, message: `"${key}" is also in \`set\`; a key can be set or unset, not both` }] : []));
   if (both.length > 0) throw errors.invalidRequest(both[0]!.message, both);
