@@ -118,8 +118,10 @@ export const errors = {
     }),
 
   // 404
-  notFound: (resource: string, id: string) =>
-    new AppError(404, `${resource.replace(/ /g, '_')}_not_found`, 'Not found', `No ${resource} "${id}" here.`),
+  /** `pointer`: where the request body names it, for a resource a body refers to rather than the path. */
+  notFound: (resource: string, id: string, pointer?: string) =>
+    new AppError(404, `${resource.replace(/ /g, '_')}_not_found`, 'Not found', `No ${resource} "${id}" here.`,
+      pointer === undefined ? {} : { errors: [{ pointer, message: `names no ${resource} of this organization` }] }),
   /** Writes to one secret change it, never create it: the detail says what does. */
   secretNotFound: (name: string) =>
     new AppError(404, 'secret_not_found', 'Not found', `No secret "${name}" in this organization. Create it with POST …/secrets, or PUT …/secrets (which creates the missing and updates the rest).`),

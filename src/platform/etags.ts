@@ -91,7 +91,7 @@ export function checkExpected(resource: Tagged, expected: Expected | undefined):
     const recreated = match!.some((e) => e.version === version);
     throw errors.preconditionFailed(
       recreated
-        ? `The ${kind} "${name}" was deleted permanently and created again since If-Match's ETag was read; its ETag is now ${current()}. Read it again and retry with its ETag.`
+        ? `The ${kind} "${name}" is at version ${version}, but If-Match's ETag for that version is not its own (one read before it was deleted permanently and created again, or not one this API gave); its ETag is ${current()}. Read it again and retry with its ETag.`
         : `The ${kind} "${name}" is at version ${version}, which If-Match does not name${match!.length ? ` (it names ${match!.map((e) => e.version).join(', ')})` : ''}. Read it again and retry with its ETag.`,
       { currentVersion: version },
     );

@@ -107,13 +107,20 @@ describe('deployments', () => {
 
     const byIds = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
     assert.equal(byIds.revision, null);
+    // What a deployment shows can be sent back: a null revision is none.
+    assert.equal((await deploy(developer.http, orgId, { service: svc.id, environment: env.id, revision: null })).revision, null);
 
-    for (const [body, status] of [
-      [{ service: 'nope', environment: env.id }, 404],
-      [{ service: svc.id, environment: 'nope' }, 404],
-      [{ service: svc.id }, 400],
-      [{ service: svc.id, environment: env.id, variables: { 'bad name': 'x' } }, 400],
-    ] as const) assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments`, body)).status, status);
+    for (const [body, status, pointer] of [
+      [{ service: 'nope', environment: env.id }, 404, '/service'],
+      [{ service: svc.id, environment: 'nope' }, 404, '/environment'],
+      [{ service: svc.id }, 400, '/environment'],
+      [{ service: svc.id, environment: env.id, variables: { 'bad name': 'x' } }, 400, '/variables/bad name'],
+      [{ service: svc.id, environment: env.id, revision: 'r'.repeat(201) }, 400, '/revision'],
+    ] as const) {
+      const res = await developer.http.post(`/v1/orgs/${orgId}/deployments`, body);
+      assert.equal(res.status, status, res.text);
+      assert.equal(res.body.errors?.[0]?.pointer, pointer, res.text);
+    }
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/dep_00000000000000000000000000`)).status, 404);
 
     const created = (await eventsOf(server, orgId, d.id))[0];

@@ -156,8 +156,8 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     async create(ctx: RequestContext, orgId: string, input: CreateDeploymentInput): Promise<Deployment> {
       const now = new Date().toISOString();
       const deployment = await enqueueing(async (trx) => {
-        const service = await loadService(trx, orgId, input.service);
-        const environment = await loadEnvironment(trx, orgId, input.environment);
+        const service = await loadService(trx, orgId, input.service, false, '/service');
+        const environment = await loadEnvironment(trx, orgId, input.environment, false, '/environment');
         assertMayDeploy(ctx, environment);
         const spec = JSON.parse(service.spec) as ServiceSpec;
         const variables = { ...spec.variables, ...input.variables };

@@ -18,10 +18,10 @@ export function toEnvironment(row: EnvironmentRow): Environment {
 const nameTaken = (name: string) =>
   errors.conflict('environment_name_taken', `An environment named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
 
-/** The environment, by id or name, or the 404; `lock` holds its row (PostgreSQL) until the transaction ends. */
-export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string, lock = false): Promise<EnvironmentRow> {
+/** The environment, by id or name, or the 404 (pointing at `pointer` when a body names it); `lock` holds its row (PostgreSQL) until the transaction ends. */
+export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string, lock = false, pointer?: string): Promise<EnvironmentRow> {
   const row = await environmentsRepo.findInOrg(executor, orgId, idOrName, lock);
-  if (!row) throw errors.notFound('environment', idOrName);
+  if (!row) throw errors.notFound('environment', idOrName, pointer);
   return row;
 }
 

@@ -77,7 +77,9 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     if (row.instance_admin === 1 && !ctx.actor.instanceAdmin) {
       throw errors.forbidden(`"${row.name}" is an instance administrator; only an instance administrator can change it.`);
     }
-    if (row.role === 'owner') assertMayGrant(ctx, 'owner');
+    if (row.role === 'owner' && !canGrant(actorRole(ctx), 'owner')) {
+      throw errors.forbidden(`"${row.name}" is an owner; only an owner can change it, its secrets or its existence.`);
+    }
   }
 
   async function load(executor: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow> {

@@ -21,10 +21,13 @@ export function toService(row: ServiceRow): Service {
   };
 }
 
-/** The service, by id or name, or the 404; `lock` holds its row (PostgreSQL) until the transaction ends. */
-export async function loadService(executor: Executor, orgId: string, idOrName: string, lock = false): Promise<ServiceRow> {
+/**
+ * The service, by id or name, or the 404 (pointing at `pointer` when a body names it); `lock` holds
+ * its row (PostgreSQL) until the transaction ends.
+ */
+export async function loadService(executor: Executor, orgId: string, idOrName: string, lock = false, pointer?: string): Promise<ServiceRow> {
   const row = await servicesRepo.findInOrg(executor, orgId, idOrName, lock);
-  if (!row) throw errors.notFound('service', idOrName);
+  if (!row) throw errors.notFound('service', idOrName, pointer);
   return row;
 }
 
