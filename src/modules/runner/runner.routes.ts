@@ -34,7 +34,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
         'With an Idempotency-Key, a retry whose first answer was lost gets the same deployment and lease again (the values are resolved again, never kept), while that lease is held; 409 `lease_lost` or `deployment_finished` once it is not.',
       params: OrgParams,
       body: ClaimRequest,
-      response: { 200: noStore(ClaimResponse), 204: { type: 'null', description: 'Nothing to claim within `waitSeconds`; claim again.' } },
+      response: { 200: noStore(ClaimResponse), 204: noStore({ type: 'null', description: 'Nothing to claim within `waitSeconds`; claim again.' }) },
     },
   }, async (req, reply) => {
     // A runner that hangs up stops waiting, so it is not handed a deployment it will never see.
