@@ -311,6 +311,7 @@ const SECTIONS = [
   ['environments', 'Environments'],
   ['secrets', 'Secrets'],
   ['service-users', 'Service users'],
+  ['webhooks', 'Webhooks'],
   ['events', 'Events'],
 ];
 
@@ -825,6 +826,92 @@ async function serviceUsersView(org) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Webhooks
+// ---------------------------------------------------------------------------------------------
+
+/** How a webhook's deliveries are going, in a few words. */
+function webhookState(w) {
+  const last = w.lastAttempt;
+  return [badge(w.state, w.state === 'active' ? 'succeeded' : w.state === 'failing' ? 'failed' : 'cancelled'),
+    last ? h('div', { class: 'muted' }, 'last attempt ', when(last.at), last.error ? `: ${last.error}` : `: ${last.status}`) : null,
+    w.nextAttemptAt ? h('div', { class: 'muted' }, 'next attempt ', when(w.nextAttemptAt)) : null,
+    w.disabledReason ? h('div', { class: 'muted' }, w.disabledReason) : null];
+}
+
+/** Event types and families typed as a list (commas, spaces or lines between them). */
+const typesOf = (text) => String(text ?? '').split(/[\s,]+/).filter(Boolean);
+
+async function webhooksView(org) {
+  frame(org, 'webhooks');
+  const base = `/v1/orgs/${encodeURIComponent(org)}/webhooks`;
+  const onceArea = h('div');
+  const create = onSubmit(h('form', { id: 'create-webhook' },
+    h('label', {}, 'URL', h('input', { name: 'url', type: 'url', required: true, placeholder: 'https://ci.example.com/slipway-events', spellcheck: 'false' })),
+    h('label', {}, 'Events', h('input', { name: 'events', placeholder: 'deployment.state_changed, secret.* (empty: every event)', spellcheck: 'false' })),
+    h('label', {}, 'Description', h('input', { name: 'description' })),
+    h('button', { type: 'submit', class: 'primary' }, 'Create')), async (form) => {
+    const made = await api('POST', base, { body: { url: form.get('url'), events: typesOf(form.get('events')), description: form.get('description') || undefined } });
+    create.reset();
+    fill(onceArea, shownOnce(`Webhook ${made.id} created`, { url: made.url, secret: made.secret }));
+    fill(list, listing());
+  });
+  const listing = () => pagedList((cursor) => api('GET', base, { query: { cursor } }),
+    (p) => table(['Webhook', 'Events', 'Deliveries'], p.webhooks.map((w) => h('tr', {},
+      h('td', {}, link(w.url, 'o', org, 'webhooks', w.id), w.description ? h('div', {}, w.description) : null, h('div', { class: 'muted' }, h('code', {}, w.id))),
+      h('td', {}, w.events.length ? w.events.map((t) => h('div', {}, h('code', {}, t))) : h('span', { class: 'muted' }, 'every event')),
+      h('td', {}, webhookState(w)))), 'No webhooks.'));
+  const list = h('div', {}, listing());
+  page('Webhooks', h('p', { class: 'muted' }, 'Events POSTed to a URL as they happen, signed (Standard Webhooks), in order, tried again until taken.'),
+    onceArea, list, h('h2', {}, 'New webhook'), h('div', { class: 'card' }, create));
+}
+
+async function webhookView(org, id) {
+  frame(org, 'webhooks');
+  const path = `/v1/orgs/${encodeURIComponent(org)}/webhooks/${encodeURIComponent(id)}`;
+  const w = await api('GET', path);
+  const onceArea = h('div');
+  const card = h('div', { class: 'card' });
+  const edit = onSubmit(h('form', { id: 'edit-webhook' },
+    h('label', {}, 'URL', h('input', { name: 'url', type: 'url', required: true, value: w.url, spellcheck: 'false' })),
+    h('label', {}, 'Events', h('input', { name: 'events', value: w.events.join(', '), spellcheck: 'false' })),
+    h('label', {}, 'Description', h('input', { name: 'description', value: w.description })),
+    h('button', { type: 'submit', class: 'primary' }, 'Save')), async (form) => {
+    await api('PATCH', path, { body: { url: form.get('url'), events: typesOf(form.get('events')), description: form.get('description') } });
+    notify('Webhook saved.');
+    render();
+  });
+  fill(card,
+    h('dl', {}, h('dt', {}, 'State'), h('dd', {}, webhookState(w)), h('dt', {}, 'Created'), h('dd', {}, when(w.createdAt))),
+    h('div', { class: 'row' },
+      h('button', { type: 'button', id: 'toggle-webhook', class: w.active ? 'danger' : '', onclick: (e) => act(e.target, card, async () => {
+        await api('PATCH', path, { body: { active: !w.active } });
+        notify(w.active ? 'Webhook turned off: nothing is delivered until it is turned on.' : 'Webhook turned on: it delivers from the event it stopped at.');
+        render();
+      }) }, w.active ? 'Turn off' : 'Turn on'),
+      h('button', { type: 'button', id: 'rotate-webhook-secret', onclick: (e) => {
+        if (!confirm('Give this webhook a new signing secret? Deliveries carry a signature by the old one too for 24 hours.')) return;
+        act(e.target, card, async () => {
+          const rotated = await api('POST', `${path}/rotate-secret`, { body: {} });
+          fill(onceArea, shownOnce('New signing secret', { secret: rotated.secret, 'previous secret signs until': rotated.previousSecretExpiresAt }));
+        });
+      } }, 'New secret'),
+      h('button', { type: 'button', class: 'danger', onclick: (e) => {
+        if (!confirm(`Delete the webhook to ${w.url}?`)) return;
+        act(e.target, card, async () => {
+          await api('DELETE', path);
+          notify('The webhook is deleted.');
+          location.hash = `#/o/${encodeURIComponent(org)}/webhooks`;
+        });
+      } }, 'Delete webhook')));
+  page(`Webhook ${w.url}`, onceArea, card, h('h2', {}, 'Change'), h('div', { class: 'card' }, edit), h('h2', {}, 'Deliveries'),
+    pagedList((cursor) => api('GET', `${path}/deliveries`, { query: { cursor } }),
+      (p) => table(['When', 'Event', 'Attempt', 'Answer', 'Took'], p.deliveries.map((d) => h('tr', {},
+        h('td', {}, when(d.createdAt)), h('td', {}, h('code', {}, d.eventType), h('div', { class: 'muted' }, h('code', {}, d.eventId))),
+        h('td', {}, String(d.attempt)), h('td', {}, d.error === null ? badge(String(d.status), 'succeeded') : [badge(d.status === null ? 'no answer' : String(d.status), 'failed'), ' ', d.error]),
+        h('td', {}, `${d.durationMs} ms`))), 'No deliveries yet.')));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Events
 // ---------------------------------------------------------------------------------------------
 
@@ -867,6 +954,7 @@ const VIEWS = new Map(Object.entries({
   environments: (org, rest) => rest.length ? environmentView(org, rest[0]) : environmentsView(org),
   secrets: (org, rest, q) => rest.length ? secretView(org, rest[0]) : secretsView(org, q),
   'service-users': (org) => serviceUsersView(org),
+  webhooks: (org, rest) => rest.length ? webhookView(org, rest[0]) : webhooksView(org),
   events: (org, _rest, q) => eventsView(org, q),
 }));
 
