@@ -72,7 +72,6 @@ const DEFAULT_STOP_GRACE_MS = 5000;
 const FAILED_LAUNCH_GRACE_MS = 2000;
 const STAY_UP_WITHOUT_HEALTH_CHECK_MS = 1000;
 const HEALTH_POLL_INTERVAL_MS = 100;
-const HEALTH_PROBE_MAX_MS = 5000;
 const GROUP_POLL_INTERVAL_MS = 50;
 // A grandchild that escaped the group (setsid) can hold the pipes open forever;
 // don't let that keep `exited` pending once the process itself is gone.
@@ -296,12 +295,12 @@ async function pollHealth(port: number, rawPath: string, timeoutSeconds: number,
   for (;;) {
     const remaining = deadline - Date.now();
     if (remaining <= 0) break;
-    const budget = Math.min(remaining, HEALTH_PROBE_MAX_MS);
-    const result = await probe(port, path, budget, signal);
+    // One probe may take what is left of the timeout: an endpoint that answers slowly still answers.
+    const result = await probe(port, path, remaining, signal);
     if (result.ok) return;
     // A probe that the deadline cut short says less than an answer before it (an HTTP 500, say),
     // but more than a connection that failed before it: the process listens now, and does not answer.
-    if (!(result.timedOut && budget < HEALTH_PROBE_MAX_MS && last?.answered)) last = result;
+    if (!(result.timedOut && last?.answered)) last = result;
     const wait = Math.min(HEALTH_POLL_INTERVAL_MS, deadline - Date.now());
     if (wait > 0) await sleep(wait, undefined, { signal });
   }
@@ -315,16 +314,27 @@ type ProbeFailure = { ok: false; detail: string; answered?: boolean; timedOut?: 
 type ProbeResult = { ok: true } | ProbeFailure;
 
 function probe(port: number, path: string, timeoutMs: number, signal: AbortSignal): Promise<ProbeResult> {
-  return new Promise((resolve) => {
+  return new Promise((settle) => {
+    // The whole probe is bounded, not only its silences: an endpoint that trickles its answer a
+    // byte at a time must not hold a deployment in progress for as long as it keeps trickling.
+    const timer = setTimeout(() => {
+      resolve({ ok: false, detail: `no response within ${timeoutMs} ms`, timedOut: true });
+      req.destroy();
+    }, timeoutMs);
+    const resolve = (result: ProbeResult) => {
+      clearTimeout(timer);
+      settle(result);
+    };
     // agent: false → one connection per probe, closed afterwards; nothing pooled to a process we may kill.
     const req = httpGet({ host: '127.0.0.1', port, path, agent: false, signal }, (res) => {
       res.resume();
       const status = res.statusCode ?? 0;
       resolve(status >= 200 && status < 300 ? { ok: true } : { ok: false, detail: `HTTP ${status}`, answered: true });
     });
-    req.setTimeout(timeoutMs, () => {
-      resolve({ ok: false, detail: `no response within ${timeoutMs} ms`, timedOut: true });
-      req.destroy();
+    // 101 Switching Protocols is no answer to a health check (and without this, no answer at all).
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ ok: false, detail: `HTTP ${res.statusCode ?? 101} (a protocol switch, not an answer)`, answered: true });
     });
     req.on('error', (err) => resolve({ ok: false, detail: describeConnectError(err) }));
   });
@@ -373,7 +383,13 @@ class LocalProcess implements RunningProcess {
     });
     const closed = once(child, 'close').then(() => undefined);
     this.exited = this.leaderExit.then(async (status) => {
-      await Promise.race([closed, sleep(OUTPUT_DRAIN_AFTER_EXIT_MS, undefined, { ref: false })]);
+      const drained = new AbortController();
+      await Promise.race([closed, sleep(OUTPUT_DRAIN_AFTER_EXIT_MS, undefined, { signal: drained.signal }).catch(() => undefined)]);
+      drained.abort();
+      // A process that escaped the group and inherited the pipes writes nothing of this one's any
+      // more; left open, they would keep the runner itself from ever exiting.
+      child.stdout?.destroy();
+      child.stderr?.destroy();
       return status;
     });
     rememberGroup(this.pid);
@@ -390,16 +406,24 @@ class LocalProcess implements RunningProcess {
 
   async #terminate(graceMs: number): Promise<void> {
     const deadline = Date.now() + graceMs;
-    // Also after the leader exited on its own: its group may still hold orphans (e.g. a worker holding the port).
-    signalGroup(this.pid, 'SIGTERM');
-    await Promise.race([this.leaderExit, sleep(graceMs, undefined, { ref: false })]);
-    // The leader may go quickly while children that also got SIGTERM are still shutting down: they get the rest of the grace.
-    while (this.#hasExited && groupAlive(this.pid) && Date.now() < deadline) {
-      await sleep(GROUP_POLL_INTERVAL_MS, undefined, { ref: false });
+    // The runner stays up until the group is gone: once its leader has exited, nothing else may be
+    // keeping the event loop alive while the rest of the group is waited for (a runner stopping
+    // would then exit halfway, without releasing or giving back its deployments).
+    const keepAlive = setInterval(() => undefined, 1000);
+    try {
+      // Also after the leader exited on its own: its group may still hold orphans (e.g. a worker holding the port).
+      signalGroup(this.pid, 'SIGTERM');
+      await Promise.race([this.leaderExit, sleep(graceMs, undefined, { ref: false })]);
+      // The leader may go quickly while children that also got SIGTERM are still shutting down: they get the rest of the grace.
+      while (this.#hasExited && groupAlive(this.pid) && Date.now() < deadline) {
+        await sleep(GROUP_POLL_INTERVAL_MS, undefined, { ref: false });
+      }
+      if (!this.#hasExited || groupAlive(this.pid)) signalGroup(this.pid, 'SIGKILL');
+      await this.exited;
+      unwatchGroup(this.pid);
+    } finally {
+      clearInterval(keepAlive);
     }
-    if (!this.#hasExited || groupAlive(this.pid)) signalGroup(this.pid, 'SIGKILL');
-    await this.exited;
-    unwatchGroup(this.pid);
   }
 }
 

@@ -2,6 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import { after, describe, test } from 'node:test';
@@ -105,7 +106,7 @@ async function rejectsWithReason(promise: Promise<unknown>, reason: string | Reg
   });
 }
 
-describe('launch', { timeout: 10_000 }, () => {
+describe('launch', { timeout: 20_000 }, () => {
   test('starts a healthy server with its env and PORT, and stop() ends it', async () => {
     const port = await freePort();
     process.env.SLIPWAY_TEST_LEAK = 'must not reach the child';
@@ -160,6 +161,19 @@ describe('launch', { timeout: 10_000 }, () => {
       launch({ command: node(script), env: {}, port, healthCheck: { path: '/healthz', timeoutSeconds: 3 } }, () => {}),
       new RegExp(`^health check GET /healthz on port ${port} did not answer 2xx within 3 s \\(last: no response within \\d+ ms\\)$`),
     );
+  });
+
+  test('bounds a whole probe: an endpoint that trickles its answer, or switches protocols, fails within the timeout', async () => {
+    for (const [what, handler, last] of [
+      ['trickles', `(req, res) => { res.socket.write('HTTP/1.1 200 OK\\r\\n'); setInterval(() => res.socket.write('X'), 200); }`, /no response within \d+ ms/],
+      ['answers 101', `(req, res) => { res.socket.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: x\\r\\nConnection: Upgrade\\r\\n\\r\\n'); }`, /HTTP 101 \(a protocol switch, not an answer\)/],
+    ] as const) {
+      const port = await freePort();
+      const script = `require('node:http').createServer(${handler}).listen(Number(process.env.PORT), '127.0.0.1')`;
+      const started = Date.now();
+      await rejectsWithReason(launch({ command: node(script), env: {}, port, healthCheck: { path: '/healthz', timeoutSeconds: 1.5 } }, () => {}), last);
+      assert.ok(Date.now() - started < 6_000, `${what}: ended ${Date.now() - started} ms after it began`);
+    }
   });
 
   test('a process exiting with code 1 fails the launch, with or without health check', async () => {
@@ -281,6 +295,63 @@ describe('stop', { timeout: 10_000 }, () => {
       assert.ok(isAlive(escaped), 'the process in its own session was stopped after all, which the README says it is not');
     } finally {
       process.kill(escaped, 'SIGKILL');
+    }
+  });
+});
+
+describe('a slow health check', { timeout: 30_000 }, () => {
+  test('gets one probe as long as the timeout leaves it: an endpoint that answers in 6 s passes a check of 8 s', async () => {
+    const script = `require('node:http').createServer((req, res) => setTimeout(() => res.end('ok'), 6000)).listen(Number(process.env.PORT), '127.0.0.1')`;
+    await start({ command: node(script), env: {}, port: await freePort(), healthCheck: { path: '/healthz', timeoutSeconds: 8 } }, () => {});
+  });
+});
+
+describe('stop, in a process with nothing else to do', { timeout: 30_000 }, () => {
+  // Run in a Node process of its own, whose event loop really empties: what keeps it alive (or
+  // not) until stop() is done is what keeps a runner alive until it has let its deployments go.
+  const moduleUrl = new URL('../../src/runner-agent/local-process.js', import.meta.url).href;
+  async function runAlone(service: string): Promise<{ code: number | null; out: string; ms: number }> {
+    const script = `
+      const { launch, freePort } = await import(${JSON.stringify(moduleUrl)});
+      const proc = await launch({ command: [process.execPath, '-e', ${JSON.stringify(service)}], env: {}, port: await freePort() }, (s, line) => console.log(line));
+      await new Promise((r) => setTimeout(r, 500));
+      await proc.stop(3000);
+      console.log('stopped');
+    `;
+    const started = Date.now();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
+    const [code] = await once(child, 'exit') as [number | null];
+    return { code, out, ms: Date.now() - started };
+  }
+
+  test('waits for the whole group after its leader exits, and only then goes on', async () => {
+    // As \`npm start\` runs a server: a parent, and a child in its group that takes a second to stop.
+    const service = `
+      const child = require('node:child_process').spawn(process.execPath, ['-e', "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 1000)); setInterval(() => {}, 1000)"], { stdio: 'inherit' });
+      process.on('SIGTERM', () => process.exit(0));
+      setInterval(() => {}, 1000);
+    `;
+    const { code, out } = await runAlone(service);
+    assert.equal(code, 0);
+    assert.match(out, /stopped/, 'the process that stopped it went on past stop()');
+  });
+
+  test('is not held up by a process that escaped the group with the service\'s output', async () => {
+    const service = `
+      const escaped = require('node:child_process').spawn(process.execPath, ['-e', 'setTimeout(() => {}, 20000)'], { detached: true, stdio: ['ignore', 'inherit', 'inherit'] });
+      console.log('escaped=' + escaped.pid);
+      setInterval(() => {}, 1000);
+    `;
+    const { code, out, ms } = await runAlone(service);
+    const escaped = Number(/escaped=(\d+)/.exec(out)?.[1]);
+    try {
+      assert.equal(code, 0);
+      assert.match(out, /stopped/);
+      assert.ok(ms < 15_000, `it ended ${ms} ms after it began, held by the escaped process's pipes`);
+    } finally {
+      if (escaped > 0) try { process.kill(escaped, 'SIGKILL'); } catch { /* gone */ }
     }
   });
 });
