@@ -104,6 +104,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
   const database: Database = openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
+    sqliteSynchronous: config.sqliteSynchronous,
     ...(options.backgroundCheckpoints ? { onBackgroundCheckpointError: (message: string) => logger.warn({ error: message }, 'SQLite background checkpoint failed; retrying') } : {}),
   });
   try {
@@ -152,6 +153,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
 
     const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, baseUrl: config.baseUrl, onChanged: (id) => { principals.forget(id); tokens.forgetClient(id); } });
     const dataKeys = createDataKeys({ ring });
+    database.onWritesLost(() => dataKeys.forgetCurrent());
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db, dialect: database.dialect });
     if (options.migrate === true || options.migrate === undefined) {

@@ -2,7 +2,7 @@
 // the job. Parse the JSON body, seal each secret's values with AES-256-GCM
 // (32-byte key, fresh 12-byte random nonce), insert one row per secret
 // (name, ciphertext) in a single better-sqlite3 transaction into a SQLite file
-// in WAL mode with synchronous=NORMAL. No validation beyond JSON parsing, no
+// in WAL mode with synchronous=FULL, as Slipway by default. No validation beyond JSON parsing, no
 // versions, no events, no logging.
 //
 // One seal per secret (over its JSON-encoded values map), because that is what
@@ -21,7 +21,7 @@ interface BulkBody {
 
 const db = new Database(requireEnv('BENCH_FLOOR_DB'));
 db.pragma('journal_mode = WAL');
-db.pragma('synchronous = NORMAL');
+db.pragma('synchronous = FULL');
 db.exec(`CREATE TABLE IF NOT EXISTS secrets (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,

@@ -12,7 +12,7 @@
 //     (indexed for a runner's claim by environment and state), append an event; answer the
 //     deployment.
 // No authentication, validation beyond JSON parsing, logging, request ids, rate limits or
-// idempotency; the minimum of tables and indexes. SQLite in WAL mode with synchronous=NORMAL, as
+// idempotency; the minimum of tables and indexes. SQLite in WAL mode with synchronous=FULL, as
 // Slipway runs it, and with the same group commit (transactions that arrive together share one
 // COMMIT, each in a savepoint), so that the floor is as fast as this machine allows.
 
@@ -23,7 +23,7 @@ import { announceListening, requireEnv } from './child.js';
 
 const db = new Database(requireEnv('BENCH_WRITE_FLOOR_DB'));
 db.pragma('journal_mode = WAL');
-db.pragma('synchronous = NORMAL');
+db.pragma('synchronous = FULL');
 db.exec(`
   CREATE TABLE IF NOT EXISTS secrets (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS secret_versions (

@@ -72,6 +72,8 @@ export interface Config {
   webhookAllowPrivate: boolean;
   /** Seconds a webhook may keep failing before it is disabled. */
   webhookDisableAfterSeconds: number;
+  /** SQLite: whether each COMMIT syncs the write-ahead log (`full`) or only checkpoints do (`normal`). */
+  sqliteSynchronous: 'full' | 'normal';
 }
 
 export class ConfigError extends Error {}
@@ -120,6 +122,7 @@ export const CONFIG_VARIABLES = {
   maxWebhooksPerOrg: 'SLIPWAY_MAX_WEBHOOKS_PER_ORG',
   webhookAllowPrivate: 'SLIPWAY_WEBHOOK_ALLOW_PRIVATE',
   webhookDisableAfterSeconds: 'SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS',
+  sqliteSynchronous: 'SLIPWAY_SQLITE_SYNCHRONOUS',
 } as const;
 
 export type ConfigKey = keyof typeof CONFIG_VARIABLES;
@@ -241,6 +244,10 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
   }
 
   const trustProxy = proxiesToTrust(raw('trustProxy'), label('trustProxy'));
+  const sqliteSynchronous = raw('sqliteSynchronous') ?? 'full';
+  if (sqliteSynchronous !== 'full' && sqliteSynchronous !== 'normal') {
+    throw new ConfigError(`${label('sqliteSynchronous')} must be full or normal, got "${sqliteSynchronous}"`);
+  }
   const webhookAllowPrivate = raw('webhookAllowPrivate') ?? 'false';
   if (webhookAllowPrivate !== 'true' && webhookAllowPrivate !== 'false') {
     throw new ConfigError(`${label('webhookAllowPrivate')} must be true or false, got "${webhookAllowPrivate}"`);
@@ -288,6 +295,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     trustProxy,
     webhookAllowPrivate: webhookAllowPrivate === 'true',
     webhookDisableAfterSeconds: int('webhookDisableAfterSeconds', 3 * 86_400, 1, 30 * 86_400),
+    sqliteSynchronous,
   };
 }
 

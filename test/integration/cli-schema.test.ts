@@ -7,7 +7,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { openDatabase, type Database } from '../../src/platform/db/database.js';
-import { MIGRATIONS } from '../../src/platform/db/migrations/index.js';
+import { MIGRATIONS, migrateToLatest } from '../../src/platform/db/migrations/index.js';
 import { freePort, tempDir, testDatabase } from '../support/harness.js';
 import { runCli } from '../support/processes.js';
 
@@ -63,6 +63,29 @@ describe('slipway CLI: the database it works on', () => {
         await db.drop();
         fs.rmSync(dir, { recursive: true, force: true });
       }
+    }
+  });
+
+  it('migrates all or nothing: a migration that fails halfway leaves the schema as it was, for the next start to migrate', async () => {
+    const dir = tempDir('slipway-cli-schema-');
+    const db = await testDatabase();
+    const database = openDatabase({ databaseUrl: db.url, dataDir: dir });
+    try {
+      // The first migration makes instance_settings first and secret_versions last: with the last
+      // one there already, it fails after the others were made (as a start killed halfway would).
+      await sql`create table secret_versions (id integer)`.execute(database.db);
+      await assert.rejects(migrateToLatest(database), /migration 0001-core failed/);
+      const tables = database.dialect === 'sqlite'
+        ? await sql<{ name: string }>`select name from sqlite_master where type = 'table' order by name`.execute(database.db)
+        : await sql<{ name: string }>`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`.execute(database.db);
+      assert.deepEqual(tables.rows.map((r) => r.name).filter((n) => !n.startsWith('kysely_')), ['secret_versions'], 'nothing of the failed migration is left');
+      await sql`drop table secret_versions`.execute(database.db);
+      const { applied } = await migrateToLatest(database);
+      assert.deepEqual(applied, MIGRATIONS.map((m) => m.name));
+    } finally {
+      await database.close();
+      await db.drop();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 

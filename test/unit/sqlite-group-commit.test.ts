@@ -131,4 +131,29 @@ describe('SQLite group commit', () => {
       check.close();
     }
   });
+
+  it('tells its listeners when a COMMIT fails, undoing transactions that had ended well', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-group-'));
+    const own = openDatabase({ databaseUrl: null, dataDir: dir, groupLimits: { maxTransactions: 64, maxMs: 60_000 } });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const ownDb = own.db as unknown as Kysely<any>;
+    let lost = 0;
+    own.onWritesLost(() => { lost++; });
+    try {
+      // A deferred foreign key is checked at COMMIT: the group's COMMIT fails, as on a full disk.
+      await sql`create table parents (id text primary key)`.execute(ownDb);
+      await sql`create table children (id text primary key, parent text references parents(id) deferrable initially deferred)`.execute(ownDb);
+      const results = await Promise.allSettled([
+        ownDb.transaction().execute((trx) => trx.insertInto('parents').values({ id: 'p1' }).execute()),
+        ownDb.transaction().execute((trx) => trx.insertInto('children').values({ id: 'c1', parent: 'nobody' }).execute()),
+      ]);
+      assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected'], 'the whole group is lost');
+      assert.equal(lost, 1);
+      assert.deepEqual(await sql`select id from parents`.execute(ownDb).then((r) => r.rows), []);
+      await ownDb.transaction().execute((trx) => trx.insertInto('parents').values({ id: 'p2' }).execute());
+      assert.equal(lost, 1, 'a group that commits tells nobody');
+    } finally {
+      await own.close();
+    }
+  });
 });

@@ -47,12 +47,22 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
       const key = randomBytes(32);
       const wrapped = wrapKey(deps.ring, key, dataKeyBinding(orgId, id));
       await db.insertInto('org_data_keys').values({ id, org_id: orgId, wrapped: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() }).execute();
-      // Cached only after commit would be stricter; a rolled-back key is simply never found again.
+      // Unwrapped by id only: a key whose transaction rolls back is never asked for again.
       unwrapped.set(id, key);
       return { id, key };
     },
 
     byId,
+
+    /**
+     * Forgets which key is each organization's: on SQLite a transaction can find a data key another
+     * one of its group commit has just made, and the group's COMMIT can still fail (a full disk).
+     * Remembered, that key's id would be written into every later version, which its foreign key
+     * refuses, until the process restarted.
+     */
+    forgetCurrent(): void {
+      currentByOrg.clear();
+    },
 
     sealValues(dataKey: DataKey, orgId: string, secretId: string, version: number, values: Record<string, string>): Buffer {
       return seal(dataKey.key, Buffer.from(JSON.stringify(values), 'utf8'), valuesBinding(orgId, secretId, version));

@@ -31,6 +31,12 @@ export interface Database {
    * it takes. SQLite has no network to lose: it ignores it.
    */
   setStatementDeadline(ms: number | null): void;
+  /**
+   * SQLite: `listener` runs when a group commit fails, undoing transactions that had already
+   * ended well and whose writes later ones of the group may have read (and cached). PostgreSQL
+   * never shows a transaction another's uncommitted writes: it never calls it.
+   */
+  onWritesLost(listener: () => void): void;
   close(): Promise<void>;
 }
 
@@ -72,7 +78,7 @@ function unwritable(file: string, error: unknown): unknown {
   return new ConfigError(`cannot open the SQLite database ${file} for writing (${code}): ${why}; check --data-dir (SLIPWAY_DATA_DIR) and its permissions, or --database-url (SLIPWAY_DATABASE_URL)`);
 }
 
-function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null, groupLimits: GroupLimits | undefined): Database {
+function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null, groupLimits: GroupLimits | undefined, synchronous: 'full' | 'normal'): Database {
   let sqlite: InstanceType<typeof SQLite>;
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -84,7 +90,8 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   } catch (error) {
     throw unwritable(file, error);
   }
-  sqlite.pragma('synchronous = NORMAL');
+  // An answered write is on disk: the COMMIT syncs the write-ahead log (one sync per group commit).
+  sqlite.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');
   // Each transaction of a group commit runs in a savepoint, whose journal (the pages it changed, as
@@ -96,12 +103,14 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   // COMMIT, on the event loop) is left only as a backstop should the worker fall behind.
   const checkpointer = onCheckpointError === null ? null : startCheckpointer(file, onCheckpointError);
   if (checkpointer !== null) sqlite.pragma(`wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
-  const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite), groupLimits) });
+  const lostListeners: Array<() => void> = [];
+  const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite), groupLimits, () => { for (const l of lostListeners) l(); }) });
   return {
     db,
     dialect: 'sqlite',
     file,
     setStatementDeadline: () => {},
+    onWritesLost: (listener) => { lostListeners.push(listener); },
     close: async () => {
       await checkpointer?.stop();
       await db.destroy();
@@ -165,6 +174,7 @@ function openPostgres(url: string, poolSize: number): Database {
     dialect: 'postgres',
     file: null,
     setStatementDeadline: (ms) => { deadline.ms = ms; },
+    onWritesLost: () => {},
     close: async () => {
       await db.destroy();
     },
@@ -204,12 +214,18 @@ export interface OpenOptions {
   onBackgroundCheckpointError?: (message: string) => void;
   /** SQLite: how many transactions, or how long, one group commit may hold. */
   groupLimits?: GroupLimits;
+  /**
+   * SQLite: `full` (the default) makes each COMMIT durable before it returns (the write-ahead log
+   * is synced); `normal` syncs only at checkpoints, so a power cut or an OS crash (not a killed
+   * process) can lose the last commits, answered or not.
+   */
+  sqliteSynchronous?: 'full' | 'normal';
 }
 
 export function openDatabase(options: OpenOptions): Database {
   const checkpoints = options.onBackgroundCheckpointError ?? null;
   const file = sqliteFile(options.databaseUrl, options.dataDir);
-  if (file !== null) return openSqlite(file, checkpoints, options.groupLimits);
+  if (file !== null) return openSqlite(file, checkpoints, options.groupLimits, options.sqliteSynchronous ?? 'full');
   return openPostgres(options.databaseUrl!, options.poolSize ?? 20);
 }
 

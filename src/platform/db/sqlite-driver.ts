@@ -87,13 +87,15 @@ class Lease implements DatabaseConnection {
 export class GroupCommitSqliteDriver implements Driver {
   readonly #db: SQLite.Database;
   readonly #limits: GroupLimits;
+  readonly #onGroupLost: () => void;
   readonly #mutex = new Mutex();
   #group: Group | null = null;
   #flushScheduled = false;
 
-  constructor(db: SQLite.Database, limits: GroupLimits) {
+  constructor(db: SQLite.Database, limits: GroupLimits, onGroupLost: () => void = () => {}) {
     this.#db = db;
     this.#limits = limits;
+    this.#onGroupLost = onGroupLost;
   }
 
   /** A group that holds as many transactions, or as long, as the limits allow is committed now. */
@@ -198,6 +200,13 @@ export class GroupCommitSqliteDriver implements Driver {
     } catch {
       // Nothing more can be done here; the group's transactions fail either way.
     }
+    // What the group's transactions read of each other's writes (a row one of them inserted, that
+    // the next one found) was never committed: whoever cached it must forget it.
+    try {
+      this.#onGroupLost();
+    } catch {
+      // A listener's failure must not keep the group's transactions from being told.
+    }
     for (const w of group.waiting) w.reject(error);
   }
 
@@ -243,12 +252,28 @@ export class GroupCommitSqliteDriver implements Driver {
   }
 }
 
+/**
+ * SQLite runs DDL in transactions as it runs everything else; Kysely's adapter says it does not, and
+ * its migrator then runs each statement on its own. Said as it is, the migrator runs every pending
+ * migration, and its record of them, in one transaction: a start killed halfway through a migration
+ * leaves the schema as it was, for the next start to migrate again.
+ */
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
+}
+
 /** Kysely's SQLite dialect on the group-committing driver. */
 export class GroupCommitSqliteDialect implements Dialect {
-  constructor(private readonly database: SQLite.Database, private readonly limits: GroupLimits = DEFAULT_GROUP_LIMITS) {}
+  constructor(
+    private readonly database: SQLite.Database,
+    private readonly limits: GroupLimits = DEFAULT_GROUP_LIMITS,
+    private readonly onGroupLost: () => void = () => {},
+  ) {}
 
   createDriver(): Driver {
-    return new GroupCommitSqliteDriver(this.database, this.limits);
+    return new GroupCommitSqliteDriver(this.database, this.limits, this.onGroupLost);
   }
 
   createQueryCompiler() {
@@ -256,7 +281,7 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 
   createAdapter() {
-    return new SqliteAdapter();
+    return new TransactionalDdlSqliteAdapter();
   }
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
