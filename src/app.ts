@@ -156,10 +156,6 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     database.onWritesLost(() => dataKeys.forgetCurrent());
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db, dialect: database.dialect });
-    if (options.migrate === true || options.migrate === undefined) {
-      const renumbered = await events.renumberRestored();
-      if (renumbered > 0) logger.warn({ events: renumbered }, 'events carried transaction ids of another PostgreSQL cluster (a restore?): renumbered to come first, in id order');
-    }
     const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
     const environments = createEnvironmentsService({ db, dialect: database.dialect });
     const services = createServicesService({ db, dialect: database.dialect, secrets, limits: config.limits });
@@ -168,6 +164,10 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts, hostTimeoutSeconds: config.runnerHostTimeoutSeconds,
     });
     const webhooks = createWebhooksService({ db, dialect: database.dialect, dataKeys, allowPrivate: config.webhookAllowPrivate, maxPerOrg: config.limits.webhooksPerOrg });
+    if (options.migrate === true || options.migrate === undefined) {
+      const renumbered = await events.renumberRestored((trx) => webhooks.followRenumberedEvents(trx));
+      if (renumbered > 0) logger.warn({ events: renumbered }, 'events carried transaction ids of another PostgreSQL cluster (a restore?): renumbered to come first, in id order');
+    }
     const idempotency = createIdempotencyService({ db, sealKey: await loadInstanceKey(db, ring, IDEMPOTENCY_SEAL_KEY) });
 
     return {

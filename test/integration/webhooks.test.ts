@@ -6,7 +6,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Webhook as Verifier } from 'standardwebhooks';
-import { rawDatabaseBytes, startServer, type Actor, type TestServer } from '../support/harness.js';
+import { sql } from 'kysely';
+import { rawDatabaseBytes, startServer, TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { eventsOf } from '../support/deployments.js';
 
 interface Received {
@@ -19,13 +20,15 @@ interface Received {
 async function startReceiver() {
   const received: Received[] = [];
   let answer: (r: Received, n: number) => number = () => 200;
+  let before: () => Promise<void> = async () => {};
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
+    req.on('end', async () => {
       const body = Buffer.concat(chunks).toString('utf8');
       const r = { headers: req.headers, body, event: JSON.parse(body) };
       received.push(r);
+      await before();
       res.statusCode = answer(r, received.length);
       res.end('ok');
     });
@@ -35,6 +38,8 @@ async function startReceiver() {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/t0ken-in-path?q=1`,
     received,
     answerWith(f: typeof answer) { answer = f; },
+    /** Runs before each answer, which waits for it. */
+    onRequest(f: () => Promise<void>) { before = f; },
     close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };
 }
@@ -215,6 +220,62 @@ describe('webhooks', () => {
     }
   });
 
+  it('takes a 2xx as it arrives, however slowly its body follows', async () => {
+    const receiver = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200);
+      res.write('taking my time');
+      setTimeout(() => res.end(), 20_000).unref();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const { orgId, admin } = await freshOrg();
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/in`;
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url })).body;
+      const [delivery] = await waitFor('the delivery recorded', async () => {
+        const res = await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`);
+        return res.body.deliveries.length > 0 ? res.body.deliveries : undefined;
+      });
+      assert.deepEqual([delivery.eventType, delivery.status, delivery.error], ['webhook.created', 200, null]);
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
+  });
+
+  it('sends an event to the new URL when the URL changes while an attempt at the old one is under way', async () => {
+    const slow = await startReceiver();
+    const good = await startReceiver();
+    try {
+      let answered = false;
+      slow.answerWith(() => 500);
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: slow.url, events: ['environment.created'], active: false })).body;
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'moved' });
+      // The slow receiver holds its answer until the URL has changed.
+      const stalled = new Promise<void>((resolve) => { slow.onRequest(async () => { resolve(); await waitFor('the URL changed', () => (answered ? true : undefined)); }); });
+      await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { active: true });
+      await stalled;
+      const moved = await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { url: good.url });
+      assert.equal(moved.status, 200, moved.text);
+      answered = true;
+      await waitFor('the event at the new URL', () => (good.received.length > 0 ? true : undefined));
+      assert.equal(good.received[0]!.event.data.name, 'moved');
+      const state = await waitFor('the webhook active', async () => {
+        const res = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
+        return res.lastAttempt?.status === 200 ? res : undefined;
+      });
+      assert.deepEqual([state.state, state.failingSince], ['active', null]);
+      // The old URL's answer, which came after the change, is not the webhook's: it records nothing,
+      // and no pause for a failure held the new URL's first attempt back.
+      const deliveries = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`)).body.deliveries;
+      assert.deepEqual(deliveries.map((d: any) => [d.attempt, d.status]), [[1, 200]]);
+    } finally {
+      await slow.close();
+      await good.close();
+    }
+  });
+
   it('signs with the new secret and, for a day, the previous one after a rotation', async () => {
     const receiver = await startReceiver();
     try {
@@ -233,6 +294,31 @@ describe('webhooks', () => {
       verify(hook.secret, r!);
       const events = await eventsOf(server, orgId, hook.id);
       assert.deepEqual(events.map((e) => e.type), ['webhook.created', 'webhook.secret_rotated']);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('keeps its place in the log when a restore into another PostgreSQL cluster renumbers the events', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only' }, async () => {
+    const receiver = await startReceiver();
+    try {
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['environment.created'] })).body;
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'before' });
+      await waitFor('the first delivery', () => (receiver.received.length === 1 ? true : undefined));
+      await waitFor('its position written', async () => {
+        const row = await server.core.db.selectFrom('webhooks').select('position_event_id').where('id', '=', hook.id).executeTakeFirstOrThrow();
+        return row.position_event_id === receiver.received[0]!.event.id ? true : undefined;
+      });
+      // What a dump restored into another cluster looks like: that cluster's transaction ids, past
+      // this one's, on the events and on the webhook's position among them.
+      const db = server.core.db;
+      await sql`update events set tx_id = (tx_id::text::bigint + 1000000000)::text::xid8 where org_id = ${orgId}`.execute(db);
+      await sql`update webhooks set position_tx = (position_tx::bigint + 1000000000)::text where id = ${hook.id}`.execute(db);
+      assert.ok(await server.core.events.renumberRestored((trx) => server.core.webhooks.followRenumberedEvents(trx)) > 0);
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'after' });
+      await waitFor('the event written after the restore', () => (receiver.received.length === 2 ? true : undefined));
+      assert.deepEqual(receiver.received.map((r) => r.event.data.name), ['before', 'after']);
     } finally {
       await receiver.close();
     }
@@ -302,7 +388,8 @@ describe('webhooks that keep failing, and private addresses', () => {
   it('by default refuses URLs of this machine and of private networks', async () => {
     const strict = await startServer();
     try {
-      for (const url of ['http://127.0.0.1:9/x', 'http://localhost/x', 'http://api.localhost/x', 'http://[::1]/x', 'http://10.1.2.3/x', 'http://169.254.169.254/latest/meta-data', 'http://[::ffff:192.168.0.1]/x', 'http://intranet/x']) {
+      for (const url of ['http://127.0.0.1:9/x', 'http://localhost/x', 'http://api.localhost/x', 'http://[::1]/x', 'http://10.1.2.3/x', 'http://169.254.169.254/latest/meta-data', 'http://[::ffff:192.168.0.1]/x', 'http://[::ffff:7f00:1]/x',
+        'http://[::127.0.0.1]/x', 'http://[2002:7f00:1::]/x', 'http://[64:ff9b:1::7f00:1]/x', 'http://2130706433/x', 'http://0x7f.1/x', 'http://intranet/x']) {
         const res = await strict.owner.http.post(`/v1/orgs/${strict.bootstrap.orgId}/webhooks`, { url });
         assert.equal(res.status, 400, `${url}: ${res.text}`);
         assert.match(res.body.errors[0].message, /SLIPWAY_WEBHOOK_ALLOW_PRIVATE/);

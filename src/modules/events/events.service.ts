@@ -1,4 +1,4 @@
-import type { Db, Dialect } from '../../platform/db/database.js';
+import type { Db, Dialect, Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { cursorList, encodeCursor, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { eventsRepo, type EventPosition, type StoredEvent } from './events.repo.js';
@@ -38,9 +38,18 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
   }
 
   return {
-    /** After a restore into another PostgreSQL cluster, puts the restored events back in order (see the repository); 0 on SQLite. */
-    async renumberRestored(): Promise<number> {
-      return deps.dialect === 'postgres' ? eventsRepo.renumberRestored(deps.db) : 0;
+    /**
+     * After a restore into another PostgreSQL cluster, puts the restored events back in order (see
+     * the repository), and in the same transaction runs `followers`, which keep places in the log
+     * (webhooks); 0 on SQLite.
+     */
+    async renumberRestored(followers: (trx: Executor) => Promise<void> = async () => {}): Promise<number> {
+      if (deps.dialect !== 'postgres') return 0;
+      return deps.db.transaction().execute(async (trx) => {
+        const renumbered = await eventsRepo.renumberRestored(trx);
+        if (renumbered > 0) await followers(trx);
+        return renumbered;
+      });
     },
 
     /**

@@ -6,26 +6,30 @@ import dns from 'node:dns';
 import net from 'node:net';
 import type { LookupFunction } from 'node:net';
 
-const PRIVATE = new net.BlockList();
+// Two lists: a BlockList checks an IPv4 address against its IPv6 rules too (as `::ffff:a.b.c.d`),
+// and the IPv6 list below holds the whole mapped range.
+const PRIVATE_V4 = new net.BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) PRIVATE.addSubnet(network, prefix, 'ipv4');
-for (const [network, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const) {
-  PRIVATE.addSubnet(network, prefix, 'ipv6');
-}
+] as const) PRIVATE_V4.addSubnet(network, prefix, 'ipv4');
+// Besides this host, unique-local, link-local and multicast: the forms that carry an IPv4 address,
+// which a gateway may reach (IPv4-compatible, mapped, SIIT-translated, NAT64, 6to4).
+const PRIVATE_V6 = new net.BlockList();
+for (const [network, prefix] of [
+  ['::', 96], ['::ffff:0:0', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16],
+  ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['2001:db8::', 32],
+] as const) PRIVATE_V6.addSubnet(network, prefix, 'ipv6');
 
 /**
  * True for an address of this host or of a private, shared, link-local, multicast or reserved
- * network, an IPv4 address written as IPv6 (`::ffff:10.0.0.1`) included.
+ * network, and for every IPv6 form that carries an IPv4 address (`::ffff:10.0.0.1`, 6to4, NAT64).
  */
 export function isPrivateAddress(address: string): boolean {
   const family = net.isIP(address);
-  if (family === 4) return PRIVATE.check(address, 'ipv4');
+  if (family === 4) return PRIVATE_V4.check(address, 'ipv4');
   if (family !== 6) return true;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return PRIVATE.check(mapped[1]!, 'ipv4');
-  return PRIVATE.check(address, 'ipv6');
+  return PRIVATE_V6.check(address, 'ipv6');
 }
 
 /** A URL's host as an address when it is one (`[::1]` → `::1`), else null. */

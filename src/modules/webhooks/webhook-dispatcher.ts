@@ -20,9 +20,12 @@ import { positionColumns, positionFrom, positionOf, secretBinding, subscribes } 
 
 /** How long a node holds a webhook it delivers; each attempt it records renews it. */
 const LEASE_MS = 60_000;
-/** Webhooks a node delivers at once, and events it reads for one in a round. */
-const WEBHOOKS_IN_FLIGHT = 20;
+/** Webhooks a node delivers at once, and of one organization's. */
+const WEBHOOKS_IN_FLIGHT = 100;
+const PER_ORG_IN_FLIGHT = 10;
+/** Events read for a webhook at a time, and how long a node delivers one webhook's before letting it go. */
 const EVENTS_PER_ROUND = 50;
+const BUSY_MS = 30_000;
 /** The pause after the n-th failure in a row: 1 s, doubling, at most 15 minutes. */
 export const retryPauseMs = (failures: number) => Math.min(1000 * 2 ** Math.min(failures - 1, 20), 15 * 60_000);
 
@@ -46,7 +49,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let round: Promise<void> | null = null;
-  const inFlight = new Map<string, Promise<void>>();
+  const inFlight = new Map<string, { orgId: string; delivery: Promise<void> }>();
 
   /** The secrets that sign a delivery: the current one, and the one before it while it is in force. */
   async function secretsOf(w: WebhookRow, now: number): Promise<string[]> {
@@ -59,66 +62,84 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
     return secrets;
   }
 
-  /** Delivers what one webhook has waiting, in order, until a failure or EVENTS_PER_ROUND events. */
+  /**
+   * Delivers one round of what a webhook has waiting, in order: up to EVENTS_PER_ROUND events,
+   * until one fails or the webhook changes. True when it delivered a full round, and more may wait.
+   */
+  async function deliverRound(webhook: WebhookRow): Promise<boolean> {
+    const events = (await eventsRepo.list(db, dialect, webhook.org_id, { after: positionFrom(webhook), newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
+    if (events.length === 0) return false;
+    const types = JSON.parse(webhook.event_types) as string[];
+    const secrets = await secretsOf(webhook, Date.now());
+    let w = webhook;
+    // Events it does not subscribe to are passed over: the position moves past them with the next write.
+    let passed: EventPosition | null = null;
+    for (const event of events) {
+      if (stopping.signal.aborted) return false;
+      const position = positionOf(dialect, event);
+      if (!subscribes(types, event.type)) {
+        passed = position;
+        continue;
+      }
+      const body = JSON.stringify({ ...toEvent(event), orgId: w.org_id });
+      const result = await sendWebhook(w.url, { id: event.id, body, secrets }, { timeoutMs, allowPrivate: deps.allowPrivate, userAgent: deps.userAgent, signal: stopping.signal });
+      if (stopping.signal.aborted && result.error !== null) return false;
+      const at = Date.now();
+      const atIso = new Date(at).toISOString();
+      const delivered = result.error === null;
+      const failures = delivered ? 0 : w.failures + 1;
+      const failingSince = delivered ? null : (w.failing_since ?? atIso);
+      const disable = failingSince !== null && at - Date.parse(failingSince) >= deps.disableAfterSeconds * 1000;
+      const reason = disable ? `Disabled after failing since ${failingSince} (${failures} attempts; SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS is ${deps.disableAfterSeconds}); the last: ${result.error}` : null;
+      const attempted = w;
+      const updated = await db.transaction().execute(async (trx) => {
+        const row = await webhooksRepo.updateLeased(trx, attempted.id, owner, attempted.updated_at, {
+          ...(delivered ? positionColumns(position) : passed !== null ? positionColumns(passed) : {}),
+          failures, failing_since: failingSince, next_attempt_at: delivered ? null : new Date(at + retryPauseMs(failures)).toISOString(),
+          last_attempt_at: atIso, last_status: result.status, last_error: result.error, lease_until: new Date(at + LEASE_MS).toISOString(),
+          ...(disable ? { active: 0, disabled_reason: reason } : {}),
+        });
+        // Deleted, turned off, changed (a new URL, events or secret) or taken over meanwhile: the
+        // attempt is not recorded, and the event goes again, as the webhook is now.
+        if (row === undefined) return undefined;
+        await webhooksRepo.insertDelivery(trx, {
+          id: newId('webhookDelivery'), webhook_id: attempted.id, event_id: event.id, event_type: event.type, attempt: attempted.failures + 1,
+          status: result.status, error: result.error, duration_ms: result.durationMs, created_at: atIso,
+        });
+        if (disable) {
+          await appendEvents(trx, SYSTEM_CONTEXT, [{
+            orgId: attempted.org_id, type: 'webhook.disabled', subject: { type: 'webhook', id: attempted.id }, data: { failingSince, failures, lastStatus: result.status, lastError: result.error },
+          }], atIso);
+        }
+        return row;
+      });
+      if (updated === undefined) return false;
+      if (disable) logger.warn({ webhookId: w.id, orgId: w.org_id, failingSince, failures }, 'disabled a webhook that kept failing');
+      w = updated;
+      passed = null;
+      if (!delivered) return false;
+    }
+    if (passed !== null && await webhooksRepo.updateLeased(db, w.id, owner, w.updated_at, { ...positionColumns(passed), lease_until: new Date(Date.now() + LEASE_MS).toISOString() }) === undefined) return false;
+    return events.length === EVENTS_PER_ROUND;
+  }
+
+  /**
+   * Delivers what one webhook has waiting: round after round while full ones come, for at most
+   * BUSY_MS, then lets it go (another node, or this one, goes on at the next look).
+   */
   async function deliverWaiting(id: string): Promise<void> {
     const started = Date.now();
     if (!(await webhooksRepo.lease(db, id, owner, new Date(started).toISOString(), new Date(started + LEASE_MS).toISOString()))) return;
     try {
-      // Read again under the lease: another node may have moved it on since it was found due.
-      const found = await webhooksRepo.byId(db, id);
-      if (found === undefined || found.active !== 1) return;
-      let w: WebhookRow = found;
-      const events = (await eventsRepo.list(db, dialect, w.org_id, { after: positionFrom(w), newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
-      const types = JSON.parse(w.event_types) as string[];
-      const secrets = await secretsOf(w, started);
-      // Events it does not subscribe to are passed over: the position moves past them with the next write.
-      let passed: EventPosition | null = null;
-      for (const event of events) {
-        if (stopping.signal.aborted) break;
-        const position = positionOf(dialect, event);
-        if (!subscribes(types, event.type)) {
-          passed = position;
-          continue;
-        }
-        const body = JSON.stringify({ ...toEvent(event), orgId: w.org_id });
-        const result = await sendWebhook(w.url, { id: event.id, body, secrets }, { timeoutMs, allowPrivate: deps.allowPrivate, userAgent: deps.userAgent, signal: stopping.signal });
-        if (stopping.signal.aborted && result.error !== null) break;
-        const at = Date.now();
-        const atIso = new Date(at).toISOString();
-        const delivered = result.error === null;
-        const failures = delivered ? 0 : w.failures + 1;
-        const failingSince = delivered ? null : (w.failing_since ?? atIso);
-        const disable = failingSince !== null && at - Date.parse(failingSince) >= deps.disableAfterSeconds * 1000;
-        const reason = disable ? `Disabled after failing since ${failingSince} (${failures} attempts; SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS is ${deps.disableAfterSeconds}); the last: ${result.error}` : null;
-        const attempted = w;
-        const updated = await db.transaction().execute(async (trx) => {
-          const row = await webhooksRepo.updateLeased(trx, attempted.id, owner, {
-            ...(delivered ? positionColumns(position) : passed !== null ? positionColumns(passed) : {}),
-            failures, failing_since: failingSince, next_attempt_at: delivered ? null : new Date(at + retryPauseMs(failures)).toISOString(),
-            last_attempt_at: atIso, last_status: result.status, last_error: result.error, lease_until: new Date(at + LEASE_MS).toISOString(),
-            ...(disable ? { active: 0, disabled_reason: reason } : {}),
-          });
-          // Deleted, turned off or taken over meanwhile: the attempt is not recorded, and the event is tried again if it is turned on.
-          if (row === undefined) return undefined;
-          await webhooksRepo.insertDelivery(trx, {
-            id: newId('webhookDelivery'), webhook_id: attempted.id, event_id: event.id, event_type: event.type, attempt: attempted.failures + 1,
-            status: result.status, error: result.error, duration_ms: result.durationMs, created_at: atIso,
-          });
-          if (disable) {
-            await appendEvents(trx, SYSTEM_CONTEXT, [{
-              orgId: attempted.org_id, type: 'webhook.disabled', subject: { type: 'webhook', id: attempted.id }, data: { failingSince, failures, lastStatus: result.status, lastError: result.error },
-            }], atIso);
-          }
-          return row;
-        });
-        if (updated === undefined) return;
-        if (disable) logger.warn({ webhookId: w.id, orgId: w.org_id, failingSince, failures }, 'disabled a webhook that kept failing');
-        w = updated;
-        passed = null;
-        if (!delivered) break;
+      for (;;) {
+        // Read again under the lease and at each round: another node may have moved it on, and
+        // its URL, events or secret may have changed.
+        const w = await webhooksRepo.byId(db, id);
+        if (w === undefined || w.active !== 1 || (w.next_attempt_at !== null && Date.parse(w.next_attempt_at) > Date.now())) return;
+        const more = await deliverRound(w);
+        await webhooksRepo.pruneDeliveries(db, id);
+        if (!more || stopping.signal.aborted || Date.now() - started > BUSY_MS) return;
       }
-      if (passed !== null) await webhooksRepo.updateLeased(db, w.id, owner, positionColumns(passed));
-      await webhooksRepo.pruneDeliveries(db, w.id);
     } finally {
       await webhooksRepo.release(db, id, owner);
     }
@@ -126,17 +147,21 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
 
   /**
    * Starts delivering each due webhook not in flight here, each on its own: a slow receiver holds
-   * up its own webhook only.
+   * up its own webhook only, and no organization takes more than PER_ORG_IN_FLIGHT of the places.
    */
   async function deliverDue(): Promise<void> {
     if (inFlight.size >= WEBHOOKS_IN_FLIGHT) return;
-    const due = await webhooksRepo.due(db, dialect, new Date().toISOString(), WEBHOOKS_IN_FLIGHT);
+    const due = await webhooksRepo.due(db, dialect, new Date().toISOString(), WEBHOOKS_IN_FLIGHT * 2);
+    const perOrg = new Map<string, number>();
+    for (const { orgId } of inFlight.values()) perOrg.set(orgId, (perOrg.get(orgId) ?? 0) + 1);
     for (const webhook of due) {
       if (stopping.signal.aborted || inFlight.size >= WEBHOOKS_IN_FLIGHT) return;
-      if (inFlight.has(webhook.id)) continue;
-      inFlight.set(webhook.id, deliverWaiting(webhook.id)
+      if (inFlight.has(webhook.id) || (perOrg.get(webhook.org_id) ?? 0) >= PER_ORG_IN_FLIGHT) continue;
+      perOrg.set(webhook.org_id, (perOrg.get(webhook.org_id) ?? 0) + 1);
+      const delivery = deliverWaiting(webhook.id)
         .catch((err: unknown) => logger.warn({ err, webhookId: webhook.id }, 'delivering a webhook\'s events failed; trying again shortly'))
-        .finally(() => inFlight.delete(webhook.id)));
+        .finally(() => inFlight.delete(webhook.id));
+      inFlight.set(webhook.id, { orgId: webhook.org_id, delivery });
     }
   }
 
@@ -159,7 +184,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
       stopping.abort();
       clearTimeout(timer);
       await round;
-      await Promise.all(inFlight.values());
+      await Promise.all([...inFlight.values()].map((f) => f.delivery));
     },
   };
 }

@@ -57,7 +57,8 @@ export const webhooksRepo = {
         .where(dialect === 'postgres'
           ? sql<boolean>`e.tx_id < ${COMMITTED_HORIZON} and (w.position_tx is null or (e.tx_id, e.id) > (w.position_tx::xid8, w.position_event_id))`
           : sql<boolean>`e.seq > coalesce(w.position_seq, 0)`)))
-      .orderBy('w.id').limit(limit).execute();
+      // The one that has waited longest first.
+      .orderBy((eb) => eb.fn.coalesce('w.last_attempt_at', 'w.created_at')).orderBy('w.id').limit(limit).execute();
   },
 
   /** Takes the webhook for this node until `until`, if it is still due and free; false if another node has it. */
@@ -69,11 +70,22 @@ export const webhooksRepo = {
     return Number(result.numUpdatedRows) === 1;
   },
 
-  /** A change by the node holding the lease, while it holds it and the webhook is active; undefined if not. */
-  async updateLeased(db: Executor, id: string, owner: string, patch: Partial<WebhookRow>): Promise<WebhookRow | undefined> {
+  /**
+   * A change by the node holding the lease, while it holds it, the webhook is active and nobody
+   * changed it since `updatedAt` (a new URL, events or secret, turned off and on); undefined if not.
+   */
+  async updateLeased(db: Executor, id: string, owner: string, updatedAt: string, patch: Partial<WebhookRow>): Promise<WebhookRow | undefined> {
     return db.updateTable('webhooks').set(patch)
-      .where('id', '=', id).where('lease_owner', '=', owner).where('active', '=', 1)
+      .where('id', '=', id).where('lease_owner', '=', owner).where('active', '=', 1).where('updated_at', '=', updatedAt)
       .returningAll().executeTakeFirst();
+  },
+
+  /**
+   * PostgreSQL, after a restore into another cluster renumbered the restored events to transaction
+   * id 1 (see eventsRepo.renumberRestored): positions among them are moved there too.
+   */
+  async followRenumberedEvents(db: Executor): Promise<void> {
+    await db.updateTable('webhooks').set({ position_tx: '1' }).where('position_tx', 'is not', null).execute();
   },
 
   async release(db: Executor, id: string, owner: string): Promise<void> {

@@ -10,6 +10,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { appendEvents, changesOf } from '../events/event-log.js';
 import { eventsRepo, type EventPosition, type StoredEvent } from '../events/events.repo.js';
 import { isKnownEventType } from '../events/events.schemas.js';
+import { orgsRepo } from '../orgs/orgs.repo.js';
 import type { DataKeys } from '../secrets/data-keys.js';
 import { webhookUrlProblem } from './webhook-address.js';
 import { newWebhookSecret } from './webhook-sender.js';
@@ -116,6 +117,8 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
       const id = newId('webhook');
       const secret = newWebhookSecret();
       const row = await db.transaction().execute(async (trx) => {
+        // One create at a time per organization, so that concurrent ones cannot all pass the count.
+        await orgsRepo.hold(trx, orgId);
         const count = await webhooksRepo.countInOrg(trx, orgId);
         if (count >= deps.maxPerOrg) {
           throw errors.limitExceeded(`The organization has ${count} webhooks; the limit is ${deps.maxPerOrg} (SLIPWAY_MAX_WEBHOOKS_PER_ORG). Delete one, or add events to one that exists.`, { name: 'SLIPWAY_MAX_WEBHOOKS_PER_ORG', value: deps.maxPerOrg });
@@ -215,6 +218,9 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
       });
       return { secret, previousSecretExpiresAt: expires };
     },
+
+    /** After the event log was renumbered by a restore (PostgreSQL): each webhook keeps its place in it. */
+    followRenumberedEvents: (trx: Executor) => webhooksRepo.followRenumberedEvents(trx),
 
     /** A webhook's delivery attempts, newest first (the last DELIVERIES_KEPT). */
     async deliveries(orgId: string, id: string, query: { limit?: number; cursor?: string }): Promise<Page<Delivery>> {
