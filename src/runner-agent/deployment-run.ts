@@ -305,22 +305,26 @@ export const OUTPUT_LINES_PER_SECOND = 100;
 /**
  * Where a serving process's output goes once its deployment is complete: the runner's own log,
  * masked, at most OUTPUT_LINES_PER_SECOND lines a second. A chatty service must not drown the
- * runner's log: what is over the limit is counted, and the count logged when the next second opens.
+ * runner's log: what is over the limit is counted, and the count logged when the next second opens
+ * (by the next line, or a second after the first line left out, should the output stop there).
  */
 export function serviceOutputLog(log: Logger, mask: (line: string) => string, now: () => number = Date.now): OutputSink {
   let second = -1;
   let logged = 0;
   let dropped = 0;
+  const flush = () => {
+    if (dropped > 0) log.warn({ dropped }, `${dropped} line${dropped === 1 ? '' : 's'} of output not logged: more than ${OUTPUT_LINES_PER_SECOND} a second`);
+    dropped = 0;
+  };
   return (stream, line) => {
     const current = Math.floor(now() / 1000);
     if (current !== second) {
-      if (dropped > 0) log.warn({ dropped }, `${dropped} line${dropped === 1 ? '' : 's'} of output not logged: more than ${OUTPUT_LINES_PER_SECOND} a second`);
+      flush();
       second = current;
       logged = 0;
-      dropped = 0;
     }
     if (logged >= OUTPUT_LINES_PER_SECOND) {
-      dropped++;
+      if (dropped++ === 0) setTimeout(flush, 1000).unref();
       return;
     }
     logged++;

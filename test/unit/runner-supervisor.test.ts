@@ -143,4 +143,14 @@ describe('service output after its deployment', () => {
     assert.deepEqual(messages[OUTPUT_LINES_PER_SECOND + 1], ['stderr', 'next second', undefined]);
     assert.ok(!JSON.stringify(lines).includes('s3cret-value'));
   });
+
+  test('says how many it left out of the last second too, when no line comes after', async () => {
+    const { logger, lines } = logged();
+    const sink = serviceOutputLog(logger, (line) => line);
+    for (let i = 0; i < OUTPUT_LINES_PER_SECOND * 3; i++) sink('stdout', `line ${i}`);
+    await new Promise((r) => setTimeout(r, 2100));
+    const dropped = lines.reduce((sum, l) => sum + (typeof l.dropped === 'number' ? l.dropped : 0), 0);
+    const shown = lines.filter((l) => l.stream === 'stdout').length;
+    assert.equal(shown + dropped, OUTPUT_LINES_PER_SECOND * 3, 'every line is logged or counted');
+  });
 });
