@@ -249,7 +249,7 @@ function refuseAmbiguities(text: string, value: unknown, escaped: boolean): void
   const { members, items } = nodesOf(value);
   if (value !== null && typeof value === 'object') parsedSizes.set(value, members + items);
   if (membersWritten(text) !== members) {
-    const pointer = firstDuplicateMember(text) ?? '/';
+    const pointer = firstDuplicateMember(text) ?? '';
     throw errors.malformedJson(`The body has the member ${pointer} twice in one object; names must be unique within an object (RFC 7493 §2.3), and only one of the two values would be read. Remove one.`,
       [{ pointer, message: 'is given twice' }]);
   }

@@ -202,6 +202,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   // arrives meanwhile (on a connection that was busy) is refused with 503: a load balancer retries
   // it on another node.
   let closing = false;
+  /** Where the API's routes begin: the public base URL's path, then /v1/ (`/api/v1/` under `http://h/api`). */
+  const apiRoot = `${new URL(app.publicBaseUrl).pathname.replace(/\/+$/, '')}/v1/`;
 
   app.addHook('onRequest', (req, reply, done) => {
     const socket = req.raw.socket;
@@ -217,9 +219,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       delete headers['content-type'];
     }
     // An empty path segment (a trailing slash, `//`) names nothing under the API: no id is empty.
-    const query = req.url.indexOf('?');
-    const path = query < 0 ? req.url : req.url.slice(0, query);
-    if ((path.endsWith('/') || path.includes('//')) && path.includes('/v1/')) {
+    const path = pathOf(req.url);
+    if ((path.endsWith('/') || path.includes('//')) && path.startsWith(apiRoot)) {
       throw errors.routeNotFound(req.method, path, `${app.publicBaseUrl}/openapi.json`, 'an empty path segment (a trailing slash, or two slashes together) names nothing; remove it');
     }
     done();

@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { stat } from 'node:fs/promises';
 import { get as httpGet } from 'node:http';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TRUNCATED } from './log-shipper.js';
 import { unwatchGroup, watchGroup } from './reaper.js';
@@ -386,10 +386,10 @@ class LocalProcess implements RunningProcess {
       const drained = new AbortController();
       await Promise.race([closed, sleep(OUTPUT_DRAIN_AFTER_EXIT_MS, undefined, { signal: drained.signal }).catch(() => undefined)]);
       drained.abort();
-      // A process that escaped the group and inherited the pipes writes nothing of this one's any
-      // more; left open, they would keep the runner itself from ever exiting.
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      // A process that escaped the group and inherited the pipes may write on: it is still read
+      // (closing the pipes would kill it with SIGPIPE at its next write), but no longer keeps the
+      // runner itself from exiting.
+      for (const stream of [child.stdout, child.stderr]) (stream as Socket | null)?.unref();
       return status;
     });
     rememberGroup(this.pid);

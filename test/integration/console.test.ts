@@ -86,17 +86,20 @@ describe('console files under a base URL with a path', () => {
   let baseUrl: string;
   before(async () => {
     const port = await freePort();
-    baseUrl = `http://127.0.0.1:${port}/slipway`;
+    // A path that ends as the API's own begins: only what is under it and /v1/ is the API.
+    baseUrl = `http://127.0.0.1:${port}/deploy/v1`;
     server = await startServer({ reuse: { dataDir: tempDir(), database: await testDatabase(), port }, env: { SLIPWAY_BASE_URL: baseUrl } });
   });
   after(async () => { await server.close(); });
 
   it('is served under that path and calls the API there', async () => {
     const bare = await fetch(`${baseUrl}/console`, { redirect: 'manual' });
-    assert.equal(bare.headers.get('location'), '/slipway/console/');
+    assert.equal(bare.headers.get('location'), '/deploy/v1/console/');
     assert.equal((await fetch(`${baseUrl}/console/`)).status, 200);
+    assert.equal((await fetch(`${baseUrl}/docs/`)).status, 200);
+    assertProblem(await server.http().get('/v1/orgs/'), 404, 'route_not_found');
     const config = await (await fetch(`${baseUrl}/console/config.json`)).json() as { apiBase: string; tokenUrl: string };
-    assert.equal(config.apiBase, '/slipway');
+    assert.equal(config.apiBase, '/deploy/v1');
     assert.equal(config.tokenUrl, server.bootstrap.tokenUrl);
   });
 });

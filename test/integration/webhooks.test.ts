@@ -220,6 +220,32 @@ describe('webhooks', () => {
     }
   });
 
+  it('lets go of a failing event that its new events no longer take, and counts attempts per event', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.answerWith((r) => (r.event.type === 'environment.created' ? 503 : 200));
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['environment.created'] })).body;
+      await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'refused' });
+      await waitFor('two refusals', async () => ((await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body.lastAttempt?.status === 503
+        && receiver.received.length >= 2 ? true : undefined));
+      await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { events: ['secret.created'] });
+      const clear = await waitFor('the failure passed over', async () => {
+        const res = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
+        return res.state === 'active' ? res : undefined;
+      });
+      assert.deepEqual([clear.failingSince, clear.nextAttemptAt], [null, null]);
+      await admin.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name: 'after', values: { K: 'v' } }] });
+      const [latest] = await waitFor('the secret delivered', async () => {
+        const res = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`)).body.deliveries;
+        return res[0]?.eventType === 'secret.created' ? res : undefined;
+      });
+      assert.deepEqual([latest.attempt, latest.status], [1, 200]);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('takes a 2xx as it arrives, however slowly its body follows', async () => {
     const receiver = http.createServer((req, res) => {
       req.resume();
@@ -380,6 +406,26 @@ describe('webhooks that keep failing, and private addresses', () => {
       await waitFor('the two events', () => (receiver.received.filter((r) => r.event.data.name === 'second').length === 1 ? true : undefined));
       const delivered = receiver.received.slice(attempts).map((r) => r.event.data.name);
       assert.deepEqual(delivered, ['first', 'second']);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('gives a webhook with events to deliver its turn while others of its organization pass over a busy log', async () => {
+    const receiver = await startReceiver();
+    try {
+      const org = await server.createOrg();
+      const admin = await server.actor(org.id, 'admin');
+      for (let i = 0; i < 10; i++) assert.equal((await admin.http.post(`/v1/orgs/${org.id}/webhooks`, { url: receiver.url, events: ['service.deleted'] })).status, 201);
+      await admin.http.post(`/v1/orgs/${org.id}/webhooks`, { url: receiver.url, events: ['secret.updated'] });
+      await admin.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: [{ name: 'busy', values: { K: '0' } }] });
+      let during = 0;
+      for (let i = 1; i <= 20; i++) {
+        await admin.http.patch(`/v1/orgs/${org.id}/secrets/busy`, { set: { K: String(i) } });
+        await new Promise((r) => setTimeout(r, 200));
+        during = receiver.received.filter((r) => r.event.type === 'secret.updated').length;
+      }
+      assert.ok(during > 0, 'the webhook with something to deliver got no turn while the log was busy');
     } finally {
       await receiver.close();
     }

@@ -281,7 +281,8 @@ describe('stop', { timeout: 10_000 }, () => {
     const script = `
       const { spawn } = require('node:child_process');
       // detached: setsid(), a new session and process group; it keeps the service's stdout open.
-      const escaped = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: ['ignore', 'inherit', 'ignore'] });
+      // It writes on: closing the pipe it inherited would kill it (EPIPE, SIGPIPE) at its next write.
+      const escaped = spawn(process.execPath, ['-e', 'setInterval(() => process.stdout.write(".\\\\n"), 100)'], { detached: true, stdio: ['ignore', 'inherit', 'ignore'] });
       console.log('escaped=' + escaped.pid);
       setInterval(() => {}, 1000);
     `;
@@ -292,6 +293,7 @@ describe('stop', { timeout: 10_000 }, () => {
       await proc.stop();
       assert.deepEqual(await proc.exited, { code: null, signal: 'SIGTERM' });
       assertGone(proc.pid);
+      await sleep(500);
       assert.ok(isAlive(escaped), 'the process in its own session was stopped after all, which the README says it is not');
     } finally {
       process.kill(escaped, 'SIGKILL');

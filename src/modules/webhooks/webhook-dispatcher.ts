@@ -66,19 +66,25 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
    * Delivers one round of what a webhook has waiting, in order: up to EVENTS_PER_ROUND events,
    * until one fails or the webhook changes. True when it delivered a full round, and more may wait.
    */
-  async function deliverRound(webhook: WebhookRow): Promise<boolean> {
+  async function deliverRound(webhook: WebhookRow, until: number): Promise<boolean> {
     const events = (await eventsRepo.list(db, dialect, webhook.org_id, { after: positionFrom(webhook), newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
     if (events.length === 0) return false;
     const types = JSON.parse(webhook.event_types) as string[];
     const secrets = await secretsOf(webhook, Date.now());
     let w = webhook;
-    // Events it does not subscribe to are passed over: the position moves past them with the next write.
+    // Events it does not subscribe to are passed over: the position moves past them with the next
+    // write. The failures on record are the first event's (the one the position stops before):
+    // passed over (its type no longer subscribed to), they go with it.
     let passed: EventPosition | null = null;
+    const cleared = { failures: 0, failing_since: null, next_attempt_at: null } as const;
+    let failure: Pick<WebhookRow, 'failures' | 'failing_since'> = w;
     for (const event of events) {
       if (stopping.signal.aborted) return false;
+      if (Date.now() > until) break;
       const position = positionOf(dialect, event);
       if (!subscribes(types, event.type)) {
         passed = position;
+        if (failure.failures > 0) failure = cleared;
         continue;
       }
       const body = JSON.stringify({ ...toEvent(event), orgId: w.org_id });
@@ -87,8 +93,8 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
       const at = Date.now();
       const atIso = new Date(at).toISOString();
       const delivered = result.error === null;
-      const failures = delivered ? 0 : w.failures + 1;
-      const failingSince = delivered ? null : (w.failing_since ?? atIso);
+      const failures = delivered ? 0 : failure.failures + 1;
+      const failingSince = delivered ? null : (failure.failing_since ?? atIso);
       const disable = failingSince !== null && at - Date.parse(failingSince) >= deps.disableAfterSeconds * 1000;
       const reason = disable ? `Disabled after failing since ${failingSince} (${failures} attempts; SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS is ${deps.disableAfterSeconds}); the last: ${result.error}` : null;
       const attempted = w;
@@ -103,7 +109,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
         // attempt is not recorded, and the event goes again, as the webhook is now.
         if (row === undefined) return undefined;
         await webhooksRepo.insertDelivery(trx, {
-          id: newId('webhookDelivery'), webhook_id: attempted.id, event_id: event.id, event_type: event.type, attempt: attempted.failures + 1,
+          id: newId('webhookDelivery'), webhook_id: attempted.id, event_id: event.id, event_type: event.type, attempt: failure.failures + 1,
           status: result.status, error: result.error, duration_ms: result.durationMs, created_at: atIso,
         });
         if (disable) {
@@ -116,11 +122,17 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
       if (updated === undefined) return false;
       if (disable) logger.warn({ webhookId: w.id, orgId: w.org_id, failingSince, failures }, 'disabled a webhook that kept failing');
       w = updated;
+      failure = updated;
       passed = null;
       if (!delivered) return false;
     }
-    if (passed !== null && await webhooksRepo.updateLeased(db, w.id, owner, w.updated_at, { ...positionColumns(passed), lease_until: new Date(Date.now() + LEASE_MS).toISOString() }) === undefined) return false;
-    return events.length === EVENTS_PER_ROUND;
+    if (passed !== null) {
+      const moved = await webhooksRepo.updateLeased(db, w.id, owner, w.updated_at, {
+        ...positionColumns(passed), ...(failure.failures === 0 && w.failures > 0 ? cleared : {}), lease_until: new Date(Date.now() + LEASE_MS).toISOString(),
+      });
+      if (moved === undefined) return false;
+    }
+    return events.length === EVENTS_PER_ROUND && Date.now() <= until;
   }
 
   /**
@@ -136,7 +148,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
         // its URL, events or secret may have changed.
         const w = await webhooksRepo.byId(db, id);
         if (w === undefined || w.active !== 1 || (w.next_attempt_at !== null && Date.parse(w.next_attempt_at) > Date.now())) return;
-        const more = await deliverRound(w);
+        const more = await deliverRound(w, started + BUSY_MS);
         await webhooksRepo.pruneDeliveries(db, id);
         if (!more || stopping.signal.aborted || Date.now() - started > BUSY_MS) return;
       }

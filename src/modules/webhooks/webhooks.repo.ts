@@ -57,13 +57,13 @@ export const webhooksRepo = {
         .where(dialect === 'postgres'
           ? sql<boolean>`e.tx_id < ${COMMITTED_HORIZON} and (w.position_tx is null or (e.tx_id, e.id) > (w.position_tx::xid8, w.position_event_id))`
           : sql<boolean>`e.seq > coalesce(w.position_seq, 0)`)))
-      // The one that has waited longest first.
-      .orderBy((eb) => eb.fn.coalesce('w.last_attempt_at', 'w.created_at')).orderBy('w.id').limit(limit).execute();
+      // The one that has waited longest for its turn first.
+      .orderBy((eb) => eb.fn.coalesce('w.turn_at', 'w.created_at')).orderBy('w.id').limit(limit).execute();
   },
 
   /** Takes the webhook for this node until `until`, if it is still due and free; false if another node has it. */
   async lease(db: Executor, id: string, owner: string, now: string, until: string): Promise<boolean> {
-    const result = await db.updateTable('webhooks').set({ lease_owner: owner, lease_until: until })
+    const result = await db.updateTable('webhooks').set({ lease_owner: owner, lease_until: until, turn_at: now })
       .where('id', '=', id).where('active', '=', 1)
       .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', now)]))
       .executeTakeFirst();

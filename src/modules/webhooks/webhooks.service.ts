@@ -132,7 +132,7 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
           data_key_id: dataKeyId, secret_sealed: sealed, secret_generation: 1, previous_secret_sealed: null, previous_secret_expires_at: null,
           ...positionColumns(newest === undefined ? null : positionOf(deps.dialect, newest)),
           failures: 0, failing_since: null, next_attempt_at: null, last_attempt_at: null, last_status: null, last_error: null,
-          lease_owner: null, lease_until: null, created_at: now, updated_at: now,
+          lease_owner: null, lease_until: null, turn_at: null, created_at: now, updated_at: now,
         };
         await webhooksRepo.insert(trx, row);
         await appendEvents(trx, ctx, [{
@@ -170,9 +170,12 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
         if (patch.events !== undefined) set.event_types = JSON.stringify(patch.events);
         const active = patch.active ?? current.active === 1;
         if (changes.changed.includes('active')) Object.assign(set, { active: active ? 1 : 0, disabled_reason: null });
-        // Turned on again, or pointed elsewhere: the event it stopped at is tried again now.
+        // Turned on again, or pointed elsewhere: the event it stopped at is tried again now. With
+        // other events, it may no longer be one it delivers: the next round looks at once.
         if (active && (changes.changed.includes('active') || changes.changed.includes('url'))) {
           Object.assign(set, { failures: 0, failing_since: null, next_attempt_at: null });
+        } else if (active && changes.changed.includes('events')) {
+          set.next_attempt_at = null;
         }
         const row = await webhooksRepo.update(trx, current.id, set);
         if (row === undefined) throw errors.notFound('webhook', id);

@@ -253,6 +253,8 @@ export interface WebhooksTable {
   last_error: string | null;
   lease_owner: string | null;
   lease_until: string | null;
+  /** When a node last took it to deliver. */
+  turn_at: string | null;
   created_at: string;
   updated_at: string;
 }

@@ -21,9 +21,9 @@ export const eventsCommitOrder: MigrationStep = {
       await db.schema.createIndex('events_org_tx').on('events').columns(['org_id', 'tx_id', 'id']).execute();
       return;
     }
-    // One transaction (Kysely runs SQLite migrations without one, and a savepoint outside a
-    // transaction opens one): a crash, a kill or a full disk halfway leaves the old table as it
-    // was, and the next start does it all again.
+    // One savepoint (inside the transaction every pending migration runs in; written when they ran
+    // without one): a crash, a kill or a full disk halfway leaves the old table as it was, and the
+    // next start does it all again.
     await sql`savepoint events_rebuild`.execute(db);
     try {
       await db.schema.createTable('events_ordered')

@@ -32,9 +32,11 @@ export const webhooks: MigrationStep = {
       .addColumn('last_attempt_at', t.timestamp)
       .addColumn('last_status', 'integer')
       .addColumn('last_error', 'text')
-      // The node delivering it now, and until when that holds (a node that dies lets it go by then).
+      // The node delivering it now, and until when that holds (a node that dies lets it go by then);
+      // when a node last took it (those that waited longest go first).
       .addColumn('lease_owner', 'text')
       .addColumn('lease_until', t.timestamp)
+      .addColumn('turn_at', t.timestamp)
       .addColumn('created_at', t.timestamp, (c) => c.notNull())
       .addColumn('updated_at', t.timestamp, (c) => c.notNull())
       .execute();
