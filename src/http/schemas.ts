@@ -1,5 +1,5 @@
 // Schemas every route shares: problems, pagination, the organization path parameter.
-import { Type } from '@sinclair/typebox';
+import { Type, type Static, type TObject } from '@sinclair/typebox';
 import { MAX_LIMIT, DEFAULT_LIMIT } from '../platform/pagination.js';
 import { PROBLEM_CODES, PROBLEM_TYPE_BASE, problemType } from '../platform/problem-codes.js';
 
@@ -52,6 +52,14 @@ export const SequenceNumber = (options: { minimum: number; description?: string;
 export const ForceDeleteQuery = (what: string) => Type.Object({
   force: Type.Optional(Type.Boolean({ default: false, description: `true: ${what}; never while a deployment is queued or in progress.` })),
 });
+
+/**
+ * A body that may be left out altogether (`POST …/cancel` with nothing to say): the schema admits
+ * null, which is what the validator sees for a missing body.
+ */
+export function optionalBody<T extends TObject>(schema: T) {
+  return Type.Unsafe<Static<T> | null>({ ...schema, type: ['object', 'null'], description: `${schema.description ?? ''} The body may be omitted.`.trim() });
+}
 
 export const OrgIdParam = Type.String({ minLength: 1, maxLength: 64, description: 'Organization id (`org_…`) or slug.' });
 export const OrgParams = Type.Object({ orgId: OrgIdParam });

@@ -184,6 +184,9 @@ describe('webhooks', () => {
       assert.deepEqual(deliveries.map((d: any) => [d.eventType, d.attempt, d.status, d.error]).reverse(), types.map((t) => [t, 1, 200, null]));
       const state = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
       assert.deepEqual([state.state, state.lastAttempt.status, state.lastAttempt.error], ['active', 200, null]);
+      // Deleted, it takes its delivery records with it.
+      assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 204);
+      assert.deepEqual(await server.core.db.selectFrom('webhook_deliveries').select('id').where('webhook_id', '=', hook.id).execute(), []);
     } finally {
       await receiver.close();
     }

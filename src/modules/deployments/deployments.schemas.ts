@@ -1,6 +1,6 @@
 // Deployment shapes, shared by the API routes and the runner protocol.
-import { Type, type Static, type TObject } from '@sinclair/typebox';
-import { NullableCursor, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
+import { Type, type Static } from '@sinclair/typebox';
+import { NullableCursor, optionalBody, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { DeploymentSpec, SPEC_LIMITS, variablesSchema } from '../services/services.schemas.js';
 import { DEPLOYMENT_STATES } from './deployment-state.js';
@@ -8,14 +8,6 @@ import { DEPLOYMENT_STATES } from './deployment-state.js';
 export const DeploymentStateSchema = Type.Union(DEPLOYMENT_STATES.map((s) => Type.Literal(s)), {
   description: 'queued → in_progress → succeeded | failed; queued or in_progress → cancelled; succeeded → superseded when a newer one succeeds; in_progress → queued when its lease expires, or its runner gives it back, with attempts left.',
 });
-
-/**
- * A body that may be left out altogether (`POST …/cancel` with nothing to say): the schema admits
- * null, which is what the validator sees for a missing body.
- */
-export function optionalBody<T extends TObject>(schema: T) {
-  return Type.Unsafe<Static<T> | null>({ ...schema, type: ['object', 'null'], description: `${schema.description ?? ''} The body may be omitted.`.trim() });
-}
 
 export const ProcessExit = Type.Object({
   code: Type.Union([Type.Integer(), Type.Null()], { description: 'Its exit code; null when a signal ended it.' }),

@@ -54,8 +54,8 @@
 // process's to see: a runner should keep them out of its own logs and mask them in the log lines
 // it sends.
 import { Type, type Static } from '@sinclair/typebox';
-import { OrgIdParam, Timestamp } from '../../http/schemas.js';
-import { DeploymentSchema, LogStream, optionalBody, ProcessAddress, ProcessExit, ReportedProcessState } from '../deployments/deployments.schemas.js';
+import { optionalBody, OrgIdParam, Timestamp } from '../../http/schemas.js';
+import { DeploymentSchema, LogStream, ProcessAddress, ProcessExit, ReportedProcessState } from '../deployments/deployments.schemas.js';
 import { HealthCheck } from '../services/services.schemas.js';
 
 /** Route templates (Fastify syntax); `runnerUrl` fills them in. */

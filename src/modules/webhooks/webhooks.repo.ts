@@ -35,8 +35,8 @@ export const webhooksRepo = {
     return db.updateTable('webhooks').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
   },
 
+  /** With its delivery records: their foreign key cascades. */
   async delete(db: Executor, id: string): Promise<void> {
-    await db.deleteFrom('webhook_deliveries').where('webhook_id', '=', id).execute();
     await db.deleteFrom('webhooks').where('id', '=', id).execute();
   },
 

@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../http/app-types.js';
-import { optionalBody } from '../deployments/deployments.schemas.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
-import { noStore, OrgParams, PageQuery } from '../../http/schemas.js';
+import { noStore, optionalBody, OrgParams, PageQuery } from '../../http/schemas.js';
 import { CreatedWebhookSchema, CreateWebhookBody, DeliveryList, RotatedSecretSchema, UpdateWebhookBody, WebhookList, WebhookParams, WebhookSchema } from './webhooks.schemas.js';
 import type { WebhooksService } from './webhooks.service.js';
 
