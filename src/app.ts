@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { DestinationStream } from 'pino';
 import { registerConsole } from './http/console.js';
+import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
 import { buildServer } from './http/server.js';
 import { createRateLimiter } from './http/rate-limit.js';
 import type { App } from './http/app-types.js';
@@ -13,6 +14,7 @@ import { keysRepo } from './modules/keys/keys.repo.js';
 import { openDatabase, sqliteFile, type Database } from './platform/db/database.js';
 import { migrateToLatest, schemaState } from './platform/db/migrations/index.js';
 import { createLogger, type Logger } from './platform/logging.js';
+import { createMetrics } from './platform/metrics.js';
 import { oauthRoutes } from './modules/auth/oauth.routes.js';
 import { createPrincipalDirectory } from './modules/auth/principal-directory.js';
 import { createRevocationList } from './modules/auth/revocations.js';
@@ -188,8 +190,20 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
 
 export type Core = Awaited<ReturnType<typeof openCore>>;
 
+/** The metrics listener (SLIPWAY_METRICS_ADDRESS) could not listen; `cause` says why. */
+export class MetricsListenError extends Error {
+  constructor(cause: unknown) {
+    super(`cannot listen for metrics: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
 export interface SlipwayOptions extends CoreOptions {
   onUndeclaredStatus?: (route: string, status: number) => void;
+  /**
+   * Serve GET /metrics on SLIPWAY_METRICS_ADDRESS (when set). The workers of `serve --workers N`
+   * do not: the primary serves theirs, summed.
+   */
+  metricsListener?: boolean;
   /** Create the default organization on an empty database (true for `serve`). */
   bootstrap?: boolean;
 }
@@ -198,6 +212,8 @@ export interface Slipway {
   core: Core;
   server: App;
   bootstrapFile: string | null;
+  /** Where GET /metrics is served (`host:port`), once listening, or null. */
+  readonly metricsAddress: string | null;
   listen(): Promise<string>;
   close(): Promise<void>;
 }
@@ -209,8 +225,12 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   const bootstrapFile = options.bootstrap === false ? null
     : await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
 
+  const metrics = config.metricsAddress === null ? null : createMetrics({ version: VERSION });
+  metrics?.readPendingDeployments(() => core.deployments.pending());
+
   const server = await buildServer({
     logger: core.logger,
+    ...(metrics === null ? {} : { metrics }),
     bodyLimit: config.limits.bodyBytes,
     trustProxy: config.trustProxy,
     verifier: core.verifier,
@@ -277,21 +297,33 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   const dispatcher = createWebhookDispatcher({
     db: core.db, dialect: core.database.dialect, dataKeys: core.dataKeys, logger: core.logger,
     allowPrivate: config.webhookAllowPrivate, disableAfterSeconds: config.webhookDisableAfterSeconds, userAgent: `Slipway-Webhooks/${VERSION}`,
+    ...(metrics === null ? {} : { metrics }),
   });
   const stopSweeper = core.runner.startSweeper(Math.max(1000, Math.min(5000, config.runnerLeaseSeconds * 500)),
     (err) => core.logger.warn({ err }, 'sweeping expired runner leases failed'));
 
+  let metricsListener: MetricsListener | null = null;
   return {
     core,
     server,
     bootstrapFile,
+    get metricsAddress() {
+      return metricsListener?.address ?? null;
+    },
     async listen() {
+      if (metrics !== null && config.metricsAddress !== null && options.metricsListener !== false) {
+        const { registry } = metrics;
+        metricsListener = await listenForMetrics(config.metricsAddress, { contentType: registry.contentType, text: () => registry.metrics() }, core.logger)
+          .catch((error: unknown) => { throw new MetricsListenError(error); });
+        core.logger.info({ address: metricsListener.address }, 'metrics listening: GET /metrics');
+      }
       const address = await server.listen({ host: config.host, port: config.port });
       core.runner.listening();
       dispatcher.start();
       return address;
     },
     async close() {
+      await metricsListener?.close();
       clearTimeout(firstHousekeeping);
       clearInterval(prune);
       stopSweeper();

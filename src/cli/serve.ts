@@ -2,7 +2,9 @@
 // (node:cluster) sharing one port. The primary migrates and bootstraps once before forking.
 import cluster from 'node:cluster';
 import net from 'node:net';
-import { createSlipway, openCore } from '../app.js';
+import { createSlipway, MetricsListenError, openCore } from '../app.js';
+import { listenForMetrics, type MetricsListener } from '../http/metrics-listener.js';
+import { clusterMetrics } from '../platform/metrics.js';
 import { ConfigError, redactUrl, type Config } from '../platform/config.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
 import type { StopSignals } from './stop-signals.js';
@@ -12,7 +14,8 @@ const SHUTDOWN_GRACE_MS = 30_000;
 const WORKER_CANNOT_LISTEN = 2;
 
 async function runServer(config: Config, primary: boolean, signals: StopSignals): Promise<void> {
-  const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary });
+  // A worker's metrics are served by the primary, summed with the other workers'.
+  const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary, metricsListener: !cluster.isWorker });
   const log = slipway.core.logger;
   if (signals.received !== null) {
     // Stopped while starting: it has served nothing, so nothing is left to finish.
@@ -65,41 +68,51 @@ async function runServer(config: Config, primary: boolean, signals: StopSignals)
   signals.handle(stop);
 }
 
-/** Why the server could not listen, naming the settings to change. */
+/** Why a listener could not listen, naming the settings to change. */
 function listenError(error: unknown, config: Config): Error {
-  const code = (error as { code?: unknown }).code;
-  const where = `${config.host}:${config.port}`;
+  const metrics = error instanceof MetricsListenError;
+  const cause = metrics ? error.cause : error;
+  const { host, port } = metrics ? config.metricsAddress! : config;
+  const names = metrics
+    ? { port: 'SLIPWAY_METRICS_ADDRESS (--metrics-address)', host: 'SLIPWAY_METRICS_ADDRESS (--metrics-address)' }
+    : { port: 'SLIPWAY_PORT (--port)', host: 'SLIPWAY_HOST (--host)' };
+  const code = (cause as { code?: unknown }).code;
+  const where = `${host}:${port}`;
   switch (code) {
     case 'EADDRINUSE':
-      return new ConfigError(`SLIPWAY_PORT (--port): ${where} is in use by another process; stop it or choose another port`);
+      return new ConfigError(`${names.port}: ${where} is in use by another process; stop it or choose another port`);
     case 'EADDRNOTAVAIL':
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
-      return new ConfigError(`SLIPWAY_HOST (--host): cannot listen on "${config.host}" (${code}): give an address of this machine, such as 127.0.0.1 or 0.0.0.0`);
+      return new ConfigError(`${names.host}: cannot listen on "${host}" (${code}): give an address of this machine, such as 127.0.0.1 or 0.0.0.0`);
     case 'EACCES':
-      return new ConfigError(`SLIPWAY_PORT (--port): not allowed to listen on ${where} (ports below 1024 need privileges); choose another port`);
+      return new ConfigError(`${names.port}: not allowed to listen on ${where} (ports below 1024 need privileges); choose another port`);
     default:
-      return error as Error;
+      return cause as Error;
   }
 }
 
+/** Listens on `where` and lets go, or throws what listening there would. */
+async function probe(where: { host: string; port: number }): Promise<void> {
+  if (where.port === 0) return;
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: where.host, port: where.port, exclusive: true }, () => resolve());
+  });
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
 /**
- * Fails now, as listen would later, when the address cannot be listened on: before the database
+ * Fails now, as listen would later, when an address cannot be listened on: before the database
  * is opened, a first start's data directory, master key and bootstrap file are made for a server
  * that would then not run. (Whatever takes the port in the moment between is still caught at listen.)
  */
 async function assertCanListen(config: Config): Promise<void> {
-  if (config.port === 0) return;
-  const probe = net.createServer();
-  try {
-    await new Promise<void>((resolve, reject) => {
-      probe.once('error', reject);
-      probe.listen({ host: config.host, port: config.port, exclusive: true }, () => resolve());
-    });
-  } catch (error) {
-    throw listenError(error, config);
+  await probe(config).catch((error: unknown) => { throw listenError(error, config); });
+  if (config.metricsAddress !== null) {
+    await probe(config.metricsAddress).catch((error: unknown) => { throw listenError(new MetricsListenError(error), config); });
   }
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
 
 /** `signals`: caught by the caller before this module (and the server with it) was loaded. */
@@ -120,6 +133,16 @@ export async function serve(config: Config, signals: StopSignals): Promise<numbe
     let stopping = false;
     let startFailed = false;
     const listened = new Set<number>();
+    // The workers' metrics, summed, on the primary's own listener.
+    let metrics: MetricsListener | null = null;
+    if (config.metricsAddress !== null) {
+      try {
+        metrics = await listenForMetrics(config.metricsAddress, clusterMetrics(), core.logger);
+      } catch (error) {
+        throw listenError(new MetricsListenError(error), config);
+      }
+      core.logger.info({ address: metrics.address }, 'metrics listening: GET /metrics (every worker\'s)');
+    }
     for (let i = 0; i < config.workers; i++) cluster.fork();
     cluster.on('listening', (worker) => listened.add(worker.id));
     cluster.on('exit', (worker, code, signal) => {
@@ -149,6 +172,7 @@ export async function serve(config: Config, signals: StopSignals): Promise<numbe
       // Once: a second signal (or a worker failing to start while stopping) sends no more.
       if (stopping) return;
       stopping = true;
+      void metrics?.close();
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
       core.logger.info('shutting down: stopping the workers');
     };

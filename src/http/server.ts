@@ -10,6 +10,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import underPressure from '@fastify/under-pressure';
 import FindMyWay from 'find-my-way';
 import { routePrefix } from '../platform/config.js';
+import { NO_METRICS, type Metrics } from '../platform/metrics.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
 import { errors, pointerSegment } from '../platform/errors.js';
 import { allows, type Access } from '../modules/auth/roles.js';
@@ -38,6 +39,8 @@ export interface ServerDeps {
   openapi: OpenApiOptions;
   /** Ready when the database answers. */
   ready: () => Promise<boolean>;
+  /** What each response counts in (SLIPWAY_METRICS_ADDRESS); none by default. */
+  metrics?: Metrics;
   /** Tests pass this to fail on a status a route did not declare. */
   onUndeclaredStatus?: (route: string, status: number) => void;
 }
@@ -47,7 +50,7 @@ export interface ServerDeps {
  * "incoming"/"completed" pair is two lines and logs the whole request object).
  */
 class AccessLog extends LogController {
-  constructor(private readonly write: (line: AccessLine) => void, private readonly completed: (req: FastifyRequest) => void) {
+  constructor(private readonly write: (line: AccessLine) => void, private readonly completed: (req: FastifyRequest) => void, private readonly metrics: Metrics) {
     super({ requestIdLogLabel: 'requestId' });
   }
 
@@ -55,13 +58,16 @@ class AccessLog extends LogController {
 
   override requestCompleted(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply): void {
     this.completed(req);
+    const elapsed = reply.elapsedTime;
+    const route = req.routeOptions.url;
+    this.metrics.request(req.method, route, reply.statusCode, elapsed / 1000);
     const line = {
       requestId: req.id,
       method: req.method,
-      route: req.routeOptions.url ?? null,
+      route: route ?? null,
       path: pathOf(req.url),
       status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 10) / 10,
+      ms: Math.round(elapsed * 10) / 10,
       sub: req.principal?.subject,
     };
     if (error === null || error === undefined) return this.write(line);
@@ -110,7 +116,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const n = underWay.get(socket);
     // A request the router refused never counted itself in (no onRequest): it does not count out.
     if (n !== undefined && n > 0) underWay.set(socket, n - 1);
-  });
+  }, deps.metrics ?? NO_METRICS);
   const app = Fastify({
     loggerInstance: deps.logger,
     // One access-log line per request, written by our onResponse hook.

@@ -74,6 +74,8 @@ export interface Config {
   webhookDisableAfterSeconds: number;
   /** SQLite: whether each COMMIT syncs the write-ahead log (`full`) or only checkpoints do (`normal`). */
   sqliteSynchronous: 'full' | 'normal';
+  /** Where GET /metrics is served (Prometheus), or null: no metrics. */
+  metricsAddress: { host: string; port: number } | null;
 }
 
 export class ConfigError extends Error {}
@@ -123,6 +125,7 @@ export const CONFIG_VARIABLES = {
   webhookAllowPrivate: 'SLIPWAY_WEBHOOK_ALLOW_PRIVATE',
   webhookDisableAfterSeconds: 'SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS',
   sqliteSynchronous: 'SLIPWAY_SQLITE_SYNCHRONOUS',
+  metricsAddress: 'SLIPWAY_METRICS_ADDRESS',
 } as const;
 
 export type ConfigKey = keyof typeof CONFIG_VARIABLES;
@@ -253,6 +256,11 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     throw new ConfigError(`${label('webhookAllowPrivate')} must be true or false, got "${webhookAllowPrivate}"`);
   }
 
+  const metricsAddress = listenAddress(raw('metricsAddress'), label('metricsAddress'));
+  if (metricsAddress !== null && metricsAddress.port !== 0 && metricsAddress.port === port && (metricsAddress.host === host || isWildcard(host) || isWildcard(metricsAddress.host))) {
+    throw new ConfigError(`${label('metricsAddress')} must be another port than the API's (${port}): the metrics have a listener of their own`);
+  }
+
   const logLevel = raw('logLevel') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`${label('logLevel')} must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
@@ -296,7 +304,25 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     webhookAllowPrivate: webhookAllowPrivate === 'true',
     webhookDisableAfterSeconds: int('webhookDisableAfterSeconds', 3 * 86_400, 1, 30 * 86_400),
     sqliteSynchronous,
+    metricsAddress,
   };
+}
+
+const isWildcard = (host: string): boolean => host === '0.0.0.0' || host === '::';
+
+/**
+ * SLIPWAY_METRICS_ADDRESS: `PORT` (on 127.0.0.1), `HOST:PORT` or `[IPv6]:PORT`; unset, no metrics.
+ * Port 0 listens where the system says (the log tells where).
+ */
+function listenAddress(value: string | undefined, label: string): { host: string; port: number } | null {
+  if (value === undefined) return null;
+  const match = /^(?:(?:\[([^\]]+)\]|([^:]+)):)?(\d{1,5})$/.exec(value);
+  const host = match?.[1] ?? match?.[2] ?? '127.0.0.1';
+  const port = Number(match?.[3]);
+  if (match === null || port > 65535 || !isListenHost(host) || (match[1] !== undefined && net.isIPv6(host) === false)) {
+    throw new ConfigError(`${label} must be PORT, HOST:PORT or [IPv6]:PORT (such as 9464, 127.0.0.1:9464 or 0.0.0.0:9464), with a port from 0 to 65535, got "${value}"`);
+  }
+  return { host, port };
 }
 
 /** A label of a host name (RFC 1123): letters, digits and dashes, neither first nor last a dash. */

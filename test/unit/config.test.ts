@@ -31,7 +31,7 @@ const INVALID: Array<[string, string]> = [
   ['SLIPWAY_SECRET_RETENTION_DAYS', '3651'], ['SLIPWAY_RUNNER_LEASE_SECONDS', '1'], ['SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS', '0'],
   ['SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS', '1'], ['SLIPWAY_MAX_EVENT_LOOP_DELAY_MS', '60001'], ['SLIPWAY_TRUST_PROXY', 'true'],
   ['SLIPWAY_EXTERNAL_ISSUER', 'zitadel.example.test'], ['SLIPWAY_EXTERNAL_ISSUER', 'ftp://zitadel.example.test'],
-  ['SLIPWAY_EXTERNAL_JWKS_URL', 'not a url'],
+  ['SLIPWAY_EXTERNAL_JWKS_URL', 'not a url'], ['SLIPWAY_METRICS_ADDRESS', 'localhost'], ['SLIPWAY_METRICS_ADDRESS', '127.0.0.1:65536'],
 ];
 
 describe('configuration', () => {
@@ -196,6 +196,27 @@ describe('configuration', () => {
     for (const value of ['0', '33', 'proxy.internal', '10.0.0.0/33', '10.0.0.1/8/8', '::1/129', ',']) {
       assert.match(refusal({ SLIPWAY_TRUST_PROXY: value }), /^SLIPWAY_TRUST_PROXY must be /, value);
     }
+  });
+
+  it('serves no metrics unless asked, and takes PORT, HOST:PORT or [IPv6]:PORT', () => {
+    assert.equal(loadConfig({}, {}, '/srv').metricsAddress, null);
+    assert.deepEqual(loadConfig({ SLIPWAY_METRICS_ADDRESS: '9464' }, {}, '/srv').metricsAddress, { host: '127.0.0.1', port: 9464 });
+    assert.deepEqual(loadConfig({ SLIPWAY_METRICS_ADDRESS: '0.0.0.0:9464' }, {}, '/srv').metricsAddress, { host: '0.0.0.0', port: 9464 });
+    assert.deepEqual(loadConfig({ SLIPWAY_METRICS_ADDRESS: '[::1]:9464' }, {}, '/srv').metricsAddress, { host: '::1', port: 9464 });
+    assert.deepEqual(loadConfig({}, { metricsAddress: 'metrics.internal:0' }, '/srv').metricsAddress, { host: 'metrics.internal', port: 0 });
+  });
+
+  it('refuses a metrics address that is none, or the API\'s own port', () => {
+    for (const value of ['', ' ', 'localhost', ':9464', '::1:9464', '[localhost]:9464', '[::1]', '1.2.3:9464', '127.0.0.1:99999', '127.0.0.1:94a']) {
+      if (value === '') continue; // empty is unset
+      assert.match(refusal({ SLIPWAY_METRICS_ADDRESS: value }), /^SLIPWAY_METRICS_ADDRESS must be PORT, HOST:PORT or \[IPv6\]:PORT .*, got "/, value);
+    }
+    for (const value of ['8080', '127.0.0.1:8080', '0.0.0.0:8080']) {
+      assert.match(refusal({ SLIPWAY_METRICS_ADDRESS: value }), /^SLIPWAY_METRICS_ADDRESS must be another port than the API's \(8080\)/, value);
+    }
+    assert.match(refusal({ SLIPWAY_HOST: '0.0.0.0', SLIPWAY_PORT: '9000' }, { metricsAddress: '10.0.0.1:9000' }), /^--metrics-address \(SLIPWAY_METRICS_ADDRESS\) must be another port/);
+    // Another address of the machine, on the API's port: both can listen.
+    assert.deepEqual(loadConfig({ SLIPWAY_HOST: '127.0.0.1', SLIPWAY_METRICS_ADDRESS: '10.0.0.1:8080' }, {}, '/srv').metricsAddress, { host: '10.0.0.1', port: 8080 });
   });
 
   it('is documented: the README\'s configuration table has a row for every variable', () => {

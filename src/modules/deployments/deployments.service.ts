@@ -262,6 +262,11 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         state: row.state as DeploymentState,
       };
     },
+
+    /** Across every organization: deployments waiting and running, and the oldest one waiting (metrics). */
+    pending() {
+      return deploymentsRepo.pending(db);
+    },
   };
 }
 

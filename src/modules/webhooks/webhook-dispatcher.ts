@@ -10,6 +10,7 @@ import { SYSTEM_CONTEXT } from '../../platform/context.js';
 import type { Db, Dialect } from '../../platform/db/database.js';
 import { newId } from '../../platform/ids.js';
 import type { Logger } from '../../platform/logging.js';
+import { NO_METRICS, type Metrics } from '../../platform/metrics.js';
 import { appendEvents } from '../events/event-log.js';
 import { eventsRepo, type EventPosition } from '../events/events.repo.js';
 import { toEvent } from '../events/events.service.js';
@@ -37,12 +38,15 @@ export interface DispatcherOptions {
   allowPrivate: boolean;
   disableAfterSeconds: number;
   userAgent: string;
+  /** Counts each attempt recorded, and each webhook disabled. */
+  metrics?: Pick<Metrics, 'webhookAttempt' | 'webhookDisabled'>;
   pollMs?: number;
   timeoutMs?: number;
 }
 
 export function createWebhookDispatcher(deps: DispatcherOptions) {
   const { db, dialect, dataKeys, logger } = deps;
+  const metrics = deps.metrics ?? NO_METRICS;
   const owner = randomUUID();
   const pollMs = deps.pollMs ?? 1000;
   const timeoutMs = deps.timeoutMs ?? 10_000;
@@ -120,6 +124,8 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
         return row;
       });
       if (updated === undefined) return false;
+      metrics.webhookAttempt(delivered, result.durationMs / 1000);
+      if (disable) metrics.webhookDisabled();
       if (disable) logger.warn({ webhookId: w.id, orgId: w.org_id, failingSince, failures }, 'disabled a webhook that kept failing');
       w = updated;
       failure = updated;

@@ -1,0 +1,160 @@
+// Prometheus metrics (prom-client), served on their own listener when SLIPWAY_METRICS_ADDRESS is
+// set. Counters and histograms are this process's; `serve --workers N` sums the workers' in the
+// primary. What the database knows (deployments waiting, running) is read when scraped. Labels
+// are route templates, methods, statuses and states: never a path, an id, a name or a value.
+import cluster from 'node:cluster';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type CounterConfiguration } from 'prom-client';
+
+export interface PendingDeployments {
+  queued: number;
+  inProgress: number;
+  /** When the oldest queued deployment was created, or null when none waits. */
+  oldestQueuedAt: string | null;
+}
+
+export interface Metrics {
+  /** A response sent: the route template (undefined when no route matched), its status and time. */
+  request(method: string, route: string | undefined, status: number, seconds: number): void;
+  /** A webhook delivery attempt recorded. */
+  webhookAttempt(delivered: boolean, seconds: number): void;
+  /** A webhook disabled after failing too long. */
+  webhookDisabled(): void;
+  /** Reads what the database knows at each scrape (`deployments`). */
+  readPendingDeployments(read: () => Promise<PendingDeployments>): void;
+}
+
+/** Metrics off: nothing is counted. */
+export const NO_METRICS: Metrics = {
+  request() {},
+  webhookAttempt() {},
+  webhookDisabled() {},
+  readPendingDeployments() {},
+};
+
+/** The methods Fastify routes; anything else is counted as `other`, so labels stay few. */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** No route matched: a 404 of the router, whatever the path (paths are not labels). */
+const UNMATCHED = '(unmatched)';
+/** Requests take milliseconds; a runner's claim waits up to 30 s for work. */
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** A webhook attempt ends within its 10 s timeout. */
+const DELIVERY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+interface RouteInstruments {
+  duration: Histogram.Internal<'method' | 'route'>;
+  byStatus: Map<number, Counter.Internal>;
+}
+
+export interface RecordingMetrics extends Metrics {
+  registry: Registry;
+}
+
+/**
+ * A registry with this process's metrics. In a worker of `serve --workers N` it also answers the
+ * primary's requests for them (prom-client's cluster messages).
+ */
+export function createMetrics(options: { version: string }): RecordingMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const counter = <L extends string>(config: CounterConfiguration<L>) => new Counter({ ...config, registers: [registry] });
+
+  // One value whatever the number of workers: the aggregation takes the largest, not the sum.
+  new Gauge({ name: 'slipway_info', help: 'Always 1; the version label says which Slipway runs', labelNames: ['version'], registers: [registry], aggregator: 'max' })
+    .set({ version: options.version }, 1);
+
+  const requests = counter({ name: 'slipway_http_requests_total', help: 'HTTP responses sent, by method, route template and status', labelNames: ['method', 'route', 'status'] });
+  const durations = new Histogram({
+    name: 'slipway_http_request_duration_seconds', help: 'Time from a request\'s arrival to its response, by method and route template',
+    labelNames: ['method', 'route'], buckets: REQUEST_BUCKETS, registers: [registry],
+  });
+  const attempts = counter({ name: 'slipway_webhook_deliveries_total', help: 'Webhook delivery attempts recorded, by outcome (delivered: a 2xx within the timeout)', labelNames: ['outcome'] });
+  const attemptDurations = new Histogram({ name: 'slipway_webhook_delivery_duration_seconds', help: 'Time of a webhook delivery attempt', buckets: DELIVERY_BUCKETS, registers: [registry] });
+  const disabled = counter({ name: 'slipway_webhooks_disabled_total', help: 'Webhooks disabled after failing for SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS' });
+  const delivered = attempts.labels('delivered');
+  const failed = attempts.labels('failed');
+  // Zero from the start, so that a rate over them exists before the first attempt.
+  delivered.inc(0);
+  failed.inc(0);
+
+  // The children of each route's label set are looked up once, not on every request.
+  const instruments = new Map<string, Map<string, RouteInstruments>>();
+  function instrumentsOf(method: string, route: string): RouteInstruments {
+    let routes = instruments.get(method);
+    if (routes === undefined) instruments.set(method, routes = new Map());
+    let found = routes.get(route);
+    if (found === undefined) routes.set(route, found = { duration: durations.labels(method, route), byStatus: new Map() });
+    return found;
+  }
+
+  // Read from the database when scraped, once for both gauges: a scrape collects every metric at
+  // once, so the second asks while the first's read is under way. Every worker and every node reads
+  // the same numbers: the workers' are aggregated by taking the largest, as nodes' are to be.
+  let read: (() => Promise<PendingDeployments>) | null = null;
+  let reading: Promise<PendingDeployments> | null = null;
+  const pendingNow = (): Promise<PendingDeployments> | null => {
+    if (read === null) return null;
+    if (reading === null) {
+      const answer = read();
+      reading = answer;
+      const done = () => { if (reading === answer) reading = null; };
+      answer.then(done, done);
+    }
+    return reading;
+  };
+  new Gauge({
+    name: 'slipway_deployments', help: 'Deployments waiting for a runner (queued) and running (in_progress), in every organization; the same on every node',
+    labelNames: ['state'], registers: [registry], aggregator: 'max',
+    async collect() {
+      const now = await pendingNow()?.catch(() => null);
+      // Unread (the database did not answer): no sample rather than a stale one, and the rest is served.
+      this.reset();
+      if (now === null || now === undefined) return;
+      this.set({ state: 'queued' }, now.queued);
+      this.set({ state: 'in_progress' }, now.inProgress);
+    },
+  });
+  new Gauge({
+    name: 'slipway_deployment_oldest_queued_age_seconds', help: 'How long the oldest queued deployment has existed (0 when none waits): runners not keeping up, or none running',
+    registers: [registry], aggregator: 'max',
+    async collect() {
+      const now = await pendingNow()?.catch(() => null);
+      if (now === null || now === undefined) return this.set(Number.NaN);
+      this.set(now.oldestQueuedAt === null ? 0 : Math.max(0, (Date.now() - Date.parse(now.oldestQueuedAt)) / 1000));
+    },
+  });
+
+  if (cluster.isWorker) {
+    AggregatorRegistry.setRegistries([registry]);
+    // Constructing one installs the worker's answer to the primary's requests.
+    new AggregatorRegistry();
+  }
+
+  return {
+    registry,
+    request(method, route, status, seconds) {
+      const m = METHODS.has(method) ? method : 'other';
+      const r = route === undefined || route === '' ? UNMATCHED : route;
+      const found = instrumentsOf(m, r);
+      found.duration.observe(seconds);
+      let count = found.byStatus.get(status);
+      if (count === undefined) found.byStatus.set(status, count = requests.labels(m, r, String(status)));
+      count.inc();
+    },
+    webhookAttempt(ok, seconds) {
+      (ok ? delivered : failed).inc();
+      attemptDurations.observe(seconds);
+    },
+    webhookDisabled() {
+      disabled.inc();
+    },
+    readPendingDeployments(reader) {
+      read = reader;
+    },
+  };
+}
+
+/** The primary of `serve --workers N`: its workers' metrics, aggregated. */
+export function clusterMetrics(): { contentType: string; text: () => Promise<string> } {
+  const aggregator = new AggregatorRegistry();
+  return { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() };
+}
