@@ -7,14 +7,14 @@ import { isDatabaseBusy } from '../platform/db/facts.js';
 import { parse, UsageError } from './args.js';
 import { printJson } from './output.js';
 import { catchStopSignals } from './stop-signals.js';
-import { BACKUP_USAGE, ORG_USAGE, RUNNER_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { BACKUP_USAGE, DEPLOY_USAGE, ORG_USAGE, RUNNER_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...DEPLOY_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
 matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list. --master-key and
@@ -59,10 +59,12 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await (await import('./keys.js')).keysCommand(rest, env);
       case 'runner':
         return await (await import('./runner.js')).runnerCommand(rest, env);
+      case 'deploy':
+        return await (await import('./deploy.js')).deployCommand(rest, env);
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner or backup; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, deploy or backup; see slipway --help');
       case 'help':
       case '--help':
       case '-h':

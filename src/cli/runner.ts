@@ -2,26 +2,19 @@
 // deployments of its environments and runs each as a local process (src/runner-agent/). Its
 // settings come from flags, SLIPWAY_* variables or a credentials file, in that order.
 import fs from 'node:fs';
-import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { createLogger } from '../platform/logging.js';
 import { Refused } from '../runner-agent/http-call.js';
 import { createProtocolClient } from '../runner-agent/protocol-client.js';
 import { createRunner, RECONCILE_DEFAULT_SECONDS } from '../runner-agent/runner.js';
-import { createTokenSource, type ClientCredentials } from '../runner-agent/token-source.js';
+import { createTokenSource } from '../runner-agent/token-source.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, settingReader, type ApiClientSettings } from './api-client.js';
 import { UsageError } from './args.js';
 import { RUNNER_USAGE } from './usage.js';
 
-
 const FLAGS = {
-  org: { type: 'string' },
+  ...API_CLIENT_FLAGS,
   environment: { type: 'string', multiple: true },
-  credentials: { type: 'string' },
-  'client-id': { type: 'string' },
-  'client-secret': { type: 'string' },
-  'token-url': { type: 'string' },
-  scope: { type: 'string' },
-  url: { type: 'string' },
   concurrency: { type: 'string' },
   'reconcile-seconds': { type: 'string' },
   'log-level': { type: 'string' },
@@ -30,28 +23,15 @@ const FLAGS = {
 
 /** The variable behind each flag. */
 const VARIABLES = {
-  org: 'SLIPWAY_ORG',
+  ...API_CLIENT_VARIABLES,
   environment: 'SLIPWAY_ENVIRONMENTS',
-  'client-id': 'SLIPWAY_CLIENT_ID',
-  'client-secret': 'SLIPWAY_CLIENT_SECRET',
-  'token-url': 'SLIPWAY_TOKEN_URL',
-  scope: 'SLIPWAY_SCOPE',
-  url: 'SLIPWAY_URL',
   concurrency: 'SLIPWAY_RUNNER_CONCURRENCY',
   'reconcile-seconds': 'SLIPWAY_RUNNER_RECONCILE_SECONDS',
   'log-level': 'SLIPWAY_LOG_LEVEL',
 } as const;
 
-const TOKEN_PATH = '/oauth/v2/token';
-
 const DESCRIBED: Array<[keyof typeof FLAGS, string, string]> = [
-  ['credentials', 'FILE', 'JSON with clientId, clientSecret, tokenUrl, scope, orgId and baseUrl (service-user create --json)'],
-  ['client-id', 'ID', 'the runner service user\'s client id'],
-  ['client-secret', 'S', 'its client secret (a flag shows in ps: prefer the variable or the file)'],
-  ['scope', 'S', 'the scope string to ask for'],
-  ['url', 'URL', 'the API\'s base URL (default: the token URL\'s)'],
-  ['token-url', 'URL', `the token endpoint (default: URL${TOKEN_PATH})`],
-  ['org', 'ORG', 'organization id or slug'],
+  ...apiClientFlagHelp('runner'),
   ['environment', 'ENV', 'an environment to serve; repeat, or separate with commas (default: all)'],
   ['concurrency', 'N', 'deployments carried out at once, 1-64 (default 4)'],
   ['reconcile-seconds', 'S', 'how often to report what it runs and adopt orphans, 1-3600 (default 15)'],
@@ -71,11 +51,8 @@ went away ran, once the server has not heard from that runner for SLIPWAY_RUNNER
 Flags win over variables, variables over the credentials file:
 ${DESCRIBED.map(([flag, arg, text]) => `  ${`--${flag} ${arg}`.padEnd(20)} ${((VARIABLES as Record<string, string>)[flag] ?? '').padEnd(27)} ${text}\n`).join('')}`;
 
-export interface RunnerSettings {
-  baseUrl: string;
-  orgId: string;
+export interface RunnerSettings extends ApiClientSettings {
   environments?: string[];
-  credentials: ClientCredentials;
   concurrency: number;
   reconcileSeconds: number;
   logLevel: string;
@@ -84,66 +61,10 @@ export interface RunnerSettings {
 type Flags = Partial<Record<keyof typeof FLAGS, string | string[] | boolean>>;
 type Env = Record<string, string | undefined>;
 
-/** What `--credentials FILE` may provide; the shape bootstrap.json and `service-user create --json` share. */
-interface CredentialsFile {
-  clientId?: string;
-  clientSecret?: string;
-  tokenUrl?: string;
-  scope?: string;
-  orgId?: string;
-  baseUrl?: string;
-}
-
-function readCredentialsFile(file: string, read: (file: string) => string): CredentialsFile {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(read(file));
-  } catch (error) {
-    // Never JSON.parse's own message: it quotes the file, and the file holds the client secret.
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(`--credentials ${file}: ${code ? `cannot read it (${code})` : 'is not valid JSON'}`);
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--credentials ${file} must hold a JSON object with clientId, clientSecret, tokenUrl, scope and orgId`);
-  const out: CredentialsFile = {};
-  for (const key of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId', 'baseUrl'] as const) {
-    const value = (parsed as Record<string, unknown>)[key];
-    if (typeof value === 'string' && value !== '') out[key] = value;
-  }
-  return out;
-}
-
-function httpUrl(value: string, what: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new UsageError(`${what} must be an absolute http(s) URL, got "${value}"`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`${what} must be an http(s) URL, got "${value}"`);
-  return value.replace(/\/+$/, '');
-}
-
 /** Flags over variables over the credentials file; every problem is a UsageError naming what to set. */
 export function runnerSettings(flags: Flags, env: Env, read: (file: string) => string = (file) => fs.readFileSync(file, 'utf8')): RunnerSettings {
-  const file = typeof flags.credentials === 'string' ? readCredentialsFile(flags.credentials, read) : {};
-  const setting = (flag: keyof typeof VARIABLES, fromFile?: string): string | undefined => {
-    const given = flags[flag];
-    const value = typeof given === 'string' ? given : env[VARIABLES[flag]];
-    return value !== undefined && value !== '' ? value : fromFile;
-  };
-  const required = (flag: keyof typeof VARIABLES, fromFile?: string): string => {
-    const value = setting(flag, fromFile);
-    if (value === undefined) throw new UsageError(`--${flag} (${VARIABLES[flag]}) is required, or --credentials FILE that has it`);
-    return value;
-  };
-
-  const givenUrl = setting('url', file.baseUrl);
-  const givenTokenUrl = setting('token-url', file.tokenUrl);
-  if (givenUrl === undefined && givenTokenUrl === undefined) throw new UsageError('--url (SLIPWAY_URL) is required: the base URL of the Slipway API');
-  const url = givenUrl !== undefined ? httpUrl(givenUrl, '--url (SLIPWAY_URL)') : undefined;
-  const tokenUrl = httpUrl(givenTokenUrl ?? `${url}${TOKEN_PATH}`, '--token-url (SLIPWAY_TOKEN_URL)');
-  // By default the API and the authorization server are one server: the token URL names its base.
-  const baseUrl = url ?? (tokenUrl.endsWith(TOKEN_PATH) ? tokenUrl.slice(0, -TOKEN_PATH.length) : tokenUrl);
+  const client = apiClientSettings(flags, env, read);
+  const setting = settingReader(flags, env, VARIABLES);
 
   const environmentFlags = Array.isArray(flags.environment) ? flags.environment : [];
   const environments = (environmentFlags.length > 0 ? environmentFlags : [env[VARIABLES.environment] ?? ''])
@@ -162,15 +83,8 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
   if (!(logLevel in pino.levels.values) && logLevel !== 'silent') throw new UsageError(`--log-level (${VARIABLES['log-level']}) must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got "${logLevel}"`);
 
   return {
-    baseUrl,
-    orgId: required('org', file.orgId),
+    ...client,
     ...(environments.length > 0 ? { environments: [...new Set(environments)] } : {}),
-    credentials: {
-      tokenUrl,
-      clientId: required('client-id', file.clientId),
-      clientSecret: required('client-secret', file.clientSecret),
-      scope: required('scope', file.scope),
-    },
     concurrency,
     reconcileSeconds,
     logLevel,
@@ -178,22 +92,8 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
 }
 
 export async function runnerCommand(argv: string[], env: Env): Promise<number> {
-  // `--help` wins, even after a flag the runner does not know.
-  if (argv.includes('--help') || argv.includes('-h') || argv[0] === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  let flags: Flags;
-  try {
-    flags = parseArgs({ args: argv, options: FLAGS, allowPositionals: false, strict: true }).values;
-  } catch (error) {
-    // node:util's messages run on with advice about `--`; the first sentence is the clear part.
-    throw new UsageError((error as Error).message.split(/(?<=\.) /)[0]!);
-  }
-  if (flags.help === true) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const flags = commandFlags(argv, FLAGS, HELP) as Flags | null;
+  if (flags === null) return 0;
   const settings = runnerSettings(flags, env);
   // Synchronous: the last lines before an exit must not be lost in a buffer.
   const logger = createLogger(settings.logLevel, pino.destination({ dest: 2, sync: true })).child({ component: 'runner' });

@@ -20,6 +20,10 @@ export const RUNNER_USAGE = [
   'slipway runner [--org ORG] [--environment ENV]… [--credentials FILE] [--url URL] [--concurrency N]   (slipway runner --help)',
 ];
 
+export const DEPLOY_USAGE = [
+  'slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]   (slipway deploy --help)',
+];
+
 export const BACKUP_USAGE = [
   'slipway backup --to FILE [--json]   (SQLite: a consistent copy while servers keep serving)',
 ];

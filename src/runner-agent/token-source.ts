@@ -23,7 +23,8 @@ export interface TokenSource {
 const RENEW_AFTER = 0.8;
 const TOKEN_REQUEST_TIMEOUT_MS = 15_000;
 
-export function createTokenSource(credentials: ClientCredentials, options: { now?: () => number } = {}): TokenSource {
+/** `who`: whose credentials, in refusals ("the runner's" by default). */
+export function createTokenSource(credentials: ClientCredentials, options: { now?: () => number; who?: string } = {}): TokenSource {
   const now = options.now ?? Date.now;
   let cached: { token: string; renewAt: number } | undefined;
   let pending: Promise<string> | undefined;
@@ -47,7 +48,7 @@ export function createTokenSource(credentials: ClientCredentials, options: { now
     if (answer.status === 200 || isTransientStatus(answer.status)) {
       throw new Unavailable(`the token endpoint ${credentials.tokenUrl} gave no token (${said})`, retryAfterMs(answer.headers));
     }
-    throw new Refused(answer.status, body?.error ?? 'token_refused', `the token endpoint ${credentials.tokenUrl} refused the runner's client credentials (${said})`);
+    throw new Refused(answer.status, body?.error ?? 'token_refused', `the token endpoint ${credentials.tokenUrl} refused ${options.who ?? 'the runner\'s'} client credentials (${said})`);
   }
 
   return {

@@ -1,0 +1,151 @@
+// What the commands that talk to Slipway's API (`runner`, `deploy`) need to reach it as a service
+// user: the base URL, the organization and client credentials, from flags, SLIPWAY_* variables or a
+// credentials file (bootstrap.json, `service-user create --json`), in that order.
+import fs from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { ClientCredentials } from '../runner-agent/token-source.js';
+import { UsageError } from './args.js';
+
+/** The flags every API client takes, as node:util's parseArgs wants them. */
+export const API_CLIENT_FLAGS = {
+  org: { type: 'string' },
+  credentials: { type: 'string' },
+  'client-id': { type: 'string' },
+  'client-secret': { type: 'string' },
+  'token-url': { type: 'string' },
+  scope: { type: 'string' },
+  url: { type: 'string' },
+} as const;
+
+/** The variable behind each of those flags that has one. */
+export const API_CLIENT_VARIABLES = {
+  org: 'SLIPWAY_ORG',
+  'client-id': 'SLIPWAY_CLIENT_ID',
+  'client-secret': 'SLIPWAY_CLIENT_SECRET',
+  'token-url': 'SLIPWAY_TOKEN_URL',
+  scope: 'SLIPWAY_SCOPE',
+  url: 'SLIPWAY_URL',
+} as const;
+
+const TOKEN_PATH = '/oauth/v2/token';
+
+/** Each flag's argument and meaning, for help texts; `who` names the service user (`runner`). */
+export function apiClientFlagHelp(who: string): Array<[keyof typeof API_CLIENT_FLAGS, string, string]> {
+  return [
+    ['credentials', 'FILE', 'JSON with clientId, clientSecret, tokenUrl, scope, orgId and baseUrl (service-user create --json)'],
+    ['client-id', 'ID', `the ${who} service user's client id`],
+    ['client-secret', 'S', 'its client secret (a flag shows in ps: prefer the variable or the file)'],
+    ['scope', 'S', 'the scope string to ask for'],
+    ['url', 'URL', 'the API\'s base URL (default: the token URL\'s)'],
+    ['token-url', 'URL', `the token endpoint (default: URL${TOKEN_PATH})`],
+    ['org', 'ORG', 'organization id or slug'],
+  ];
+}
+
+export interface ApiClientSettings {
+  baseUrl: string;
+  orgId: string;
+  credentials: ClientCredentials;
+}
+
+type Flags = Partial<Record<string, string | string[] | boolean>>;
+type Env = Record<string, string | undefined>;
+
+/** What `--credentials FILE` may provide; the shape bootstrap.json and `service-user create --json` share. */
+interface CredentialsFile {
+  clientId?: string;
+  clientSecret?: string;
+  tokenUrl?: string;
+  scope?: string;
+  orgId?: string;
+  baseUrl?: string;
+}
+
+function readCredentialsFile(file: string, read: (file: string) => string): CredentialsFile {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(read(file));
+  } catch (error) {
+    // Never JSON.parse's own message: it quotes the file, and the file holds the client secret.
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`--credentials ${file}: ${code ? `cannot read it (${code})` : 'is not valid JSON'}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--credentials ${file} must hold a JSON object with clientId, clientSecret, tokenUrl, scope and orgId`);
+  const out: CredentialsFile = {};
+  for (const key of ['clientId', 'clientSecret', 'tokenUrl', 'scope', 'orgId', 'baseUrl'] as const) {
+    const value = (parsed as Record<string, unknown>)[key];
+    if (typeof value === 'string' && value !== '') out[key] = value;
+  }
+  return out;
+}
+
+function httpUrl(value: string, what: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`${what} must be an absolute http(s) URL, got "${value}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`${what} must be an http(s) URL, got "${value}"`);
+  return value.replace(/\/+$/, '');
+}
+
+/**
+ * A setting from its flag, else its variable (`variables` maps flags to variables), else the
+ * credentials file; empty counts as unset.
+ */
+export function settingReader(flags: Flags, env: Env, variables: Record<string, string>) {
+  return (flag: string, fromFile?: string): string | undefined => {
+    const given = flags[flag];
+    const name = variables[flag];
+    const value = typeof given === 'string' ? given : name === undefined ? undefined : env[name];
+    return value !== undefined && value !== '' ? value : fromFile;
+  };
+}
+
+/** Flags over variables over the credentials file; every problem is a UsageError naming what to set. */
+export function apiClientSettings(flags: Flags, env: Env, read: (file: string) => string = (file) => fs.readFileSync(file, 'utf8')): ApiClientSettings {
+  const file = typeof flags.credentials === 'string' ? readCredentialsFile(flags.credentials, read) : {};
+  const setting = settingReader(flags, env, API_CLIENT_VARIABLES);
+  const required = (flag: keyof typeof API_CLIENT_VARIABLES, fromFile?: string): string => {
+    const value = setting(flag, fromFile);
+    if (value === undefined) throw new UsageError(`--${flag} (${API_CLIENT_VARIABLES[flag]}) is required, or --credentials FILE that has it`);
+    return value;
+  };
+
+  const givenUrl = setting('url', file.baseUrl);
+  const givenTokenUrl = setting('token-url', file.tokenUrl);
+  if (givenUrl === undefined && givenTokenUrl === undefined) throw new UsageError('--url (SLIPWAY_URL) is required: the base URL of the Slipway API');
+  const url = givenUrl !== undefined ? httpUrl(givenUrl, '--url (SLIPWAY_URL)') : undefined;
+  const tokenUrl = httpUrl(givenTokenUrl ?? `${url}${TOKEN_PATH}`, '--token-url (SLIPWAY_TOKEN_URL)');
+  // By default the API and the authorization server are one server: the token URL names its base.
+  const baseUrl = url ?? (tokenUrl.endsWith(TOKEN_PATH) ? tokenUrl.slice(0, -TOKEN_PATH.length) : tokenUrl);
+
+  return {
+    baseUrl,
+    orgId: required('org', file.orgId),
+    credentials: {
+      tokenUrl,
+      clientId: required('client-id', file.clientId),
+      clientSecret: required('client-secret', file.clientSecret),
+      scope: required('scope', file.scope),
+    },
+  };
+}
+
+/**
+ * The flags of an API client's command line, or null when it asked for help, which is then printed:
+ * `--help` wins, even after a flag the command does not know.
+ */
+export function commandFlags(argv: string[], options: NonNullable<ParseArgsConfig['options']>, help: string): Flags | null {
+  if (argv.includes('--help') || argv.includes('-h') || argv[0] === 'help') {
+    process.stdout.write(help);
+    return null;
+  }
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: false, strict: true }).values as Flags;
+  } catch (error) {
+    // node:util's messages run on with advice about `--`; the first sentence is the clear part.
+    throw new UsageError((error as Error).message.split(/(?<=\.) /)[0]!);
+  }
+}

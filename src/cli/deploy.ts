@@ -1,0 +1,278 @@
+// `slipway deploy`: a deployment of a service into an environment, made through the API as a
+// service user (developer or above; admin or owner for a protected environment), from a CI pipeline
+// or a shell. With --wait it follows the deployment to its end, its log on stderr, and exits 0 only
+// when it succeeded. The create is sent under an Idempotency-Key, so a retry after a lost answer
+// (a server restarting, a connection cut) never makes a second deployment.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AppError, type FieldError } from '../platform/errors.js';
+import { isTransientStatus, parseJson, request, retryAfterMs, untilAvailable, Unavailable } from '../runner-agent/http-call.js';
+import { createTokenSource, type TokenSource } from '../runner-agent/token-source.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
+import { UsageError } from './args.js';
+import { printJson } from './output.js';
+
+const FLAGS = {
+  ...API_CLIENT_FLAGS,
+  service: { type: 'string' },
+  environment: { type: 'string' },
+  revision: { type: 'string' },
+  description: { type: 'string' },
+  var: { type: 'string', multiple: true },
+  wait: { type: 'boolean' },
+  timeout: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** Waiting, by default and at most. */
+const WAIT_DEFAULT_SECONDS = 900;
+const WAIT_MAX_SECONDS = 86_400;
+/** How long the create is tried again while the server is unavailable. */
+const CREATE_RETRY_MS = 60_000;
+const CALL_TIMEOUT_MS = 30_000;
+/** Between two looks at a deployment that is still queued or running. */
+const FOLLOW_PAUSE_MS = 1_000;
+const LOG_PAGE = 1_000;
+const IN_PROGRESS = 'idempotency_request_in_progress';
+
+const DESCRIBED: Array<[string, string, string]> = [
+  ['service', 'S', 'the service, by name or id (required)'],
+  ['environment', 'ENV', 'the environment, by name or id (required)'],
+  ['revision', 'R', 'what is deployed: a commit, a tag, a build number'],
+  ['description', 'D', 'a description of the deployment'],
+  ['var', 'K=V', 'a plain variable for this deployment only, over the service\'s; repeat for more'],
+  ['wait', '', 'follow it to its end, its log on stderr; exit 0 only when it succeeded'],
+  ['timeout', 'S', `with --wait: give up waiting after S seconds (default ${WAIT_DEFAULT_SECONDS}); the deployment goes on`],
+  ['json', '', 'print the deployment as JSON on stdout (and failures as JSON on stderr)'],
+  ...apiClientFlagHelp('developer').map(([flag, arg, text]): [string, string, string] => [flag, arg, `${text}${flag in API_CLIENT_VARIABLES ? ` (${API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES]})` : ''}`]),
+];
+
+export const DEPLOY_HELP = `usage: slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]
+
+Queues a deployment of a service into an environment, as a service user of the API (developer,
+admin or owner; admin or owner for a protected environment), and prints it. With --wait, follows it
+until it succeeded, failed or was cancelled, with its log on stderr.
+
+Exit status: 0 created (with --wait: succeeded); 1 refused by the server, unreachable, failed,
+cancelled, or still running when --timeout ran out; 2 a usage error; 130 or 143 interrupted (the
+deployment goes on). The credentials come from flags, SLIPWAY_* variables or a credentials file,
+in that order, as the runner's do.
+
+${DESCRIBED.map(([flag, arg, text]) => `  ${`--${flag}${arg ? ` ${arg}` : ''}`.padEnd(20)} ${text}\n`).join('')}`;
+
+interface DeploySettings extends ApiClientSettings {
+  body: { service: string; environment: string; revision?: string; description?: string; variables?: Record<string, string> };
+  /** Seconds to wait for the end, or null: do not wait. */
+  waitSeconds: number | null;
+  json: boolean;
+}
+
+type Flags = Partial<Record<keyof typeof FLAGS, string | string[] | boolean>>;
+type Env = Record<string, string | undefined>;
+
+export function deploySettings(flags: Flags, env: Env, read?: (file: string) => string): DeploySettings {
+  const text = (flag: 'service' | 'environment' | 'revision' | 'description'): string | undefined => {
+    const value = flags[flag];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const service = text('service');
+  const environment = text('environment');
+  if (service === undefined) throw new UsageError('--service is required: the service to deploy, by name or id');
+  if (environment === undefined) throw new UsageError('--environment is required: where to deploy it, by name or id');
+  const variables: Record<string, string> = {};
+  for (const pair of Array.isArray(flags.var) ? flags.var : []) {
+    const at = pair.indexOf('=');
+    if (at <= 0) throw new UsageError(`--var must be KEY=VALUE, got "${pair}"`);
+    const key = pair.slice(0, at);
+    if (key in variables) throw new UsageError(`--var ${key} is given twice`);
+    variables[key] = pair.slice(at + 1);
+  }
+  const wait = flags.wait === true;
+  let waitSeconds: number | null = null;
+  if (typeof flags.timeout === 'string') {
+    if (!wait) throw new UsageError('--timeout needs --wait: without it, deploy returns once the deployment is queued');
+    if (!/^\d+$/.test(flags.timeout) || Number(flags.timeout) < 1 || Number(flags.timeout) > WAIT_MAX_SECONDS) {
+      throw new UsageError(`--timeout must be a whole number of seconds from 1 to ${WAIT_MAX_SECONDS}, got "${flags.timeout}"`);
+    }
+    waitSeconds = Number(flags.timeout);
+  } else if (wait) {
+    waitSeconds = WAIT_DEFAULT_SECONDS;
+  }
+  const revision = text('revision');
+  const description = text('description');
+  return {
+    ...apiClientSettings(flags, env, read),
+    body: {
+      service, environment,
+      ...(revision !== undefined ? { revision } : {}),
+      ...(description !== undefined ? { description } : {}),
+      ...(Object.keys(variables).length > 0 ? { variables } : {}),
+    },
+    waitSeconds,
+    json: flags.json === true,
+  };
+}
+
+interface Deployment {
+  id: string;
+  state: string;
+  attempt: number;
+  revision: string | null;
+  service: { name: string };
+  environment: { name: string };
+  reason?: string;
+}
+
+interface LogPage {
+  lines: Array<{ seq: number; attempt: number; stream: string; line: string }>;
+  nextAfter: number;
+  hasMore: boolean;
+  state: string;
+}
+
+/** A refusal by the server, as the CLI reports every refusal by the API's rules (see main.ts). */
+function refusal(status: number, text: string): AppError {
+  const problem = (parseJson(text) ?? {}) as { code?: string; title?: string; detail?: string; errors?: FieldError[] };
+  return new AppError(status, problem.code ?? `http_${status}`, problem.title ?? 'Refused', problem.detail ?? `the server answered ${status}`,
+    problem.errors !== undefined ? { errors: problem.errors } : {});
+}
+
+/** One API call as the service user: 2xx is the answer, 4xx a refusal (AppError), the rest Unavailable. */
+function apiCaller(settings: ApiClientSettings, tokens: TokenSource) {
+  return async <T>(method: string, path: string, signal: AbortSignal, body?: unknown, headers: Record<string, string> = {}): Promise<T> => {
+    // A 401 to a cached token may only mean that the token went stale: one more try with a fresh one.
+    for (let fresh = false; ; fresh = true) {
+      const token = await tokens.get(signal);
+      const answer = await request(`${settings.baseUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      }, CALL_TIMEOUT_MS, signal);
+      if (answer.status === 401 && !fresh) {
+        tokens.invalidate(token);
+        continue;
+      }
+      if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T;
+      const code = (parseJson(answer.text) as { code?: string } | null)?.code;
+      // The first try of this create still runs on the server (its answer comes to a retry), or the server is busy.
+      if (isTransientStatus(answer.status) || (answer.status === 409 && code === IN_PROGRESS)) {
+        throw new Unavailable(`${method} ${path} answered ${answer.status}`, retryAfterMs(answer.headers));
+      }
+      throw refusal(answer.status, answer.text);
+    }
+  };
+}
+
+const FINISHED = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
+
+/**
+ * A signal that aborts with `parent` or after `ms`, by hand: a timeout signal that only
+ * AbortSignal.any refers to may be collected before it fires.
+ */
+function within(parent: AbortSignal, ms: number): { signal: AbortSignal; timedOut: () => boolean; clear: () => void } {
+  const controller = new AbortController();
+  let expired = false;
+  const onAbort = () => controller.abort(parent.reason);
+  parent.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => { expired = true; controller.abort(new Error('timed out')); }, ms);
+  return {
+    signal: controller.signal,
+    timedOut: () => expired,
+    clear: () => { clearTimeout(timer); parent.removeEventListener('abort', onAbort); },
+  };
+}
+
+export async function deployCommand(argv: string[], env: Env): Promise<number> {
+  const flags = commandFlags(argv, FLAGS, DEPLOY_HELP) as Flags | null;
+  if (flags === null) return 0;
+  const settings = deploySettings(flags, env);
+  const call = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }));
+  const org = encodeURIComponent(settings.orgId);
+  const say = (line: string) => { if (!settings.json) process.stderr.write(`${line}\n`); };
+
+  // A signal stops the waiting, not the deployment.
+  const stop = new AbortController();
+  let signalled: NodeJS.Signals | null = null;
+  const onSignal = (signal: NodeJS.Signals) => { signalled ??= signal; stop.abort(new Error(`interrupted (${signal})`)); };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const created = within(stop.signal, CREATE_RETRY_MS);
+    const key = randomUUID();
+    let deployment: Deployment;
+    let lastTrouble = '';
+    try {
+      deployment = await untilAvailable(() => call<Deployment>('POST', `/v1/orgs/${org}/deployments`, created.signal, settings.body, { 'idempotency-key': key }), {
+        signal: created.signal,
+        onRetry: (error, n) => {
+          lastTrouble = error.message;
+          if (n === 1) say(`slipway: the server is unavailable, trying again for up to ${CREATE_RETRY_MS / 1000} s: ${error.message}`);
+        },
+      });
+    } catch (error) {
+      if (signalled !== null) return interrupted(settings.json, signalled, 'before the server answered; the deployment may have been created');
+      if (created.timedOut()) throw new Error(`the server did not take the deployment within ${CREATE_RETRY_MS / 1000} s (${lastTrouble}); it was not created, or, if its answer was lost, it is listed by GET /v1/orgs/{orgId}/deployments`);
+      throw error;
+    } finally {
+      created.clear();
+    }
+    say(`deployment ${deployment.id}: ${deployment.service.name} into ${deployment.environment.name}${deployment.revision !== null ? ` at ${deployment.revision}` : ''}, ${deployment.state}`);
+    if (settings.waitSeconds === null) {
+      if (settings.json) printJson(deployment);
+      else process.stdout.write(`${deployment.id}\n`);
+      return 0;
+    }
+
+    const waiting = within(stop.signal, settings.waitSeconds * 1000);
+    const path = `/v1/orgs/${org}/deployments/${encodeURIComponent(deployment.id)}`;
+    let after = 0;
+    let state = deployment.state;
+    try {
+      for (;;) {
+        // The state is read before the lines: a page that shows the end has every line before it.
+        const page = await untilAvailable(() => call<LogPage>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`, waiting.signal), { signal: waiting.signal });
+        for (const line of page.lines) process.stderr.write(`${line.line}\n`);
+        after = page.nextAfter;
+        if (page.state !== state) say(`deployment ${deployment.id}: ${state = page.state}`);
+        if (page.hasMore) continue;
+        if (FINISHED.has(page.state)) break;
+        await sleep(FOLLOW_PAUSE_MS, undefined, { signal: waiting.signal });
+      }
+    } catch (error) {
+      if (signalled !== null) return interrupted(settings.json, signalled, `while deployment ${deployment.id} is ${state}; it goes on`);
+      if (!waiting.timedOut()) throw error;
+      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on`);
+    } finally {
+      waiting.clear();
+    }
+    const reading = within(stop.signal, CREATE_RETRY_MS);
+    let final: Deployment;
+    try {
+      final = await untilAvailable(() => call<Deployment>('GET', path, reading.signal), { signal: reading.signal });
+    } catch (error) {
+      if (signalled !== null) return interrupted(settings.json, signalled, `after deployment ${deployment.id} ended ${state}`);
+      throw error;
+    } finally {
+      reading.clear();
+    }
+    if (settings.json) printJson(final);
+    else process.stdout.write(`${final.id}\n`);
+    if (final.state === 'succeeded' || final.state === 'superseded') return 0;
+    return failed(settings.json, `deployment_${final.state}`, `deployment ${final.id} ${final.state}${final.reason ? `: ${final.reason}` : ''}`);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/** A deployment that did not succeed, said as main.ts says failures. */
+function failed(json: boolean, code: string, message: string): number {
+  process.stderr.write(json ? `${JSON.stringify({ error: { code, message } })}\n` : `slipway: ${message}\n`);
+  return 1;
+}
+
+function interrupted(json: boolean, signal: NodeJS.Signals, what: string): number {
+  failed(json, 'interrupted', `interrupted (${signal}) ${what}`);
+  return signal === 'SIGINT' ? 130 : 143;
+}

@@ -1,0 +1,154 @@
+// `slipway deploy` as a real child process against a real server: it queues a deployment as a
+// service user, follows it with --wait (the runner's side played over the protocol), says why a
+// deployment failed, gives up waiting when told, reports the API's refusals, and a create whose
+// answer was lost is retried under its Idempotency-Key without a second deployment.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { createEnvironment, createService, newRunner, type RunnerClient } from '../support/deployments.js';
+import type { Actor } from '../support/harness.js';
+import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
+import { runCli, type CliResult } from '../support/processes.js';
+
+describe('slipway deploy', () => {
+  let f: OrgFixture;
+  let developer: Actor;
+  let env: { name: string };
+  let service: { name: string };
+  let runner: RunnerClient;
+
+  /** The CLI with a service user's credentials in the environment, as a CI job has them. */
+  const deployAs = (who: Actor, args: string[], url = f.server.url): Promise<CliResult> => runCli(['deploy', ...args], {
+    SLIPWAY_URL: url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
+    SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
+  });
+  const deployments = async () => (await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments?service=${service.name}&limit=200`)).body.deployments as Array<{ id: string; state: string }>;
+
+  before(async () => {
+    f = await startWithOrg();
+    developer = await f.server.actor(f.orgId, 'developer');
+    env = await createEnvironment(f.admin.http, f.orgId);
+    service = await createService(f.admin.http, f.orgId, { spec: { command: ['node', 'server.js'], variables: { GREETING: 'hello' } } });
+    runner = await newRunner(f.server, f.orgId);
+  });
+  after(async () => { await f.close(); });
+
+  it('queues a deployment and prints its id; with --json, the deployment', async () => {
+    const plain = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--revision', 'abc123']);
+    assert.equal(plain.code, 0, plain.stderr);
+    const id = plain.stdout.trim();
+    assert.match(id, /^dep_/);
+    assert.match(plain.stderr, new RegExp(`deployment ${id}: ${service.name} into ${env.name} at abc123, queued`));
+    const json = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--var', 'GREETING=hi=there', '--var', 'EXTRA=', '--description', 'from CI', '--json']);
+    assert.equal(json.code, 0, json.stderr);
+    const created = JSON.parse(json.stdout);
+    assert.equal(created.state, 'queued');
+    assert.equal(created.description, 'from CI');
+    assert.deepEqual(created.spec.variables, { GREETING: 'hi=there', EXTRA: '' });
+    assert.equal(json.stderr, '', 'nothing but the result with --json');
+    for (const d of [id, created.id]) assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${d}/cancel`, {})).status, 200);
+  });
+
+  it('--wait follows the deployment to its end, its log on stderr, and exits 0 when it succeeded', async () => {
+    const cli = deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--json']);
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 20 });
+    const lease = claim.lease.token;
+    assert.equal((await runner.logs(claim.deployment.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'listening on the port given' }, { stream: 'stderr', line: 'a warning' }] })).status, 200);
+    assert.equal((await runner.complete(claim.deployment.id, lease, 'succeeded')).status, 200);
+    const result = await cli;
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(JSON.parse(result.stdout).state, 'succeeded');
+    assert.equal(JSON.parse(result.stdout).id, claim.deployment.id);
+    assert.match(result.stderr, /listening on the port given\na warning\n/);
+  });
+
+  it('--wait exits 1 with the reason when the deployment fails', async () => {
+    const cli = deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait']);
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 20 });
+    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token, 'failed', 'the health check got 500 from /healthz')).status, 200);
+    const result = await cli;
+    assert.equal(result.code, 1);
+    assert.equal(result.stdout.trim(), claim.deployment.id);
+    assert.match(result.stderr, new RegExp(`slipway: deployment ${claim.deployment.id} failed: the health check got 500 from /healthz\\n$`));
+  });
+
+  it('--wait --timeout gives up waiting with exit 1, and the deployment goes on', async () => {
+    const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--timeout', '1', '--json']);
+    assert.equal(result.code, 1);
+    const error = JSON.parse(result.stderr.trim().split('\n').at(-1)!).error;
+    assert.equal(error.code, 'wait_timeout');
+    const id = /deployment (dep_\w+) is still queued/.exec(error.message)?.[1];
+    assert.ok(id, error.message);
+    assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments/${id}`)).body.state, 'queued');
+    assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
+  });
+
+  it('reports the API\'s refusals with exit 1, and usage errors with exit 2, creating nothing', async () => {
+    const before = (await deployments()).length;
+    const unknown = await deployAs(developer, ['--service', 'no-such-service', '--environment', env.name, '--json']);
+    assert.equal(unknown.code, 1);
+    const error = JSON.parse(unknown.stderr.trim()).error;
+    assert.equal(error.code, 'service_not_found');
+    assert.equal(error.status, 404);
+    assert.deepEqual(error.errors.map((e: { pointer: string }) => e.pointer), ['/service']);
+
+    const viewer = await f.server.actor(f.orgId, 'viewer');
+    const refused = await deployAs(viewer, ['--service', service.name, '--environment', env.name]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^slipway: .*developer/m);
+
+    const wrongSecret = await deployAs({ ...developer, clientSecret: 'sws_not-the-secret' }, ['--service', service.name, '--environment', env.name]);
+    assert.equal(wrongSecret.code, 1);
+    assert.match(wrongSecret.stderr, /refused .*client credentials \(invalid_client/);
+
+    for (const [args, message] of [
+      [['--environment', env.name], /--service is required/],
+      [['--service', service.name, '--environment', env.name, '--timeout', '5'], /--timeout needs --wait/],
+      [['--service', service.name, '--environment', env.name, '--var', 'NOEQUALS'], /--var must be KEY=VALUE, got "NOEQUALS"/],
+      [['--service', service.name, '--environment', env.name, '--var', 'A=1', '--var', 'A=2'], /--var A is given twice/],
+      [['--service', service.name, '--environment', env.name, '--wait', '--timeout', '0'], /--timeout must be a whole number of seconds from 1 to 86400/],
+      [['--service', service.name, '--environment', env.name, '--bogus'], /Unknown option '--bogus'/],
+    ] as const) {
+      const result = await deployAs(developer, [...args]);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message);
+    }
+    assert.equal((await deployments()).length, before);
+  });
+
+  it('retries a create whose answer was lost under the same Idempotency-Key: one deployment', async () => {
+    // A proxy that lets the first create through to the server and then cuts the connection
+    // instead of answering: the server made the deployment, the CLI never heard.
+    let cut = 0;
+    const keys: string[] = [];
+    const proxy = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', async () => {
+        const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length'].includes(k))) as Record<string, string>;
+        const upstream = await fetch(`${f.server.url}${req.url}`, { method: req.method!, headers, ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}) });
+        const text = await upstream.text();
+        if (req.method === 'POST' && req.url!.endsWith('/deployments')) {
+          keys.push(String(req.headers['idempotency-key']));
+          if (cut++ === 0) return req.socket.destroy();
+        }
+        res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(text);
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const before = await deployments();
+      const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--json'], `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(keys.length, 2, 'asked twice');
+      assert.equal(keys[0], keys[1], 'under one key');
+      const made = (await deployments()).filter((d) => !before.some((b) => b.id === d.id));
+      assert.deepEqual(made.map((d) => d.id), [JSON.parse(result.stdout).id], 'one deployment, the one printed');
+      assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${made[0]!.id}/cancel`, {})).status, 200);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+});
