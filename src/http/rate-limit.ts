@@ -1,7 +1,9 @@
 // Fixed-window rate limits kept in memory per node (limits are per node; put a shared limiter in
 // front of a multi-node deployment if a global limit is needed). Answers carry the IETF
 // RateLimit-Policy / RateLimit fields so clients can pace themselves before they hit 429.
+import type { FastifyReply } from 'fastify';
 import { LRUCache } from 'lru-cache';
+import { errors } from '../platform/errors.js';
 
 export interface RateLimitDecision {
   allowed: boolean;
@@ -44,3 +46,18 @@ export function createRateLimiter(options: { name: string; limit: number; window
 }
 
 export type RateLimiter = ReturnType<typeof createRateLimiter>;
+
+/** RateLimit-Policy and RateLimit are lists: an answer reports every limit that applied to it. */
+export function reportLimit(decision: RateLimitDecision, reply: FastifyReply): RateLimitDecision {
+  for (const [name, value] of Object.entries(decision.headers)) {
+    const earlier = reply.getHeader(name);
+    reply.header(name, earlier === undefined ? value : `${String(earlier)}, ${value}`);
+  }
+  return decision;
+}
+
+/** Counts a request of `key` against `limiter`, reports it on the answer, and refuses it (429) past the limit. */
+export function enforceLimit(key: string, limiter: RateLimiter, reply: FastifyReply): void {
+  const decision = reportLimit(limiter.hit(key), reply);
+  if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
+}

@@ -19,6 +19,7 @@ import type { TokenVerifier } from '../modules/auth/token-verifier.js';
 import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { Organization } from '../modules/orgs/orgs.schemas.js';
 import type { App } from './app-types.js';
+import { bearerCredentials } from './bearer.js';
 import { clientErrorResponse, createErrorHandler, pathOf, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
@@ -86,12 +87,6 @@ const OVERLOAD_RETRY_SECONDS = 2;
 const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
 /** RFC 6750 §2.1 b64token. */
 const TOKEN68 = /^[A-Za-z0-9._~+/-]+=*$/;
-
-/** The credentials of `Authorization: Bearer <credentials>` (the scheme is case-insensitive), or null. */
-function bearerCredentials(header: string): string | null {
-  if (header.length < 8 || header.slice(0, 7).toLowerCase() !== 'bearer ') return null;
-  return header.slice(7).trim();
-}
 
 function checkRole(access: Access, principal: Principal): void {
   if (!allows(access, principal.role, principal.instanceAdmin)) throw errors.roleTooLow(access, principal.role);

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { publicFor } from '../../http/schemas.js';
-import type { RateLimitDecision, RateLimiter } from '../../http/rate-limit.js';
+import { enforceLimit, reportLimit, type RateLimiter } from '../../http/rate-limit.js';
 import { AppError, errors } from '../../platform/errors.js';
 import { oauthErrors } from './oauth-errors.js';
 import type { Role } from './roles.js';
@@ -165,19 +165,6 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   // For the OpenAPI document: these endpoints are under the auth URL, which need not be the API's.
   const servers = [{ url: deps.issuer }];
 
-  // RateLimit-Policy and RateLimit are lists: an answer reports every limit that applied to it.
-  const report = (decision: RateLimitDecision, reply: FastifyReply): RateLimitDecision => {
-    for (const [name, value] of Object.entries(decision.headers)) {
-      const earlier = reply.getHeader(name);
-      reply.header(name, earlier === undefined ? value : `${String(earlier)}, ${value}`);
-    }
-    return decision;
-  };
-  const limit = (key: string, limiter: RateLimiter, reply: FastifyReply): void => {
-    const decision = report(limiter.hit(key), reply);
-    if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
-  };
-
   /**
    * Authenticates the client, unless its address has failed too often lately, then counts the
    * request against the client. Only failures count against an address: clients that share one
@@ -188,18 +175,18 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   const authenticate = async (req: FastifyRequest, reply: FastifyReply, creds: ClientCredentials): Promise<AuthenticatedClient> => {
     const failures = deps.limits.failuresPerAddress;
     const attempt = failures.hit(req.ip);
-    if (!attempt.allowed) throw errors.rateLimited(report(attempt, reply).resetSeconds);
+    if (!attempt.allowed) throw errors.rateLimited(reportLimit(attempt, reply).resetSeconds);
     let client: AuthenticatedClient;
     try {
       client = await deps.tokens.authenticate(creds);
     } catch (error) {
-      if (error instanceof AppError && error.code === 'invalid_client') report(attempt, reply);
+      if (error instanceof AppError && error.code === 'invalid_client') reportLimit(attempt, reply);
       else failures.giveBack(req.ip);
       throw error;
     }
     failures.giveBack(req.ip);
     // Counted once authenticated, so that nobody else can spend a client's budget by naming it.
-    limit(client.user.id, deps.limits.perClient, reply);
+    enforceLimit(client.user.id, deps.limits.perClient, reply);
     return client;
   };
 
@@ -275,7 +262,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
     // Each revoked token is kept, and read by every node every few seconds, until it expires.
-    limit(caller.user.id, deps.limits.revocationsPerClient, reply);
+    enforceLimit(caller.user.id, deps.limits.revocationsPerClient, reply);
     // token_type_hint is ignored (RFC 7009 §2.1 allows it): access tokens are the only kind we issue.
     // The client revokes its own token: it is the event's actor.
     const actor = { id: caller.user.id, kind: 'service_user' as const, orgId: caller.user.org_id, role: caller.user.role as Role, instanceAdmin: caller.user.instance_admin === 1 };
