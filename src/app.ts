@@ -20,6 +20,7 @@ import { createPrincipalDirectory } from './modules/auth/principal-directory.js'
 import { createRevocationList } from './modules/auth/revocations.js';
 import { fullScope } from './modules/auth/scopes.js';
 import { createSigningKeys } from './modules/auth/signing-keys.js';
+import { tokenRoutes } from './modules/auth/token.routes.js';
 import { createTokenService } from './modules/auth/token.service.js';
 import { createTokenVerifier } from './modules/auth/token-verifier.js';
 import { createDeploymentSignals } from './modules/deployments/deployment-signals.js';
@@ -253,13 +254,15 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   }, async (app) => {
     // Before any route, so that every POST of the API declared below gets its hooks.
     registerIdempotency(app, { idempotency: core.idempotency });
+    // One hourly budget per client, whether it revokes through RFC 7009's endpoint or DELETE /v1/token.
+    const revocationsPerClient = createRateLimiter({ name: 'token-revocations', limit: config.rateLimits.revokePerHour, windowSeconds: 3600 });
     await app.register(async (scope) => {
       oauthRoutes(scope, {
         tokens: core.tokens, keys: core.keys, issuer: core.issuer, baseUrl: config.baseUrl, idpName: config.idpName, projectId: core.identity.projectId,
         limits: {
           perClient: createRateLimiter({ name: 'token-client', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
           failuresPerAddress: createRateLimiter({ name: 'token-failures', limit: config.rateLimits.tokenPerMinute, windowSeconds: 60 }),
-          revocationsPerClient: createRateLimiter({ name: 'token-revocations', limit: config.rateLimits.revokePerHour, windowSeconds: 3600 }),
+          revocationsPerClient,
         },
       }, routePrefix(config.authUrl));
     });
@@ -267,6 +270,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     // handed out (bootstrap.json's baseUrl, Location) is then one the server answers.
     await app.register(async (api) => {
       orgsRoutes(api, { orgs: core.orgs });
+      tokenRoutes(api, { tokens: core.tokens, revocationsPerClient });
       serviceUsersRoutes(api, { serviceUsers: core.serviceUsers });
       secretsRoutes(api, { secrets: core.secrets, limits: config.limits });
       eventsRoutes(api, { events: core.events });

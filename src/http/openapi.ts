@@ -88,8 +88,8 @@ const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/compon
 /** The response headers every operation's answers share, declared once and referred to. */
 const HEADERS = {
   'X-Request-Id': { required: true, description: 'The request\'s id: the one sent, when it is 1 to 128 letters, digits and `._:-`, else a new one. Problems and events carry it.', schema: { type: 'string' } },
-  RateLimit: { description: 'On every answer once the caller is authenticated, what is left of each limit that applied (draft-ietf-httpapi-ratelimit-headers): `"api";r=<remaining>;t=<seconds until it resets>` (the OAuth endpoints: `"token-client"` for the client\'s limit, `"token-failures"` for the refused attempts of one address, and on revocations `"token-revocations"`).', schema: { type: 'string' } },
-  'RateLimit-Policy': { description: 'The limits that applied: `"api";q=<requests>;w=<window seconds>` (SLIPWAY_RATE_LIMIT_API_PER_MINUTE; the OAuth endpoints: `"token-client"` or `"token-failures"`, each SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE, and on revocations `"token-revocations"`, SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR).', schema: { type: 'string' } },
+  RateLimit: { description: 'On every answer once the caller is authenticated, what is left of each limit that applied (draft-ietf-httpapi-ratelimit-headers): `"api";r=<remaining>;t=<seconds until it resets>` (the OAuth endpoints: `"token-client"` for the client\'s limit, `"token-failures"` for the refused attempts of one address; on revocations, `DELETE /v1/token` too, `"token-revocations"`).', schema: { type: 'string' } },
+  'RateLimit-Policy': { description: 'The limits that applied: `"api";q=<requests>;w=<window seconds>` (SLIPWAY_RATE_LIMIT_API_PER_MINUTE; the OAuth endpoints: `"token-client"` or `"token-failures"`, each SLIPWAY_RATE_LIMIT_TOKEN_PER_MINUTE, and on revocations, `DELETE /v1/token` too, `"token-revocations"`, SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR).', schema: { type: 'string' } },
   'Retry-After': { description: 'Seconds to wait before sending the request again.', schema: { type: 'integer', minimum: 0 } },
   'WWW-Authenticate': { required: true, description: 'The challenge (RFC 6750 §3; the OAuth endpoints: `Basic realm="slipway"`), with `error` when a token was sent but refused.', schema: { type: 'string' } },
   'Cache-Control': { required: true, description: 'The answer carries credentials or token information: no cache may keep it.', schema: { type: 'string', const: 'no-store' } },
@@ -211,6 +211,7 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
       tags: [
         { name: 'oauth', description: 'The authorization server' },
         { name: 'organizations', description: 'Organizations' },
+        { name: 'tokens', description: 'The caller\'s own access token' },
         { name: 'service users', description: 'Machine identities and their client secrets' },
         { name: 'secrets', description: 'Organization secrets' },
         { name: 'environments', description: 'Where deployments go; protected ones take deployments from admins and owners only' },

@@ -34,6 +34,7 @@ export const ProblemSchema = Type.Object({
   firstRequestId: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: '409 `idempotency_response_lost`: the first request\'s id.' })),
   changed: Type.Optional(Type.Array(Type.Object({ type: Type.String(), id: Type.String() }), { description: '409 `idempotency_response_lost`: what the first request changed.' })),
   externalOrgId: Type.Optional(Type.String({ description: '403 `org_not_linked`, `role_not_granted`: the external issuer\'s organization.' })),
+  issuer: Type.Optional(Type.String({ description: '400 `external_token`: the issuer of the token, where it is revoked.' })),
 }, { additionalProperties: true, description: 'RFC 9457 problem details.' });
 
 export const PageQuery = Type.Object({

@@ -82,6 +82,14 @@ export const errors = {
   /** `taken`: names of the request that are taken besides, said and listed in the same problem. */
   duplicateNames: (pointers: FieldError[], taken?: { also: string; conflicts: unknown[] }) =>
     new AppError(400, 'duplicate_names', 'Duplicate names in request', `Each name may appear only once in one request.${taken ? ` Besides: ${taken.also}` : ''}`, { errors: pointers, ...(taken ? { conflicts: taken.conflicts } : {}) }),
+  /**
+   * A token of the external issuer sent to be revoked here: revoking it is that issuer's business
+   * (as RFC 7009 §2.2.1's unsupported_token_type, a 400: no retry can succeed).
+   */
+  externalToken: (issuer: string) =>
+    new AppError(400, 'external_token', 'Token issued elsewhere',
+      `This access token was issued by ${issuer}, not by Slipway: revoke it at that issuer. Slipway does not ask the issuer about each token, so it is accepted here until it expires.`,
+      { issuer }),
 
   // 401 (RFC 6750: the challenge says what is wrong)
   /** No token, or credentials of another scheme: RFC 6750 §3.1 gives no error code for either. */

@@ -23,6 +23,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   limit_exceeded: { status: 400, meaning: 'A configured limit; `limit` names the setting and its value.' },
   empty_batch: { status: 400, meaning: 'A bulk request with no items.' },
   duplicate_names: { status: 400, meaning: 'A name given twice in one bulk request.' },
+  external_token: { status: 400, meaning: '`DELETE /v1/token` with an external issuer\'s token (`issuer`): revoke it at that issuer.' },
   // 401
   unauthenticated: { status: 401, meaning: 'No bearer token.' },
   invalid_token: { status: 401, meaning: 'A token that is malformed, expired, revoked, for another audience, or whose service user is disabled or gone.' },

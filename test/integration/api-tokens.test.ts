@@ -1,13 +1,16 @@
 // The API's side of access tokens: every defect a token can have is refused with a 401 RFC 9457
 // problem and an RFC 6750 `WWW-Authenticate: Bearer` challenge, while a token forged correctly
 // with the same key is accepted (so each refusal is for the one defect it names). Then what can
-// change while a token lives - revocation (RFC 7009), a disabled or deleted service user - and
-// introspection (RFC 7662), including after the token's verification has been cached.
+// change while a token lives - revocation (RFC 7009, and DELETE /v1/token by the token's holder), a
+// disabled or deleted service user - and introspection (RFC 7662), including after the token's
+// verification has been cached.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt, type JWTPayload } from 'jose';
+import { ROLES } from '../../src/modules/auth/roles.js';
 import { orgClaim } from '../../src/modules/auth/token.service.js';
 import { startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
 import {
   basic, claimsFor, hs256WithPublicKey, oauthPost, requestToken, signWithForeignKey, signWithServerKey, tamper, unsecured,
 } from '../support/tokens.js';
@@ -234,5 +237,93 @@ describe('API token checks', () => {
       assert.equal(missing.status, 400);
       assert.equal(missing.body.error, 'invalid_request');
     });
+  });
+});
+
+describe('DELETE /v1/token: the caller revokes the token it sends', () => {
+  let server: TestServer;
+  // A small hourly budget, so that the test below can spend it; every other test revokes as a client of its own.
+  before(async () => { server = await startServer({ env: { SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR: '3' } }); });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  const signOut = (token: string, options = {}) => server.http(token).delete('/v1/token', options);
+  const orgs = (token: string) => server.http(token).get('/v1/orgs');
+
+  it('answers 204 no-store, then refuses that token everywhere; the service user\'s other tokens work, and the log records it', async () => {
+    const user = await server.actor(server.bootstrap.orgId, 'developer');
+    const other = (await requestToken(server, user)).body.access_token as string;
+    assert.equal((await orgs(user.token)).status, 200, 'used once, so its verification is cached');
+    const res = await signOut(user.token);
+    assert.equal(res.status, 204, res.text);
+    assert.equal(res.text, '');
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+    assert.match(res.headers.get('ratelimit-policy') ?? '', /"token-revocations";q=3;w=3600/);
+    // The very next request with it, on any route.
+    assertBearer401(await orgs(user.token), 'invalid_token', /revoked/);
+    assertBearer401(await user.http.get(`/v1/orgs/${server.bootstrap.orgId}/environments`), 'invalid_token', /revoked/);
+    assertBearer401(await signOut(user.token), 'invalid_token', /revoked/);
+    assert.equal((await orgs(other)).status, 200, 'another token of the same service user still works');
+    // An event, with the service user as its actor and the request's id, naming the token by its id only.
+    const events = await server.owner.http.get(`/v1/orgs/${server.bootstrap.orgId}/events?type=service_user.token_revoked&subject=${user.id}`);
+    assert.equal(events.status, 200, events.text);
+    assert.equal(events.body.events.length, 1);
+    const [event] = events.body.events;
+    assert.equal(event.actor, user.id);
+    assert.equal(event.requestId, res.headers.get('x-request-id'));
+    assert.deepEqual(event.subject, { type: 'service_user', id: user.id });
+    assert.equal(event.data.tokenId, decodeJwt(user.token).jti);
+    assert.ok(!JSON.stringify(event).includes(user.token), 'the token itself is not in the event');
+  });
+
+  it('refuses a request without a token, or with a malformed one, with a 401 problem', async () => {
+    assertBearer401(await server.http().delete('/v1/token'), null, /Authorization: Bearer/);
+    assertBearer401(await signOut('not-a-token'), 'invalid_token', /malformed/);
+  });
+
+  it('refuses a body, as every DELETE that takes none does, and leaves the token valid', async () => {
+    const user = await server.actor(server.bootstrap.orgId, 'viewer');
+    const res = await signOut(user.token, { body: { token: user.token } });
+    const problem = assertProblem(res, 400, 'invalid_request');
+    assert.match(String(problem.detail), /takes no request body/);
+    assert.deepEqual(problem.errors, [{ pointer: '/token', message: 'is not a known field' }]);
+    assert.equal((await orgs(user.token)).status, 200);
+  });
+
+  it('lets every role end its own token, a runner\'s included', async () => {
+    for (const role of ROLES) {
+      const actor = await server.actor(server.bootstrap.orgId, role);
+      assert.equal((await signOut(actor.token)).status, 204, role);
+      assertBearer401(await orgs(actor.token), 'invalid_token', /revoked/);
+    }
+  });
+
+  it('spends the client\'s hourly revocation budget, shared with /oauth/v2/revoke: past it, a 429 problem, and the token stays valid', async () => {
+    const user = await server.actor(server.bootstrap.orgId, 'viewer');
+    const started = Date.now();
+    // One of the three through RFC 7009's endpoint (a token that is not ours counts as well).
+    assert.equal((await oauthPost(server, 'revoke', { authorization: basic(user.clientId, user.clientSecret), form: { token: 'not-a-token' } })).status, 200);
+    const answers: HttpResult[] = [];
+    let token: string;
+    do {
+      token = (await requestToken(server, user)).body.access_token as string;
+      answers.push(await signOut(token));
+    } while (answers.at(-1)!.status === 204 && answers.length < 8);
+    const limited = answers.at(-1)!;
+    assertProblem(limited, 429, 'rate_limited');
+    assert.ok(Number(limited.headers.get('retry-after')) >= 1 && Number(limited.headers.get('retry-after')) <= 3600, limited.headers.get('retry-after') ?? '');
+    assert.match(limited.headers.get('ratelimit') ?? '', /"token-revocations";r=0;/);
+    // Unless the hour turned meanwhile (the windows are fixed hours), two were left for DELETE.
+    if (Math.floor(Date.now() / 3_600_000) === Math.floor(started / 3_600_000)) assert.equal(answers.length, 3, answers.map((a) => a.status).join(', '));
+    assert.equal((await orgs(token)).status, 200, 'the token refused revocation still works');
+    // The other way round: the OAuth endpoint finds the budget spent too.
+    const oauth = await oauthPost(server, 'revoke', { authorization: basic(user.clientId, user.clientSecret), form: { token } });
+    assert.equal(oauth.status, 429);
+    assert.equal(oauth.body.error, 'slow_down');
+    // Another client keeps its own budget.
+    const other = await server.actor(server.bootstrap.orgId, 'viewer');
+    assert.equal((await signOut(other.token)).status, 204);
   });
 });

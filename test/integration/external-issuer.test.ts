@@ -308,6 +308,21 @@ describe('external issuer (ZITADEL) tokens', () => {
     assert.deepEqual([introspected.status, introspected.body], [200, { active: false }]);
   });
 
+  it('refuses to revoke an external token through DELETE /v1/token, naming its issuer; it keeps working', async () => {
+    for (const role of ['owner', 'runner'] as const) {
+      const external = server.http(await sign(claims(ZORG_A, [role])));
+      const res = await external.delete('/v1/token');
+      const body = assertProblem(res, 400, 'external_token', role);
+      assert.equal(body.issuer, issuer.url);
+      assert.match(String(body.detail), /revoke it at that issuer/);
+      assert.equal((await external.get('/v1/orgs')).status, 200, `${role}: the token was not revoked`);
+    }
+    // Slipway's own tokens are still revoked beside.
+    const own = await server.actor(orgA.id, 'viewer');
+    assert.equal((await own.http.delete('/v1/token')).status, 204);
+    assert.equal((await own.http.get('/v1/orgs')).status, 401);
+  });
+
   it('reads the keys from SLIPWAY_EXTERNAL_JWKS_URL without asking for the discovery document', async () => {
     const keys = createExternalKeys({ issuer: issuer.url, jwksUrl: `${issuer.url}/oauth/v2/keys` });
     const discoveries = issuer.hits.discovery;

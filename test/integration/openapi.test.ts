@@ -99,6 +99,8 @@ describe('OpenAPI document and reference page', () => {
       ['post', '/v1/orgs/{orgId}/environments', api.post(`${orgs}/environments`, { name: 'x' }, { headers: { 'content-encoding': 'gzip' } })],
     ];
     for (const [method, path, pending] of sent) check(method, path, await pending);
+    // A token's own revocation (no-store, and the revocation budget beside the API's limit), with a token of its own.
+    check('delete', '/v1/token', await server.http(await server.token(server.bootstrap)).delete('/v1/token'));
     // A replay, and a read answered 304.
     const body = { secrets: [{ name: `hdr-${Date.now()}`, values: { A: '1' } }] };
     for (let i = 0; i < 2; i++) check('post', '/v1/orgs/{orgId}/secrets', await api.post(`${orgs}/secrets`, body, { headers: { 'idempotency-key': `hdr-${process.pid}` } }));

@@ -10,4 +10,6 @@ export interface Principal {
   tokenId: string;
   scopes: string[];
   expiresAt: number;
+  /** Who issued the token: this server (SLIPWAY_AUTH_URL), or the external issuer (SLIPWAY_EXTERNAL_ISSUER). */
+  issuer: string;
 }

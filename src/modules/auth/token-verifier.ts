@@ -224,7 +224,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     if (claims.role === null) throw errors.roleNotGranted(claims.externalOrgId, ROLES, zitadelRolesClaim(deps.projectId), ZITADEL_ROLES_SCOPE);
     return {
       subject: claims.subject, clientId: claims.clientId, orgId: org.id, tokenId: claims.tokenId, scopes: claims.scopes,
-      expiresAt: claims.expiresAt, role: claims.role, instanceAdmin: false,
+      expiresAt: claims.expiresAt, role: claims.role, instanceAdmin: false, issuer: external!.issuer,
     };
   }
 
@@ -236,7 +236,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     }
     return {
       subject: claims.subject, clientId: claims.clientId, orgId: claims.orgId, tokenId: claims.tokenId, scopes: claims.scopes,
-      expiresAt: claims.expiresAt, role: state.role, instanceAdmin: state.instanceAdmin,
+      expiresAt: claims.expiresAt, role: state.role, instanceAdmin: state.instanceAdmin, issuer: deps.issuer,
     };
   }
 

@@ -1,11 +1,12 @@
 // The authorization server's side: authenticate a client, issue an RFC 9068 JWT access token,
-// introspect (RFC 7662) and revoke (RFC 7009).
+// introspect (RFC 7662) and revoke (RFC 7009, and the API's DELETE /v1/token, where a caller ends
+// the token it sends).
 import { decodeJwt } from 'jose';
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { hashClientSecret, pepperKey, sameSecretHash, secretDigest } from '../../platform/crypto/client-secret.js';
 import type { RequestContext } from '../../platform/context.js';
 import type { Db } from '../../platform/db/database.js';
-import { isAppError } from '../../platform/errors.js';
+import { errors, isAppError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { appendEvents } from '../events/event-log.js';
 import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from '../service-users/service-users.repo.js';
@@ -151,6 +152,25 @@ export function createTokenService(deps: TokenServiceDeps) {
     return { user: client.user, secretId: client.secretId };
   }
 
+  /**
+   * Records the revocation of a token of ours (`principal`, verified): this node refuses it from
+   * now on, the others once they next read the revocation list (revocations.ts, every 5 seconds).
+   */
+  async function recordRevocation(ctx: RequestContext, principal: Principal, token: string): Promise<void> {
+    // A token of ours is its service user's: `client_id` and `sub` both name it.
+    const entry = { jti: principal.tokenId, serviceUserId: principal.clientId, expiresAt: principal.expiresAt };
+    // A revocation is a change like any other: its event commits with it (once per token).
+    await deps.db.transaction().execute(async (trx) => {
+      if (!(await deps.revocations.revoke(entry, trx))) return;
+      await appendEvents(trx, ctx, [{
+        orgId: principal.orgId, type: 'service_user.token_revoked', subject: { type: 'service_user', id: principal.clientId },
+        data: { tokenId: principal.tokenId, expiresAt: new Date(principal.expiresAt).toISOString() },
+      }]);
+    });
+    deps.revocations.remember(entry);
+    deps.verifier.forget(token);
+  }
+
   return {
     authenticate,
 
@@ -224,17 +244,17 @@ export function createTokenService(deps: TokenServiceDeps) {
         return;
       }
       if (principal.clientId !== caller.id) throw oauthErrors.tokenOfAnotherClient();
-      const entry = { jti: principal.tokenId, serviceUserId: caller.id, expiresAt: principal.expiresAt };
-      // A revocation is a change like any other: its event commits with it (once per token).
-      await deps.db.transaction().execute(async (trx) => {
-        if (!(await deps.revocations.revoke(entry, trx))) return;
-        await appendEvents(trx, ctx, [{
-          orgId: caller.org_id, type: 'service_user.token_revoked', subject: { type: 'service_user', id: caller.id },
-          data: { tokenId: principal.tokenId, expiresAt: new Date(principal.expiresAt).toISOString() },
-        }]);
-      });
-      deps.revocations.remember(entry);
-      deps.verifier.forget(token);
+      await recordRevocation(ctx, principal, token);
+    },
+
+    /**
+     * The caller ends the access token it authenticated this request with (`DELETE /v1/token`),
+     * which the API has verified: `principal` is that token's. An external issuer's token is that
+     * issuer's to revoke.
+     */
+    async revokeOwn(ctx: RequestContext, principal: Principal, token: string): Promise<void> {
+      if (principal.issuer !== deps.issuer) throw errors.externalToken(principal.issuer);
+      await recordRevocation(ctx, principal, token);
     },
   };
 }
