@@ -4,8 +4,8 @@
 // `h` helper below never parses HTML), links are built from `#/` and encoded names, and the server
 // sends a Content-Security-Policy that allows this script and nothing else. The client secret used
 // to sign in goes to the token endpoint and is forgotten; the access token is kept in this tab's
-// sessionStorage until it expires or the user signs out. Secret values are on screen only after an
-// explicit reveal and are never stored.
+// sessionStorage until it expires or the user signs out, which revokes it. Secret values are on
+// screen only after an explicit reveal and are never stored.
 
 const config = await fetch('config.json', { cache: 'no-store' }).then((res) => res.json());
 const TOKEN_KEY = 'slipway.console.token';
@@ -126,6 +126,29 @@ function signOut(reason) {
   signInReason = reason ?? null;
   if (location.hash !== '#/') location.hash = '#/';
   else render();
+}
+
+/** How long signing out waits for the API to revoke the token before it signs out without. */
+const REVOKE_WAIT_MS = 5_000;
+
+/**
+ * The user signs out: the API revokes the token first (`DELETE /v1/token`), so that a copy of it
+ * left anywhere is worth nothing; then the tab forgets it. A revocation that fails (the network,
+ * a token refused already, an external issuer's token) does not keep the user signed in.
+ */
+async function signOutByUser(button) {
+  button.disabled = true;
+  const current = session();
+  if (current !== null) {
+    await fetch(new URL(`${config.apiBase}/v1/token`, location.origin), {
+      method: 'DELETE',
+      cache: 'no-store',
+      credentials: 'omit',
+      headers: { accept: 'application/json', authorization: `Bearer ${current.accessToken}` },
+      signal: AbortSignal.timeout(REVOKE_WAIT_MS),
+    }).catch(() => undefined);
+  }
+  signOut('Signed out.');
 }
 
 /** An answer that came after the user moved to another view: nothing is drawn with it. */
@@ -293,7 +316,7 @@ function signInView() {
   });
   fill($main, h('div', { class: 'signin' },
     h('h1', {}, 'Sign in to Slipway'),
-    h('p', { class: 'muted' }, 'With a service user\'s credentials (made under Service users, or bootstrap.json on a first start). The secret is sent to the token endpoint only; the token is kept in this tab until it expires or you sign out.'),
+    h('p', { class: 'muted' }, 'With a service user\'s credentials (made under Service users, or bootstrap.json on a first start). The secret is sent to the token endpoint only; the token is kept in this tab until it expires or you sign out, which revokes it.'),
     signInReason ? h('div', { class: 'problem', role: 'alert' }, signInReason) : null,
     sameOrigin
       ? h('div', { class: 'card' }, credentials)
@@ -325,7 +348,7 @@ function frame(org, section) {
   fill($who,
     org ? h('span', {}, 'Organization ', h('strong', {}, org), ' · ', link('switch', '')) : null,
     h('span', { title: current?.subject ?? '' }, current?.subject ?? ''),
-    h('button', { type: 'button', onclick: () => signOut('Signed out.') }, 'Sign out'));
+    h('button', { type: 'button', onclick: (event) => signOutByUser(event.currentTarget) }, 'Sign out'));
 }
 
 function page(title, ...children) {

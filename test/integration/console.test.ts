@@ -165,9 +165,44 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const kept = await stored(page);
     assert.ok(!kept.includes(server.bootstrap.clientSecret), 'the client secret is not kept');
     assert.ok(kept.includes('accessToken'));
+    const token = (JSON.parse(kept)[0] as Record<string, string>)['slipway.console.token'];
+    const tabToken = (JSON.parse(token!) as { accessToken: string }).accessToken;
+    assert.equal((await server.http(tabToken).get('/v1/orgs')).status, 200);
     await page.click('text=Sign out');
     await page.waitForSelector('#signin-credentials');
     assert.ok(!(await stored(page)).includes('accessToken'));
+    // Signing out revoked the token: a copy of it is refused, not only forgotten by the tab.
+    const after = await server.http(tabToken).get('/v1/orgs');
+    assertProblem(after, 401, 'invalid_token');
+    assert.match(String(after.body.detail), /revoked/);
+  });
+
+  it('signs out even when the token cannot be revoked: the network fails, or the token is refused already', async () => {
+    const tokenIn = async (page: Page) => {
+      const kept = JSON.parse(await stored(page))[0] as Record<string, string>;
+      return (JSON.parse(kept['slipway.console.token']!) as { accessToken: string }).accessToken;
+    };
+    const signedOut = async (page: Page) => {
+      await page.click('text=Sign out');
+      await page.waitForSelector('.problem:has-text("Signed out.")');
+      assert.ok(!(await stored(page)).includes('accessToken'));
+    };
+    const offline = await signedIn(server.bootstrap);
+    const unrevoked = await tokenIn(offline);
+    await offline.route((url) => url.pathname.endsWith('/v1/token'), (route) => route.abort());
+    const reported = pageErrors.length;
+    await signedOut(offline);
+    // The browser reports the request it could not send, and nothing else.
+    const added = pageErrors.splice(reported);
+    assert.ok(added.every((e) => /net::ERR_FAILED/.test(e)), added.join('\n'));
+    // Never revoked: the token works until it expires.
+    assert.equal((await server.http(unrevoked).get('/v1/orgs')).status, 200);
+    assert.equal((await server.http(unrevoked).delete('/v1/token')).status, 204);
+
+    // Revoked elsewhere meanwhile: the console's revocation gets 401, and the tab signs out all the same.
+    const refused = await signedIn(server.bootstrap);
+    assert.equal((await server.http(await tokenIn(refused)).delete('/v1/token')).status, 204);
+    await signedOut(refused);
   });
 
   it('creates a secret from .env lines, shows values only when revealed, and keeps them nowhere', async () => {
