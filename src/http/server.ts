@@ -69,6 +69,7 @@ class AccessLog extends LogController {
       path: pathOf(req.url),
       status: reply.statusCode,
       ms: Math.round(elapsed * 10) / 10,
+      ip: req.ip,
       sub: req.principal?.subject,
     };
     if (error === null || error === undefined) return this.write(line);

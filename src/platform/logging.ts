@@ -65,6 +65,8 @@ export interface AccessLine {
   path: string;
   status: number;
   ms: number;
+  /** The client's address (as SLIPWAY_TRUST_PROXY resolves it). */
+  ip: string | undefined;
   sub: string | undefined;
 }
 
@@ -86,7 +88,7 @@ export function accessLogWriter(logger: Logger): (line: AccessLine) => void {
   };
   return (line) => {
     if (!logger.isLevelEnabled('info')) return;
-    stream.write(`{"level":"info"${isoTime()}${bindings},"requestId":${jsonString(line.requestId)},"method":${jsonString(line.method)},"route":${line.route === null ? 'null' : route(line.route)},"path":${jsonString(line.path)},"status":${line.status},"ms":${line.ms}${line.sub === undefined ? '' : `,"sub":${jsonString(line.sub)}`},"msg":"request"}\n`);
+    stream.write(`{"level":"info"${isoTime()}${bindings},"requestId":${jsonString(line.requestId)},"method":${jsonString(line.method)},"route":${line.route === null ? 'null' : route(line.route)},"path":${jsonString(line.path)},"status":${line.status},"ms":${line.ms}${line.ip === undefined ? '' : `,"ip":${jsonString(line.ip)}`}${line.sub === undefined ? '' : `,"sub":${jsonString(line.sub)}`},"msg":"request"}\n`);
   };
 }
 

@@ -150,6 +150,26 @@ describe('token endpoint', () => {
       assert.match(mixed.body.error_description, /client_id .* another client/);
     });
 
+    it('logs each refused client with its id, why and its address, never what it sent as a secret', async () => {
+      const form = { grant_type: 'client_credentials', scope };
+      const disabled = await server.actor(server.bootstrap.orgId, 'developer');
+      assert.equal((await server.owner.http.patch(`/v1/orgs/default/service-users/${disabled.id}`, { disabled: true })).status, 200);
+      const guess = `guessed-${process.pid}-secret`;
+      const unknownId = 'su_00000000000000000000000000';
+      for (const [id, secret] of [[server.bootstrap.clientId, guess], [unknownId, guess], [disabled.clientId, disabled.clientSecret], [guess, guess]] as const) {
+        assertOAuthError(await oauthPost(server, 'token', { authorization: basic(id, secret), form }), 401, 'invalid_client');
+      }
+      const refused = server.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'client authentication failed').slice(-4);
+      assert.deepEqual(refused.map((l) => [l.clientId, l.reason, l.level]), [
+        [server.bootstrap.clientId, 'wrong secret', 'warn'], [unknownId, 'unknown client', 'warn'], [disabled.clientId, 'disabled service user', 'warn'], [undefined, 'not a client id', 'warn'],
+      ]);
+      for (const line of refused) assert.equal(line.ip, '127.0.0.1');
+      assert.deepEqual(server.logs.filter((l) => l.includes(guess) || l.includes(disabled.clientSecret)), []);
+      // The access line names the address too.
+      const access = server.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request' && l.route === '/oauth/v2/token').at(-1);
+      assert.equal(access?.ip, '127.0.0.1');
+    });
+
     it('refuses a generated secret with one character replaced by %2B', async () => {
       const bad = server.bootstrap.clientSecret.slice(0, -1);
       const res = await oauthPost(server, 'token', {

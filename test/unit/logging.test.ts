@@ -17,7 +17,7 @@ describe('logging', () => {
     fc.assert(fc.property(
       fc.record({
         requestId: text, method: fc.constantFrom('GET', 'POST', 'PATCH'), route: fc.option(text, { nil: null }), path: text,
-        status: fc.integer({ min: 100, max: 599 }), ms: fc.double({ min: 0, max: 1e6, noNaN: true }), sub: fc.option(text, { nil: undefined }),
+        status: fc.integer({ min: 100, max: 599 }), ms: fc.double({ min: 0, max: 1e6, noNaN: true }), ip: fc.option(text, { nil: undefined }), sub: fc.option(text, { nil: undefined }),
       }),
       (line: AccessLine) => {
         const { logger, lines } = memoryLogger();
@@ -56,7 +56,7 @@ describe('logging', () => {
 
   it('writes no access-log line below its level', () => {
     const { logger, lines } = memoryLogger('warn');
-    accessLogWriter(logger)({ requestId: 'r', method: 'GET', route: '/', path: '/', status: 200, ms: 1, sub: undefined });
+    accessLogWriter(logger)({ requestId: 'r', method: 'GET', route: '/', path: '/', status: 200, ms: 1, ip: '127.0.0.1', sub: undefined });
     assert.deepEqual(lines, []);
   });
 

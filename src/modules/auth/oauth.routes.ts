@@ -10,7 +10,7 @@ import { oauthErrors } from './oauth-errors.js';
 import type { Role } from './roles.js';
 import { audienceScope, orgClaim, STANDARD_SCOPES } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
-import type { AuthenticatedClient, ClientCredentials, TokenResponse, TokenService } from './token.service.js';
+import { CLIENT_ID, clientRefusals, type AuthenticatedClient, type ClientCredentials, type TokenResponse, type TokenService } from './token.service.js';
 
 const FORM = 'application/x-www-form-urlencoded';
 
@@ -180,8 +180,14 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
     try {
       client = await deps.tokens.authenticate(creds);
     } catch (error) {
-      if (error instanceof AppError && error.code === 'invalid_client') reportLimit(attempt, reply);
-      else failures.giveBack(req.ip);
+      if (error instanceof AppError && error.code === 'invalid_client') {
+        reportLimit(attempt, reply);
+        // Who tried and why, for whoever looks into a run of failures; a client id is no secret,
+        // and what is not one (a secret pasted in its place, say) is not written.
+        req.log.warn({ clientId: CLIENT_ID.test(creds.clientId) ? creds.clientId : undefined, reason: clientRefusals.get(error), ip: req.ip }, 'client authentication failed');
+      } else {
+        failures.giveBack(req.ip);
+      }
       throw error;
     }
     failures.giveBack(req.ip);

@@ -104,8 +104,12 @@ function inactiveUnlessBroken(error: unknown): { active: false } {
 }
 
 
+export type ClientRefusal = 'not a client id' | 'unknown client' | 'disabled service user' | 'wrong secret';
+/** Why a client's authentication failed, by its error: for the log, never for the client. */
+export const clientRefusals = new WeakMap<Error, ClientRefusal>();
+
 /** The shape of every client id (a service user's id, `su_…`: see ids.ts), with room to spare. */
-const CLIENT_ID = /^su_[0-9a-z]{1,61}$/;
+export const CLIENT_ID = /^su_[0-9a-z]{1,61}$/;
 
 export function createTokenService(deps: TokenServiceDeps) {
   const supported = [...STANDARD_SCOPES, audienceScope(deps.idpName, deps.projectId)].join(' ');
@@ -139,16 +143,21 @@ export function createTokenService(deps: TokenServiceDeps) {
 
   async function authenticate(creds: ClientCredentials): Promise<AuthenticatedClient> {
     // Every failure says the same to the caller: which one it was is for the log, not the client.
-    const fail = () => oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
+    const fail = (reason: ClientRefusal) => {
+      const error = oauthErrors.invalidClient('Client authentication failed: unknown client, wrong secret or disabled service user.');
+      clientRefusals.set(error, reason);
+      return error;
+    };
     // Only what an id can be reaches the database: a NUL, say, which PostgreSQL refuses in text.
-    if (!CLIENT_ID.test(creds.clientId)) throw fail();
+    if (!CLIENT_ID.test(creds.clientId)) throw fail('not a client id');
     let keyed: Buffer | undefined;
     const presented = { digest: secretDigest(creds.clientSecret), keyedHash: () => (keyed ??= hashClientSecret(pepper, creds.clientSecret)) };
     // The cache only ever accepts. Whatever it would refuse is decided on a fresh read, so a secret
     // just added or a user just enabled, on any node, works at once, and a wrong guess costs the
     // database read it always did.
-    const client = accepted(clients.known(creds.clientId), presented) ?? accepted(await clients.read(creds.clientId), presented);
-    if (client === undefined) throw fail();
+    let fresh: ClientRecord | null | undefined;
+    const client = accepted(clients.known(creds.clientId), presented) ?? accepted(fresh = await clients.read(creds.clientId), presented);
+    if (client === undefined) throw fail(fresh === null || fresh === undefined ? 'unknown client' : fresh.user.disabled_at !== null ? 'disabled service user' : 'wrong secret');
     return { user: client.user, secretId: client.secretId };
   }
 
