@@ -66,9 +66,15 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
   const client = apiClientSettings(flags, env, read);
   const setting = settingReader(flags, env, VARIABLES);
 
+  // Every environment only when none is given: one given empty (`--environment "$ENV"` with ENV
+  // unset) is a mistake, and serving every environment would take production's deployments too.
   const environmentFlags = Array.isArray(flags.environment) ? flags.environment : [];
-  const environments = (environmentFlags.length > 0 ? environmentFlags : [env[VARIABLES.environment] ?? ''])
-    .flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e !== '');
+  const variable = env[VARIABLES.environment];
+  const given = environmentFlags.length > 0 ? { values: environmentFlags, name: '--environment' } : variable !== undefined ? { values: [variable], name: VARIABLES.environment } : null;
+  const environments = (given?.values ?? []).flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e !== '');
+  if (given !== null && (environments.length === 0 || given.values.some((v) => v.split(',').every((e) => e.trim() === '')))) {
+    throw new UsageError(`${given.name} is given but names no environment; name one, or leave it out (flag and ${VARIABLES.environment}) to serve every environment of the organization`);
+  }
 
   const concurrencyText = setting('concurrency') ?? '4';
   const concurrency = Number(concurrencyText);

@@ -24,6 +24,8 @@ export interface RunnerOptions {
   waitSeconds?: number;
   /** How often to ask the server which of its processes' deployments still serve. */
   reconcileSeconds?: number;
+  /** After a claim the server refused (once it had answered one), the pause before the next (tests shorten it). */
+  refusedRetryMs?: number;
 }
 
 export interface Runner {
@@ -33,15 +35,18 @@ export interface Runner {
   /**
    * Claims and carries out deployments until stop() is called, then stops every process it started
    * and resolves. Rejects (after stopping them too) when the server refuses its first claim, since
-   * no retry fixes wrong credentials, a role that is not `runner` or a misspelt environment. An
-   * environment that disappears later (renamed or deleted) does not take down what runs: the
-   * runner keeps its services and asks again every ENVIRONMENT_GONE_RETRY_MS.
+   * no retry fixes wrong credentials, a role that is not `runner` or a misspelt environment. A
+   * refusal later does not take down what runs: an environment renamed or deleted (asked again
+   * every ENVIRONMENT_GONE_RETRY_MS), or the runner's own credentials refused (a client secret
+   * rotated, the service user disabled or its role changed: asked again every REFUSED_RETRY_MS).
+   * Its services keep running, as when the server cannot be reached.
    */
   run(): Promise<void>;
   stop(): void;
 }
 
 const ENVIRONMENT_GONE_RETRY_MS = 15_000;
+const REFUSED_RETRY_MS = 30_000;
 /** This machine's name as the server takes it in a process's address; null (not reported) when it is not one. */
 const HOSTNAME = ((name) => (/^[A-Za-z0-9._-]{1,253}$/.test(name) ? name : null))(hostname());
 export const RECONCILE_DEFAULT_SECONDS = 15;
@@ -82,9 +87,10 @@ export function createRunner(options: RunnerOptions): Runner {
         claimed = await client.claim(hosting ? { ...claim, host } : claim, stopping.signal);
       } catch (error) {
         if (stopping.signal.aborted) return;
-        if (!(answered && error instanceof Refused && error.code === 'environment_not_found')) throw error;
-        logger.error({ status: error.status, code: error.code }, `cannot claim: ${error.detail} The services already running keep running; asking again in ${ENVIRONMENT_GONE_RETRY_MS / 1000} s.`);
-        await sleep(ENVIRONMENT_GONE_RETRY_MS, undefined, { signal: stopping.signal }).catch(() => undefined);
+        if (!(answered && error instanceof Refused)) throw error;
+        const pauseMs = error.code === 'environment_not_found' ? ENVIRONMENT_GONE_RETRY_MS : (options.refusedRetryMs ?? REFUSED_RETRY_MS);
+        logger.error({ status: error.status, code: error.code }, `cannot claim: ${error.detail} The services already running keep running; asking again in ${pauseMs / 1000} s.`);
+        await sleep(pauseMs, undefined, { signal: stopping.signal }).catch(() => undefined);
         continue;
       }
       answered = true;

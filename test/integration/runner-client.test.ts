@@ -194,6 +194,37 @@ describe('runner token source and protocol client', () => {
     await running;
   });
 
+  it('outlives its own credentials refused later (its service user disabled): what it runs keeps serving, and it claims again once they work', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => { lines.push(line); } });
+    const own = await f.server.actor(f.orgId, 'runner');
+    const client = createProtocolClient({ baseUrl: f.server.url, orgId: f.orgId, tokens: createTokenSource({ ...credentials, clientId: own.clientId, clientSecret: own.clientSecret }) });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(f.developer.http, f.orgId, { spec: serviceSpec() });
+    const agent = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1, refusedRetryMs: 200 });
+    let ended = false;
+    const running = agent.run().finally(() => { ended = true; });
+    try {
+      const first = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+      assert.equal((await settled(f.developer.http, f.orgId, first.id)).state, 'succeeded');
+      const served = await servedBy(f.developer.http, f.orgId, first.id);
+
+      assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${own.id}`, { disabled: true })).status, 200);
+      await eventually('the runner to say it cannot claim', async () => (lines.some((l) => l.includes('cannot claim') && l.includes('invalid_client') && l.includes('keep running')) ? true : undefined));
+      await sleep(500); // a few refused claims later
+      assert.equal(ended, false, 'the runner keeps running');
+      assert.ok(alive(served.pid), 'its service keeps running');
+      assert.equal((await ask(served.port) as { pid: number }).pid, served.pid, 'and answers');
+
+      assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${own.id}`, { disabled: false })).status, 200);
+      const second = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+      assert.equal((await settled(f.developer.http, f.orgId, second.id)).state, 'succeeded', 'claimed again once its credentials work');
+    } finally {
+      agent.stop();
+      await running;
+    }
+  });
+
   it('keeps the previous process serving when the server refuses a success (cancelled as it was reported)', async () => {
     // The cancel lands between the new process turning healthy and the runner reporting it.
     let cancelOnCompletion: string | undefined;

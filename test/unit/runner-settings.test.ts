@@ -68,6 +68,10 @@ describe('runner settings', () => {
       [{ concurrency: '0' }, complete, /--concurrency .* from 1 to 64, got "0"/],
       [{ 'reconcile-seconds': '1.5' }, complete, /--reconcile-seconds \(SLIPWAY_RUNNER_RECONCILE_SECONDS\) .* from 1 to 3600, got "1.5"/],
       [{ 'log-level': 'loud' }, complete, /--log-level .* must be one of/],
+      // An environment given empty (`--environment "$ENV"`, ENV unset) is not every environment.
+      [{ environment: [''] as string[] }, complete, /^--environment is given but names no environment/],
+      [{ environment: ['staging', ' , '] as string[] }, complete, /^--environment is given but names no environment/],
+      [{}, { ...complete, SLIPWAY_ENVIRONMENTS: '' }, /^SLIPWAY_ENVIRONMENTS is given but names no environment; name one, or leave it out/],
     ] as const) {
       assert.throws(() => runnerSettings(flags, env), (e: unknown) => e instanceof UsageError && message.test(e.message));
     }
