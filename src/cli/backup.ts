@@ -41,6 +41,7 @@ export async function backupCommand(argv: string[], env: Record<string, string |
   const target = path.resolve(to);
   if (fs.existsSync(target)) throw new UsageError(`--to ${target} exists already; give a new file (nothing was written)`);
   if (target === path.resolve(file)) throw new UsageError('--to must not be the database itself');
+  if (!fs.existsSync(path.dirname(target))) throw new UsageError(`--to ${target}: the directory ${path.dirname(target)} does not exist; make it first (nothing was written)`);
 
   const { SQLite } = await import('../platform/db/sqlite-library.js');
   const source = new SQLite(file, { fileMustExist: true });

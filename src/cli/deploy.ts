@@ -10,7 +10,7 @@ import { isTransientStatus, parseJson, request, retryAfterMs, untilAvailable, Un
 import { createTokenSource, type TokenSource } from '../runner-agent/token-source.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
 import { UsageError } from './args.js';
-import { printJson } from './output.js';
+import { flagTable, printJson } from './output.js';
 
 const FLAGS = {
   ...API_CLIENT_FLAGS,
@@ -59,7 +59,7 @@ cancelled, or still running when --timeout ran out; 2 a usage error; 130 or 143 
 deployment goes on). The credentials come from flags, SLIPWAY_* variables or a credentials file,
 in that order, as the runner's do.
 
-${DESCRIBED.map(([flag, arg, text]) => `  ${`--${flag}${arg ? ` ${arg}` : ''}`.padEnd(20)} ${text}\n`).join('')}`;
+${flagTable(DESCRIBED.map(([flag, arg, text]) => [`--${flag}${arg ? ` ${arg}` : ''}`, '', text]))}`;
 
 interface DeploySettings extends ApiClientSettings {
   body: { service: string; environment: string; revision?: string; description?: string; variables?: Record<string, string> };

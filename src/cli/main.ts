@@ -1,6 +1,7 @@
 // The `slipway` command.
 // Each command's module is loaded when it runs: help and usage errors answer in a fraction of the
 // time that loading the server, the database drivers and the runner would take.
+import fs from 'node:fs';
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 import { isDatabaseBusy } from '../platform/db/facts.js';
@@ -15,6 +16,7 @@ usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
 ${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...DEPLOY_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+  slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
 matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list. --master-key and
@@ -64,11 +66,19 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, deploy or backup; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, deploy, backup or version; see slipway --help');
       case 'help':
       case '--help':
       case '-h':
         return help();
+      case 'version':
+      case '--version':
+      case '-v': {
+        const { version } = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+        if (rest.includes('--json')) printJson({ version, node: process.versions.node });
+        else process.stdout.write(`slipway ${version} (Node.js ${process.versions.node})\n`);
+        return 0;
+      }
       default:
         throw new UsageError(`unknown command "${command}"; see slipway --help`);
     }

@@ -20,3 +20,9 @@ export function printFields(fields: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(fields).map((k) => k.length));
   for (const [key, value] of Object.entries(fields)) process.stdout.write(`${key.padEnd(width)}  ${String(value)}\n`);
 }
+
+/** Help text rows (`--flag ARG`, its variable, what it does) in columns as wide as their widest cell. */
+export function flagTable(rows: Array<[string, string, string]>): string {
+  const widths = [0, 1].map((i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map(([flag, variable, text]) => `  ${flag.padEnd(widths[0]!)}  ${variable.padEnd(widths[1]!)}  ${text}`.trimEnd() + '\n').join('');
+}

@@ -8,6 +8,7 @@ import { Refused } from '../runner-agent/http-call.js';
 import { createProtocolClient } from '../runner-agent/protocol-client.js';
 import { createRunner, RECONCILE_DEFAULT_SECONDS } from '../runner-agent/runner.js';
 import { createTokenSource } from '../runner-agent/token-source.js';
+import { flagTable } from './output.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, settingReader, type ApiClientSettings } from './api-client.js';
 import { UsageError } from './args.js';
 import { RUNNER_USAGE } from './usage.js';
@@ -49,7 +50,7 @@ goes back to the queue at once, as its next attempt (or fails, when that was its
 went away ran, once the server has not heard from that runner for SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS.
 
 Flags win over variables, variables over the credentials file:
-${DESCRIBED.map(([flag, arg, text]) => `  ${`--${flag} ${arg}`.padEnd(20)} ${((VARIABLES as Record<string, string>)[flag] ?? '').padEnd(27)} ${text}\n`).join('')}`;
+${flagTable(DESCRIBED.map(([flag, arg, text]) => [`--${flag} ${arg}`, (VARIABLES as Record<string, string>)[flag] ?? '', text]))}`;
 
 export interface RunnerSettings extends ApiClientSettings {
   environments?: string[];
@@ -131,7 +132,9 @@ export async function runnerCommand(argv: string[], env: Env): Promise<number> {
     return 0;
   } catch (error) {
     if (!(error instanceof Refused)) throw error;
-    logger.error({ status: error.status, code: error.code }, `the server refused the runner, which cannot go on: ${error.detail}`);
+    // A base URL with the API's own path in it (`…/v1`) doubles that path in every call.
+    const hint = error.code === 'route_not_found' ? ' (--url is the API\'s base URL, without /v1: check it)' : '';
+    logger.error({ status: error.status, code: error.code }, `the server refused the runner, which cannot go on: ${error.detail}${hint}`);
     return 1;
   } finally {
     process.off('SIGTERM', onSignal);

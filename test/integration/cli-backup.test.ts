@@ -57,6 +57,10 @@ describe('slipway backup', () => {
     const missing = await runCli(['backup'], cliEnv(server));
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /--to FILE is required/);
+    const nowhere = path.join(newDir(), 'no-such-directory', 'copy.db');
+    const noDirectory = await runCli(['backup', '--to', nowhere], cliEnv(server));
+    assert.equal(noDirectory.code, 2, noDirectory.stderr);
+    assert.match(noDirectory.stderr, /the directory .*no-such-directory does not exist; make it first \(nothing was written\)/);
 
     // Restored: the copy as the database of a new data directory, with the master key beside it
     // (that server's close removes the directory).

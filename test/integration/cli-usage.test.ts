@@ -97,6 +97,28 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.deepEqual(JSON.parse(usage.stderr), { error: { code: 'usage', message: '--slug is required' } });
   });
 
+  it('says its version, and the Node.js it runs on', async () => {
+    const { version } = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+    for (const word of ['--version', '-v', 'version']) {
+      const result = await runCli([word], {});
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(result.stdout, `slipway ${version} (Node.js ${process.versions.node})\n`);
+    }
+    assert.deepEqual(JSON.parse((await runCli(['version', '--json'], {})).stdout), { version, node: process.versions.node });
+  });
+
+  it('refuses a data directory that cannot be made (a link to nowhere, as an unmounted volume) with exit 2 naming it', async () => {
+    const dir = tempDir('slipway-dangling-');
+    fs.symlinkSync(path.join(dir, 'not-mounted'), path.join(dir, 'volume'));
+    try {
+      const result = await runCli(['migrate', '--data-dir', path.join(dir, 'volume', 'data')], {});
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /^slipway: cannot open the SQLite database .*\(ENOENT\): .* cannot be made .*check --data-dir \(SLIPWAY_DATA_DIR\)/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('stops quietly when its reader has gone (a pipe into head), without a stack trace', async () => {
     const child = spawn(process.execPath, [CLI_ENTRY, 'org', 'list'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     // The reader goes before the command writes a byte: its first write meets a closed pipe.

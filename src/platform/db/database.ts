@@ -68,13 +68,16 @@ function withStatementCache(sqlite: SQLite.Database, max = 500): SQLite.Database
 }
 
 /** Why a SQLite file cannot be used, said as what to change: the file system's code, or SQLite's. */
-const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'EEXIST', 'ENOTDIR', 'SQLITE_READONLY', 'SQLITE_CANTOPEN', 'SQLITE_READONLY_DIRECTORY']);
+const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'EEXIST', 'ENOTDIR', 'ENOENT', 'SQLITE_READONLY', 'SQLITE_CANTOPEN', 'SQLITE_READONLY_DIRECTORY']);
 
 function unwritable(file: string, error: unknown): unknown {
   const code = String((error as { code?: unknown }).code ?? '');
   if (!UNWRITABLE.has(code)) return error;
   const dir = path.dirname(file);
-  const why = code === 'EEXIST' || code === 'ENOTDIR' ? `${dir} is not a directory` : `${dir} or the file is not writable by this user`;
+  const why = code === 'EEXIST' || code === 'ENOTDIR' ? `${dir} is not a directory`
+    // A path through a link to nowhere (a volume not mounted) cannot be made.
+    : code === 'ENOENT' ? `${dir} cannot be made (a link in its path that leads nowhere?)`
+    : `${dir} or the file is not writable by this user`;
   return new ConfigError(`cannot open the SQLite database ${file} for writing (${code}): ${why}; check --data-dir (SLIPWAY_DATA_DIR) and its permissions, or --database-url (SLIPWAY_DATABASE_URL)`);
 }
 
