@@ -159,14 +159,17 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       const result = await withCore(p, async (core) => {
         const id = await orgId(core, org);
         const rotated = keepOld
-          ? { clientId: (await core.serviceUsers.get(id, user)).clientId, clientSecret: (await core.serviceUsers.addSecret(cliContext(), id, user)).clientSecret }
+          ? await (async () => {
+            const added = await core.serviceUsers.addSecret(cliContext(), id, user);
+            return { clientId: added.serviceUserId, clientSecret: added.clientSecret, secretId: added.id };
+          })()
           : await core.serviceUsers.replaceSecrets(cliContext(), id, user);
-        return { clientId: rotated.clientId, clientSecret: rotated.clientSecret, tokenUrl: core.tokenUrl, scope: core.scope, baseUrl: core.config.baseUrl, orgId: id, keptOld: keepOld };
+        return { clientId: rotated.clientId, clientSecret: rotated.clientSecret, secretId: rotated.secretId, tokenUrl: core.tokenUrl, scope: core.scope, baseUrl: core.config.baseUrl, orgId: id, keptOld: keepOld };
       });
       if (p.values.json) printJson(result);
       else {
-        printFields({ clientId: result.clientId, clientSecret: result.clientSecret });
-        process.stderr.write(keepOld ? 'The previous secret stays valid until removed.\n' : 'Every previous secret of this service user is refused from now on (by a running server within 5 seconds).\n');
+        printFields({ clientId: result.clientId, clientSecret: result.clientSecret, secretId: result.secretId });
+        process.stderr.write(keepOld ? 'The previous secret stays valid until removed (remove-secret --secret with its id: service-user list --json).\n' : 'Every previous secret of this service user is refused from now on (by a running server within 5 seconds).\n');
       }
       return 0;
     }

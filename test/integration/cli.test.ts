@@ -123,6 +123,10 @@ describe('slipway CLI', () => {
     const secrets = serviceUsers.find((u: { name: string }) => u.name === 'ci').secrets as Array<{ id: string; createdAt: string }>;
     assert.equal(secrets.length, 2);
     const oldest = [...secrets].sort((x, y) => x.createdAt.localeCompare(y.createdAt))[0]!;
+    // Each rotation names the secret it made, so the other is the one to remove.
+    const [rotatedId, secondId] = [(rotated as Printed & { secretId: string }).secretId, (second as Printed & { secretId: string }).secretId];
+    assert.deepEqual(secrets.map((x) => x.id).sort(), [rotatedId, secondId].sort());
+    assert.equal(oldest.id, rotatedId);
     assert.deepEqual(await cliJson(['service-user', 'remove-secret', '--org', 'cli-org', '--user', 'ci', '--secret', oldest.id], env), { removed: oldest.id });
     assert.equal(await tokenStatusAfterWindow(rotated, 401), 401);
     assert.equal(await tokenStatus(second), 200);

@@ -260,7 +260,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     },
 
     /** CLI rotation in one step: add a new secret and remove every older one. */
-    async replaceSecrets(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ clientId: string; clientSecret: string }> {
+    async replaceSecrets(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ clientId: string; clientSecret: string; secretId: string }> {
       const now = new Date().toISOString();
       const result = await change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
@@ -268,7 +268,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
         for (const s of live) await serviceUsersRepo.deleteSecret(trx, row.id, s.id);
         await serviceUsersRepo.insertSecret(trx, secretRow);
         await appendEvents(trx, ctx, [event(orgId, row, 'secret_rotated', { secretId: secretRow.id, removed: live.map((s) => s.id) })], now);
-        return { clientId: row.id, clientSecret: secret };
+        return { clientId: row.id, clientSecret: secret, secretId: secretRow.id };
       });
       return result;
     },
