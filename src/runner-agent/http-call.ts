@@ -84,9 +84,10 @@ export interface Answer {
 
 /**
  * One request, read to the end. A connection that fails, times out or breaks off mid-answer is
- * Unavailable; an abort of `signal` rethrows its reason.
+ * Unavailable, naming `what` was asked (by default the server, by its origin); an abort of
+ * `signal` rethrows its reason.
  */
-export async function request(url: string, init: RequestInit, timeoutMs: number, signal: AbortSignal): Promise<Answer> {
+export async function request(url: string, init: RequestInit, timeoutMs: number, signal: AbortSignal, what = new URL(url).origin): Promise<Answer> {
   signal.throwIfAborted();
   // By hand rather than AbortSignal.any, so that nothing stays attached to a long-lived signal.
   const controller = new AbortController();
@@ -99,7 +100,7 @@ export async function request(url: string, init: RequestInit, timeoutMs: number,
     return { status: res.status, headers: res.headers, text: await res.text() };
   } catch (error) {
     if (signal.aborted) throw signal.reason;
-    throw new Unavailable(`${new URL(url).origin} cannot be reached: ${networkReason(error, timedOut)}`, undefined, { cause: error });
+    throw new Unavailable(`${what} cannot be reached: ${networkReason(error, timedOut)}`, undefined, { cause: error });
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);

@@ -33,12 +33,13 @@ export function createTokenSource(credentials: ClientCredentials, options: { now
     const asked = now();
     // RFC 6749 §2.3.1: both parts form-encoded before they are joined for HTTP Basic.
     const basic = Buffer.from(`${encodeURIComponent(credentials.clientId)}:${encodeURIComponent(credentials.clientSecret)}`).toString('base64');
-    // Not tied to one caller's signal: other callers may be waiting for the same answer.
+    // Not tied to one caller's signal: other callers may be waiting for the same answer. A failure
+    // names the token endpoint: the call that asked for the token is not the one that failed.
     const answer = await request(credentials.tokenUrl, {
       method: 'POST',
       headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
       body: new URLSearchParams({ grant_type: 'client_credentials', scope: credentials.scope }).toString(),
-    }, TOKEN_REQUEST_TIMEOUT_MS, new AbortController().signal);
+    }, TOKEN_REQUEST_TIMEOUT_MS, new AbortController().signal, `the token endpoint ${credentials.tokenUrl}`);
     const body = parseJson(answer.text) as { access_token?: unknown; expires_in?: unknown; error?: string; error_description?: string } | null;
     if (answer.status === 200 && typeof body?.access_token === 'string' && typeof body.expires_in === 'number') {
       cached = { token: body.access_token, renewAt: asked + body.expires_in * 1000 * RENEW_AFTER };

@@ -445,6 +445,22 @@ describe('runner token source and protocol client', () => {
     }
   });
 
+  it('names the token endpoint, not the API, when the token endpoint is what cannot be reached', async () => {
+    const tokenUrl = `http://127.0.0.1:${await freePort()}/oauth/v2/token`;
+    const stop = new AbortController();
+    const failures: string[] = [];
+    const client = createProtocolClient({
+      baseUrl: f.server.url, orgId: f.orgId,
+      tokens: createTokenSource({ ...credentials, tokenUrl }),
+      onRetry: (_call, error, attempt) => {
+        failures.push(error.message);
+        if (attempt === 2) stop.abort(new Error('enough'));
+      },
+    });
+    await assert.rejects(client.claim({ waitSeconds: 0 }, stop.signal), /enough/);
+    assert.deepEqual(failures, [1, 2].map(() => `the token endpoint ${tokenUrl} cannot be reached: ECONNREFUSED`));
+  });
+
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {
     const port = await freePort();
     const stop = new AbortController();
