@@ -2,6 +2,7 @@
 // keys, logger), the domain services and the HTTP server, and nothing else.
 import fs from 'node:fs';
 import path from 'node:path';
+import { sql } from 'kysely';
 import type { DestinationStream } from 'pino';
 import { registerConsole } from './http/console.js';
 import { listenForMetrics, type MetricsListener } from './http/metrics-listener.js';
@@ -11,7 +12,7 @@ import type { App } from './http/app-types.js';
 import { ConfigError, redactUrl, routePrefix, type Config } from './platform/config.js';
 import { KEY_FILE, MissingKeyFileError, openKeyring, type MasterKeyring } from './platform/crypto/master-key.js';
 import { keysRepo } from './modules/keys/keys.repo.js';
-import { openDatabase, sqliteFile, type Database } from './platform/db/database.js';
+import { cannotConnect, openDatabase, sqliteFile, type Database } from './platform/db/database.js';
 import { migrateToLatest, schemaState } from './platform/db/migrations/index.js';
 import { createLogger, type Logger } from './platform/logging.js';
 import { createMetrics } from './platform/metrics.js';
@@ -111,6 +112,8 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     ...(options.backgroundCheckpoints ? { onBackgroundCheckpointError: (message: string) => logger.warn({ error: message }, 'SQLite background checkpoint failed; retrying') } : {}),
   });
   try {
+    // PostgreSQL is first asked here: out of reach, or refusing the credentials, it is said so.
+    if (database.dialect === 'postgres') await sql`select 1`.execute(database.db).catch((error: unknown) => { throw cannotConnect(config.databaseUrl!, error); });
     if (options.migrate === 'require') await requireCurrentSchema(database, config);
     else if (options.migrate !== false) {
       const state = await schemaState(database);

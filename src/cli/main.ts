@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
-import { isDatabaseBusy } from '../platform/db/facts.js';
+import { errorMessage, isDatabaseBusy } from '../platform/db/facts.js';
 import { parse, UsageError } from './args.js';
 import { printJson } from './output.js';
 import { catchStopSignals } from './stop-signals.js';
@@ -95,15 +95,6 @@ export async function main(argv: string[], env: Record<string, string | undefine
     }
     // Anything else the command could not do (a master key that cannot unwrap, a database out of
     // reach): exit 1, and with --json as JSON too.
-    return refuse(1, 'failed', failureMessage(error));
+    return refuse(1, 'failed', errorMessage(error));
   }
-}
-
-/** What went wrong, in one line (a connection error can come as an AggregateError without a message of its own). */
-function failureMessage(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  if (error.message) return error.message;
-  const code = (error as { code?: unknown }).code;
-  const inner = error instanceof AggregateError ? error.errors.find((e: unknown) => e instanceof Error && e.message) as Error | undefined : undefined;
-  return inner?.message ?? (typeof code === 'string' ? code : error.name);
 }

@@ -66,6 +66,32 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.match(result.stderr, /^slipway: SLIPWAY_PORT must be a whole number from 0 to 65535, got "abc"\n$/);
   });
 
+  it('names the database URL, without its password, and what to check when PostgreSQL cannot be reached', async () => {
+    const sentinel = 'Sentinel-Pw-4711';
+    const unreachable = { SLIPWAY_DATA_DIR: dataDir, SLIPWAY_DATABASE_URL: `postgres://slip:${sentinel}@127.0.0.1:1/slipway` };
+    const expected = 'cannot reach the database SLIPWAY_DATABASE_URL (--database-url) postgres://slip:***@127.0.0.1:1/slipway: connect ECONNREFUSED 127.0.0.1:1; check that PostgreSQL runs there and accepts connections';
+    const serve = ['serve', '--port', '0', '--base-url', 'http://127.0.0.1:1', '--auth-url', 'http://127.0.0.1:1'];
+    for (const command of [serve, ['migrate'], ['org', 'list'], ['service-user', 'list', '--org', 'default'], ['keys', 'status']]) {
+      const result = await runCli(command, unreachable);
+      assert.equal(result.code, 1, `${command.join(' ')}: ${result.stderr}`);
+      assert.ok(result.stderr.endsWith(`slipway: ${expected}\n`), `${command.join(' ')}: ${result.stderr}`);
+      const json = await runCli([...command, '--json'], unreachable);
+      assert.equal(json.code, 1);
+      assert.deepEqual(JSON.parse(json.stderr.trim().split('\n').pop()!), { error: { code: 'failed', message: expected } });
+      for (const output of [result.stdout, result.stderr, json.stdout, json.stderr]) assert.equal(output.includes(sentinel), false, output);
+    }
+    if (database.url) {
+      // Reached, but no such database there: what to check is another thing.
+      const url = new URL(database.url);
+      url.password = sentinel;
+      url.pathname = '/no_such_database';
+      const result = await runCli(['org', 'list'], { SLIPWAY_DATA_DIR: dataDir, SLIPWAY_DATABASE_URL: url.toString() });
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /^slipway: cannot connect to the database SLIPWAY_DATABASE_URL \(--database-url\) postgres:\/\/[^@]+:\*\*\*@[^ ]+\/no_such_database: database "no_such_database" does not exist; check the database name, or create that database\n$/);
+      assert.equal(result.stderr.includes(sentinel), false);
+    }
+  });
+
   it('prints help for --help on every command rather than running it, and refusals as JSON with --json', async () => {
     const empty = tempDir('slipway-cli-help-');
     try {
@@ -178,7 +204,7 @@ describe('slipway CLI: usage, help and errors', () => {
       assert.equal(unreachable.code, 1, unreachable.stderr);
       const { error } = JSON.parse(unreachable.stderr.trim().split('\n').pop()!) as { error: { code: string; message: string } };
       assert.equal(error.code, 'failed');
-      assert.match(error.message, /ECONNREFUSED/);
+      assert.match(error.message, /^cannot reach the database SLIPWAY_DATABASE_URL \(--database-url\) postgres:\/\/slipway:\*\*\*@127\.0\.0\.1:1\/slipway: connect ECONNREFUSED/);
     } finally {
       await db.drop();
       fs.rmSync(dir, { recursive: true, force: true });

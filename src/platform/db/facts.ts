@@ -2,6 +2,7 @@
 // opens, and what kind of failure an error from either database is. Kept apart from database.ts
 // (which loads Kysely, pg and better-sqlite3) so that the CLI can refuse bad usage at once.
 import path from 'node:path';
+import { redactUrl } from '../config.js';
 
 /** The SQLite file these settings open, or null for PostgreSQL. */
 export function sqliteFile(databaseUrl: string | null, dataDir: string): string | null {
@@ -58,4 +59,31 @@ export function isTransactionAborted(error: unknown): boolean {
 export function isForeignKeyViolation(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
+}
+
+/** What went wrong, in one line (a connection error can come as an AggregateError without a message of its own). */
+export function errorMessage(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error.message) return error.message;
+  const code = (error as { code?: unknown }).code;
+  const inner = error instanceof AggregateError ? error.errors.find((e: unknown) => e instanceof Error && e.message) as Error | undefined : undefined;
+  return inner?.message ?? (typeof code === 'string' ? code : error.name);
+}
+
+/** PostgreSQL refused the user (a wrong password, no pg_hba.conf entry), or has no such database. */
+const CONNECT_ADVICE: Record<string, string> = {
+  '28P01': 'check the user name and password',
+  '28000': 'check the user name, and that pg_hba.conf lets it connect from this host',
+  '3D000': 'check the database name, or create that database',
+};
+
+/**
+ * The first connection to PostgreSQL failed: the driver's words alone ("connect ECONNREFUSED …")
+ * name neither the setting nor the database, which this says, without the password, and what to check.
+ */
+export function cannotConnect(databaseUrl: string, error: unknown): Error {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  const verb = isDatabaseUnreachable(error) ? 'cannot reach' : 'cannot connect to';
+  const advice = CONNECT_ADVICE[code] ?? 'check that PostgreSQL runs there and accepts connections';
+  return new Error(`${verb} the database SLIPWAY_DATABASE_URL (--database-url) ${redactUrl(databaseUrl)}: ${errorMessage(error)}; ${advice}`, { cause: error });
 }
