@@ -3,6 +3,7 @@
 // credentials file (bootstrap.json, `service-user create --json`), in that order.
 import fs from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { RUNNER_VARIABLES } from '../platform/unknown-variables.js';
 import type { ClientCredentials } from '../runner-agent/token-source.js';
 import { UsageError } from './args.js';
 
@@ -19,12 +20,12 @@ export const API_CLIENT_FLAGS = {
 
 /** The variable behind each of those flags that has one. */
 export const API_CLIENT_VARIABLES = {
-  org: 'SLIPWAY_ORG',
-  'client-id': 'SLIPWAY_CLIENT_ID',
-  'client-secret': 'SLIPWAY_CLIENT_SECRET',
-  'token-url': 'SLIPWAY_TOKEN_URL',
-  scope: 'SLIPWAY_SCOPE',
-  url: 'SLIPWAY_URL',
+  org: RUNNER_VARIABLES.org,
+  'client-id': RUNNER_VARIABLES['client-id'],
+  'client-secret': RUNNER_VARIABLES['client-secret'],
+  'token-url': RUNNER_VARIABLES['token-url'],
+  scope: RUNNER_VARIABLES.scope,
+  url: RUNNER_VARIABLES.url,
 } as const;
 
 const TOKEN_PATH = '/oauth/v2/token';

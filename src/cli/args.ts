@@ -6,6 +6,7 @@ import { validationProblem, type AjvError } from '../http/error-handler.js';
 import { createValidatorCompiler } from '../http/validators.js';
 import { CONFIG_VARIABLES, flagName, loadConfig, type Config, type ConfigKey } from '../platform/config.js';
 import type { FieldError } from '../platform/errors.js';
+import { unknownVariables, unknownVariableWarning, type UnknownVariable } from '../platform/unknown-variables.js';
 
 export class UsageError extends Error {}
 
@@ -17,9 +18,21 @@ export interface Parsed {
   values: Record<string, string | boolean | undefined>;
   positionals: string[];
   config: () => Config;
+  /** SLIPWAY_* variables that no setting reads (a misspelt one, say). */
+  unknownVariables: UnknownVariable[];
 }
 
-export function parse(argv: string[], own: FlagSpec, env: Record<string, string | undefined>): Parsed {
+/** A warning on stderr: a line of its own, or with --json a JSON line as the log's are. */
+export function printWarning(json: boolean, warning: string): void {
+  process.stderr.write(json ? `${JSON.stringify({ level: 'warn', msg: warning })}\n` : `slipway: warning: ${warning}\n`);
+}
+
+/**
+ * The command's flags and the configuration's. Warns on stderr of a key given as a flag, and of
+ * each SLIPWAY_* variable that no setting reads, unless `logsUnknownVariables`: `serve` puts those
+ * in its log instead, once (not once in each of its workers).
+ */
+export function parse(argv: string[], own: FlagSpec, env: Record<string, string | undefined>, options: { logsUnknownVariables?: boolean } = {}): Parsed {
   let result;
   try {
     // No command takes positional arguments: a stray word is a mistake to report, not to ignore.
@@ -36,15 +49,16 @@ export function parse(argv: string[], own: FlagSpec, env: Record<string, string 
   for (const flag of ['master-key', 'master-key-previous']) {
     if (values[flag] === undefined) continue;
     // As with the runner's --client-secret: a key on the command line is visible to anyone who can list processes.
-    const warning = `--${flag} shows the key to anyone who can list processes (ps): prefer SLIPWAY_${flag.replace(/-/g, '_').toUpperCase()} or the key file`;
-    process.stderr.write(values.json === true ? `${JSON.stringify({ level: 'warn', msg: warning })}\n` : `slipway: warning: ${warning}\n`);
+    printWarning(values.json === true, `--${flag} shows the key to anyone who can list processes (ps): prefer SLIPWAY_${flag.replace(/-/g, '_').toUpperCase()} or the key file`);
   }
+  const unknown = unknownVariables(env);
+  if (options.logsUnknownVariables !== true) for (const variable of unknown) printWarning(values.json === true, unknownVariableWarning(variable));
   const flags: Partial<Record<ConfigKey, string>> = {};
   for (const key of Object.keys(CONFIG_VARIABLES) as ConfigKey[]) {
     const value = values[flagName(key)];
     if (typeof value === 'string') flags[key] = value;
   }
-  return { values, positionals: result.positionals, config: () => loadConfig(env, flags) };
+  return { values, positionals: result.positionals, config: () => loadConfig(env, flags), unknownVariables: unknown };
 }
 
 export function required(values: Parsed['values'], name: string): string {

@@ -6,10 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError, type FieldError } from '../platform/errors.js';
+import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { isTransientStatus, parseJson, request, retryAfterMs, untilAvailable, Unavailable } from '../runner-agent/http-call.js';
 import { createTokenSource, type TokenSource } from '../runner-agent/token-source.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
-import { UsageError } from './args.js';
+import { printWarning, UsageError } from './args.js';
 import { flagTable, printJson } from './output.js';
 
 const FLAGS = {
@@ -186,6 +187,7 @@ function within(parent: AbortSignal, ms: number): { signal: AbortSignal; timedOu
 export async function deployCommand(argv: string[], env: Env): Promise<number> {
   const flags = commandFlags(argv, FLAGS, DEPLOY_HELP) as Flags | null;
   if (flags === null) return 0;
+  for (const variable of unknownVariables(env)) printWarning(flags.json === true, unknownVariableWarning(variable));
   const settings = deploySettings(flags, env);
   const call = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }));
   const org = encodeURIComponent(settings.orgId);

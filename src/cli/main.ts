@@ -38,11 +38,11 @@ export async function main(argv: string[], env: Record<string, string | undefine
     switch (command) {
       case 'serve': {
         if (wantsHelp(rest)) return help();
-        const p = parse(rest, {}, env);
+        const p = parse(rest, {}, env, { logsUnknownVariables: true });
         const config = p.config();
         // Before the server's code loads: a signal meanwhile stops it cleanly, not with the default death.
         const signals = catchStopSignals();
-        return await (await import('./serve.js')).serve(config, signals);
+        return await (await import('./serve.js')).serve(config, signals, p.unknownVariables);
       }
       case 'migrate': {
         if (wantsHelp(rest)) return help();

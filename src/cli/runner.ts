@@ -4,13 +4,14 @@
 import fs from 'node:fs';
 import { pino } from 'pino';
 import { createLogger } from '../platform/logging.js';
+import { RUNNER_VARIABLES as VARIABLES, unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { Refused } from '../runner-agent/http-call.js';
 import { createProtocolClient } from '../runner-agent/protocol-client.js';
 import { createRunner, RECONCILE_DEFAULT_SECONDS } from '../runner-agent/runner.js';
 import { createTokenSource } from '../runner-agent/token-source.js';
 import { flagTable } from './output.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, settingReader, type ApiClientSettings } from './api-client.js';
-import { UsageError } from './args.js';
+import { API_CLIENT_FLAGS, apiClientFlagHelp, apiClientSettings, commandFlags, settingReader, type ApiClientSettings } from './api-client.js';
+import { printWarning, UsageError } from './args.js';
 import { RUNNER_USAGE } from './usage.js';
 
 const FLAGS = {
@@ -22,14 +23,6 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-/** The variable behind each flag. */
-const VARIABLES = {
-  ...API_CLIENT_VARIABLES,
-  environment: 'SLIPWAY_ENVIRONMENTS',
-  concurrency: 'SLIPWAY_RUNNER_CONCURRENCY',
-  'reconcile-seconds': 'SLIPWAY_RUNNER_RECONCILE_SECONDS',
-  'log-level': 'SLIPWAY_LOG_LEVEL',
-} as const;
 
 const DESCRIBED: Array<[keyof typeof FLAGS, string, string]> = [
   ...apiClientFlagHelp('runner'),
@@ -101,9 +94,18 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
 export async function runnerCommand(argv: string[], env: Env): Promise<number> {
   const flags = commandFlags(argv, FLAGS, HELP) as Flags | null;
   if (flags === null) return 0;
-  const settings = runnerSettings(flags, env);
+  const unknown = unknownVariables(env);
+  let settings: RunnerSettings;
+  try {
+    settings = runnerSettings(flags, env);
+  } catch (error) {
+    // Before the refusal: a setting said to be missing may be one of these, misspelt.
+    for (const variable of unknown) printWarning(false, unknownVariableWarning(variable));
+    throw error;
+  }
   // Synchronous: the last lines before an exit must not be lost in a buffer.
   const logger = createLogger(settings.logLevel, pino.destination({ dest: 2, sync: true })).child({ component: 'runner' });
+  for (const variable of unknown) logger.warn({ variable: variable.name, closest: variable.closest }, unknownVariableWarning(variable));
   const client = createProtocolClient({
     baseUrl: settings.baseUrl,
     orgId: settings.orgId,

@@ -6,6 +6,8 @@ import { createSlipway, MetricsListenError, openCore } from '../app.js';
 import { listenForMetrics, type MetricsListener } from '../http/metrics-listener.js';
 import { clusterMetrics } from '../platform/metrics.js';
 import { ConfigError, redactUrl, type Config } from '../platform/config.js';
+import { createLogger, type Logger } from '../platform/logging.js';
+import { unknownVariableWarning, type UnknownVariable } from '../platform/unknown-variables.js';
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
 import type { StopSignals } from './stop-signals.js';
 
@@ -13,9 +15,9 @@ const SHUTDOWN_GRACE_MS = 30_000;
 /** A worker's exit status when the configuration keeps it from starting (the address cannot be listened on). */
 const WORKER_CANNOT_LISTEN = 2;
 
-async function runServer(config: Config, primary: boolean, signals: StopSignals): Promise<void> {
+async function runServer(config: Config, primary: boolean, signals: StopSignals, logger: Logger): Promise<void> {
   // A worker's metrics are served by the primary, summed with the other workers'.
-  const slipway = await createSlipway(config, { bootstrap: primary, migrate: primary, metricsListener: !cluster.isWorker });
+  const slipway = await createSlipway(config, { logger, bootstrap: primary, migrate: primary, metricsListener: !cluster.isWorker });
   const log = slipway.core.logger;
   if (signals.received !== null) {
     // Stopped while starting: it has served nothing, so nothing is left to finish.
@@ -115,15 +117,23 @@ async function assertCanListen(config: Config): Promise<void> {
   }
 }
 
-/** `signals`: caught by the caller before this module (and the server with it) was loaded. */
-export async function serve(config: Config, signals: StopSignals): Promise<number> {
-  if (cluster.isPrimary) await assertCanListen(config);
+/**
+ * `signals`: caught by the caller before this module (and the server with it) was loaded.
+ * `unknownVariables`: SLIPWAY_* variables no setting reads, logged by the primary (the workers
+ * parse the same environment).
+ */
+export async function serve(config: Config, signals: StopSignals, unknownVariables: UnknownVariable[] = []): Promise<number> {
+  const logger = createLogger(config.logLevel);
+  if (cluster.isPrimary) {
+    for (const variable of unknownVariables) logger.warn({ variable: variable.name, closest: variable.closest }, unknownVariableWarning(variable));
+    await assertCanListen(config);
+  }
   if (config.workers <= 1) {
-    await runServer(config, true, signals);
+    await runServer(config, true, signals, logger);
     return 0;
   }
   if (cluster.isPrimary) {
-    const core = await openCore(config, { adoptProjectId: true });
+    const core = await openCore(config, { adoptProjectId: true, logger });
     await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
     await core.close();
     if (signals.received !== null) {
@@ -180,7 +190,7 @@ export async function serve(config: Config, signals: StopSignals): Promise<numbe
     return 0;
   }
   try {
-    await runServer(config, false, signals);
+    await runServer(config, false, signals, logger);
   } catch (error) {
     // A worker's channel to the primary would keep it alive after returning: say why, exit, and
     // let the primary see the kind of failure by the status.

@@ -66,6 +66,30 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.match(result.stderr, /^slipway: SLIPWAY_PORT must be a whole number from 0 to 65535, got "abc"\n$/);
   });
 
+  it('warns on stderr of each SLIPWAY_* variable no setting reads, naming the one meant, and goes on', async () => {
+    const misspelt = { ...env, SLIPWAY_DATABSE_URL: 'postgres://slip:x@db.invalid/slipway', SLIPWAY_FEATURE: 'on', SLIPWAY_TEST_ANYTHING: '1' };
+    const plain = await runCli(['org', 'list'], misspelt);
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.equal(plain.stderr, [
+      'slipway: warning: SLIPWAY_DATABSE_URL is not a Slipway setting and is ignored; did you mean SLIPWAY_DATABASE_URL?',
+      'slipway: warning: SLIPWAY_FEATURE is not a Slipway setting and is ignored',
+      '',
+    ].join('\n'));
+    const json = await runCli(['org', 'list', '--json'], misspelt);
+    assert.equal(json.code, 0, json.stderr);
+    assert.deepEqual(json.stderr.trim().split('\n').map((line) => JSON.parse(line)), [
+      { level: 'warn', msg: 'SLIPWAY_DATABSE_URL is not a Slipway setting and is ignored; did you mean SLIPWAY_DATABASE_URL?' },
+      { level: 'warn', msg: 'SLIPWAY_FEATURE is not a Slipway setting and is ignored' },
+    ]);
+    // Before a refusal too: the setting it names as missing may be the misspelt one.
+    const refused = await runCli(['org', 'list'], { ...misspelt, SLIPWAY_PORT: 'abc' });
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /^slipway: warning: SLIPWAY_DATABSE_URL is not .*\n.*\nslipway: SLIPWAY_PORT must be a whole number/);
+    // Every known one, the runner's included, says nothing.
+    const known = await runCli(['org', 'list'], { ...env, SLIPWAY_LOG_LEVEL: 'warn', SLIPWAY_ORG: 'default', SLIPWAY_RUNNER_CONCURRENCY: '2' });
+    assert.equal(known.stderr, '');
+  });
+
   it('names the database URL, without its password, and what to check when PostgreSQL cannot be reached', async () => {
     const sentinel = 'Sentinel-Pw-4711';
     const unreachable = { SLIPWAY_DATA_DIR: dataDir, SLIPWAY_DATABASE_URL: `postgres://slip:${sentinel}@127.0.0.1:1/slipway` };

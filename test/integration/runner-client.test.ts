@@ -3,8 +3,10 @@
 // refusals into `Refused` (with `mustStop` for the ones that end work on a deployment) and keeps
 // retrying a server it cannot reach until told to stop.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/logging.js';
@@ -12,7 +14,8 @@ import { Refused } from '../../src/runner-agent/http-call.js';
 import { createRunner } from '../../src/runner-agent/runner.js';
 import { createProtocolClient, type ProtocolClient } from '../../src/runner-agent/protocol-client.js';
 import { createTokenSource, type ClientCredentials } from '../../src/runner-agent/token-source.js';
-import { clientCredentialsGrant, freePort, type Actor } from '../support/harness.js';
+import { clientCredentialsGrant, freePort, tempDir, type Actor } from '../support/harness.js';
+import { runCli, spawnSlipway } from '../support/processes.js';
 import { createEnvironment, createService, deploy, eventually, getDeployment, runnerClient, startDeployFixture, type DeployFixture } from '../support/deployments.js';
 import { alive, ask, servedBy, serviceSpec, settled } from '../support/runner-agent.js';
 
@@ -459,6 +462,30 @@ describe('runner token source and protocol client', () => {
     });
     await assert.rejects(client.claim({ waitSeconds: 0 }, stop.signal), /enough/);
     assert.deepEqual(failures, [1, 2].map(() => `the token endpoint ${tokenUrl} cannot be reached: ECONNREFUSED`));
+  });
+
+  it('slipway runner: its log names the token endpoint it cannot reach, and warns of a SLIPWAY_* variable it does not know', async () => {
+    const dir = tempDir('slipway-runner-token-');
+    const tokenUrl = `http://127.0.0.1:${await freePort()}/oauth/v2/token`;
+    const file = path.join(dir, 'runner.json');
+    fs.writeFileSync(file, JSON.stringify({ ...credentials, tokenUrl, orgId: f.orgId, baseUrl: f.server.url }), { mode: 0o600 });
+    const proc = spawnSlipway(['runner', '--credentials', file], { SLIPWAY_RUNNER_CONCURENCY: '2' });
+    try {
+      const retry = await proc.waitForLog((l) => /retrying/.test(String(l.msg)), 'a retry');
+      assert.equal(retry.level, 'warn');
+      assert.match(String(retry.msg), new RegExp(`: the token endpoint ${tokenUrl.replace(/[.?]/g, '\\$&')} cannot be reached: ECONNREFUSED$`));
+      assert.deepEqual(proc.logs().filter((l) => /not a Slipway setting/.test(String(l.msg))).map((l) => [l.level, l.msg]),
+        [['warn', 'SLIPWAY_RUNNER_CONCURENCY is not a Slipway setting and is ignored; did you mean SLIPWAY_RUNNER_CONCURRENCY?']]);
+    } finally {
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    // Settings it refuses: the warning comes first, as a line of its own.
+    const refused = await runCli(['runner', '--url', f.server.url, '--org', 'default', '--client-id', 'x', '--scope', 's'], { SLIPWAY_CLIENT_SECERT: 'y' });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.equal(refused.stderr, 'slipway: warning: SLIPWAY_CLIENT_SECERT is not a Slipway setting and is ignored; did you mean SLIPWAY_CLIENT_SECRET?\n'
+      + 'slipway: --client-secret (SLIPWAY_CLIENT_SECRET) is required, or --credentials FILE that has it\n');
   });
 
   it('keeps trying a server it cannot reach, pausing longer each time, until its signal aborts', async () => {

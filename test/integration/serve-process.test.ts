@@ -137,8 +137,9 @@ describe('slipway serve (child process)', () => {
 
   it('does not bootstrap again on a second start, and keeps what the first one wrote', async () => {
     const before = fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8');
-    const second = serve([]);
+    const second = serve([], { SLIPWAY_WORKRES: '2' });
     await second.waitForLog(listening, 'that it listens');
+    assert.deepEqual(second.logs().filter((l) => l.level === 'warn').map((l) => l.msg), ['SLIPWAY_WORKRES is not a Slipway setting and is ignored; did you mean SLIPWAY_WORKERS?']);
     assert.equal(second.logs().some((l) => /bootstrap|first start/.test(String(l.msg))), false);
     assert.equal(fs.readFileSync(path.join(dataDir, 'bootstrap.json'), 'utf8'), before);
 
@@ -188,13 +189,19 @@ describe('slipway serve (child process)', () => {
     assert.ok(badHost.output.some((l) => l.startsWith('slipway: SLIPWAY_HOST (--host): cannot listen on "no-such-host.invalid"')), badHost.output.join('\n'));
   });
 
-  it('--workers 2 serves one port from two worker processes', async () => {
+  it('--workers 2 serves one port from two worker processes, the primary logging once what every worker would warn of', async () => {
     const workersPort = await freePort();
-    const cluster = serve(['--workers', '2'], { SLIPWAY_PORT: String(workersPort) });
+    const cluster = serve(['--workers', '2'], { SLIPWAY_PORT: String(workersPort), SLIPWAY_DATABSE_URL: 'postgres://elsewhere/slipway' });
     const listeningPids = () => new Set(cluster.logs().filter(listening).map((l) => l.pid));
     await cluster.waitForLog((l) => listening(l) && listeningPids().size >= 2, 'two workers listening');
     const workers = listeningPids();
     assert.equal(workers.has(cluster.child.pid), false, 'the primary only supervises');
+    // A misspelt variable: a warning in the log, by the primary alone.
+    const warnings = cluster.logs().filter((l) => l.level === 'warn');
+    assert.deepEqual(warnings.map((l) => [l.pid, l.msg]), [
+      [cluster.child.pid, 'SLIPWAY_DATABSE_URL is not a Slipway setting and is ignored; did you mean SLIPWAY_DATABASE_URL?'],
+    ], cluster.output.join('\n'));
+    assert.deepEqual(cluster.output.filter((l) => !l.startsWith('{')), [], 'nothing but log lines');
 
     const answeredBy = new Set<number | undefined>();
     for (let i = 0; i < 10; i++) {
