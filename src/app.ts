@@ -1,5 +1,6 @@
 // The composition root: configuration in, a running Slipway out. It wires the platform (database,
 // keys, logger), the domain services and the HTTP server, and nothing else.
+import cluster from 'node:cluster';
 import fs from 'node:fs';
 import path from 'node:path';
 import { sql } from 'kysely';
@@ -134,6 +135,8 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
         onGenerated: (file) => logger.warn({ file }, 'generated a master key file; back it up, or set SLIPWAY_MASTER_KEY (losing it loses every secret)'),
         onRefused: (r) => logger.error({ file: r.file, held: r.held, inFile: r.inFile }, 'the master key file holds none of the keys in use and retires none of them: unwrapping with the keys held, and wrapping nothing new until the file holds one of them (restore the right file, or add the key held to it as a line after the first)'),
         onChanged: (keys) => logger.info({ masterKeyId: keys.current, accepted: keys.accepted }, 'master keyring reloaded'),
+        // Once per start: the workers of serve --workers N open the file the primary warned of.
+        ...(cluster.isWorker ? {} : { onLooseMode: (warning: string, file: string) => logger.warn({ file }, warning) }),
       });
     } catch (error) {
       if (error instanceof MissingKeyFileError) throw new ConfigError(error.message);

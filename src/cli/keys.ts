@@ -1,11 +1,11 @@
 // `slipway keys …`: the master key and the token signing key, on the same database (and data
 // directory) as the servers, which keep serving while these run.
 import { pino } from 'pino';
-import { readKeyFile } from '../platform/crypto/master-key.js';
+import { looseKeyFileWarning, readKeyFile } from '../platform/crypto/master-key.js';
 import { createLogger } from '../platform/logging.js';
 import type { KeysService } from '../modules/keys/keys.service.js';
 import type { RewrapProgress } from '../modules/keys/master-key-rotation.js';
-import { parse, UsageError, type Parsed } from './args.js';
+import { parse, printWarning, UsageError, type Parsed } from './args.js';
 import { assertDatabaseExists } from './commands.js';
 import { printFields, printJson, printTable } from './output.js';
 
@@ -79,7 +79,7 @@ function wholeNumber(value: string | boolean | undefined, flag: string, fallback
   return Number(value);
 }
 
-function newKeyFrom(file: string | boolean | undefined): Buffer | undefined {
+function newKeyFrom(file: string | boolean | undefined, json: boolean): Buffer | undefined {
   if (typeof file !== 'string') return undefined;
   let keys: Buffer[];
   try {
@@ -88,6 +88,8 @@ function newKeyFrom(file: string | boolean | undefined): Buffer | undefined {
     throw new UsageError(`--new-key-file: ${(error as Error).message}`);
   }
   if (keys.length !== 1) throw new UsageError(`--new-key-file ${file} must hold exactly one key`);
+  const loose = looseKeyFileWarning(file);
+  if (loose !== null) printWarning(json, `--new-key-file: ${loose}`);
   return keys[0];
 }
 
@@ -117,7 +119,7 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
     case 'rotate-master': {
       const p = parse(rest, { 'new-key-file': { type: 'string' }, 'batch-size': { type: 'string' }, 'pause-ms': { type: 'string' } }, env);
       const json = p.values.json === true;
-      const newKey = newKeyFrom(p.values['new-key-file']);
+      const newKey = newKeyFrom(p.values['new-key-file'], json);
       const batchSize = wholeNumber(p.values['batch-size'], 'batch-size', 100, 1, 10_000);
       const pauseMs = wholeNumber(p.values['pause-ms'], 'pause-ms', 0, 0, 3_600_000);
       // Progress goes to stderr, as every log line of the CLI does: stdout holds only the result.

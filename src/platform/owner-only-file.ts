@@ -6,6 +6,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /**
+ * The mode of `file` (as in `0644`, its target's for a symbolic link) when users other than its
+ * owner may read or write it, else null; null too where file modes mean nothing (Windows).
+ */
+export function looseMode(file: string): string | null {
+  if (process.platform === 'win32') return null;
+  const mode = fs.statSync(file).mode & 0o777;
+  return (mode & 0o066) === 0 ? null : `0${mode.toString(8).padStart(3, '0')}`;
+}
+
+/**
  * Creates `file` (mode 0600) holding `data`, on disk when this returns (the directory's entry
  * included). Refuses with EEXIST when something is already at that path, a symbolic link included.
  */

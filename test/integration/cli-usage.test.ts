@@ -116,6 +116,37 @@ describe('slipway CLI: usage, help and errors', () => {
     }
   });
 
+  it('warns of a master key file, or a --new-key-file, that other users may read, naming its mode and chmod 600', { skip: process.platform === 'win32' }, async () => {
+    const file = path.join(dataDir, 'master.key');
+    fs.chmodSync(file, 0o644);
+    try {
+      const result = await runCli(['keys', 'status', '--json'], env);
+      assert.equal(result.code, 0, result.stderr);
+      const warnings = result.stderr.trim().split('\n').map((line) => JSON.parse(line) as { level?: string; msg?: string; file?: string }).filter((l) => l.level === 'warn');
+      assert.deepEqual(warnings.map((l) => [l.file, l.msg]), [[file, `the key file ${file} has mode 0644, which lets other users read or write it: chmod 600 ${file}`]]);
+      // Any command that opens the key file.
+      assert.match((await runCli(['org', 'list'], env)).stderr, /has mode 0644, which lets other users read or write it: chmod 600/);
+    } finally {
+      fs.chmodSync(file, 0o600);
+    }
+    assert.equal((await runCli(['keys', 'status'], env)).stderr.includes('chmod 600'), false);
+
+    // The new key of a rotation, read before the database is opened.
+    const newKey = path.join(tempDir('slipway-cli-new-key-'), 'new.key');
+    fs.writeFileSync(newKey, `${Buffer.alloc(32, 3).toString('base64')}\n`);
+    fs.chmodSync(newKey, 0o640);
+    const emptyDir = tempDir('slipway-cli-no-db-');
+    try {
+      // No database there: refused after the key file is read, nothing rotated.
+      const result = await runCli(['keys', 'rotate-master', '--new-key-file', newKey], { SLIPWAY_DATA_DIR: emptyDir });
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, new RegExp(`^slipway: warning: --new-key-file: the key file ${newKey} has mode 0640, which lets other users read or write it: chmod 600 ${newKey}\n`));
+    } finally {
+      fs.rmSync(path.dirname(newKey), { recursive: true, force: true });
+      fs.rmSync(emptyDir, { recursive: true, force: true });
+    }
+  });
+
   it('prints help for --help on every command rather than running it, and refusals as JSON with --json', async () => {
     const empty = tempDir('slipway-cli-help-');
     try {

@@ -191,15 +191,19 @@ describe('slipway serve (child process)', () => {
 
   it('--workers 2 serves one port from two worker processes, the primary logging once what every worker would warn of', async () => {
     const workersPort = await freePort();
+    const keyFile = path.join(dataDir, 'master.key');
+    fs.chmodSync(keyFile, 0o644);
     const cluster = serve(['--workers', '2'], { SLIPWAY_PORT: String(workersPort), SLIPWAY_DATABSE_URL: 'postgres://elsewhere/slipway' });
     const listeningPids = () => new Set(cluster.logs().filter(listening).map((l) => l.pid));
     await cluster.waitForLog((l) => listening(l) && listeningPids().size >= 2, 'two workers listening');
+    fs.chmodSync(keyFile, 0o600);
     const workers = listeningPids();
     assert.equal(workers.has(cluster.child.pid), false, 'the primary only supervises');
-    // A misspelt variable: a warning in the log, by the primary alone.
+    // A misspelt variable and a key file others may read: a warning each in the log, by the primary alone.
     const warnings = cluster.logs().filter((l) => l.level === 'warn');
     assert.deepEqual(warnings.map((l) => [l.pid, l.msg]), [
       [cluster.child.pid, 'SLIPWAY_DATABSE_URL is not a Slipway setting and is ignored; did you mean SLIPWAY_DATABASE_URL?'],
+      [cluster.child.pid, `the key file ${keyFile} has mode 0644, which lets other users read or write it: chmod 600 ${keyFile}`],
     ], cluster.output.join('\n'));
     assert.deepEqual(cluster.output.filter((l) => !l.startsWith('{')), [], 'nothing but log lines');
 

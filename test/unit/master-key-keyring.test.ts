@@ -7,8 +7,8 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { loadConfig } from '../../src/platform/config.js';
 import {
-  generateMasterKey, KEY_FILE, KeyFileRefusedError, keyFileOps, keyringOf, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, readRetiredIds, retiredChain, unwrapKey,
-  wrapKey, writeKeyFile,
+  generateMasterKey, KEY_FILE, KeyFileRefusedError, keyFileOps, keyringOf, looseKeyFileWarning, masterKeyId, MissingKeyFileError, openKeyring, readKeyFile, readRetiredIds,
+  retiredChain, unwrapKey, wrapKey, writeKeyFile,
 } from '../../src/platform/crypto/master-key.js';
 
 const dirs: string[] = [];
@@ -69,6 +69,40 @@ describe('master keyring from the key file', () => {
     ring.reload();
     assert.equal(ring.current().id, id);
     assert.equal(fs.existsSync(path.join(dir, KEY_FILE)), false);
+  });
+});
+
+describe('master keyring: a key file other users may read or write', { skip: process.platform === 'win32' && 'file modes mean nothing on Windows' }, () => {
+  it('is opened, with one warning naming the file, its mode and the chmod that fixes it', () => {
+    const dir = tempDir();
+    const file = path.join(dir, KEY_FILE);
+    writeKeyFile(file, [generateMasterKey()]);
+    for (const [mode, shown] of [[0o644, '0644'], [0o640, '0640'], [0o602, '0602'], [0o660, '0660']] as const) {
+      fs.chmodSync(file, mode);
+      const warnings: Array<[string, string]> = [];
+      const ring = openKeyring({ envKey: null, dataDir: dir, onLooseMode: (warning, f) => warnings.push([warning, f]) });
+      assert.equal(ring.current().id, masterKeyId(readKeyFile(file)[0]!));
+      assert.deepEqual(warnings, [[`the key file ${file} has mode ${shown}, which lets other users read or write it: chmod 600 ${file}`, file]]);
+    }
+    // Also beside SLIPWAY_MASTER_KEY: the file's keys are still used.
+    const warnings: string[] = [];
+    openKeyring({ envKey: generateMasterKey().toString('base64'), dataDir: dir, onLooseMode: (warning) => warnings.push(warning) });
+    assert.equal(warnings.length, 1);
+  });
+
+  it('says nothing of an owner-only file (executable bits aside), a generated one, or none', () => {
+    const dir = tempDir();
+    const warnings: string[] = [];
+    const onLooseMode = (warning: string) => warnings.push(warning);
+    openKeyring({ envKey: null, dataDir: dir, onLooseMode });
+    const file = path.join(dir, KEY_FILE);
+    for (const mode of [0o600, 0o400, 0o711]) {
+      fs.chmodSync(file, mode);
+      openKeyring({ envKey: null, dataDir: dir, onLooseMode });
+      assert.equal(looseKeyFileWarning(file), null);
+    }
+    openKeyring({ envKey: generateMasterKey().toString('base64'), dataDir: tempDir(), onLooseMode });
+    assert.deepEqual(warnings, []);
   });
 });
 

@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createOwnerOnly, replaceOwnerOnly } from '../owner-only-file.js';
+import { createOwnerOnly, looseMode, replaceOwnerOnly } from '../owner-only-file.js';
 import { open, seal } from './aead.js';
 
 export interface MasterKey {
@@ -34,6 +34,15 @@ function toMasterKey(key: Buffer): MasterKey {
 }
 
 export const KEY_FILE = 'master.key';
+
+/**
+ * A warning for a key file that users other than its owner may read or write, or null. Only a
+ * warning: PostgreSQL and ssh refuse such key files, but containers often mount secrets so.
+ */
+export function looseKeyFileWarning(file: string): string | null {
+  const mode = looseMode(file);
+  return mode === null ? null : `the key file ${file} has mode ${mode}, which lets other users read or write it: chmod 600 ${file}`;
+}
 
 /** The key file holds one base64 key per line; the first is current, the rest are still accepted. */
 export function readKeyFile(file: string): Buffer[] {
@@ -130,6 +139,8 @@ export interface KeyringOptions {
   onRefused?: (refusal: { file: string; held: string[]; inFile: string[] }) => void;
   /** Called when a reload changed the accepted keys (ids only: fit for a log line). */
   onChanged?: (change: { current: string; accepted: string[] }) => void;
+  /** Called at open with looseKeyFileWarning's line when other users may read or write the key file. */
+  onLooseMode?: (warning: string, file: string) => void;
 }
 
 /** What identifies one version of the key file: a rotation renames a new file over it. */
@@ -188,6 +199,8 @@ export function openKeyring(options: KeyringOptions): MasterKeyring {
     if (created) options.onGenerated?.(file);
   }
   keys = read();
+  const loose = stamp === null ? null : looseKeyFileWarning(file);
+  if (loose !== null) options.onLooseMode?.(loose, file);
 
   // Never generates: a key file that disappeared while running keeps the keys already in memory
   // rather than replacing them with a fresh key that opens nothing.
