@@ -11,7 +11,6 @@ import { unknownVariableWarning, type UnknownVariable } from '../platform/unknow
 import { bootstrapIfEmpty } from '../modules/instance/bootstrap.js';
 import type { StopSignals } from './stop-signals.js';
 
-const SHUTDOWN_GRACE_MS = 30_000;
 /** A worker's exit status when the configuration keeps it from starting (the address cannot be listened on). */
 const WORKER_CANNOT_LISTEN = 2;
 
@@ -50,9 +49,9 @@ async function runServer(config: Config, primary: boolean, signals: StopSignals,
     stopping = true;
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     const force = setTimeout(() => {
-      log.error('in-flight requests did not finish in time; exiting');
+      log.error({ graceSeconds: config.shutdownGraceSeconds }, 'in-flight requests did not finish within SLIPWAY_SHUTDOWN_GRACE_SECONDS; exiting');
       process.exit(1);
-    }, SHUTDOWN_GRACE_MS);
+    }, config.shutdownGraceSeconds * 1000);
     force.unref();
     slipway.close().then(() => {
       log.info('stopped cleanly');

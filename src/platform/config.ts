@@ -76,6 +76,8 @@ export interface Config {
   sqliteSynchronous: 'full' | 'normal';
   /** Where GET /metrics is served (Prometheus), or null: no metrics. */
   metricsAddress: { host: string; port: number } | null;
+  /** How long `serve` lets the requests in flight finish after SIGTERM before it exits 1. */
+  shutdownGraceSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -126,6 +128,7 @@ export const CONFIG_VARIABLES = {
   webhookDisableAfterSeconds: 'SLIPWAY_WEBHOOK_DISABLE_AFTER_SECONDS',
   sqliteSynchronous: 'SLIPWAY_SQLITE_SYNCHRONOUS',
   metricsAddress: 'SLIPWAY_METRICS_ADDRESS',
+  shutdownGraceSeconds: 'SLIPWAY_SHUTDOWN_GRACE_SECONDS',
 } as const;
 
 export type ConfigKey = keyof typeof CONFIG_VARIABLES;
@@ -305,6 +308,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     webhookDisableAfterSeconds: int('webhookDisableAfterSeconds', 3 * 86_400, 1, 30 * 86_400),
     sqliteSynchronous,
     metricsAddress,
+    shutdownGraceSeconds: int('shutdownGraceSeconds', 30, 1, 3600),
   };
 }
 

@@ -167,6 +167,26 @@ describe('slipway serve (child process)', () => {
     assert.ok(second.logs().some((l) => l.msg === 'stopped cleanly'), second.output.join('\n'));
   });
 
+  it('gives the requests in flight SLIPWAY_SHUTDOWN_GRACE_SECONDS to finish, then exits 1 saying so', async () => {
+    const own = await freePort();
+    const third = serve([], { SLIPWAY_PORT: String(own), SLIPWAY_SHUTDOWN_GRACE_SECONDS: '1' });
+    await third.waitForLog(listening, 'that it listens');
+    // A request whose body never comes holds the shutdown past its grace.
+    const token = await accessToken({ ...boot, tokenUrl: `http://127.0.0.1:${own}/oauth/v2/token` });
+    const held = http.request({
+      host: '127.0.0.1', port: own, method: 'POST', path: '/v1/orgs/default/secrets', agent: false,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': 1000, expect: '100-continue' },
+    });
+    held.on('error', () => {}); // cut when the server gives up
+    await new Promise<void>((resolve) => { held.once('continue', () => resolve()); held.flushHeaders(); });
+    const stopping = Date.now();
+    third.child.kill('SIGTERM');
+    assert.deepEqual(await third.exited, { code: 1, signal: null });
+    assert.ok(Date.now() - stopping < 20_000, 'well before the default grace of 30 s');
+    assert.ok(third.logs().some((l) => l.msg === 'in-flight requests did not finish within SLIPWAY_SHUTDOWN_GRACE_SECONDS; exiting' && l.graceSeconds === 1), third.output.join('\n'));
+    held.destroy();
+  });
+
   it('refuses a port in use and a host it cannot listen on with exit 2 and one line naming the setting', async () => {
     const taken = net.createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
