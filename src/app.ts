@@ -12,6 +12,7 @@ import { createRateLimiter } from './http/rate-limit.js';
 import type { App } from './http/app-types.js';
 import { ConfigError, redactUrl, routePrefix, type Config } from './platform/config.js';
 import { KEY_FILE, MissingKeyFileError, openKeyring, type MasterKeyring } from './platform/crypto/master-key.js';
+import { refuseUnheldMasterKeys } from './modules/keys/held-keys.js';
 import { keysRepo } from './modules/keys/keys.repo.js';
 import { cannotConnect, openDatabase, sqliteFile, type Database } from './platform/db/database.js';
 import { migrateToLatest, schemaState } from './platform/db/migrations/index.js';
@@ -80,6 +81,12 @@ export interface CoreOptions {
   adoptProjectId?: boolean;
   /** SQLite: checkpoint in a worker thread, off the event loop (servers do; short CLI commands need not). */
   backgroundCheckpoints?: boolean;
+  /**
+   * Refuse to open when rows are wrapped under a master key the configuration lacks (default).
+   * The `keys` commands open anyway: `status` shows which keys rows are under, and `rotate-master`
+   * checks against the keys it rotates with, which may include one from --new-key-file.
+   */
+  requireEveryMasterKey?: boolean;
 }
 
 /** The database a configuration names, for messages: its file, or its URL without a password. */
@@ -143,6 +150,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       throw error;
     }
     const { db } = database;
+    if (options.requireEveryMasterKey !== false) await refuseUnheldMasterKeys(db, ring);
     const identity = await loadInstanceIdentity(db, ring, config.projectId, {
       adopt: options.adoptProjectId === true,
       onIgnored: (stored, configured) => logger.warn({ stored, configured }, 'SLIPWAY_PROJECT_ID differs from the instance\'s project id and is ignored: only slipway serve and slipway migrate change it'),

@@ -53,8 +53,11 @@ besides it, never used to wrap):
        SLIPWAY_MASTER_KEY=<new> SLIPWAY_MASTER_KEY_PREVIOUS=<old> slipway keys rotate-master
      or, with the new key in a file (one base64 line, mode 0600):
        SLIPWAY_MASTER_KEY=<old> slipway keys rotate-master --new-key-file FILE
-  5. Once it reports done (slipway keys status: no row under the old key), remove
+  5. Once it reports done and slipway keys status shows no row under the old key (a node still
+     on the old key wraps new rows under it: switch it and run step 4 again), remove
      SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, destroy the old key.
+     A node started without a key that rows are
+     still wrapped under refuses to start, naming the key.
 `;
 
 async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T>): Promise<T> {
@@ -63,7 +66,7 @@ async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T
   // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
   // Loaded only when a command gets this far: help and usage errors answer without them.
   const [{ openCore }, { createKeysService }] = await Promise.all([import('../app.js'), import('../modules/keys/keys.service.js')]);
-  const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require' });
+  const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require', requireEveryMasterKey: false });
   try {
     return await run(createKeysService({ config, database: core.database, ring: core.ring, signingKeys: core.keys, logger: core.logger }));
   } finally {

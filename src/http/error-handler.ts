@@ -4,7 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
-import { KeyFileRefusedError } from '../platform/crypto/master-key.js';
+import { KeyFileRefusedError, MasterKeyNotHeldError } from '../platform/crypto/master-key.js';
 import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isTransactionAborted } from '../platform/db/facts.js';
 
 export interface AjvError {
@@ -214,6 +214,7 @@ export function createErrorHandler(bodyLimit: number) {
       : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds. A write whose connection was lost while it committed may have taken effect: check before sending it again.', 5)
       : isDatabaseUnwritable(error) ? errors.unavailable('The database takes no writes at the moment: its disk is full or read-only, or it is a read-only standby (the server log says which). Nothing was written. Retry later.', 30)
       : error instanceof KeyFileRefusedError ? errors.unavailable('The server cannot protect new keys at the moment: its master key file does not hold the key it uses, and an operator has to put the right file back (the server log says which). Nothing was written. Retry later.', 30)
+      : error instanceof MasterKeyNotHeldError ? errors.masterKeyMissing(error.masterKeyId, error.source === 'SLIPWAY_MASTER_KEY')
       : fromFastify(error, req, bodyLimit);
     if (known) {
       if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');

@@ -35,6 +35,7 @@ export const ProblemSchema = Type.Object({
   changed: Type.Optional(Type.Array(Type.Object({ type: Type.String(), id: Type.String() }), { description: '409 `idempotency_response_lost`: what the first request changed.' })),
   externalOrgId: Type.Optional(Type.String({ description: '403 `org_not_linked`, `role_not_granted`: the external issuer\'s organization.' })),
   issuer: Type.Optional(Type.String({ description: '400 `external_token`: the issuer of the token, where it is revoked.' })),
+  masterKeyId: Type.Optional(Type.String({ description: '503 `master_key_missing`: the id (a fingerprint) of the master key the server lacks.' })),
 }, { additionalProperties: true, description: 'RFC 9457 problem details.' });
 
 export const PageQuery = Type.Object({

@@ -247,5 +247,13 @@ export const errors = {
   // 503
   unavailable: (detail: string, retryAfterSeconds = 1) =>
     new AppError(503, 'unavailable', 'Service unavailable', detail, {}, { 'retry-after': String(retryAfterSeconds) }),
+  /**
+   * A row this request needs is wrapped under a master key the server is not configured with: no
+   * retry helps until an operator gives it the key (the server log names where it reads keys).
+   */
+  masterKeyMissing: (masterKeyId: string, viaEnvironment: boolean) =>
+    new AppError(503, 'master_key_missing', 'Service unavailable',
+      `Data this request needs is wrapped under master key ${masterKeyId}, which this server is not configured with. An operator must configure that key: ${viaEnvironment ? 'add it to SLIPWAY_MASTER_KEY_PREVIOUS and restart the server' : 'add it to the master key file as a line after the first (the server reads the file again)'}; until then such requests fail.`,
+      { masterKeyId }, { 'retry-after': '30' }),
   internal: () => new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side. Quote the request id when reporting it.'),
 };

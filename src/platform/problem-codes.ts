@@ -95,4 +95,5 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   headers_too_large: { status: 431, meaning: 'The request\'s headers are over 16 KiB.' },
   internal: { status: 500, meaning: 'A fault on the server\'s side; quote `requestId`.' },
   unavailable: { status: 503, meaning: 'Overloaded, shutting down, or the database is out of reach (Retry-After).' },
+  master_key_missing: { status: 503, meaning: 'Data the request needs is wrapped under a master key the server is not configured with (`masterKeyId`): an operator must add it.' },
 };

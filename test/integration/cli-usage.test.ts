@@ -244,13 +244,17 @@ describe('slipway CLI: usage, help and errors', () => {
     const own = { SLIPWAY_DATA_DIR: dir, ...(db.url ? { SLIPWAY_DATABASE_URL: db.url } : {}) };
     try {
       assert.equal((await runCli(['migrate'], own)).code, 0);
-      // The key that wrapped the data is gone; another one cannot unwrap it.
+      // The key that wrapped the data is gone; another one cannot unwrap it. Most commands refuse
+      // that at start (exit 2); `keys status` opens anyway, and fails at the first unwrap.
       fs.rmSync(path.join(dir, 'master.key'));
       const other = { ...own, SLIPWAY_MASTER_KEY: Buffer.alloc(32, 9).toString('base64') };
-      const plain = await runCli(['org', 'list'], other);
+      const refused = await runCli(['org', 'list', '--json'], other);
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.equal(JSON.parse(refused.stderr).error.code, 'usage');
+      const plain = await runCli(['keys', 'status'], other);
       assert.equal(plain.code, 1);
       assert.match(plain.stderr, /^slipway: data wrapped by master key mk_\w+, which is not configured/);
-      const unwrap = await runCli(['org', 'list', '--json'], other);
+      const unwrap = await runCli(['keys', 'status', '--json'], other);
       assert.equal(unwrap.code, 1);
       assert.equal(unwrap.stdout, '');
       assert.deepEqual(JSON.parse(unwrap.stderr), { error: { code: 'failed', message: plain.stderr.replace(/^slipway: /, '').trim() } });

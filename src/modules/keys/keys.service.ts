@@ -118,7 +118,7 @@ export function createKeysService(deps: KeysServiceDeps) {
     const { rewrapped } = await rewrap(ring, options, () => {});
     const nextSteps = [
       ...(target !== accepted[0]!.id ? [`Set SLIPWAY_MASTER_KEY to the new key (${target}) on every node.`] : []),
-      `Remove SLIPWAY_MASTER_KEY_PREVIOUS from every node and restart them one at a time; then destroy the old key${previousKeyIds.length === 1 ? '' : 's'} (${previousKeyIds.join(', ') || 'none'}).`,
+      `Only once slipway keys status shows no row under the old key${previousKeyIds.length === 1 ? '' : 's'} (${previousKeyIds.join(', ') || 'none'}): remove SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, then destroy the old key${previousKeyIds.length === 1 ? '' : 's'}. Until then a node still on an old key wraps new rows under it: switch it, and run slipway keys rotate-master again.`,
       ...(fs.existsSync(keyFile) ? [`Delete ${keyFile}: no row needs its keys any more.`] : []),
     ];
     return { source: 'environment', masterKeyId: target, previousKeyIds, resumed, rewrapped, nextSteps };

@@ -16,6 +16,7 @@ import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/ma
 import { errors } from '../../platform/errors.js';
 import type { Database } from '../../platform/db/database.js';
 import type { Logger } from '../../platform/logging.js';
+import { unheldMasterKeyIds } from './held-keys.js';
 import { keysRepo, WRAPPED_TABLES, type WrappedTable } from './keys.repo.js';
 
 export interface RewrapProgress {
@@ -42,7 +43,7 @@ export interface RewrapOptions {
 
 /** Refuses to start when a row is wrapped under a key this run does not have: it could never finish. */
 export async function assertEveryKeyAvailable(database: Database, ring: MasterKeyring): Promise<void> {
-  const missing = [...new Set((await keysRepo.usage(database.db)).map((u) => u.masterKeyId))].filter((id) => ring.get(id) === undefined);
+  const missing = await unheldMasterKeyIds(database.db, ring);
   if (missing.length > 0) {
     throw errors.conflict('master_key_unavailable',
       `Rows are wrapped under master key${missing.length === 1 ? '' : 's'} ${missing.join(', ')}, which ${missing.length === 1 ? 'is' : 'are'} not configured (${ring.source}). `

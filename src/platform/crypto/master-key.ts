@@ -259,14 +259,28 @@ export function wrapKey(ring: MasterKeyring, plaintext: Buffer, binding: string)
   return { sealed: seal(master.key, plaintext, `slipway/wrap/${binding}`), masterKeyId: master.id };
 }
 
+/** What an operator does to give a process keys it lacks (`source`: its keyring's, where its keys come from). */
+export function addKeyAdvice(source: string, count = 1): string {
+  const keys = count === 1 ? 'that key' : 'those keys';
+  return source === 'SLIPWAY_MASTER_KEY'
+    ? `add ${keys} to SLIPWAY_MASTER_KEY_PREVIOUS`
+    : `add ${keys} as ${count === 1 ? 'a line' : 'lines'} of ${source} (after the first), or set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to ${count === 1 ? 'that one' : 'those'}`;
+}
+
+/** A row is wrapped under a master key this process does not hold: only an operator can give it the key. */
+export class MasterKeyNotHeldError extends Error {
+  constructor(readonly masterKeyId: string, readonly source: string) {
+    super(`data wrapped by master key ${masterKeyId}, which is not configured (${source}); ${addKeyAdvice(source)}`);
+    this.name = 'MasterKeyNotHeldError';
+  }
+}
+
 export function unwrapKey(ring: MasterKeyring, sealed: Buffer, masterKeyId: string, binding: string): Buffer {
   let master = ring.get(masterKeyId);
   if (master === undefined) {
     ring.reload();
     master = ring.get(masterKeyId);
   }
-  if (master === undefined) {
-    throw new Error(`data wrapped by master key ${masterKeyId}, which is not configured (${ring.source}); ${ring.source === 'SLIPWAY_MASTER_KEY' ? 'add that key to SLIPWAY_MASTER_KEY_PREVIOUS' : `add that key as a line of ${ring.source} (after the first), or set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to that one`}`);
-  }
+  if (master === undefined) throw new MasterKeyNotHeldError(masterKeyId, ring.source);
   return open(master.key, sealed, `slipway/wrap/${binding}`);
 }
