@@ -42,6 +42,10 @@ Master key in the key file (<data dir>/master.key, the default):
   the old keys after it, re-wraps every row, then removes the old keys from the file. Servers on
   that data directory wrap with the new key from their next write on. Back the file up afterwards.
 
+Either way, backups taken before a rotation open only with the key(s) it retired: keep a copy of
+the old key with them (restoring one needs it in SLIPWAY_MASTER_KEY_PREVIOUS, or as a line of the
+key file after the first).
+
 Master key in SLIPWAY_MASTER_KEY (SLIPWAY_MASTER_KEY_PREVIOUS: comma-separated keys accepted
 besides it, never used to wrap):
   1. Make a new key:  openssl rand -base64 32
@@ -55,8 +59,8 @@ besides it, never used to wrap):
        SLIPWAY_MASTER_KEY=<old> slipway keys rotate-master --new-key-file FILE
   5. Once it reports done and slipway keys status shows no row under the old key (a node still
      on the old key wraps new rows under it: switch it and run step 4 again), remove
-     SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, destroy the old key.
-     A node started without a key that rows are
+     SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, destroy the old key
+     (but for the copy kept with earlier backups). A node started without a key that rows are
      still wrapped under refuses to start, naming the key.
 `;
 

@@ -172,6 +172,8 @@ describe('master key rotation, key file source', () => {
     // The result alone on stdout; the progress went to stderr.
     assert.ok(rotation.stdout().split('\n').some((l) => l.startsWith('master key') && l.includes(masterKeyId(next!))));
     assert.ok(!rotation.stdout().includes('batch '));
+    // Earlier backups open only with the key the file no longer holds: the closing advice says so.
+    assert.match(rotation.stdout(), new RegExp(`^next: Backups taken before this rotation open only with the retired key ${masterKeyId(old!)}, and the key file no longer holds it: keep a copy`, 'm'));
     const during = await server.core.db.selectFrom('org_data_keys').select('master_key_id').where('org_id', 'in', madeDuring).execute();
     assert.deepEqual([...new Set(during.map((r) => r.master_key_id))], [masterKeyId(next!)]);
 
@@ -368,6 +370,7 @@ describe('master key rotation, SLIPWAY_MASTER_KEY source', () => {
     assert.ok(result.nextSteps.some((s: string) => s.includes('Set SLIPWAY_MASTER_KEY to the new key')));
     // Not at once: a node still on the old key may wrap new rows under it meanwhile.
     assert.ok(result.nextSteps.some((s: string) => s.startsWith(`Only once slipway keys status shows no row under the old key (${masterKeyId(oldKey)})`) && s.includes('remove SLIPWAY_MASTER_KEY_PREVIOUS')), result.nextSteps.join('\n'));
+    assert.ok(result.nextSteps.some((s: string) => s.startsWith(`Backups taken before this rotation open only with the retired key ${masterKeyId(oldKey)}`) && s.includes('keep a copy')), result.nextSteps.join('\n'));
     assert.deepEqual(await usageIds(server), [masterKeyId(newKey)]);
     await assertEverySecretOpens(server, [newKey], expected);
     await assertKeyOpensNothing(server, oldKey);

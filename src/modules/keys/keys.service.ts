@@ -65,6 +65,17 @@ export interface KeysServiceDeps {
   logger: Logger;
 }
 
+/**
+ * Backups are copies of the rows as they were: one taken before a rotation opens only with the keys
+ * the rotation retired, which Slipway no longer keeps once it is done.
+ */
+function earlierBackupsStep(retiredIds: string[], source: MasterKeyRotation['source']): string[] {
+  if (retiredIds.length === 0) return [];
+  const it = retiredIds.length === 1 ? 'it' : 'them';
+  const gone = source === 'key-file' ? `the key file no longer holds ${it}` : `no node holds ${it} once SLIPWAY_MASTER_KEY_PREVIOUS is removed`;
+  return [`Backups taken before this rotation open only with the retired key${retiredIds.length === 1 ? '' : 's'} ${retiredIds.join(', ')}, and ${gone}: keep a copy of ${it}${source === 'key-file' ? ' (the key file as backed up before this rotation)' : ''} with those backups for as long as they are kept. Restoring one needs ${it} in SLIPWAY_MASTER_KEY_PREVIOUS, or as a line of the key file after the first.`];
+}
+
 export function createKeysService(deps: KeysServiceDeps) {
   const { database, logger } = deps;
   const fromEnv = deps.config.masterKey !== null;
@@ -98,7 +109,8 @@ export function createKeysService(deps: KeysServiceDeps) {
       logger.info({ masterKeyId: ring.current().id, previous: previousKeyIds, resumed, source: 'key-file' }, 'master key rotation started');
       const { rewrapped } = await rewrap(ring, options, () => writeKeyFile(keyFile, [keys[0]!], retiredChain(keyFile, previousKeyIds)));
       deps.ring.reload();
-      return { source: 'key-file', masterKeyId: ring.current().id, previousKeyIds, resumed, rewrapped, nextSteps: [`Back up ${keyFile}: it now holds only the new key.`] };
+      const nextSteps = [`Back up ${keyFile}: it now holds only the new key.`, ...earlierBackupsStep(previousKeyIds, 'key-file')];
+      return { source: 'key-file', masterKeyId: ring.current().id, previousKeyIds, resumed, rewrapped, nextSteps };
     } finally {
       lock.release();
     }
@@ -118,8 +130,9 @@ export function createKeysService(deps: KeysServiceDeps) {
     const { rewrapped } = await rewrap(ring, options, () => {});
     const nextSteps = [
       ...(target !== accepted[0]!.id ? [`Set SLIPWAY_MASTER_KEY to the new key (${target}) on every node.`] : []),
-      `Only once slipway keys status shows no row under the old key${previousKeyIds.length === 1 ? '' : 's'} (${previousKeyIds.join(', ') || 'none'}): remove SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, then destroy the old key${previousKeyIds.length === 1 ? '' : 's'}. Until then a node still on an old key wraps new rows under it: switch it, and run slipway keys rotate-master again.`,
-      ...(fs.existsSync(keyFile) ? [`Delete ${keyFile}: no row needs its keys any more.`] : []),
+      `Only once slipway keys status shows no row under the old key${previousKeyIds.length === 1 ? '' : 's'} (${previousKeyIds.join(', ') || 'none'}): remove SLIPWAY_MASTER_KEY_PREVIOUS from every node, restart them one at a time, then destroy the old key${previousKeyIds.length === 1 ? '' : 's'} but for the copy kept with earlier backups. Until then a node still on an old key wraps new rows under it: switch it, and run slipway keys rotate-master again.`,
+      ...earlierBackupsStep(previousKeyIds, 'environment'),
+      ...(fs.existsSync(keyFile) ? [`Delete ${keyFile}: no row needs its keys any more (earlier backups may: see above).`] : []),
     ];
     return { source: 'environment', masterKeyId: target, previousKeyIds, resumed, rewrapped, nextSteps };
   }
