@@ -134,17 +134,20 @@ interface LogPage {
 
 /** A refusal by the server, as the CLI reports every refusal by the API's rules (see main.ts). */
 function refusal(status: number, text: string): AppError {
-  const problem = (parseJson(text) ?? {}) as { code?: string; title?: string; detail?: string; errors?: FieldError[] };
-  return new AppError(status, problem.code ?? `http_${status}`, problem.title ?? 'Refused', problem.detail ?? `the server answered ${status}`,
-    problem.errors !== undefined ? { errors: problem.errors } : {});
+  const problem = (parseJson(text) ?? {}) as { code?: string; title?: string; detail?: string; errors?: FieldError[]; changed?: Array<{ type: string; id: string }> };
+  return new AppError(status, problem.code ?? `http_${status}`, problem.title ?? 'Refused', problem.detail ?? `the server answered ${status}`, {
+    ...(problem.errors !== undefined ? { errors: problem.errors } : {}),
+    ...(problem.changed !== undefined ? { changed: problem.changed } : {}),
+  });
 }
 
 /** One API call as the service user: 2xx is the answer, 4xx a refusal (AppError), the rest Unavailable. */
-function apiCaller(settings: ApiClientSettings, tokens: TokenSource) {
+function apiCaller(settings: ApiClientSettings, tokens: TokenSource, onSending: () => void) {
   return async <T>(method: string, path: string, signal: AbortSignal, body?: unknown, headers: Record<string, string> = {}): Promise<T> => {
     // A 401 to a cached token may only mean that the token went stale: one more try with a fresh one.
     for (let fresh = false; ; fresh = true) {
       const token = await tokens.get(signal);
+      onSending();
       const answer = await request(`${settings.baseUrl}${path}`, {
         method,
         headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
@@ -175,7 +178,8 @@ function within(parent: AbortSignal, ms: number): { signal: AbortSignal; timedOu
   const controller = new AbortController();
   let expired = false;
   const onAbort = () => controller.abort(parent.reason);
-  parent.addEventListener('abort', onAbort, { once: true });
+  if (parent.aborted) onAbort();
+  else parent.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(() => { expired = true; controller.abort(new Error('timed out')); }, ms);
   return {
     signal: controller.signal,
@@ -189,12 +193,13 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
   if (flags === null) return 0;
   for (const variable of unknownVariables(env)) printWarning(flags.json === true, unknownVariableWarning(variable));
   const settings = deploySettings(flags, env);
-  const call = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }));
+  // A signal stops the waiting (and a token request under way), not the deployment.
+  const stop = new AbortController();
+  let sent = false;
+  const call = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s`, signal: stop.signal }), () => { sent = true; });
   const org = encodeURIComponent(settings.orgId);
   const say = (line: string) => { if (!settings.json) process.stderr.write(`${line}\n`); };
 
-  // A signal stops the waiting, not the deployment.
-  const stop = new AbortController();
   let signalled: NodeJS.Signals | null = null;
   const onSignal = (signal: NodeJS.Signals) => { signalled ??= signal; stop.abort(new Error(`interrupted (${signal})`)); };
   process.on('SIGINT', onSignal);
@@ -213,9 +218,22 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
         },
       });
     } catch (error) {
-      if (signalled !== null) return interrupted(settings.json, signalled, 'before the server answered; the deployment may have been created');
-      if (created.timedOut()) throw new Error(`the server did not take the deployment within ${CREATE_RETRY_MS / 1000} s (${lastTrouble}); it was not created, or, if its answer was lost, it is listed by GET /v1/orgs/{orgId}/deployments`);
-      throw error;
+      if (signalled !== null) return interrupted(settings.json, signalled, sent ? 'before the server answered; the deployment may have been created' : 'before the deployment was asked for; nothing was created');
+      if (created.timedOut()) {
+        throw new Error(lastTrouble.includes(' 409')
+          ? `the server was still creating the deployment after ${CREATE_RETRY_MS / 1000} s (its first try holds the Idempotency-Key); GET /v1/orgs/{orgId}/deployments lists it once made`
+          : `the server did not take the deployment within ${CREATE_RETRY_MS / 1000} s (${lastTrouble}); it was not created, or, if its answer was lost, GET /v1/orgs/{orgId}/deployments lists it`);
+      }
+      // Made, but its answer lost for good (the server went down between the two): what it made is named.
+      const made = error instanceof AppError && error.code === 'idempotency_response_lost'
+        ? (error.extras as { changed?: Array<{ type: string; id: string }> }).changed?.find((c) => c.type === 'deployment') : undefined;
+      if (made === undefined) throw error;
+      const reading = within(stop.signal, CREATE_RETRY_MS);
+      try {
+        deployment = await untilAvailable(() => call<Deployment>('GET', `/v1/orgs/${org}/deployments/${encodeURIComponent(made.id)}`, reading.signal), { signal: reading.signal });
+      } finally {
+        reading.clear();
+      }
     } finally {
       created.clear();
     }
@@ -233,7 +251,10 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     try {
       for (;;) {
         // The state is read before the lines: a page that shows the end has every line before it.
-        const page = await untilAvailable(() => call<LogPage>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`, waiting.signal), { signal: waiting.signal });
+        const page = await untilAvailable(() => call<LogPage>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`, waiting.signal), {
+          signal: waiting.signal,
+          onRetry: (error, n) => { if (n === 1) say(`slipway: the server is unavailable, still waiting: ${error.message}`); },
+        });
         for (const line of page.lines) process.stderr.write(`${line.line}\n`);
         after = page.nextAfter;
         if (page.state !== state) say(`deployment ${deployment.id}: ${state = page.state}`);

@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 import { errorMessage, isDatabaseBusy } from '../platform/db/facts.js';
-import { parse, UsageError } from './args.js';
+import { parse, printWarning, UsageError } from './args.js';
+import { unknownVariableWarning } from '../platform/unknown-variables.js';
 import { printJson } from './output.js';
 import { catchStopSignals } from './stop-signals.js';
 import { BACKUP_USAGE, DEPLOY_USAGE, ORG_USAGE, RUNNER_USAGE, SERVICE_USER_USAGE } from './usage.js';
@@ -39,7 +40,14 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'serve': {
         if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env, { logsUnknownVariables: true });
-        const config = p.config();
+        let config;
+        try {
+          config = p.config();
+        } catch (error) {
+          // Refused before there is a log to warn in: a setting refused may be one of these, misspelt.
+          for (const variable of p.unknownVariables) printWarning(rest.includes('--json'), unknownVariableWarning(variable));
+          throw error;
+        }
         // Before the server's code loads: a signal meanwhile stops it cleanly, not with the default death.
         const signals = catchStopSignals();
         return await (await import('./serve.js')).serve(config, signals, p.unknownVariables);

@@ -40,6 +40,7 @@ export async function listenForMetrics(where: { host: string; port: number }, so
     server.once('error', reject);
     server.listen({ host: where.host, port: where.port }, () => {
       server.off('error', reject);
+      server.on('error', (err) => logger.warn({ err }, 'the metrics listener failed'));
       resolve();
     });
   });

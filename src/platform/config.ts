@@ -386,7 +386,10 @@ export function routePrefix(url: string): string {
 
 /** A database URL with its password replaced, fit for a log line or an error. */
 export function redactUrl(value: string): string {
-  // Up to the last @ before the path: a password may hold an @ of its own, which PostgreSQL's
-  // client takes as part of it.
-  return value.replace(/\/\/([^:/@]+):[^/]*@/, '//$1:***@');
+  // Up to the last @ before the query: a password may hold an @ or a / of its own, which
+  // PostgreSQL's client takes as part of it.
+  const at = value.search(/[?#]/);
+  const [head, tail] = at < 0 ? [value, ''] : [value.slice(0, at), value.slice(at)];
+  // The client also takes a password from the query (`?password=…`, and a key's `sslpassword`).
+  return head.replace(/\/\/([^:/@]+):.*@/, '//$1:***@') + tail.replace(/([?&](?:ssl)?password=)[^&#]*/gi, '$1***');
 }

@@ -1,9 +1,10 @@
 // Prometheus metrics (prom-client), served on their own listener when SLIPWAY_METRICS_ADDRESS is
-// set. Counters and histograms are this process's; `serve --workers N` sums the workers' in the
-// primary. What the database knows (deployments waiting, running) is read when scraped. Labels
-// are route templates, methods, statuses and states: never a path, an id, a name or a value.
+// set. Counters and histograms are this process's; the primary of `serve --workers N` gathers its
+// workers', each series labelled with its `worker`. What the database knows (deployments waiting,
+// running) is read when scraped. Labels are route templates, methods, statuses, states and worker
+// numbers: never a path, an id, a name or a value.
 import cluster from 'node:cluster';
-import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type CounterConfiguration } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type CounterConfiguration, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
 export interface PendingDeployments {
   queued: number;
@@ -39,6 +40,10 @@ const UNMATCHED = '(unmatched)';
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** A webhook attempt ends within its 10 s timeout. */
 const DELIVERY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** A scrape waits this long for the database's numbers, and the primary for each worker's answer. */
+const READ_WITHIN_MS = 2_000;
+const REQUEST = 'slipway:metrics-request';
+const ANSWER = 'slipway:metrics-answer';
 
 interface RouteInstruments {
   duration: Histogram.Internal<'method' | 'route'>;
@@ -94,7 +99,8 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
   const pendingNow = (): Promise<PendingDeployments> | null => {
     if (read === null) return null;
     if (reading === null) {
-      const answer = read();
+      // A database that does not answer in time leaves these gauges unread; the rest is served.
+      const answer = within(read(), READ_WITHIN_MS);
       reading = answer;
       const done = () => { if (reading === answer) reading = null; };
       answer.then(done, done);
@@ -124,9 +130,15 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
   });
 
   if (cluster.isWorker) {
-    AggregatorRegistry.setRegistries([registry]);
-    // Constructing one installs the worker's answer to the primary's requests.
-    new AggregatorRegistry();
+    // The primary asks, and gathers every worker's answer into one page (clusterMetrics below).
+    // Counted per worker, the series of one that is started again begin at 0 as series of their
+    // own, which Prometheus' rate() and increase() take as they are, where a sum would go down.
+    registry.setDefaultLabels({ worker: String(cluster.worker!.id) });
+    process.on('message', (message: { type?: unknown; id?: unknown } | null) => {
+      if (message?.type !== REQUEST) return;
+      const answer = (body: object) => { if (process.connected) process.send!({ type: ANSWER, id: message.id, ...body }); };
+      registry.getMetricsAsJSON().then((metrics) => answer({ metrics }), (err: unknown) => answer({ error: String(err) }));
+    });
   }
 
   return {
@@ -153,8 +165,47 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
   };
 }
 
-/** The primary of `serve --workers N`: its workers' metrics, aggregated. */
+/** The primary of `serve --workers N`: its workers' metrics, each series labelled with its worker. */
 export function clusterMetrics(): { contentType: string; text: () => Promise<string> } {
-  const aggregator = new AggregatorRegistry();
-  return { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() };
+  let next = 0;
+  const asked = new Map<number, (metrics: MetricObjectWithValues<MetricValue<string>>[] | null) => void>();
+  cluster.on('message', (_worker, message: { type?: unknown; id?: unknown; metrics?: MetricObjectWithValues<MetricValue<string>>[] } | null) => {
+    if (message?.type === ANSWER && typeof message.id === 'number') asked.get(message.id)?.(message.metrics ?? null);
+  });
+  return {
+    contentType: Registry.PROMETHEUS_CONTENT_TYPE,
+    async text() {
+      const id = next++;
+      const workers = Object.values(cluster.workers ?? {}).filter((w) => w !== undefined && w.isConnected());
+      const answers: MetricObjectWithValues<MetricValue<string>>[][] = [];
+      // One worker that does not answer (starting, stopping, stuck) costs the page its series, not the page.
+      await new Promise<void>((resolve) => {
+        let waiting = workers.length;
+        const timer = setTimeout(resolve, READ_WITHIN_MS);
+        const settle = () => { if (--waiting <= 0) { clearTimeout(timer); resolve(); } };
+        asked.set(id, (metrics) => { if (metrics !== null) answers.push(metrics); settle(); });
+        if (waiting === 0) settle();
+        for (const worker of workers) {
+          try {
+            worker!.send({ type: REQUEST, id }, (err: Error | null) => { if (err) settle(); });
+          } catch {
+            settle();
+          }
+        }
+      });
+      asked.delete(id);
+      const registry = AggregatorRegistry.aggregate(answers);
+      const workersGauge = new Gauge({ name: 'slipway_metrics_workers', help: 'Workers asked for this page, by whether they answered in time', labelNames: ['answered'], registers: [registry] });
+      workersGauge.set({ answered: 'true' }, answers.length);
+      workersGauge.set({ answered: 'false' }, workers.length - answers.length);
+      return registry.metrics();
+    },
+  };
+}
+
+/** `promise`, or a rejection once `ms` have passed. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms); });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }

@@ -24,7 +24,8 @@ const RENEW_AFTER = 0.8;
 const TOKEN_REQUEST_TIMEOUT_MS = 15_000;
 
 /** `who`: whose credentials, in refusals ("the runner's" by default). */
-export function createTokenSource(credentials: ClientCredentials, options: { now?: () => number; who?: string } = {}): TokenSource {
+/** `signal`: ends a token request under way (a command interrupted); by default one runs to its end, for every caller waiting. */
+export function createTokenSource(credentials: ClientCredentials, options: { now?: () => number; who?: string; signal?: AbortSignal } = {}): TokenSource {
   const now = options.now ?? Date.now;
   let cached: { token: string; renewAt: number } | undefined;
   let pending: Promise<string> | undefined;
@@ -39,7 +40,7 @@ export function createTokenSource(credentials: ClientCredentials, options: { now
       method: 'POST',
       headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
       body: new URLSearchParams({ grant_type: 'client_credentials', scope: credentials.scope }).toString(),
-    }, TOKEN_REQUEST_TIMEOUT_MS, new AbortController().signal, `the token endpoint ${credentials.tokenUrl}`);
+    }, TOKEN_REQUEST_TIMEOUT_MS, options.signal ?? new AbortController().signal, `the token endpoint ${credentials.tokenUrl}`);
     const body = parseJson(answer.text) as { access_token?: unknown; expires_in?: unknown; error?: string; error_description?: string } | null;
     if (answer.status === 200 && typeof body?.access_token === 'string' && typeof body.expires_in === 'number') {
       cached = { token: body.access_token, renewAt: asked + body.expires_in * 1000 * RENEW_AFTER };

@@ -3,13 +3,16 @@
 // deployment failed, gives up waiting when told, reports the API's refusals, and a create whose
 // answer was lost is retried under its Idempotency-Key without a second deployment.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createEnvironment, createService, newRunner, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
-import { runCli, type CliResult } from '../support/processes.js';
+import { CLI_ENTRY, runCli, type CliResult } from '../support/processes.js';
 
 describe('slipway deploy', () => {
   let f: OrgFixture;
@@ -115,6 +118,35 @@ describe('slipway deploy', () => {
       assert.match(result.stderr, message);
     }
     assert.equal((await deployments()).length, before);
+  });
+
+  it('stops at once on Ctrl-C, even with a token request under way, saying nothing was created', async () => {
+    // A token endpoint that takes the connection and never answers.
+    const held = new Set<net.Socket>();
+    const silent = net.createServer((socket) => { held.add(socket); socket.resume(); });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const child = spawn(process.execPath, [CLI_ENTRY, 'deploy', '--service', service.name, '--environment', env.name, '--wait'], {
+        env: {
+          PATH: process.env.PATH ?? '', SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/oauth/v2/token`,
+          SLIPWAY_ORG: f.orgId, SLIPWAY_CLIENT_ID: developer.clientId, SLIPWAY_CLIENT_SECRET: developer.clientSecret, SLIPWAY_SCOPE: developer.scope,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => { stderr += c.toString('utf8'); });
+      child.stdout.resume();
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      await sleep(1_500);
+      const signalled = Date.now();
+      child.kill('SIGINT');
+      assert.equal(await exited, 130);
+      assert.ok(Date.now() - signalled < 5_000, `exited ${Date.now() - signalled} ms after the signal (the token request's own timeout is 15 s)`);
+      assert.match(stderr, /interrupted \(SIGINT\) before the deployment was asked for; nothing was created/);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 
   it('retries a create whose answer was lost under the same Idempotency-Key: one deployment', async () => {

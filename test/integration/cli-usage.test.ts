@@ -85,6 +85,10 @@ describe('slipway CLI: usage, help and errors', () => {
     const refused = await runCli(['org', 'list'], { ...misspelt, SLIPWAY_PORT: 'abc' });
     assert.equal(refused.code, 2);
     assert.match(refused.stderr, /^slipway: warning: SLIPWAY_DATABSE_URL is not .*\n.*\nslipway: SLIPWAY_PORT must be a whole number/);
+    // serve too, whose warnings otherwise go to its log, which a refused configuration never opens.
+    const serveRefused = await runCli(['serve'], { ...misspelt, SLIPWAY_PORT: 'abc' });
+    assert.equal(serveRefused.code, 2);
+    assert.match(serveRefused.stderr, /^slipway: warning: SLIPWAY_DATABSE_URL is not .*\n.*\nslipway: SLIPWAY_PORT must be a whole number/);
     // Every known one, the runner's included, says nothing.
     const known = await runCli(['org', 'list'], { ...env, SLIPWAY_LOG_LEVEL: 'warn', SLIPWAY_ORG: 'default', SLIPWAY_RUNNER_CONCURRENCY: '2' });
     assert.equal(known.stderr, '');

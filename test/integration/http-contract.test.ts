@@ -296,7 +296,8 @@ describe('HTTP contract', () => {
     }
     // The shape of every structured log line, with who asked and how long it took.
     const [line] = await accessLog(server, 'contract-log-4');
-    assert.deepEqual(Object.keys(line!), ['level', 'time', 'service', 'pid', 'requestId', 'method', 'route', 'path', 'status', 'ms', 'sub', 'msg']);
+    assert.deepEqual(Object.keys(line!), ['level', 'time', 'service', 'pid', 'requestId', 'method', 'route', 'path', 'status', 'ms', 'ip', 'sub', 'msg']);
+    assert.equal(line!.ip, '127.0.0.1');
     assert.equal(line!.level, 'info');
     assert.ok(!Number.isNaN(Date.parse(String(line!.time))) && String(line!.time).endsWith('Z'));
     assert.deepEqual([line!.service, line!.route, line!.sub], ['slipway', '/v1/orgs/:orgId', server.bootstrap.clientId]);

@@ -162,6 +162,8 @@ describe('configuration', () => {
     assert.equal(redactUrl('postgres://app:hunter2@db:5432/app'), 'postgres://app:***@db:5432/app');
     // A password with an @ of its own is hidden whole.
     assert.equal(redactUrl('postgres://app:top@secret@db:5432/app?x=1'), 'postgres://app:***@db:5432/app?x=1');
+    assert.equal(redactUrl('postgres://app:pass/word@db:5432/app'), 'postgres://app:***@db:5432/app');
+    assert.equal(redactUrl('postgres://app@db/app?sslmode=require&password=hunter2&sslpassword=k3y'), 'postgres://app@db/app?sslmode=require&password=***&sslpassword=***');
   });
 
   it('accepts every port and refuses everything that is not one (property)', () => {
