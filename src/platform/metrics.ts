@@ -63,7 +63,6 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
   collectDefaultMetrics({ register: registry });
   const counter = <L extends string>(config: CounterConfiguration<L>) => new Counter({ ...config, registers: [registry] });
 
-  // One value whatever the number of workers: the aggregation takes the largest, not the sum.
   new Gauge({ name: 'slipway_info', help: 'Always 1; the version label says which Slipway runs', labelNames: ['version'], registers: [registry], aggregator: 'max' })
     .set({ version: options.version }, 1);
 
@@ -93,7 +92,7 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
 
   // Read from the database when scraped, once for both gauges: a scrape collects every metric at
   // once, so the second asks while the first's read is under way. Every worker and every node reads
-  // the same numbers: the workers' are aggregated by taking the largest, as nodes' are to be.
+  // the same numbers: their `max` is the one to take, not their sum.
   let read: (() => Promise<PendingDeployments>) | null = null;
   let reading: Promise<PendingDeployments> | null = null;
   const pendingNow = (): Promise<PendingDeployments> | null => {
