@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError, type FieldError } from '../platform/errors.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { isTransientStatus, parseJson, request, retryAfterMs, untilAvailable, Unavailable } from '../runner-agent/http-call.js';
-import { createTokenSource, type TokenSource } from '../runner-agent/token-source.js';
+import { isTransientStatus, parseJson, retryAfterMs, untilAvailable, Unavailable } from '../runner-agent/http-call.js';
+import { createTokenSource, requestWithToken, type TokenSource } from '../runner-agent/token-source.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
 import { flagTable, printJson } from './output.js';
@@ -144,27 +144,18 @@ function refusal(status: number, text: string): AppError {
 /** One API call as the service user: 2xx is the answer, 4xx a refusal (AppError), the rest Unavailable. */
 function apiCaller(settings: ApiClientSettings, tokens: TokenSource, onSending: () => void) {
   return async <T>(method: string, path: string, signal: AbortSignal, body?: unknown, headers: Record<string, string> = {}): Promise<T> => {
-    // A 401 to a cached token may only mean that the token went stale: one more try with a fresh one.
-    for (let fresh = false; ; fresh = true) {
-      const token = await tokens.get(signal);
-      onSending();
-      const answer = await request(`${settings.baseUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      }, CALL_TIMEOUT_MS, signal);
-      if (answer.status === 401 && !fresh) {
-        tokens.invalidate(token);
-        continue;
-      }
-      if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T;
-      const code = (parseJson(answer.text) as { code?: string } | null)?.code;
-      // The first try of this create still runs on the server (its answer comes to a retry), or the server is busy.
-      if (isTransientStatus(answer.status) || (answer.status === 409 && code === IN_PROGRESS)) {
-        throw new Unavailable(`${method} ${path} answered ${answer.status}`, retryAfterMs(answer.headers));
-      }
-      throw refusal(answer.status, answer.text);
+    const { answer } = await requestWithToken(tokens, `${settings.baseUrl}${path}`, {
+      method,
+      headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    }, CALL_TIMEOUT_MS, signal, onSending);
+    if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T;
+    const code = (parseJson(answer.text) as { code?: string } | null)?.code;
+    // The first try of this create still runs on the server (its answer comes to a retry), or the server is busy.
+    if (isTransientStatus(answer.status) || (answer.status === 409 && code === IN_PROGRESS)) {
+      throw new Unavailable(`${method} ${path} answered ${answer.status}`, retryAfterMs(answer.headers));
     }
+    throw refusal(answer.status, answer.text);
   };
 }
 

@@ -10,8 +10,8 @@ import {
   type CompleteRequestT, type HeartbeatResponseT, type ReleaseRequestT, type ReleaseResponseT, type ServingRequestT, type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
-import { isTransientStatus, parseJson, Refused, request, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
-import type { TokenSource } from './token-source.js';
+import { isTransientStatus, parseJson, Refused, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
+import { requestWithToken, type TokenSource } from './token-source.js';
 
 export interface ProtocolClientOptions {
   /** The API's base URL (`{base_url}`), without a trailing slash. */
@@ -62,43 +62,35 @@ export function createProtocolClient(options: ProtocolClientOptions) {
   async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: { timeoutMs?: number; headers?: Record<string, string>; keyGivenUp?: boolean } = {}): Promise<T | null> {
     const url = options.baseUrl + runnerUrl(route, options.orgId, id);
     const attempt = async (): Promise<T | null> => {
-      // A 401 to a cached token may only mean that the token went stale: one more try with a fresh one.
-      for (let fresh = false; ; fresh = true) {
-        const token = await tokens.get(signal);
-        const answer = await request(url, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json', ...extra.headers },
-          body: JSON.stringify(body),
-        }, extra.timeoutMs ?? CALL_TIMEOUT_MS, signal);
-        if (answer.status === 401 && !fresh) {
-          tokens.invalidate(token);
-          continue;
+      const { answer, token } = await requestWithToken(tokens, url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json', ...extra.headers },
+        body: JSON.stringify(body),
+      }, extra.timeoutMs ?? CALL_TIMEOUT_MS, signal);
+      if (answer.status !== 401) freshRefused.delete(route);
+      if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
+      const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
+      const detail = problem.detail ?? `HTTP ${answer.status}`;
+      if (answer.status === 401) {
+        tokens.invalidate(token);
+        const now = Date.now();
+        const run = freshRefused.get(route);
+        // A run left over from long ago (its retries stopped, or it counted as a refusal) is not this one.
+        const since = run !== undefined && now - run.last <= 5 * FRESH_TOKEN_RETRY_MS ? run.since : now;
+        freshRefused.set(route, { since, last: now });
+        if (now - since < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
+          throw new Unavailable(`${route} refused a token just issued (${detail}): the server may be between two signing keys`, FRESH_TOKEN_RETRY_MS);
         }
-        if (answer.status !== 401) freshRefused.delete(route);
-        if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T | null;
-        const problem = (parseJson(answer.text) ?? {}) as { code?: string; detail?: string };
-        const detail = problem.detail ?? `HTTP ${answer.status}`;
-        if (answer.status === 401) {
-          tokens.invalidate(token);
-          const now = Date.now();
-          const run = freshRefused.get(route);
-          // A run left over from long ago (its retries stopped, or it counted as a refusal) is not this one.
-          const since = run !== undefined && now - run.last <= 5 * FRESH_TOKEN_RETRY_MS ? run.since : now;
-          freshRefused.set(route, { since, last: now });
-          if (now - since < (options.freshTokenGraceMs ?? FRESH_TOKEN_REFUSED_GRACE_MS)) {
-            throw new Unavailable(`${route} refused a token just issued (${detail}): the server may be between two signing keys`, FRESH_TOKEN_RETRY_MS);
-          }
-        }
-        // A 409 with Retry-After says to ask again: another request raced this one (a database
-        // deadlock, say: nothing was done), or a retried log append's first try is still running
-        // on the server (its answer comes to the retry). A code the runner must act on wins.
-        const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code)
-          && !(extra.keyGivenUp === true && problem.code === IN_PROGRESS);
-        if (isTransientStatus(answer.status) || retryLater) {
-          throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
-        }
-        throw new Refused(answer.status, problem.code ?? `http_${answer.status}`, `${route} was refused (${answer.status}): ${detail}`);
       }
+      // A 409 with Retry-After says to ask again: another request raced this one (a database
+      // deadlock, say: nothing was done), or a retried log append's first try is still running
+      // on the server (its answer comes to the retry). A code the runner must act on wins.
+      const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code)
+        && !(extra.keyGivenUp === true && problem.code === IN_PROGRESS);
+      if (isTransientStatus(answer.status) || retryLater) {
+        throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
+      }
+      throw new Refused(answer.status, problem.code ?? `http_${answer.status}`, `${route} was refused (${answer.status}): ${detail}`);
     };
     return untilAvailable(attempt, { signal, onRetry: (error, n, delayMs) => options.onRetry?.(route, error, n, delayMs) });
   }

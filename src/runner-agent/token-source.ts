@@ -2,7 +2,7 @@
 // tokens and renew them automatically": a token is reused until most of its lifetime is gone,
 // renewed before it expires, and dropped at once when the API answers 401 to it (revoked, or the
 // server's keys changed). Concurrent callers share one token request.
-import { abortable, isTransientStatus, parseJson, Refused, request, retryAfterMs, Unavailable } from './http-call.js';
+import { abortable, isTransientStatus, parseJson, Refused, request, retryAfterMs, Unavailable, type Answer } from './http-call.js';
 
 export interface ClientCredentials {
   tokenUrl: string;
@@ -64,4 +64,22 @@ export function createTokenSource(credentials: ClientCredentials, options: { now
       if (cached?.token === token) cached = undefined;
     },
   };
+}
+
+/**
+ * One request under a token of `tokens` (`headers` gets its Authorization). A 401 to a cached token
+ * may only mean that the token went stale: it is dropped, and the request made once more with a
+ * fresh one. Resolves with the last answer and the token it was made with; a 401 then is a refusal
+ * of a fresh token. `onSending` runs before each request goes out.
+ */
+export async function requestWithToken(
+  tokens: TokenSource, url: string, init: RequestInit & { headers: Record<string, string> }, timeoutMs: number, signal: AbortSignal, onSending?: () => void,
+): Promise<{ answer: Answer; token: string }> {
+  for (let fresh = false; ; fresh = true) {
+    const token = await tokens.get(signal);
+    onSending?.();
+    const answer = await request(url, { ...init, headers: { ...init.headers, authorization: `Bearer ${token}` } }, timeoutMs, signal);
+    if (answer.status !== 401 || fresh) return { answer, token };
+    tokens.invalidate(token);
+  }
 }
