@@ -7,6 +7,8 @@
 // sessionStorage until it expires or the user signs out, which revokes it. Secret values are on
 // screen only after an explicit reveal and are never stored.
 
+import { parseDotenv } from './dotenv.js';
+
 const config = await fetch('config.json', { cache: 'no-store' }).then((res) => res.json());
 const TOKEN_KEY = 'slipway.console.token';
 /** Why the sign-in page is shown, when it was not the user's choice (shown on it). */
@@ -629,34 +631,12 @@ async function environmentView(org, name) {
 // Secrets
 // ---------------------------------------------------------------------------------------------
 
-/**
- * `.env` text as variables, by dotenv's rules: `KEY=value` lines, `export` allowed, blank lines and
- * `#` comments skipped, a ` #` comment after an unquoted value dropped; single quotes keep their
- * text as it is, double quotes expand \\n, \\r, \\t, \\" and \\\\. A line that is none of these, or a key
- * given twice, is refused with its line number rather than stored otherwise than meant.
- */
-function parseDotenv(text) {
-  const values = {};
-  const problems = [];
-  const seen = new Map();
-  const ESCAPES = { n: '\n', r: '\r', t: '\t', '"': '"', '\\': '\\' };
-  text.split(/\r?\n/).forEach((raw, index) => {
-    const at = `line ${index + 1}`;
-    const line = raw.trim();
-    if (line === '' || line.startsWith('#')) return;
-    const match = /^(?:export\s+)?([^=\s]+)\s*=\s*(.*)$/.exec(line);
-    if (!match) return problems.push({ pointer: at, message: 'is not KEY=value' });
-    const [, key, rest] = match;
-    let value;
-    const quoted = /^(['"])((?:\\.|(?!\1).)*)\1\s*(?:#.*)?$/.exec(rest);
-    if (quoted) value = quoted[1] === '"' ? quoted[2].replace(/\\(.)/g, (all, c) => ESCAPES[c] ?? all) : quoted[2];
-    else if (/^['"]/.test(rest)) return problems.push({ pointer: at, message: 'has a quote that is not closed on the line (or text after the closing quote)' });
-    else value = rest.replace(/\s+#.*$/, '');
-    if (seen.has(key)) return problems.push({ pointer: at, message: `sets ${key} again (first on line ${seen.get(key)})` });
-    seen.set(key, index + 1);
-    values[key] = value;
-  });
-  if (problems.length > 0) throw new Problem(400, { title: 'Not .env text', detail: 'Fix these lines; nothing was saved.', errors: problems });
+/** `.env` text as variables (dotenv.js, shared with the CLI); a line it cannot read, or a key given twice, refuses it all. */
+function dotenvValues(text) {
+  const { values, problems } = parseDotenv(text);
+  if (problems.length > 0) {
+    throw new Problem(400, { title: 'Not .env text', detail: 'Fix these lines; nothing was saved.', errors: problems.map((p) => ({ pointer: `line ${p.line}`, message: p.message })) });
+  }
   return values;
 }
 
@@ -683,7 +663,7 @@ async function secretsView(org, query) {
     h('p', { class: 'muted' }, 'Creates the secret, or makes a new version of it holding exactly these keys. Values are encrypted at rest and never shown again unless an admin reveals them.'),
     h('button', { type: 'submit', class: 'primary' }, 'Save secret')), async (form) => {
     const name = String(form.get('name')).trim();
-    const result = await api('PUT', base, { body: { secrets: [{ name, values: parseDotenv(String(form.get('values'))) }] } });
+    const result = await api('PUT', base, { body: { secrets: [{ name, values: dotenvValues(String(form.get('values'))) }] } });
     const item = result.secrets[0];
     save.reset();
     notify(`Secret ${item.name}: ${item.result ?? 'saved'}, version ${item.version}.`);

@@ -58,6 +58,9 @@ export function registerConsole(app: App, options: ConsoleOptions, prefix: strin
     app.log.warn({ dir: fileURLToPath(SOURCE) }, 'the web console\'s files are not there: serving the API without the console');
     return;
   }
+  // The `.env` reader the CLI uses too, as compiled beside this module (its source map is not served).
+  const dotenv = fs.readFileSync(new URL('../platform/dotenv.js', import.meta.url), 'utf8').replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n');
+  assets.set('dotenv.js', asset(Buffer.from(dotenv), FILES['console.js']));
   // Read by the page before it signs in: where tokens come from, for which scope, and where the API is.
   // The API's path is kept as configured: the page is served from under it.
   assets.set('config.json', asset(Buffer.from(JSON.stringify({

@@ -1,0 +1,53 @@
+// `.env` text as the console and `slipway secret` read it, and as `slipway secret reveal` writes it.
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { formatDotenv, parseDotenv } from '../../src/platform/dotenv.js';
+
+describe('.env text', () => {
+  it('reads dotenv\'s lines: export, comments, quotes and escapes', () => {
+    const { values, problems } = parseDotenv([
+      '\uFEFF# a comment',
+      'export A=1',
+      'B = spaced out  # a comment',
+      'C=no#comment',
+      `D='single \\n kept'`,
+      'E="double \\n \\t \\" \\\\ \\x"   # after',
+      'F=',
+      'G="a\u2028b"',
+      '',
+      '  H=indented',
+      'export=word',
+    ].join('\r\n'));
+    assert.deepEqual(problems, []);
+    assert.deepEqual(values, { A: '1', B: 'spaced out', C: 'no#comment', D: 'single \\n kept', E: 'double \n \t " \\ \\x', F: '', G: 'a\u2028b', H: 'indented', export: 'word' });
+  });
+
+  it('names every line it cannot read, and a key given twice, by its number', () => {
+    const { problems } = parseDotenv('A=1\nnot a line\nB="open\nC=\'x\' trailing\nA=2\n');
+    assert.deepEqual(problems, [
+      { line: 2, message: 'is not KEY=value' },
+      { line: 3, message: 'has a quote that is not closed on the line (or text after the closing quote)' },
+      { line: 4, message: 'has a quote that is not closed on the line (or text after the closing quote)' },
+      { line: 5, message: 'sets A again (first on line 1)' },
+    ]);
+  });
+
+  it('keeps a key named __proto__ as a key', () => {
+    const { values } = parseDotenv('__proto__=x\n');
+    assert.deepEqual(Object.keys(values), ['__proto__']);
+    assert.equal(Object.getPrototypeOf(values), Object.prototype);
+  });
+
+  it('writes values that read back exactly, whatever characters they hold', () => {
+    const alphabet = ['a', 'Z', '0', ' ', '\t', '\n', '\r', '"', '\'', '\\', '#', '=', '$', '`', '\u2028', '\u2029', '\u00e9', '\u{1F511}', '\u0085', '\v', '\f', 'n', '-', '.'];
+    for (let round = 0; round < 500; round++) {
+      const values: Record<string, string> = {};
+      for (let k = 0; k < 5; k++) values[`K${k}`] = Array.from({ length: randomInt(0, 12) }, () => alphabet[randomInt(alphabet.length)]).join('');
+      const { values: back, problems } = parseDotenv(formatDotenv(values));
+      assert.deepEqual(problems, [], JSON.stringify(values));
+      assert.deepEqual(back, values, JSON.stringify(values));
+    }
+    assert.equal(formatDotenv({ A: 'plain-1.2:3/4@5+6=7%', B: 'two words', C: '' }), 'A=plain-1.2:3/4@5+6=7%\nB="two words"\nC=\n');
+  });
+});
