@@ -1,10 +1,12 @@
-// What the commands that talk to Slipway's API (`runner`, `deploy`) need to reach it as a service
+// What the commands that talk to Slipway's API (`runner`, `deploy`, `secret`) need to reach it as a service
 // user: the base URL, the organization and client credentials, from flags, SLIPWAY_* variables or a
 // credentials file (bootstrap.json, `service-user create --json`), in that order.
 import fs from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { AppError, type FieldError } from '../platform/errors.js';
 import { RUNNER_VARIABLES } from '../platform/unknown-variables.js';
-import type { ClientCredentials } from '../runner-agent/token-source.js';
+import { isTransientStatus, parseJson, retryAfterMs, Unavailable } from '../runner-agent/http-call.js';
+import { requestWithToken, type ClientCredentials, type TokenSource } from '../runner-agent/token-source.js';
 import { UsageError } from './args.js';
 
 /** The flags every API client takes, as node:util's parseArgs wants them. */
@@ -149,4 +151,52 @@ export function commandFlags(argv: string[], options: NonNullable<ParseArgsConfi
     // node:util's messages run on with advice about `--`; the first sentence is the clear part.
     throw new UsageError((error as Error).message.split(/(?<=\.) /)[0]!);
   }
+}
+
+const CALL_TIMEOUT_MS = 30_000;
+const IN_PROGRESS = 'idempotency_request_in_progress';
+
+/** A refusal by the server, as the CLI reports every refusal by the API's rules (see main.ts). */
+export function refusal(status: number, text: string): AppError {
+  const problem = (parseJson(text) ?? {}) as { code?: string; title?: string; detail?: string; errors?: FieldError[]; changed?: Array<{ type: string; id: string }> };
+  return new AppError(status, problem.code ?? `http_${status}`, problem.title ?? 'Refused', problem.detail ?? `the server answered ${status}`, {
+    ...(problem.errors !== undefined ? { errors: problem.errors } : {}),
+    ...(problem.changed !== undefined ? { changed: problem.changed } : {}),
+  });
+}
+
+/** One API call as the service user: 2xx is the answer, 4xx a refusal (AppError), the rest Unavailable. */
+export function apiCaller(settings: ApiClientSettings, tokens: TokenSource, onSending: () => void) {
+  return async <T>(method: string, path: string, signal: AbortSignal, body?: unknown, headers: Record<string, string> = {}): Promise<T> => {
+    const { answer } = await requestWithToken(tokens, `${settings.baseUrl}${path}`, {
+      method,
+      headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    }, CALL_TIMEOUT_MS, signal, onSending);
+    if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T;
+    const code = (parseJson(answer.text) as { code?: string } | null)?.code;
+    // The first try of this create still runs on the server (its answer comes to a retry), or the server is busy.
+    if (isTransientStatus(answer.status) || (answer.status === 409 && code === IN_PROGRESS)) {
+      throw new Unavailable(`${method} ${path} answered ${answer.status}`, retryAfterMs(answer.headers));
+    }
+    throw refusal(answer.status, answer.text);
+  };
+}
+
+/**
+ * A signal that aborts with `parent` or after `ms`, by hand: a timeout signal that only
+ * AbortSignal.any refers to may be collected before it fires.
+ */
+export function within(parent: AbortSignal, ms: number): { signal: AbortSignal; timedOut: () => boolean; clear: () => void } {
+  const controller = new AbortController();
+  let expired = false;
+  const onAbort = () => controller.abort(parent.reason);
+  if (parent.aborted) onAbort();
+  else parent.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => { expired = true; controller.abort(new Error('timed out')); }, ms);
+  return {
+    signal: controller.signal,
+    timedOut: () => expired,
+    clear: () => { clearTimeout(timer); parent.removeEventListener('abort', onAbort); },
+  };
 }

@@ -5,11 +5,11 @@
 // (a server restarting, a connection cut) never makes a second deployment.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppError, type FieldError } from '../platform/errors.js';
+import { AppError } from '../platform/errors.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { isTransientStatus, parseJson, retryAfterMs, untilAvailable, Unavailable } from '../runner-agent/http-call.js';
-import { createTokenSource, requestWithToken, type TokenSource } from '../runner-agent/token-source.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
+import { untilAvailable } from '../runner-agent/http-call.js';
+import { createTokenSource } from '../runner-agent/token-source.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiCaller, apiClientFlagHelp, apiClientSettings, commandFlags, within, type ApiClientSettings } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
 import { flagTable, printJson } from './output.js';
 
@@ -31,11 +31,9 @@ const WAIT_DEFAULT_SECONDS = 900;
 const WAIT_MAX_SECONDS = 86_400;
 /** How long the create is tried again while the server is unavailable. */
 const CREATE_RETRY_MS = 60_000;
-const CALL_TIMEOUT_MS = 30_000;
 /** Between two looks at a deployment that is still queued or running. */
 const FOLLOW_PAUSE_MS = 1_000;
 const LOG_PAGE = 1_000;
-const IN_PROGRESS = 'idempotency_request_in_progress';
 
 const DESCRIBED: Array<[string, string, string]> = [
   ['service', 'S', 'the service, by name or id (required)'],
@@ -132,52 +130,7 @@ interface LogPage {
   state: string;
 }
 
-/** A refusal by the server, as the CLI reports every refusal by the API's rules (see main.ts). */
-function refusal(status: number, text: string): AppError {
-  const problem = (parseJson(text) ?? {}) as { code?: string; title?: string; detail?: string; errors?: FieldError[]; changed?: Array<{ type: string; id: string }> };
-  return new AppError(status, problem.code ?? `http_${status}`, problem.title ?? 'Refused', problem.detail ?? `the server answered ${status}`, {
-    ...(problem.errors !== undefined ? { errors: problem.errors } : {}),
-    ...(problem.changed !== undefined ? { changed: problem.changed } : {}),
-  });
-}
-
-/** One API call as the service user: 2xx is the answer, 4xx a refusal (AppError), the rest Unavailable. */
-function apiCaller(settings: ApiClientSettings, tokens: TokenSource, onSending: () => void) {
-  return async <T>(method: string, path: string, signal: AbortSignal, body?: unknown, headers: Record<string, string> = {}): Promise<T> => {
-    const { answer } = await requestWithToken(tokens, `${settings.baseUrl}${path}`, {
-      method,
-      headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    }, CALL_TIMEOUT_MS, signal, onSending);
-    if (answer.status >= 200 && answer.status < 300) return parseJson(answer.text) as T;
-    const code = (parseJson(answer.text) as { code?: string } | null)?.code;
-    // The first try of this create still runs on the server (its answer comes to a retry), or the server is busy.
-    if (isTransientStatus(answer.status) || (answer.status === 409 && code === IN_PROGRESS)) {
-      throw new Unavailable(`${method} ${path} answered ${answer.status}`, retryAfterMs(answer.headers));
-    }
-    throw refusal(answer.status, answer.text);
-  };
-}
-
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
-
-/**
- * A signal that aborts with `parent` or after `ms`, by hand: a timeout signal that only
- * AbortSignal.any refers to may be collected before it fires.
- */
-function within(parent: AbortSignal, ms: number): { signal: AbortSignal; timedOut: () => boolean; clear: () => void } {
-  const controller = new AbortController();
-  let expired = false;
-  const onAbort = () => controller.abort(parent.reason);
-  if (parent.aborted) onAbort();
-  else parent.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(() => { expired = true; controller.abort(new Error('timed out')); }, ms);
-  return {
-    signal: controller.signal,
-    timedOut: () => expired,
-    clear: () => { clearTimeout(timer); parent.removeEventListener('abort', onAbort); },
-  };
-}
 
 export async function deployCommand(argv: string[], env: Env): Promise<number> {
   const flags = commandFlags(argv, FLAGS, DEPLOY_HELP) as Flags | null;

@@ -9,14 +9,14 @@ import { parse, printWarning, UsageError } from './args.js';
 import { unknownVariableWarning } from '../platform/unknown-variables.js';
 import { printJson } from './output.js';
 import { catchStopSignals } from './stop-signals.js';
-import { BACKUP_USAGE, DEPLOY_USAGE, ORG_USAGE, RUNNER_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { BACKUP_USAGE, DEPLOY_USAGE, ORG_USAGE, RUNNER_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...DEPLOY_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...DEPLOY_USAGE, ...SECRET_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
   slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
@@ -71,10 +71,12 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await (await import('./runner.js')).runnerCommand(rest, env);
       case 'deploy':
         return await (await import('./deploy.js')).deployCommand(rest, env);
+      case 'secret':
+        return await (await import('./secret.js')).secretCommand(rest, env);
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, deploy, backup or version; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, deploy, secret, backup or version; see slipway --help');
       case 'help':
       case '--help':
       case '-h':

@@ -24,6 +24,16 @@ export const DEPLOY_USAGE = [
   'slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]   (slipway deploy --help)',
 ];
 
+export const SECRET_USAGE = [
+  'slipway secret list [--prefix P] [--deleted] [--json]',
+  'slipway secret show|versions --name N [--json]',
+  'slipway secret import --name N --from-file FILE|- [--json]',
+  'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--json]',
+  'slipway secret reveal --name N [--version V] [--format env|json] [--json]',
+  'slipway secret delete --name N [--permanent] [--json]',
+  'slipway secret restore --name N [--version V] [--json]   (slipway secret --help)',
+];
+
 export const BACKUP_USAGE = [
   'slipway backup --to FILE [--json]   (SQLite: a consistent copy while servers keep serving)',
 ];

@@ -156,13 +156,14 @@ describe('slipway CLI: usage, help and errors', () => {
     try {
       // --help wins, after a flag the command does not know too.
       for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
-        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help']]) {
+        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help'],
+        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stdout, /usage/i, args.join(' '));
       }
       // A command without its subcommand is a usage error: one line on stderr, exit 2.
-      for (const args of [[], ['keys'], ['org'], ['service-user']]) {
+      for (const args of [[], ['keys'], ['org'], ['service-user'], ['secret']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty });
         assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
         assert.equal(result.stdout, '', args.join(' '));

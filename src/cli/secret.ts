@@ -1,0 +1,244 @@
+// `slipway secret`: an organization's secrets through the API, as a service user (viewer to list,
+// developer to change, admin or owner to reveal and restore), for a shell or a CI job: import a
+// `.env` file, set or remove keys, reveal values as `.env` lines, list, delete and restore.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import { AppError } from '../platform/errors.js';
+import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
+import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
+import { untilAvailable } from '../runner-agent/http-call.js';
+import { createTokenSource } from '../runner-agent/token-source.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiCaller, apiClientFlagHelp, apiClientSettings, commandFlags, within } from './api-client.js';
+import { printWarning, UsageError } from './args.js';
+import { flagTable, printFields, printJson, printTable } from './output.js';
+import { SECRET_USAGE } from './usage.js';
+
+/** How long a call is tried again while the server is unavailable. */
+const RETRY_MS = 60_000;
+const PAGE = 200;
+
+type Env = Record<string, string | undefined>;
+type Flags = Partial<Record<string, string | string[] | boolean>>;
+
+const COMMON = { ...API_CLIENT_FLAGS, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+const NAME = { name: { type: 'string' } } as const;
+
+const SUBCOMMANDS = {
+  list: { ...COMMON, prefix: { type: 'string' }, deleted: { type: 'boolean' } },
+  show: { ...COMMON, ...NAME },
+  versions: { ...COMMON, ...NAME },
+  import: { ...COMMON, ...NAME, 'from-file': { type: 'string' } },
+  set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' } },
+  reveal: { ...COMMON, ...NAME, version: { type: 'string' }, format: { type: 'string' } },
+  delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' } },
+  restore: { ...COMMON, ...NAME, version: { type: 'string' } },
+} as const;
+type Subcommand = keyof typeof SUBCOMMANDS;
+
+export const SECRET_HELP = `usage:
+${SECRET_USAGE.map((line) => `  ${line}\n`).join('')}
+An organization's secrets through the API, as a service user: viewer to list and show, developer to
+import, set and delete, admin or owner to reveal, restore and delete permanently. Values go to the
+server and come back only from reveal (audited); nothing else prints them.
+
+  import   the secret holds exactly the file's keys from now on: created if missing, a new version
+           if the values differ, "unchanged" if not (as the console's .env import)
+  set      gives some keys new values and removes others (--unset), keeping the rest; creates the
+           secret when it does not exist yet and nothing is removed
+  reveal   prints the values as .env lines (--format env, the default), which import and set read
+           back unchanged, or as a JSON object (--format json); --json prints the API's answer
+  delete   restorable by an admin for SLIPWAY_SECRET_RETENTION_DAYS; --permanent destroys every
+           version now (admin, owner)
+  restore  brings back a deleted secret, or with --version N makes version N's values current again
+
+.env files follow dotenv's rules: KEY=value lines, \`export\` allowed, # comments, single quotes as
+written, double quotes with \\n \\r \\t \\" \\\\ escapes. A line that cannot be read, or a key given
+twice, refuses the whole file with its line number. --from-file - reads standard input: prefer it
+to --set for values, which anyone who can list processes (ps) sees on the command line.
+
+Exit status: 0 done; 1 refused by the server or unreachable (tried again for ${RETRY_MS / 1000} s); 2 a usage
+error. Credentials come from flags, SLIPWAY_* variables or a credentials file, in that order:
+
+${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
+
+interface Metadata { name: string; version: number; keys: string[]; createdAt: string; updatedAt: string; deletedAt?: string; restorableUntil?: string }
+interface Change extends Metadata { result: 'created' | 'updated' | 'unchanged' | 'restored' }
+
+function named(flags: Flags): string {
+  const name = flags.name;
+  if (typeof name !== 'string' || name === '') throw new UsageError('--name is required: the secret\'s name');
+  return name;
+}
+
+function versionNumber(flags: Flags): number | undefined {
+  if (flags.version === undefined) return undefined;
+  const text = String(flags.version);
+  if (!/^[1-9]\d{0,15}$/.test(text)) throw new UsageError(`--version must be a version number (1, 2, …), got "${text}"`);
+  return Number(text);
+}
+
+/** A `.env` file's values (`-`: standard input); every line it cannot read is named. */
+export function readDotenvFile(file: string, read: (file: string | number) => string = (f) => fs.readFileSync(f, 'utf8')): Record<string, string> {
+  let text: string;
+  try {
+    text = read(file === '-' ? 0 : file);
+  } catch (error) {
+    throw new UsageError(`--from-file ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  const { values, problems } = parseDotenv(text);
+  const where = file === '-' ? 'standard input' : file;
+  // Never the line's text: it may hold a value.
+  if (problems.length > 0) throw new UsageError(`--from-file ${where} is not .env text, nothing was sent: ${problems.map((p) => `line ${p.line} ${p.message}`).join('; ')}`);
+  if (Object.keys(values).length === 0) throw new UsageError(`--from-file ${where} holds no KEY=value line`);
+  return values;
+}
+
+/** `--set K=V`… and `--from-file`, one value per key; `--unset K`…, none of them set too. */
+function changes(flags: Flags): { set: Record<string, string>; unset: string[] } {
+  const set = new Map<string, string>();
+  const from = new Map<string, string>();
+  if (typeof flags['from-file'] === 'string') {
+    for (const [key, value] of Object.entries(readDotenvFile(flags['from-file']))) { set.set(key, value); from.set(key, `--from-file ${flags['from-file']}`); }
+  }
+  for (const pair of Array.isArray(flags.set) ? flags.set : []) {
+    const at = pair.indexOf('=');
+    // Only the key in the message: the rest may be a value.
+    if (at <= 0) throw new UsageError(`--set must be KEY=VALUE, got one without "=" (or without a key)${at === -1 && /^[A-Za-z_]\w*$/.test(pair) ? `: "${pair}"` : ''}`);
+    const key = pair.slice(0, at);
+    if (set.has(key)) throw new UsageError(`--set ${key} is given twice${from.has(key) ? ` (also in ${from.get(key)})` : ''}`);
+    set.set(key, pair.slice(at + 1));
+  }
+  const unset = Array.isArray(flags.unset) ? flags.unset : [];
+  for (const key of unset) {
+    if (set.has(key)) throw new UsageError(`${key} is both set and --unset`);
+  }
+  if (new Set(unset).size !== unset.length) throw new UsageError('--unset names a key twice');
+  if (set.size === 0 && unset.length === 0) throw new UsageError('nothing to change: give --set K=V, --unset K or --from-file FILE');
+  return { set: Object.fromEntries(set), unset };
+}
+
+function formatOf(flags: Flags): 'env' | 'json' {
+  const format = flags.format ?? 'env';
+  if (format !== 'env' && format !== 'json') throw new UsageError(`--format must be env or json, got "${String(format)}"`);
+  return format;
+}
+
+export async function secretCommand(argv: string[], env: Env): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === 'help' || sub === '--help' || sub === '-h') {
+    process.stdout.write(SECRET_HELP);
+    return 0;
+  }
+  if (sub === undefined || !Object.hasOwn(SUBCOMMANDS, sub)) {
+    throw new UsageError(`${sub === undefined ? 'a secret command is needed' : `unknown secret command "${sub}"`}: ${Object.keys(SUBCOMMANDS).join(', ')}; see slipway secret --help`);
+  }
+  const flags = commandFlags(rest, SUBCOMMANDS[sub as Subcommand], SECRET_HELP);
+  if (flags === null) return 0;
+  const json = flags.json === true;
+  for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
+
+  // Everything the command line can get wrong is refused before a token is asked for.
+  const name = sub === 'list' ? '' : named(flags);
+  const change = sub === 'set' ? changes(flags) : undefined;
+  const imported = sub === 'import' ? readDotenvFile(typeof flags['from-file'] === 'string' ? flags['from-file'] : missingFile()) : undefined;
+  const version = sub === 'reveal' || sub === 'restore' ? versionNumber(flags) : undefined;
+  const format = sub === 'reveal' ? formatOf(flags) : 'env';
+
+  const settings = apiClientSettings(flags, env);
+  const caller = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }), () => {});
+  const call = async <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<T> => {
+    const bounded = within(new AbortController().signal, RETRY_MS);
+    let trouble = '';
+    try {
+      return await untilAvailable(() => caller<T>(method, path, bounded.signal, body, headers), {
+        signal: bounded.signal,
+        onRetry: (error, n) => {
+          trouble = error.message;
+          if (n === 1 && !json) process.stderr.write(`slipway: the server is unavailable, trying again for up to ${RETRY_MS / 1000} s: ${error.message}\n`);
+        },
+      });
+    } catch (error) {
+      if (bounded.timedOut()) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s (${trouble || 'no answer in time'}); ${method === 'GET' ? 'nothing was read' : 'check with slipway secret show whether the change was made'}`);
+      throw error;
+    } finally {
+      bounded.clear();
+    }
+  };
+  const secrets = `/v1/orgs/${encodeURIComponent(settings.orgId)}/secrets`;
+  const one = `${secrets}/${encodeURIComponent(name)}`;
+  const said = (change: Change): number => {
+    if (json) printJson(change);
+    else process.stdout.write(`secret ${change.name}: ${change.result === 'unchanged' ? `unchanged, still version ${change.version}` : `${change.result}, version ${change.version}`} (keys ${change.keys.join(' ')})\n`);
+    return 0;
+  };
+
+  switch (sub as Subcommand) {
+    case 'list': {
+      const all: Metadata[] = [];
+      const query = new URLSearchParams({ limit: String(PAGE) });
+      if (typeof flags.prefix === 'string' && flags.prefix !== '') query.set('prefix', flags.prefix);
+      if (flags.deleted === true) query.set('deleted', 'true');
+      for (let cursor: string | null = null; ;) {
+        if (cursor !== null) query.set('cursor', cursor);
+        const page: { secrets: Metadata[]; nextCursor: string | null } = await call('GET', `${secrets}?${query}`);
+        all.push(...page.secrets);
+        if ((cursor = page.nextCursor) === null) break;
+      }
+      if (json) printJson({ secrets: all });
+      else if (flags.deleted === true) printTable(all.map((s) => ({ name: s.name, version: s.version, deleted: s.deletedAt ?? '', restorable_until: s.restorableUntil ?? '' })), ['name', 'version', 'deleted', 'restorable_until']);
+      else printTable(all.map((s) => ({ name: s.name, version: s.version, keys: s.keys.join(' '), updated: s.updatedAt })), ['name', 'version', 'keys', 'updated']);
+      return 0;
+    }
+    case 'show': {
+      const secret = await call<Metadata>('GET', one);
+      if (json) printJson(secret);
+      else printFields({ name: secret.name, version: secret.version, keys: secret.keys.join(' '), created: secret.createdAt, updated: secret.updatedAt });
+      return 0;
+    }
+    case 'versions': {
+      const all: Array<{ version: number; keys: string[]; createdAt: string; createdBy: string | null }> = [];
+      for (let cursor: string | null = null; ;) {
+        const page: { versions: typeof all; nextCursor: string | null } = await call('GET', `${one}/versions?limit=${PAGE}${cursor !== null ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        all.push(...page.versions);
+        if ((cursor = page.nextCursor) === null) break;
+      }
+      if (json) printJson({ versions: all });
+      else printTable(all.map((v) => ({ version: v.version, keys: v.keys.join(' '), created: v.createdAt, by: v.createdBy })), ['version', 'keys', 'created', 'by']);
+      return 0;
+    }
+    case 'import': {
+      const answer = await call<{ secrets: Change[] }>('PUT', secrets, { secrets: [{ name, values: imported }] });
+      return said(answer.secrets[0]!);
+    }
+    case 'set': {
+      const { set, unset } = change!;
+      try {
+        return said(await call<Change>('PATCH', one, { ...(Object.keys(set).length > 0 ? { set } : {}), ...(unset.length > 0 ? { unset } : {}) }));
+      } catch (error) {
+        // A secret that does not exist yet is created with the keys set, when nothing was to be removed.
+        if (!(error instanceof AppError && error.code === 'secret_not_found') || unset.length > 0) throw error;
+      }
+      const created = await call<{ secrets: Metadata[] }>('POST', secrets, { secrets: [{ name, values: set }] }, { 'idempotency-key': randomUUID() });
+      return said({ ...created.secrets[0]!, result: 'created' });
+    }
+    case 'reveal': {
+      const revealed = await call<{ name: string; version: number; values: Record<string, string> }>('POST', `${one}/reveal`, version !== undefined ? { version } : {});
+      if (json) printJson(revealed);
+      else if (format === 'json') printJson(revealed.values);
+      else process.stdout.write(formatDotenv(revealed.values));
+      return 0;
+    }
+    case 'delete': {
+      await call('DELETE', `${one}${flags.permanent === true ? '?permanent=true' : ''}`);
+      if (json) printJson({ name, deleted: true, permanent: flags.permanent === true });
+      else process.stdout.write(flags.permanent === true ? `secret ${name}: deleted permanently, every version destroyed\n` : `secret ${name}: deleted; an admin can restore it (slipway secret restore --name ${name})\n`);
+      return 0;
+    }
+    case 'restore':
+      return said(await call<Change>('POST', `${one}/restore`, version !== undefined ? { version } : {}, { 'idempotency-key': randomUUID() }));
+  }
+}
+
+function missingFile(): never {
+  throw new UsageError('--from-file FILE is required: the .env file whose keys the secret holds from now on (- for standard input)');
+}

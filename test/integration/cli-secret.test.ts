@@ -1,0 +1,176 @@
+// `slipway secret` as a real child process against a real server, as a service user: a `.env` file
+// imported, keys set and removed, values revealed as `.env` lines that import back unchanged, list,
+// versions, delete and restore; the API's refusals and the command line's mistakes change nothing,
+// and no output but reveal's carries a value.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { tempDir, type Actor } from '../support/harness.js';
+import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
+import { runCli, type CliResult } from '../support/processes.js';
+
+describe('slipway secret', () => {
+  let f: OrgFixture;
+  let developer: Actor;
+  let viewer: Actor;
+  const dir = tempDir('slipway-cli-secret-');
+  const sentinel = `SENTINEL-${randomBytes(12).toString('hex')}`;
+  /** Everything every command but reveal printed: no value may be in it. */
+  const printed: string[] = [];
+
+  const secretAs = async (who: Actor, args: string[], input?: string): Promise<CliResult> => {
+    const result = await runCli(['secret', ...args], {
+      SLIPWAY_URL: f.server.url, SLIPWAY_ORG: f.orgId,
+      SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
+    }, input);
+    if (args[0] !== 'reveal') printed.push(result.stdout, result.stderr);
+    return result;
+  };
+  const ok = async (who: Actor, args: string[], input?: string): Promise<string> => {
+    const result = await secretAs(who, args, input);
+    assert.equal(result.code, 0, `slipway secret ${args.join(' ')}: ${result.stderr}`);
+    return result.stdout;
+  };
+  const file = (name: string, text: string): string => {
+    const at = path.join(dir, name);
+    fs.writeFileSync(at, text);
+    return at;
+  };
+  const reveal = async (name: string, version?: number): Promise<Record<string, string>> =>
+    JSON.parse(await ok(f.admin, ['reveal', '--name', name, '--format', 'json', ...(version !== undefined ? ['--version', String(version)] : [])]));
+
+  before(async () => {
+    f = await startWithOrg();
+    developer = await f.server.actor(f.orgId, 'developer');
+    viewer = await f.server.actor(f.orgId, 'viewer');
+  });
+  after(async () => {
+    await f.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('imports a .env file: created, then unchanged, then a new version holding exactly the new keys', async () => {
+    const env = file('app.env', `# the app\nexport DATABASE_URL=postgres://app@db/app\nDB_PASSWORD="${sentinel}" # inline comment\n\nEMPTY=\n`);
+    assert.equal(await ok(developer, ['import', '--name', 'app', '--from-file', env]), 'secret app: created, version 1 (keys DATABASE_URL DB_PASSWORD EMPTY)\n');
+    assert.equal(await ok(developer, ['import', '--name', 'app', '--from-file', env]), 'secret app: unchanged, still version 1 (keys DATABASE_URL DB_PASSWORD EMPTY)\n');
+    const changed = JSON.parse(await ok(developer, ['import', '--name', 'app', '--from-file', '-', '--json'], `DB_PASSWORD=${sentinel}\nTOKEN=t\n`));
+    assert.equal(changed.result, 'updated');
+    assert.equal(changed.version, 2);
+    assert.deepEqual(changed.keys, ['DB_PASSWORD', 'TOKEN']);
+    assert.deepEqual(await reveal('app'), { DB_PASSWORD: sentinel, TOKEN: 't' });
+    assert.deepEqual(await reveal('app', 1), { DATABASE_URL: 'postgres://app@db/app', DB_PASSWORD: sentinel, EMPTY: '' });
+  });
+
+  it('sets and removes keys, keeping the rest, and creates a secret that does not exist yet', async () => {
+    assert.equal(await ok(developer, ['set', '--name', 'api', '--set', `API_KEY=${sentinel}`, '--set', 'REGION=eu=west']), 'secret api: created, version 1 (keys API_KEY REGION)\n');
+    assert.equal(await ok(developer, ['set', '--name', 'api', '--set', 'REGION=us', '--unset', 'NOT_THERE']), 'secret api: updated, version 2 (keys API_KEY REGION)\n');
+    assert.equal(await ok(developer, ['set', '--name', 'api', '--from-file', '-', '--unset', 'REGION'], 'EXTRA="two words"\n'), 'secret api: updated, version 3 (keys API_KEY EXTRA)\n');
+    assert.equal(await ok(developer, ['set', '--name', 'api', '--set', 'EXTRA=two words']), 'secret api: unchanged, still version 3 (keys API_KEY EXTRA)\n');
+    assert.deepEqual(await reveal('api'), { API_KEY: sentinel, EXTRA: 'two words' });
+    // Removing from a secret that is not there is not a create.
+    const missing = await secretAs(developer, ['set', '--name', 'nowhere', '--unset', 'A', '--json']);
+    assert.equal(missing.code, 1);
+    assert.equal(JSON.parse(missing.stderr).error.code, 'secret_not_found');
+  });
+
+  it('reveals values as .env lines that import back to exactly the same values', async () => {
+    const tricky = {
+      PLAIN: 'abc-123_./:@+=%',
+      SPACES: '  padded both sides  ',
+      QUOTES: `it's "quoted"`,
+      HASH: 'a #not-a-comment',
+      SLASHES: 'C:\\path\\n-not-a-newline\\',
+      LINES: 'first\nsecond\r\nthird\ttabbed',
+      UNICODE: 'päßwörd 🔑 \u2028 line separator',
+      STARTS_QUOTED: `'single'`,
+      EMPTY: '',
+      SENTINEL: sentinel,
+    };
+    const created = await f.admin.http.post(`/v1/orgs/${f.orgId}/secrets`, { secrets: [{ name: 'tricky', values: tricky }] });
+    assert.equal(created.status, 201);
+    const lines = await ok(f.admin, ['reveal', '--name', 'tricky']);
+    assert.match(lines, /^PLAIN=abc-123_\.\/:@\+=%$/m);
+    assert.equal(await ok(developer, ['import', '--name', 'tricky-copy', '--from-file', '-'], lines), `secret tricky-copy: created, version 1 (keys ${Object.keys(tricky).sort().join(' ')})\n`);
+    assert.deepEqual(await reveal('tricky-copy'), tricky);
+    const answer = JSON.parse(await ok(f.admin, ['reveal', '--name', 'tricky', '--json']));
+    assert.deepEqual(answer, { name: 'tricky', version: 1, values: tricky });
+    // Audited as any reveal.
+    const events = (await f.owner.http.get(`/v1/orgs/${f.orgId}/events?type=secret.revealed&limit=200`)).body.events as Array<{ subject: { id: string } }>;
+    assert.ok(events.length >= 3, 'each reveal wrote its event');
+  });
+
+  it('lists, shows and lists versions without a value; delete, list deleted, restore', async () => {
+    const list = await ok(viewer, ['list', '--prefix', 'tri']);
+    assert.match(list, /^NAME\s+VERSION\s+KEYS\s+UPDATED\n/);
+    assert.deepEqual(list.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]), ['tricky', 'tricky-copy']);
+    const all = JSON.parse(await ok(viewer, ['list', '--json'])).secrets.map((s: { name: string }) => s.name);
+    assert.deepEqual(all, ['api', 'app', 'tricky', 'tricky-copy']);
+    assert.match(await ok(viewer, ['show', '--name', 'api']), /^name\s+api\nversion\s+3\nkeys\s+API_KEY EXTRA\n/);
+    const versions = JSON.parse(await ok(viewer, ['versions', '--name', 'api', '--json'])).versions.map((v: { version: number }) => v.version);
+    assert.deepEqual(versions, [3, 2, 1]);
+
+    assert.match(await ok(developer, ['delete', '--name', 'tricky-copy']), /secret tricky-copy: deleted; an admin can restore it/);
+    assert.deepEqual(JSON.parse(await ok(viewer, ['list', '--deleted', '--json'])).secrets.map((s: { name: string }) => s.name), ['tricky-copy']);
+    const gone = await secretAs(viewer, ['show', '--name', 'tricky-copy', '--json']);
+    assert.equal(gone.code, 1);
+    assert.equal(JSON.parse(gone.stderr).error.code, 'secret_deleted');
+    assert.equal(await ok(f.admin, ['restore', '--name', 'tricky-copy']), `secret tricky-copy: restored, version 1 (keys ${['EMPTY', 'HASH', 'LINES', 'PLAIN', 'QUOTES', 'SENTINEL', 'SLASHES', 'SPACES', 'STARTS_QUOTED', 'UNICODE'].join(' ')})\n`);
+    // An earlier version's values, current again as a new version.
+    assert.equal(await ok(f.admin, ['restore', '--name', 'api', '--version', '1']), 'secret api: updated, version 4 (keys API_KEY REGION)\n');
+    assert.deepEqual(await reveal('api'), { API_KEY: sentinel, REGION: 'eu=west' });
+
+    const permanent = await secretAs(developer, ['delete', '--name', 'tricky-copy', '--permanent']);
+    assert.equal(permanent.code, 1, 'a developer may not delete permanently');
+    assert.match(permanent.stderr, /admin/);
+    assert.match(await ok(f.admin, ['delete', '--name', 'tricky-copy', '--permanent']), /deleted permanently/);
+    assert.deepEqual(JSON.parse(await ok(viewer, ['list', '--deleted', '--json'])).secrets, []);
+  });
+
+  it('refuses what the caller\'s role does not allow, and reports the API\'s refusals with exit 1', async () => {
+    const before = (await f.owner.http.get(`/v1/orgs/${f.orgId}/secrets/api`)).body.version;
+    const byDeveloper = await secretAs(developer, ['reveal', '--name', 'api']);
+    assert.equal(byDeveloper.code, 1);
+    assert.equal(byDeveloper.stdout, '');
+    assert.match(byDeveloper.stderr, /^slipway: .*admin/m);
+    const byViewer = await secretAs(viewer, ['set', '--name', 'api', '--set', `API_KEY=${sentinel}-viewer`, '--json']);
+    assert.equal(byViewer.code, 1);
+    assert.equal(JSON.parse(byViewer.stderr).error.status, 403);
+    const badKey = await secretAs(developer, ['set', '--name', 'api', '--set', `1BAD=${sentinel}`, '--json']);
+    assert.equal(badKey.code, 1);
+    assert.equal(JSON.parse(badKey.stderr).error.status, 400);
+    assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/secrets/api`)).body.version, before, 'nothing changed');
+  });
+
+  it('refuses a mistaken command line with exit 2 before anything is sent, quoting no value', async () => {
+    const before = (await f.owner.http.get(`/v1/orgs/${f.orgId}/events?limit=200`)).body.events.length;
+    const broken = file('broken.env', `GOOD=1\nnot a line\nQUOTE="${sentinel}\nGOOD=2\n`);
+    for (const [args, message, input] of [
+      [['import', '--name', 'x', '--from-file', broken], /is not \.env text, nothing was sent: line 2 is not KEY=value; line 3 has a quote that is not closed.*; line 4 sets GOOD again \(first on line 1\)/],
+      [['import', '--name', 'x', '--from-file', '-'], /standard input holds no KEY=value line/, '# only a comment\n'],
+      [['import', '--name', 'x', '--from-file', path.join(dir, 'missing.env')], /cannot read it \(ENOENT\)/],
+      [['import', '--name', 'x'], /--from-file FILE is required/],
+      [['set', '--name', 'x'], /nothing to change/],
+      [['set', '--name', 'x', '--set', sentinel], /--set must be KEY=VALUE/],
+      [['set', '--name', 'x', '--set', 'A=1', '--unset', 'A'], /A is both set and --unset/],
+      [['set', '--name', 'x', '--set', 'A=1', '--from-file', '-'], /--set A is given twice \(also in --from-file -\)/, `A=${sentinel}\n`],
+      [['set', '--set', 'A=1'], /--name is required/],
+      [['reveal', '--name', 'api', '--format', 'yaml'], /--format must be env or json, got "yaml"/],
+      [['restore', '--name', 'api', '--version', '0'], /--version must be a version number/],
+      [['delete', '--name', 'api', '--set', 'A=1'], /Unknown option '--set'/],
+      [['rename', '--name', 'api'], /unknown secret command "rename"/],
+      [[], /a secret command is needed/],
+    ] as Array<[string[], RegExp, string?]>) {
+      const result = await secretAs(developer, args, input);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message);
+    }
+    assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/events?limit=200`)).body.events.length, before, 'no request changed anything');
+  });
+
+  it('no output but reveal\'s, and no server log line, carries a value', () => {
+    assert.ok(printed.length > 40);
+    for (const text of [...printed, ...f.server.logs]) assert.ok(!text.includes(sentinel), text);
+  });
+});
