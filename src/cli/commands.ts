@@ -9,7 +9,7 @@ import { sqliteFile } from '../platform/db/facts.js';
 import { createLogger } from '../platform/logging.js';
 import { isRole, ROLES, type Role } from '../modules/auth/roles.js';
 import { CreateOrgBody, EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
-import { CreateServiceUserBody } from '../modules/service-users/service-users.schemas.js';
+import { CreateServiceUserBody, UpdateServiceUserBody, type ServiceUser } from '../modules/service-users/service-users.schemas.js';
 import { checkedInput, parse, required, UsageError, type Parsed } from './args.js';
 import { printFields, printJson, printTable } from './output.js';
 import { ORG_USAGE, SERVICE_USER_USAGE, wantsHelp } from './usage.js';
@@ -59,6 +59,18 @@ function externalId(value: string): string {
 function printOrg(org: Organization, json: unknown): void {
   if (json) printJson({ ...org, externalId: org.externalId ?? null });
   else printFields({ id: org.id, slug: org.slug, name: org.name, externalId: org.externalId ?? '' });
+}
+
+function printServiceUser(user: ServiceUser, json: unknown): void {
+  if (json) {
+    printJson(user);
+    return;
+  }
+  printFields({
+    id: user.id, name: user.name, role: user.role, description: user.description, instanceAdmin: user.instanceAdmin,
+    disabled: user.disabledAt ?? false, createdAt: user.createdAt, updatedAt: user.updatedAt,
+    secrets: user.secrets.map((c) => `${c.id} (${c.hint}…, last used ${c.lastUsedAt ?? 'never'})`).join(', ') || '(none)',
+  });
 }
 
 function role(value: string): Role {
@@ -151,6 +163,38 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       });
       if (p.values.json) printJson({ serviceUsers: users });
       else printTable(users.map((u) => ({ id: u.id, name: u.name, role: u.role, disabled: u.disabled, secrets: u.secrets.length, createdAt: u.createdAt })), ['id', 'name', 'role', 'disabled', 'secrets', 'createdAt']);
+      return 0;
+    }
+    case 'show': {
+      const p = parse(rest, USER_FLAGS, env);
+      const [org, target] = [required(p.values, 'org'), userFlag(p.values)];
+      printServiceUser(await withCore(p, async (core) => core.serviceUsers.get(await orgId(core, org), target)), p.values.json);
+      return 0;
+    }
+    case 'update': {
+      const p = parse(rest, { ...USER_FLAGS, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' } }, env);
+      const [org, target] = [required(p.values, 'org'), userFlag(p.values)];
+      const given = {
+        ...(p.values.name !== undefined ? { name: required(p.values, 'name') } : {}),
+        ...(p.values.role !== undefined ? { role: role(String(p.values.role)) } : {}),
+        ...(typeof p.values.description === 'string' ? { description: p.values.description } : {}),
+      };
+      if (Object.keys(given).length === 0) throw new UsageError('nothing to change: give --name, --role or --description (disable and enable are commands of their own)');
+      const patch = checkedInput(UpdateServiceUserBody, given);
+      printServiceUser(await withCore(p, async (core) => core.serviceUsers.update(cliContext(), await orgId(core, org), target, patch)), p.values.json);
+      return 0;
+    }
+    case 'delete': {
+      const p = parse(rest, USER_FLAGS, env);
+      const [org, target] = [required(p.values, 'org'), userFlag(p.values)];
+      const user = await withCore(p, async (core) => {
+        const id = await orgId(core, org);
+        const found = await core.serviceUsers.get(id, target);
+        await core.serviceUsers.remove(cliContext(), id, found.id);
+        return found;
+      });
+      if (p.values.json) printJson({ deleted: user.id, name: user.name });
+      else process.stdout.write(`${user.id} (${user.name}) deleted; its secrets and tokens are refused from now on (by a running server within 5 seconds)\n`);
       return 0;
     }
     case 'rotate-secret': {

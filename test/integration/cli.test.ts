@@ -149,4 +149,47 @@ describe('slipway CLI', () => {
     assert.match(String(assertProblem(res, 401, 'invalid_token').detail), /disabled/);
     assert.deepEqual(server!.undeclared, []);
   });
+
+  it('shows, updates and deletes a service user; the last owner is neither demoted nor deleted', async () => {
+    const made = await cliJson<Printed>(['service-user', 'create', '--org', 'cli-org', '--name', 'deployer', '--role', 'viewer'], env);
+    const shown = await cliJson(['service-user', 'show', '--org', 'cli-org', '--user', 'deployer'], env);
+    assert.deepEqual([shown.id, shown.role, shown.secrets.length], [made.clientId, 'viewer', 1]);
+    assert.equal(JSON.stringify(shown).includes(made.clientSecret), false, 'never the client secret again');
+    const plain = await runCli(['service-user', 'show', '--org', 'cli-org', '--id', made.clientId], env);
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.match(plain.stdout, /^id\s+su_\w+\nname\s+deployer\nrole\s+viewer\n/);
+    assert.match(plain.stdout, /^secrets\s+cs_\w+ \(sws_[\w-]+…, last used never\)$/m);
+
+    const updated = await cliJson(['service-user', 'update', '--org', 'cli-org', '--user', 'deployer', '--role', 'developer', '--name', 'deploy-bot', '--description', 'CI'], env);
+    assert.deepEqual([updated.name, updated.role, updated.description], ['deploy-bot', 'developer', 'CI']);
+    const token = await server!.token(made, made.scope);
+    const api = server!.http(token);
+    assert.equal((await api.get('/v1/orgs/cli-org/secrets')).status, 200);
+
+    for (const [args, message] of [
+      [['update', '--org', 'cli-org', '--user', 'deploy-bot'], /nothing to change/],
+      [['update', '--org', 'cli-org', '--user', 'deploy-bot', '--role', 'boss'], /--role must be one of/],
+      [['update', '--org', 'cli-org', '--user', 'deploy-bot', '--name', ' spaced'], /^slipway: --name /],
+      [['delete', '--org', 'cli-org'], /--user ID\|NAME is required/],
+    ] as const) {
+      const result = await runCli(['service-user', ...args], env);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message);
+    }
+    // An organization of its own, whose one owner is its last.
+    await cliJson(['org', 'create', '--slug', 'one-owner', '--name', 'One owner'], env);
+    const owner = await cliJson<Printed>(['service-user', 'create', '--org', 'one-owner', '--name', 'boss', '--role', 'owner'], env);
+    for (const args of [['update', '--role', 'admin'], ['delete']]) {
+      const refused = await runCli(['service-user', args[0]!, '--org', 'one-owner', '--user', owner.clientId, ...args.slice(1), '--json'], env);
+      assert.equal(refused.code, 1, args.join(' '));
+      assert.equal(JSON.parse(refused.stderr).error.code, 'last_owner');
+    }
+    assert.equal((await cliJson(['service-user', 'show', '--org', 'one-owner', '--user', 'boss'], env)).role, 'owner');
+
+    assert.deepEqual(await cliJson(['service-user', 'delete', '--org', 'cli-org', '--user', 'deploy-bot'], env), { deleted: made.clientId, name: 'deploy-bot' });
+    const gone = await runCli(['service-user', 'show', '--org', 'cli-org', '--user', 'deploy-bot', '--json'], env);
+    assert.equal(gone.code, 1);
+    assert.equal(JSON.parse(gone.stderr).error.code, 'service_user_not_found');
+    assert.equal(await tokenStatusAfterWindow(made, 401), 401);
+  });
 });
