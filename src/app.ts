@@ -174,7 +174,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const secrets = createSecretsService({ db, dataKeys, dialect: database.dialect, limits: config.limits, retentionDays: config.secretRetentionDays });
     const events = createEventsService({ db, dialect: database.dialect });
     const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
-    const environments = createEnvironmentsService({ db, dialect: database.dialect });
+    const environments = createEnvironmentsService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const services = createServicesService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const deployments = createDeploymentsService({ db, secrets, signals, limits: config.limits });
     const runner = createRunnerService({
@@ -288,7 +288,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       serviceUsersRoutes(api, { serviceUsers: core.serviceUsers });
       secretsRoutes(api, { secrets: core.secrets, limits: config.limits });
       eventsRoutes(api, { events: core.events });
-      environmentsRoutes(api, { environments: core.environments });
+      environmentsRoutes(api, { environments: core.environments, limits: config.limits });
       servicesRoutes(api, { services: core.services, limits: config.limits });
       deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
       runnerRoutes(api, { runner: core.runner });

@@ -8,7 +8,7 @@ import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { allows } from '../auth/roles.js';
-import { loadEnvironment } from '../environments/environments.service.js';
+import { configurationOf, loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
 import { appendEvents } from '../events/event-log.js';
 import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVersionSource } from '../services/service-spec.js';
@@ -78,9 +78,10 @@ function assertMayDeploy(ctx: RequestContext, environment: EnvironmentRow, what?
 
 /**
  * The spec a deployment freezes is bounded as a service's is (SLIPWAY_MAX_SPEC_BYTES): the service's
- * with the deployment's variables laid over, measured before its secrets are pinned so that a
- * service that fits deploys as it is. Over the bound with the service's own spec (saved before the
- * bound, or under a higher one), the service is what to change; else the variables put it over.
+ * with the environment's configuration and the deployment's variables laid over, measured before its
+ * secrets are pinned so that a service that fits deploys as it is. Over the bound with the service's
+ * own spec (saved before the bound, or under a higher one), the service is what to change; else
+ * what the environment and the deployment's variables add put it over.
  */
 function assertSpecFits(serviceSpec: string, frozenSpec: string, limit: number): void {
   const bytes = Buffer.byteLength(frozenSpec);
@@ -88,8 +89,11 @@ function assertSpecFits(serviceSpec: string, frozenSpec: string, limit: number):
   const own = frozenSpec === serviceSpec ? bytes : Buffer.byteLength(serviceSpec);
   throw own > limit
     ? errors.specTooLarge('The service\'s spec', own, limit, '/service')
-    : errors.specTooLarge('The deployment\'s spec (the service\'s, with `variables` laid over)', bytes, limit, '/variables');
+    : errors.specTooLarge('The deployment\'s spec (the service\'s, with the environment\'s variables and secrets and `variables` laid over)', bytes, limit, '/variables');
 }
+
+/** An environment's configuration columns when it has none (most): nothing to parse or lay over. */
+const NONE = { variables: '{}', secrets: '[]' } as const;
 
 /** Rollback targets: deployments that succeeded, whether or not something has superseded them since. */
 const ROLLBACK_FROM: readonly DeploymentState[] = ['succeeded', 'superseded'];
@@ -101,12 +105,12 @@ export interface DeploymentsDeps {
   limits: Pick<Limits, 'specBytes'>;
 }
 
-/** A service's variables with a deployment's overrides laid over them are held to a service's own bound. */
+/** A service's variables with the environment's and a deployment's laid over them are held to a service's own bound. */
 function assertVariablesFit(variables: Record<string, string>): void {
   const count = Object.keys(variables).length;
   if (count <= SPEC_LIMITS.variables) return;
-  throw errors.limitExceeded(`The service's variables with this deployment's overrides come to ${count}; a spec holds at most ${SPEC_LIMITS.variables}.`,
-    { name: 'variables', value: SPEC_LIMITS.variables }, [{ pointer: '/variables', message: `would make ${count} variables with the service's, more than ${SPEC_LIMITS.variables}` }]);
+  throw errors.limitExceeded(`The service's variables with the environment's and this deployment's overrides come to ${count}; a spec holds at most ${SPEC_LIMITS.variables}.`,
+    { name: 'variables', value: SPEC_LIMITS.variables }, [{ pointer: '/variables', message: `would make ${count} variables with the service's and the environment's, more than ${SPEC_LIMITS.variables}` }]);
 }
 
 export function createDeploymentsService(deps: DeploymentsDeps) {
@@ -160,11 +164,14 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         const environment = await loadEnvironment(trx, orgId, input.environment, false, '/environment');
         assertMayDeploy(ctx, environment);
         const spec = JSON.parse(service.spec) as ServiceSpec;
-        const variables = { ...spec.variables, ...input.variables };
+        // The environment's configuration goes over the service's, the deployment's own variables over both.
+        const configured = environment.variables !== NONE.variables || environment.secrets !== NONE.secrets;
+        const envConfig = configured ? configurationOf(environment) : undefined;
+        const variables = { ...spec.variables, ...envConfig?.variables, ...input.variables };
         assertVariablesFit(variables);
-        assertSpecFits(service.spec, input.variables === undefined ? service.spec : JSON.stringify({ ...spec, variables }), deps.limits.specBytes);
+        assertSpecFits(service.spec, input.variables === undefined && !configured ? service.spec : JSON.stringify({ ...spec, variables, secrets: [...spec.secrets, ...envConfig?.secrets ?? []] }), deps.limits.specBytes);
         // Secrets may have changed since the service was saved: check again, against the versions pinned now.
-        const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', overrides: input.variables });
+        const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides: input.variables });
         const snapshot: Snapshot = {
           service: { id: service.id, name: service.name, version: service.version },
           environment: { id: environment.id, name: environment.name },

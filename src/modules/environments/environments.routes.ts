@@ -2,13 +2,14 @@ import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
-import { CreateEnvironmentBody, DeleteEnvironmentQuery, EnvironmentList, EnvironmentParams, EnvironmentSchema, UpdateEnvironmentBody } from './environments.schemas.js';
+import type { Limits } from '../../platform/config.js';
+import { createEnvironmentBody, DeleteEnvironmentQuery, EnvironmentList, EnvironmentParams, EnvironmentSchema, updateEnvironmentBody } from './environments.schemas.js';
 import type { EnvironmentsService } from './environments.service.js';
 
 const tags = ['environments'];
 
-export function environmentsRoutes(app: App, deps: { environments: EnvironmentsService }): void {
-  const { environments } = deps;
+export function environmentsRoutes(app: App, deps: { environments: EnvironmentsService; limits: Limits }): void {
+  const { environments, limits } = deps;
 
   app.get('/v1/orgs/:orgId/environments', {
     config: { auth: 'viewer', operation: 'environments.list' },
@@ -23,10 +24,10 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
     schema: {
       tags,
       summary: 'Create an environment',
-      description: 'Names are unique in the organization. A `protected` environment accepts deployments from admins and owners only.',
+      description: 'Names are unique in the organization. A `protected` environment accepts deployments from admins and owners only. `variables` and `secrets` are what every deployment into it gets besides its service\'s: the place for what differs between staging and production (a database URL, a secret of its own). Secret references are checked as a service\'s are (422 for an unknown secret or key, a variable exported twice, or PORT).',
       params: OrgParams,
-      body: CreateEnvironmentBody,
-      response: { 201: withLocation(EnvironmentSchema), ...problems(409) },
+      body: createEnvironmentBody(limits),
+      response: { 201: withLocation(EnvironmentSchema), ...problems(409, 422) },
     },
   }, async (req, reply) => {
     const environment = await environments.create(req.ctx, req.org!.id, req.body);
@@ -42,11 +43,11 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
     config: { auth: 'admin', operation: 'environments.update' },
     schema: {
       tags,
-      summary: 'Rename an environment, change its description, protect or unprotect it',
-      description: 'Existing deployments keep the environment name they were created with.',
+      summary: 'Rename an environment, change its description, protect or unprotect it, or replace its variables or secret references',
+      description: 'Existing deployments keep the environment name, variables and secret versions they were created with; the next deployment into it takes the new ones.',
       params: EnvironmentParams,
-      body: UpdateEnvironmentBody,
-      response: { 200: EnvironmentSchema, ...problems(409) },
+      body: updateEnvironmentBody(limits),
+      response: { 200: EnvironmentSchema, ...problems(409, 422) },
     },
   }, async (req) => environments.update(req.ctx, req.org!.id, req.params.env, req.body));
 

@@ -1,6 +1,8 @@
-// Environments: where deployments go (`production`, `staging`, …). A protected environment takes
+// Environments: where deployments go (`production`, `staging`, …), with the variables and secret
+// references every deployment into one gets besides its service's. A protected environment takes
 // deployments from admins and owners only. Deleting one is refused while a deployment into it is
 // queued or in progress.
+import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -8,11 +10,26 @@ import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
+import { normalizeReferences, pinToCurrentVersions, type Configuration, type SecretVersionSource } from '../services/service-spec.js';
+import type { SecretReferenceT } from '../services/services.schemas.js';
 import { environmentsRepo, type EnvironmentRow } from './environments.repo.js';
 import type { Environment } from './environments.schemas.js';
 
+/** The variables and secret references of an environment's row. */
+export function configurationOf(row: Pick<EnvironmentRow, 'variables' | 'secrets'>): Configuration {
+  return { variables: JSON.parse(row.variables) as Record<string, string>, secrets: JSON.parse(row.secrets) as SecretReferenceT[] };
+}
+
 export function toEnvironment(row: EnvironmentRow): Environment {
-  return { id: row.id, name: row.name, description: row.description, protected: row.protected === 1, createdAt: row.created_at, updatedAt: row.updated_at };
+  return {
+    id: row.id, name: row.name, description: row.description, protected: row.protected === 1, ...configurationOf(row),
+    createdAt: row.created_at, updatedAt: row.updated_at,
+  };
+}
+
+/** What events say about a configuration: names only, never a value (as a service's spec summary). */
+function configurationSummary(config: Configuration) {
+  return { variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret) };
 }
 
 const nameTaken = (name: string) =>
@@ -29,10 +46,31 @@ export interface EnvironmentInput {
   name: string;
   description?: string | undefined;
   protected?: boolean | undefined;
+  variables?: Record<string, string> | undefined;
+  secrets?: SecretReferenceT[] | undefined;
 }
 
-export function createEnvironmentsService(deps: { db: Db; dialect: Dialect }) {
+export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secrets: SecretVersionSource; limits: Pick<Limits, 'specBytes'> }) {
   const { db } = deps;
+
+  /**
+   * The configuration as stored (JSON), after the checks a service's spec gets: `as` only with
+   * `key`, its size, every secret and key exists, nothing sets PORT, no variable comes from two
+   * places within it. A clash with a service's own is found when a deployment is created.
+   */
+  async function checkedConfiguration(executor: Executor, orgId: string, input: Partial<Configuration>, current?: Configuration): Promise<{ config: Configuration; variables: string; secrets: string }> {
+    const config: Configuration = {
+      variables: input.variables ?? current?.variables ?? {},
+      secrets: input.secrets !== undefined ? normalizeReferences(input.secrets, '') : current?.secrets ?? [],
+    };
+    const variables = JSON.stringify(config.variables);
+    const secrets = JSON.stringify(config.secrets);
+    const bytes = Buffer.byteLength(variables) + Buffer.byteLength(secrets);
+    if (bytes > deps.limits.specBytes) throw errors.specTooLarge('The environment\'s variables and secrets', bytes, deps.limits.specBytes, input.secrets !== undefined ? '/secrets' : '/variables');
+    if (input.variables !== undefined || input.secrets !== undefined) await pinToCurrentVersions(deps.secrets, executor, orgId, config, { spec: '' });
+    return { config, variables, secrets };
+  }
+
   /**
    * Read for a change: locked on PostgreSQL, where concurrent changes would otherwise each work
    * out what they change from the same old row (an event per request for one change, a stale `from`).
@@ -42,22 +80,24 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect }) {
   return {
     async create(ctx: RequestContext, orgId: string, input: EnvironmentInput): Promise<Environment> {
       const now = new Date().toISOString();
-      const row: EnvironmentRow = {
-        id: newId('environment'), org_id: orgId, name: input.name, description: input.description ?? '', protected: input.protected ? 1 : 0,
-        created_at: now, updated_at: now,
-      };
+      let row: EnvironmentRow | undefined;
       try {
         await db.transaction().execute(async (trx) => {
+          const { config, variables, secrets } = await checkedConfiguration(trx, orgId, input);
+          row = {
+            id: newId('environment'), org_id: orgId, name: input.name, description: input.description ?? '', protected: input.protected ? 1 : 0,
+            variables, secrets, created_at: now, updated_at: now,
+          };
           await environmentsRepo.insert(trx, row);
           await appendEvents(trx, ctx, [{
-            orgId, type: 'environment.created', subject: { type: 'environment', id: row.id }, data: { name: row.name, protected: row.protected === 1 },
+            orgId, type: 'environment.created', subject: { type: 'environment', id: row.id }, data: { name: row.name, protected: row.protected === 1, ...configurationSummary(config) },
           }], now);
         });
       } catch (error) {
         if (isUniqueViolation(error)) throw nameTaken(input.name);
         throw error;
       }
-      return toEnvironment(row);
+      return toEnvironment(row!);
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<Environment>> {
@@ -79,19 +119,27 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect }) {
           // As an organization's: the event says what changed from what, and no change appends none.
           const before = toEnvironment(current);
           const changes = changesOf(['name', 'description', 'protected'], before, patch);
-          const { changed } = changes;
+          const checked = await checkedConfiguration(trx, orgId, patch, before);
+          // Values are not in the event: which parts changed, and the names they hold now.
+          const configChanged = [
+            ...(checked.variables !== current.variables ? ['variables'] : []),
+            ...(checked.secrets !== current.secrets ? ['secrets'] : []),
+          ];
+          const changed = [...changes.changed, ...configChanged];
           if (changed.length === 0) return before;
           const row = await environmentsRepo.update(trx, current.id, {
             ...(changed.includes('name') ? { name: patch.name! } : {}),
             ...(changed.includes('description') ? { description: patch.description! } : {}),
             ...(changed.includes('protected') ? { protected: patch.protected ? 1 : 0 } : {}),
+            ...(changed.includes('variables') ? { variables: checked.variables } : {}),
+            ...(changed.includes('secrets') ? { secrets: checked.secrets } : {}),
             updated_at: now,
           });
           // PostgreSQL: deleted by a concurrent request since it was read.
           if (row === undefined) throw errors.notFound('environment', idOrName);
           await appendEvents(trx, ctx, [{
             orgId, type: 'environment.updated', subject: { type: 'environment', id: current.id },
-            data: { name: row.name, protected: row.protected === 1, ...changes },
+            data: { name: row.name, protected: row.protected === 1, ...changes, changed, ...(configChanged.length > 0 ? configurationSummary(checked.config) : {}) },
           }], now);
           return toEnvironment(row);
         });

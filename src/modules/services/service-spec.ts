@@ -30,21 +30,39 @@ export interface SecretStore extends SecretVersionSource {
   resolveValues(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<Map<string, Record<string, string>>>;
 }
 
+/** `as` only with `key`, as problems at `pointer`/secrets/i/as. */
+function referenceProblems(refs: readonly SecretReferenceT[], pointer: string): FieldError[] {
+  const problems: FieldError[] = [];
+  refs.forEach((ref, i) => {
+    if (ref.as !== undefined && ref.key === undefined) problems.push({ pointer: `${pointer}/secrets/${i}/as`, message: '`as` renames one key: give `key` too' });
+  });
+  return problems;
+}
+
+function invalid(what: string, problems: FieldError[]): never {
+  throw errors.invalidRequest(`${what} is not valid: ${problems.map((p) => `${p.pointer} ${p.message}`).join('; ')}.`, problems);
+}
+
+/** Secret references with their fields in one order (a saved one compares equal to the same one given again). */
+export function normalizeReferences(refs: readonly SecretReferenceT[] | undefined, pointer: string): SecretReferenceT[] {
+  const problems = referenceProblems(refs ?? [], pointer);
+  if (problems.length > 0) invalid('The configuration', problems);
+  return (refs ?? []).map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) }));
+}
+
 /** Defaults filled in, and the structural rules checked; `pointer` is where the spec sits in the body. */
 export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): ServiceSpec {
   const problems: FieldError[] = [];
   if (input.command === undefined && input.image === undefined) problems.push({ pointer: `${pointer}/command`, message: 'a spec needs a command (argv) or an image' });
-  (input.secrets ?? []).forEach((ref, i) => {
-    if (ref.as !== undefined && ref.key === undefined) problems.push({ pointer: `${pointer}/secrets/${i}/as`, message: '`as` renames one key: give `key` too' });
-  });
-  if (problems.length > 0) throw errors.invalidRequest(`The spec is not valid: ${problems.map((p) => `${p.pointer} ${p.message}`).join('; ')}.`, problems);
+  problems.push(...referenceProblems(input.secrets ?? [], pointer));
+  if (problems.length > 0) invalid('The spec', problems);
   return {
     ...(input.command !== undefined ? { command: input.command } : {}),
     ...(input.image !== undefined ? { image: input.image } : {}),
     ...(input.port !== undefined ? { port: input.port } : {}),
     ...(input.healthCheck !== undefined ? { healthCheck: { path: input.healthCheck.path, timeoutSeconds: input.healthCheck.timeoutSeconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS } } : {}),
     variables: input.variables ?? {},
-    secrets: (input.secrets ?? []).map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) })),
+    secrets: normalizeReferences(input.secrets, pointer),
   };
 }
 
@@ -64,14 +82,36 @@ function exportsOf(ref: SecretReferenceT, keys: readonly string[]): string[] {
   return ref.key !== undefined ? [ref.as ?? ref.key] : [...keys];
 }
 
+/** Plain variables and secret references, as a service's spec and an environment hold them. */
+export type Configuration = Pick<ServiceSpec, 'secrets' | 'variables'>;
+
 /**
  * Where the variables checked are written, for the pointers of a refusal: `spec` is where the spec
- * is (`/spec` in a service's body; `/service/spec`, the named service's, for a deployment), and
- * `overrides` a deployment's own variables (`/variables` in its body), laid over the spec's.
+ * is (`/spec` in a service's body, `` in an environment's; `/service/spec`, the named service's, for
+ * a deployment); `environment` the configuration of the environment deployed into (at `/environment`),
+ * and `overrides` a deployment's own variables (`/variables` in its body), each laid over the ones before.
  */
 export interface SpecPlace {
   spec: string;
+  environment?: Configuration | undefined;
   overrides?: Readonly<Record<string, string>> | undefined;
+}
+
+const ENVIRONMENT = '/environment';
+
+/** One layer of configuration, in the order they are laid over each other, with its place and how a message names it. */
+interface Layer {
+  pointer: string;
+  plain: string;
+  variables: Readonly<Record<string, string>>;
+  secrets: readonly SecretReferenceT[];
+}
+
+function layersOf(config: Configuration, place: SpecPlace): Layer[] {
+  const layers: Layer[] = [{ pointer: place.spec, plain: 'a plain variable', variables: config.variables, secrets: config.secrets }];
+  if (place.environment !== undefined) layers.push({ pointer: ENVIRONMENT, plain: 'the environment\'s variables', variables: place.environment.variables, secrets: place.environment.secrets });
+  if (place.overrides !== undefined) layers.push({ pointer: '', plain: 'the deployment\'s variables', variables: place.overrides, secrets: [] });
+  return layers;
 }
 
 /**
@@ -79,77 +119,81 @@ export interface SpecPlace {
  * exists (422 `unknown_secrets`, which also names the missing keys of those that do), every named
  * key exists in its secret (422 `unknown_secret_reference`), nothing sets PORT (422
  * `reserved_variable`), and no variable would be set twice (422 `variable_conflict`), whether by
- * two references or by a reference and a plain variable (a deployment's own variables replace the
- * spec's plain ones, and clash with what references export).
+ * two references or by a reference and a plain variable. Layers go over each other in order: the
+ * spec's, the environment's, a deployment's own variables; a later layer's plain variables replace
+ * the earlier ones' plain variables, and clash with what references export. The pinned references
+ * are the spec's, then the environment's.
  */
 export function pinSecretReferences(
-  refs: readonly SecretReferenceT[],
-  variables: Readonly<Record<string, string>>,
+  config: Configuration,
   versions: ReadonlyMap<string, SecretVersionInfo>,
   place: SpecPlace = { spec: '/spec' },
 ): PinnedSecretReferenceT[] {
-  const pointer = place.spec;
+  const layers = layersOf(config, place);
   const unknown: FieldError[] = [];
   const missingKeys: FieldError[] = [];
-  refs.forEach((ref, i) => {
-    const info = versions.get(ref.secret);
-    if (!info) unknown.push({ pointer: `${pointer}/secrets/${i}/secret`, message: `secret "${ref.secret}" does not exist, or is deleted` });
-    else if (ref.key !== undefined && !info.keys.includes(ref.key)) {
-      const missingKey = { pointer: `${pointer}/secrets/${i}/key`, message: `secret "${ref.secret}" (version ${info.version}) has no key "${ref.key}"; it has ${info.keys.join(', ')}` };
-      unknown.push(missingKey);
-      missingKeys.push(missingKey);
-    }
-  });
+  for (const layer of layers) {
+    layer.secrets.forEach((ref, i) => {
+      const info = versions.get(ref.secret);
+      if (!info) unknown.push({ pointer: `${layer.pointer}/secrets/${i}/secret`, message: `secret "${ref.secret}" does not exist, or is deleted` });
+      else if (ref.key !== undefined && !info.keys.includes(ref.key)) {
+        const missingKey = { pointer: `${layer.pointer}/secrets/${i}/key`, message: `secret "${ref.secret}" (version ${info.version}) has no key "${ref.key}"; it has ${info.keys.join(', ')}` };
+        unknown.push(missingKey);
+        missingKeys.push(missingKey);
+      }
+    });
+  }
   if (unknown.length > 0) {
-    const missing = referencedSecretNames(refs).filter((name) => !versions.has(name));
+    const missing = referencedSecretNames(layers.flatMap((l) => l.secrets)).filter((name) => !versions.has(name));
     throw missing.length > 0 ? errors.unknownSecrets(missing, unknown, missingKeys) : errors.unknownSecretReferences(unknown);
   }
 
   const reserved: FieldError[] = [];
   const setsPort = (at: string, what: string) => reserved.push({ pointer: at, message: `PORT is set by ${what}` });
-  if (Object.hasOwn(variables, RUNNER_PORT)) setsPort(`${pointer}/variables/${RUNNER_PORT}`, 'a plain variable');
-  refs.forEach((ref, i) => {
-    const info = versions.get(ref.secret)!;
-    if (!exportsOf(ref, info.keys).includes(RUNNER_PORT)) return;
-    // A whole secret is checked against the keys it holds now: a key added later is found at the next save or deployment.
-    if (ref.key === undefined) setsPort(`${pointer}/secrets/${i}`, `secret "${ref.secret}", exported whole, whose version ${info.version} holds a key PORT`);
-    else setsPort(`${pointer}/secrets/${i}/${ref.as !== undefined ? 'as' : 'key'}`, `secret "${ref.secret}" key "${ref.key}"`);
-  });
-  if (place.overrides !== undefined && Object.hasOwn(place.overrides, RUNNER_PORT)) setsPort(`/variables/${RUNNER_PORT}`, 'the deployment\'s variables');
+  for (const layer of layers) {
+    if (Object.hasOwn(layer.variables, RUNNER_PORT)) setsPort(`${layer.pointer}/variables/${RUNNER_PORT}`, layer.plain);
+    layer.secrets.forEach((ref, i) => {
+      const info = versions.get(ref.secret)!;
+      if (!exportsOf(ref, info.keys).includes(RUNNER_PORT)) return;
+      // A whole secret is checked against the keys it holds now: a key added later is found at the next save or deployment.
+      if (ref.key === undefined) setsPort(`${layer.pointer}/secrets/${i}`, `secret "${ref.secret}", exported whole, whose version ${info.version} holds a key PORT`);
+      else setsPort(`${layer.pointer}/secrets/${i}/${ref.as !== undefined ? 'as' : 'key'}`, `secret "${ref.secret}" key "${ref.key}"`);
+    });
+  }
   if (reserved.length > 0) throw errors.reservedVariable(reserved);
 
-  // In the order they are laid over each other: plain variables, each reference, then a deployment's
-  // own variables. A clash points at the later of the two, which for a deployment's own variable
-  // is the field of its request, not the service's reference that it meets.
-  const source = new Map<string, string>(Object.keys(variables).map((name) => [name, 'a plain variable']));
+  // A clash points at the later of the two, which for a deployment's own variable is the field of
+  // its request, not the service's reference that it meets.
+  const source = new Map<string, { from: string; plain: boolean }>();
   const conflicts: FieldError[] = [];
-  const setBy = (name: string, here: string, at: string) => {
+  const setBy = (name: string, here: string, at: string, plain: boolean) => {
     const earlier = source.get(name);
-    if (earlier !== undefined) conflicts.push({ pointer: at, message: `${name} comes from ${earlier} and from ${here}` });
-    else source.set(name, here);
+    // A plain variable replaces an earlier layer's plain variable (a layer's own are distinct names).
+    if (earlier !== undefined && !(plain && earlier.plain)) conflicts.push({ pointer: at, message: `${name} comes from ${earlier.from} and from ${here}` });
+    else source.set(name, { from: here, plain });
   };
-  refs.forEach((ref, i) => {
-    const here = `secret "${ref.secret}"${ref.key !== undefined ? ` key "${ref.key}"` : ''}`;
-    for (const name of exportsOf(ref, versions.get(ref.secret)!.keys)) setBy(name, here, `${pointer}/secrets/${i}`);
-  });
-  for (const name of Object.keys(place.overrides ?? {})) {
-    if (!Object.hasOwn(variables, name)) setBy(name, 'the deployment\'s variables', `/variables/${name}`);
+  for (const layer of layers) {
+    for (const name of Object.keys(layer.variables)) setBy(name, layer.plain, `${layer.pointer}/variables/${name}`, true);
+    layer.secrets.forEach((ref, i) => {
+      const here = `secret "${ref.secret}"${ref.key !== undefined ? ` key "${ref.key}"` : ''}${layer.pointer === ENVIRONMENT ? ' of the environment' : ''}`;
+      for (const name of exportsOf(ref, versions.get(ref.secret)!.keys)) setBy(name, here, `${layer.pointer}/secrets/${i}`, false);
+    });
   }
   if (conflicts.length > 0) throw errors.variableConflict(conflicts);
 
-  return refs.map((ref) => {
+  return layers.flatMap((layer) => layer.secrets.map((ref) => {
     const info = versions.get(ref.secret)!;
     return Object.assign({}, ref, { secretId: info.secretId, version: info.version });
-  });
+  }));
 }
 
-/** Reads the current versions of the secrets the spec names, and checks and pins its references against them (see pinSecretReferences). */
+/** Reads the current versions of the secrets the layers name, and checks and pins their references against them (see pinSecretReferences). */
 export async function pinToCurrentVersions(
-  source: SecretVersionSource, executor: Executor, orgId: string, spec: Pick<ServiceSpec, 'secrets' | 'variables'>, place?: SpecPlace,
+  source: SecretVersionSource, executor: Executor, orgId: string, config: Configuration, place?: SpecPlace,
 ): Promise<PinnedSecretReferenceT[]> {
-  const names = referencedSecretNames(spec.secrets);
+  const names = referencedSecretNames([...config.secrets, ...(place?.environment?.secrets ?? [])]);
   const versions = names.length > 0 ? await source.currentVersions(executor, orgId, names) : new Map<string, SecretVersionInfo>();
-  return pinSecretReferences(spec.secrets, spec.variables, versions, place);
+  return pinSecretReferences(config, versions, place);
 }
 
 /** A deployment's pinned secret versions, as the secret store takes them. */

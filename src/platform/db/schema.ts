@@ -157,6 +157,10 @@ export interface EnvironmentsTable {
   name: string;
   description: string;
   protected: number;
+  /** JSON: name → value, laid over a service's plain variables. */
+  variables: string;
+  /** JSON: secret references, added to a service's. */
+  secrets: string;
   created_at: string;
   updated_at: string;
 }

@@ -17,9 +17,10 @@ import { signingKeyRevocation } from './0013-signing-key-revocation.js';
 import { processAddress } from './0014-process-address.js';
 import { retiredOrgSlugs } from './0015-retired-org-slugs.js';
 import { webhooks } from './0016-webhooks.js';
+import { environmentConfiguration } from './0017-environment-configuration.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration];
 
 export interface MigrationOutcome {
   applied: string[];
