@@ -2,7 +2,7 @@
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
+import { AppError, errorDescription, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
 import { KeyFileRefusedError, MasterKeyNotHeldError } from '../platform/crypto/master-key.js';
 import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isTransactionAborted } from '../platform/db/facts.js';
@@ -194,7 +194,7 @@ export function clientErrorResponse(error: { code?: string }, requestId: string,
 /** OAuth endpoints answer in RFC 6749 §5.2 form; any non-OAuth code becomes the closest one. */
 function oauthBody(error: AppError): Record<string, unknown> {
   const oauthCode = error.status === 503 ? 'temporarily_unavailable' : error.status >= 500 ? 'server_error' : error.status === 429 ? 'slow_down' : error.code.match(/^(invalid_|unsupported_|unauthorized_|access_denied|server_error|temporarily_unavailable)/) ? error.code : 'invalid_request';
-  return { error: oauthCode, error_description: error.detail };
+  return { error: oauthCode, error_description: errorDescription(error.detail) };
 }
 
 export function sendError(error: AppError, req: FastifyRequest, reply: FastifyReply): FastifyReply {

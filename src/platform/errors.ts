@@ -42,8 +42,18 @@ export function isAppError(value: unknown): value is AppError {
   return value instanceof AppError;
 }
 
+/**
+ * An `error_description` as RFC 6749 §5.2 and RFC 6750 §3 allow it: printable ASCII without `"` or
+ * `\` (%x20-21 / %x23-5B / %x5D-7E), in an OAuth error's JSON as in a Bearer challenge. A quote
+ * becomes `'`, a backslash `/`, anything else outside the set `?`: a description can repeat what a
+ * request or a token said, and a character that a header cannot carry would lose the whole answer.
+ */
+export function errorDescription(text: string): string {
+  return text.replace(/"/g, "'").replace(/\\/g, '/').replace(/[^\x20-\x7e]/g, '?');
+}
+
 const bearer = (error: string, description: string, extra = ''): Record<string, string> => ({
-  'www-authenticate': `Bearer realm="slipway", error="${error}", error_description="${description.replace(/"/g, "'")}"${extra}`,
+  'www-authenticate': `Bearer realm="slipway", error="${error}", error_description="${errorDescription(description)}"${extra}`,
 });
 
 const cursorProblem = (detail: string, message: string) =>

@@ -110,7 +110,10 @@ describe('external issuer (ZITADEL) tokens', () => {
   function assertInvalid(res: HttpResult, detail: RegExp, label: string): void {
     const body = assertProblem(res, 401, 'invalid_token', label);
     assert.match(String(body.detail), detail, label);
-    assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer realm="slipway", error="invalid_token"/, label);
+    const challenge = res.headers.get('www-authenticate') ?? '';
+    assert.match(challenge, /^Bearer realm="slipway", error="invalid_token"/, label);
+    // RFC 6750 §3: error_description holds only %x20-21 / %x23-5B / %x5D-7E, whatever the token said.
+    assert.match(challenge, /^Bearer realm="slipway", error="invalid_token", error_description="[\x20\x21\x23-\x5b\x5d-\x7e]+"(, scope="[^"]+")?$/, `${label}: ${challenge}`);
   }
 
   it('accepts a token in its linked organization: lists it, writes as its role, and the event names its subject', async () => {
@@ -224,6 +227,8 @@ describe('external issuer (ZITADEL) tokens', () => {
       ['no organization claim', () => sign({ ...good, 'urn:zitadel:iam:user:resourceowner:id': undefined }), /scope `urn:zitadel:iam:user:resourceowner`/],
       ['no client', () => sign({ ...good, client_id: undefined }), /client_id or azp/],
       ['a subject that passes for a service user', () => sign({ ...good, sub: server.bootstrap.clientId }), /form of a Slipway id/],
+      // The subject is repeated in the challenge: no character of it may break the header.
+      ['such a subject with a quote, a backslash and characters no header can carry', () => sign({ ...good, sub: `${server.bootstrap.clientId}"\\→` }), /form of a Slipway id/],
     ];
     for (const [label, make, detail] of cases) assertInvalid(await server.http(await make()).get('/v1/orgs'), detail, label);
     // azp stands in for client_id, as ZITADEL documents it.

@@ -18,6 +18,8 @@ function assertOAuthError(res: HttpResult, status: number, error: string): void 
   assert.deepEqual(Object.keys(res.body).sort(), ['error', 'error_description']);
   assert.equal(res.body.error, error);
   assert.ok(res.body.error_description.length > 10);
+  // RFC 6749 §5.2: error_description holds only %x20-21 / %x23-5B / %x5D-7E.
+  assert.match(res.body.error_description, /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/, res.body.error_description);
   if (status === 401) assert.match(res.headers.get('www-authenticate') ?? '', /^Basic realm="slipway"/);
 }
 
@@ -205,6 +207,10 @@ describe('token endpoint', () => {
       ['client_secret_post with an empty secret', async () => ({ form: { ...grant(), client_id: server.bootstrap.clientId, client_secret: '' } }), 401, 'invalid_client'],
       ['grant_type=password', async () => ({ authorization: owner(), form: { ...grant(), grant_type: 'password' } }), 400, 'unsupported_grant_type'],
       ['grant_type=refresh_token', async () => ({ authorization: owner(), form: { grant_type: 'refresh_token', refresh_token: 'x' } }), 400, 'unsupported_grant_type'],
+      // Echoed in error_description, which may not carry a quote, a backslash or anything but printable ASCII.
+      ['a grant_type with a quote, a backslash and non-ASCII', async () => ({ authorization: owner(), form: { ...grant(), grant_type: 'pa"ss\\wörd→' } }), 400, 'unsupported_grant_type'],
+      ['a scope with a quote and non-ASCII', async () => ({ authorization: owner(), form: { ...grant(), scope: 'openid "admin" überall' } }), 400, 'invalid_scope'],
+      ['a parameter twice whose name has a quote', async () => ({ authorization: owner(), raw: 'grant_type=client_credentials&x%22y=1&x%22y=2', contentType: FORM }), 400, 'invalid_request'],
       ['no grant_type', async () => ({ authorization: owner(), form: { scope } }), 400, 'invalid_request'],
       ['an empty grant_type', async () => ({ authorization: owner(), form: { ...grant(), grant_type: '' } }), 400, 'invalid_request'],
       ['an unknown scope', async () => ({ authorization: owner(), form: { ...grant(), scope: `${scope} admin` } }), 400, 'invalid_scope'],
@@ -248,10 +254,10 @@ describe('token endpoint', () => {
 
     it('names what to fix: the unknown scope, the grant type, the content type', async () => {
       const scopeRes = await oauthPost(server, 'token', { authorization: owner(), form: { ...grant(), scope: 'openid admin' } });
-      assert.match(scopeRes.body.error_description, /"admin"/);
+      assert.match(scopeRes.body.error_description, /'admin'/);
       assert.ok(scopeRes.body.error_description.includes(audience));
       const grantRes = await oauthPost(server, 'token', { authorization: owner(), form: { ...grant(), grant_type: 'password' } });
-      assert.match(grantRes.body.error_description, /"password".*client_credentials/);
+      assert.match(grantRes.body.error_description, /'password'.*client_credentials/);
       const typeRes = await oauthPost(server, 'token', { authorization: owner(), raw: '{}', contentType: 'application/json' });
       assert.match(typeRes.body.error_description, /application\/x-www-form-urlencoded, not application\/json/);
     });

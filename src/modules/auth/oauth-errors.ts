@@ -11,9 +11,9 @@ export const oauthErrors = {
   /** 401 with a Basic challenge (RFC 6749 §5.2): unknown client, wrong secret, disabled client. */
   invalidClient: (description: string) => oauth(401, 'invalid_client', description, { 'www-authenticate': 'Basic realm="slipway", charset="UTF-8"' }),
   unsupportedGrantType: (grant: string) =>
-    oauth(400, 'unsupported_grant_type', `The grant type "${grant}" is not supported; use client_credentials.`),
+    oauth(400, 'unsupported_grant_type', `The grant type '${grant}' is not supported; use client_credentials.`),
   invalidScope: (unknown: string[], supported: string) =>
-    oauth(400, 'invalid_scope', `Unknown scope ${unknown.map((s) => `"${s}"`).join(', ')}; supported scopes are: ${supported}.`),
+    oauth(400, 'invalid_scope', `Unknown scope ${unknown.map((s) => `'${s}'`).join(', ')}; supported scopes are: ${supported}.`),
   /** RFC 7009 §2.1: the token is valid but was issued to another client (the error Keycloak also answers). */
   tokenOfAnotherClient: () =>
     oauth(400, 'unauthorized_client', 'This token was issued to another client; a client can revoke only its own tokens. Revoke it with that client\'s credentials, or disable that service user.'),

@@ -45,7 +45,7 @@ function formOf(req: FastifyRequest): FormBody {
   if (body.kind !== 'form') {
     throw oauthErrors.invalidRequest(`The body must be ${FORM}${req.headers['content-type'] ? `, not ${req.headers['content-type']}` : ''}.`);
   }
-  if (body.duplicate !== null) throw oauthErrors.invalidRequest(`The parameter "${body.duplicate}" appears more than once.`);
+  if (body.duplicate !== null) throw oauthErrors.invalidRequest(`The parameter '${body.duplicate}' appears more than once.`);
   return body;
 }
 
