@@ -128,6 +128,17 @@ export async function orgCommand(argv: string[], env: Env): Promise<number> {
     printOrg(await withCore(p, (core) => core.orgs.update(cliContext(), org, { externalId: linked })), p.values.json);
     return 0;
   }
+  if (sub === 'delete') {
+    const p = parse(rest, { org: { type: 'string' } }, env);
+    const org = required(p.values, 'org');
+    const { organization, deleted } = await withCore(p, (core) => core.orgs.remove(cliContext(), org));
+    if (p.values.json) printJson({ deleted: organization.id, slug: organization.slug, removed: deleted });
+    else {
+      process.stdout.write(`${organization.id} (${organization.slug}) deleted: ${Object.entries(deleted).map(([what, n]) => `${n} ${what}`).join(', ')}\n`);
+      process.stderr.write(`Its slug stays reserved; its service users' tokens are refused from now on (by a running server within 5 seconds).\n`);
+    }
+    return 0;
+  }
   throw new UsageError(`${sub === undefined ? 'an org command is needed' : `unknown org command "${sub}"`}; usage: ${ORG_USAGE.join(' | ')}`);
 }
 

@@ -50,7 +50,9 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   method_not_allowed: { status: 405, meaning: 'The path does not answer this method (`allowed`, and the Allow header).' },
   request_timeout: { status: 408, meaning: 'The request did not arrive in full in time.' },
   // 409
-  org_slug_taken: { status: 409, meaning: 'Another organization has this slug, or had it (a slug given up stays reserved to its organization).' },
+  org_slug_taken: { status: 409, meaning: 'Another organization has this slug, or had it (a slug given up, or that of a deleted organization, stays reserved to its organization).' },
+  organization_in_use: { status: 409, meaning: 'The organization has deployments queued, in progress or serving; `conflicts` lists them (cancel them, and delete its services or environments with `?force=true`).' },
+  organization_has_instance_admins: { status: 409, meaning: 'The organization holds instance administrators, which deleting it would delete; `conflicts` lists them.' },
   org_external_id_taken: { status: 409, meaning: 'Another organization is linked to this external organization.' },
   service_user_name_taken: { status: 409, meaning: 'Another service user of the organization has this name.' },
   environment_name_taken: { status: 409, meaning: 'Another environment of the organization has this name.' },

@@ -10,15 +10,15 @@ export const orgsRepo = {
 
   async findByIdOrSlug(db: Executor, idOrSlug: string): Promise<OrgRow | undefined> {
     const column = idOrSlug.startsWith('org_') ? 'id' : 'slug';
-    return db.selectFrom('organizations').selectAll().where(column, '=', idOrSlug).executeTakeFirst();
+    return db.selectFrom('organizations').selectAll().where(column, '=', idOrSlug).where('deleted_at', 'is', null).executeTakeFirst();
   },
 
   async findByExternalId(db: Executor, externalId: string): Promise<OrgRow | undefined> {
-    return db.selectFrom('organizations').selectAll().where('external_id', '=', externalId).executeTakeFirst();
+    return db.selectFrom('organizations').selectAll().where('external_id', '=', externalId).where('deleted_at', 'is', null).executeTakeFirst();
   },
 
   async list(db: Executor, opts: { after: string | null; limit: number }): Promise<OrgRow[]> {
-    let q = db.selectFrom('organizations').selectAll();
+    let q = db.selectFrom('organizations').selectAll().where('deleted_at', 'is', null);
     if (opts.after !== null) q = q.where('id', '>', opts.after);
     return q.orderBy('id', 'asc').limit(opts.limit + 1).execute();
   },
@@ -34,6 +34,11 @@ export const orgsRepo = {
 
   async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name' | 'external_id'>>, at: string): Promise<OrgRow | undefined> {
     return db.updateTable('organizations').set({ ...patch, updated_at: at }).where('id', '=', id).returningAll().executeTakeFirst();
+  },
+
+  /** Leaves the row of a deleted organization, its slug its id (the slug it had is retired first) and unlinked. */
+  async markDeleted(db: Executor, id: string, at: string): Promise<void> {
+    await db.updateTable('organizations').set({ slug: id, external_id: null, deleted_at: at, updated_at: at }).where('id', '=', id).execute();
   },
 
   /** The organization a slug was retired by, if one was. */

@@ -52,4 +52,18 @@ export function orgsRoutes(app: App, deps: { orgs: OrgsService }): void {
       response: { 200: OrganizationSchema, ...problems(409) },
     },
   }, async (req) => deps.orgs.update(req.ctx, req.org!.id, req.body));
+
+  app.delete('/v1/orgs/:orgId', {
+    config: { auth: 'instance-admin', operation: 'orgs.delete' },
+    schema: {
+      tags: ['organizations'],
+      summary: 'Delete an organization and everything it holds (instance administrators only)',
+      description: 'In one transaction: its service users (their tokens refused from then on: at once on this node, within 5 s on the others), secrets with every version\'s ciphertext and its data keys, environments, services, deployments and their logs, webhooks and their deliveries, and its event log. Refused with 409 `organization_in_use` while a deployment of it is queued, in progress or serving (cancel those, and delete its services or environments with `?force=true` so that its runners stop what they run), and with 409 `organization_has_instance_admins` while it holds an instance administrator. Its slugs stay reserved: no other organization can take them. The deletion is recorded as `organization.deleted` in the caller\'s own organization.',
+      params: OrgParams,
+      response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) },
+    },
+  }, async (req, reply) => {
+    await deps.orgs.remove(req.ctx, req.org!.id);
+    return reply.code(204).send();
+  });
 }

@@ -6,6 +6,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
 import { instanceRepo } from '../instance/instance.repo.js';
+import { assertDeletable, purgeOrganization, type PurgeCounts } from './org-deletion.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
 
@@ -53,7 +54,7 @@ const CACHE_TTL_MS = 5_000;
 /** The organizations list has no filters or parent: one scope for every request. */
 const ORGS_LIST = cursorList('orgs');
 
-export function createOrgsService(deps: { db: Db }) {
+export function createOrgsService(deps: { db: Db; onServiceUsersDeleted?: (ids: string[]) => void }) {
   const { db } = deps;
   /** Organizations by one of their keys, remembered a few seconds (null: there is none). */
   const lookup = (read: (key: string) => Promise<OrgRow | undefined>) =>
@@ -150,6 +151,36 @@ export function createOrgsService(deps: { db: Db }) {
       } catch (error) {
         throw await conflictOf(error, patch);
       }
+    },
+
+    /**
+     * Deletes the organization and everything it holds (org-deletion.ts), in one transaction;
+     * refused while it holds an instance administrator or a deployment of it is unfinished or
+     * serving. Its row stays, holding nothing, so that its slugs stay reserved. The deletion is
+     * recorded in the deleting service user's own organization (`organization.deleted`).
+     */
+    async remove(ctx: RequestContext, idOrSlug: string): Promise<{ organization: Organization; deleted: PurgeCounts }> {
+      const now = new Date().toISOString();
+      const result = await db.transaction().execute(async (trx) => {
+        await instanceRepo.lock(trx, ORGS_LOCK);
+        const row = await orgsRepo.findByIdOrSlug(trx, idOrSlug);
+        if (!row) throw errors.notFound('organization', idOrSlug);
+        // First: changing its slug locks its row against every write that references it (PostgreSQL),
+        // so a request that wrote into it just before has committed, and its rows are found below.
+        await orgsRepo.retireSlug(trx, row.slug, row.id, now);
+        await orgsRepo.markDeleted(trx, row.id, now);
+        await assertDeletable(trx, row);
+        const { serviceUserIds, counts } = await purgeOrganization(trx, row.id);
+        if (ctx.actor.orgId !== null && ctx.actor.orgId !== row.id) {
+          await appendEvents(trx, ctx, [{
+            orgId: ctx.actor.orgId, type: 'organization.deleted', subject: { type: 'organization', id: row.id }, data: { slug: row.slug, name: row.name, deleted: counts },
+          }], now);
+        }
+        return { organization: toOrganization(row), deleted: counts, serviceUserIds };
+      });
+      forget();
+      deps.onServiceUsersDeleted?.(result.serviceUserIds);
+      return { organization: result.organization, deleted: result.deleted };
     },
   };
 }

@@ -39,6 +39,8 @@ export interface OrganizationsTable {
   external_id: string | null;
   created_at: string;
   updated_at: string;
+  /** When it was deleted: the row stays, its slug its id and holding nothing, so that no other takes its slugs or id. */
+  deleted_at?: string | null;
 }
 
 /** A slug an organization gave up: reserved to it, so that no other organization answers to it. */

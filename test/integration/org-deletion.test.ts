@@ -1,0 +1,125 @@
+// Deleting an organization: instance administrators only; refused while something of it runs or it
+// holds an instance administrator; then every row it held is gone, from every table that has an
+// org_id, its tokens are refused, its slug stays reserved, another organization is untouched, and the
+// deletion is recorded in the deleting administrator's own organization.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { cliContext } from '../../src/platform/context.js';
+import { createEnvironment, createService, deploy, eventsOf, newRunner, ship } from '../support/deployments.js';
+import { clientCredentialsGrant, startServer, TEST_DB, type Actor, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
+import { cliEnv, cliJson, runCli } from '../support/processes.js';
+
+/** An organization with something in every table: a secret, a serving deployment and a queued one, a webhook, an idempotent request. */
+async function populated(server: TestServer) {
+  const org = await server.createOrg();
+  const owner = await server.actor(org.id, 'owner');
+  const developer = await server.actor(org.id, 'developer');
+  const runner = await newRunner(server, org.id);
+  assert.equal((await developer.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: [{ name: 'db', values: { PASSWORD: 'p' } }] }, { headers: { 'idempotency-key': `k-${org.id}` } })).status, 201);
+  assert.equal((await developer.http.patch(`/v1/orgs/${org.id}/secrets/db`, { set: { PASSWORD: 'q' } })).status, 200);
+  const env = await createEnvironment(owner.http, org.id, { secrets: [{ secret: 'db' }] });
+  const svc = await createService(developer.http, org.id);
+  await ship(developer.http, runner, org.id, { service: svc.name, environment: env.name });
+  const queued = await deploy(developer.http, org.id, { service: svc.name, environment: env.name });
+  assert.equal((await owner.http.post(`/v1/orgs/${org.id}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['secret.*'] })).status, 201);
+  assert.equal((await developer.http.patch(`/v1/orgs/${org.id}/secrets/db`, { set: { PASSWORD: 'r' } })).status, 200);
+  return { org, owner, developer, runner, env, svc, queued };
+}
+
+/** Rows per table that name the organization in an org_id column, for every such table of the schema. */
+async function rowsOf(server: TestServer, orgId: string): Promise<Record<string, number>> {
+  const db = server.core.db;
+  const tables = TEST_DB === 'postgres'
+    ? (await sql<{ name: string }>`select table_name as name from information_schema.columns where column_name = 'org_id' and table_schema = current_schema()`.execute(db)).rows.map((r) => r.name)
+    : (await sql<{ name: string }>`select m.name as name from sqlite_master m join pragma_table_info(m.name) c where m.type = 'table' and c.name = 'org_id'`.execute(db)).rows.map((r) => r.name);
+  const out: Record<string, number> = {};
+  for (const table of tables.sort()) {
+    const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(table)} where org_id = ${orgId}`.execute(db);
+    out[table] = Number(rows[0]!.n);
+  }
+  return out;
+}
+
+describe('deleting an organization', () => {
+  let server: TestServer;
+  let admin: Actor;
+
+  before(async () => {
+    server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true' } });
+    admin = server.owner;
+  });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('takes an instance administrator, and is refused while something of it runs; then everything it held is gone', async () => {
+    const a = await populated(server);
+    const b = await populated(server);
+    const bBefore = await rowsOf(server, b.org.id);
+    const path = `/v1/orgs/${a.org.id}`;
+
+    assert.equal((await server.http().delete(path)).status, 401);
+    assertProblem(await a.owner.http.delete(path), 403);
+    assertProblem(await b.owner.http.delete(path), 404);
+
+    const inUse = assertProblem(await admin.http.delete(path), 409, 'organization_in_use');
+    assert.deepEqual((inUse.conflicts as Array<{ state: string }>).map((c) => c.state).sort(), ['queued', 'succeeded']);
+    assert.equal((await a.developer.http.post(`${path}/deployments/${a.queued.id}/cancel`, {})).status, 200);
+    assertProblem(await admin.http.delete(path), 409, 'organization_in_use');
+    assert.equal((await a.owner.http.delete(`${path}/services/${a.svc.name}?force=true`)).status, 204);
+    assert.ok(Object.values(await rowsOf(server, a.org.id)).some((n) => n > 0));
+
+    assert.equal((await admin.http.delete(path)).status, 204);
+    for (const [table, n] of Object.entries(await rowsOf(server, a.org.id))) {
+      // The organization's own row stays, holding nothing, with the slugs it reserves.
+      assert.equal(n, table === 'retired_org_slugs' ? 1 : 0, table);
+    }
+    const db = server.core.db;
+    for (const [table, column] of [['client_secrets', 'service_user_id'], ['revoked_tokens', 'service_user_id'], ['idempotency_keys', 'subject']] as const) {
+      const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(table)} where ${sql.ref(column)} in (${sql.join([a.owner.id, a.developer.id, a.runner.actor.id])})`.execute(db);
+      assert.equal(Number(rows[0]!.n), 0, table);
+    }
+    assert.deepEqual(await rowsOf(server, b.org.id), bBefore, 'another organization is untouched');
+
+    assertProblem(await admin.http.get(path), 404);
+    assertProblem(await admin.http.get(`/v1/orgs/${a.org.slug}`), 404);
+    assert.equal((await admin.http.get('/v1/orgs?limit=200')).body.orgs.some((o: { id: string }) => o.id === a.org.id), false);
+    // Its service users' tokens: refused at once on this node.
+    assertProblem(await a.owner.http.get(`/v1/orgs/${a.org.id}/secrets`), 401);
+    const grant = await clientCredentialsGrant(`${server.url}/oauth/v2/token`, a.owner, a.owner.scope);
+    assert.equal(grant.status, 401, await grant.text());
+    // Its slug stays reserved; it cannot be changed or deleted again.
+    assertProblem(await admin.http.post('/v1/orgs', { slug: a.org.slug, name: 'Taken' }), 409, 'org_slug_taken');
+    assertProblem(await admin.http.delete(path), 404);
+
+    const events = await eventsOf(server, server.bootstrap.orgId, a.org.id);
+    assert.equal(events.length, 1);
+    assert.equal(events[0].type, 'organization.deleted');
+    assert.deepEqual([events[0].data.slug, events[0].data.deleted.secrets, events[0].data.deleted.serviceUsers, events[0].data.deleted.secretVersions], [a.org.slug, 1, 3, 3]);
+  });
+
+  it('is refused while the organization holds an instance administrator', async () => {
+    const org = await server.createOrg();
+    const other = await server.core.serviceUsers.create(cliContext(), org.id, { name: 'root-2', role: 'owner', instanceAdmin: true });
+    const refused = assertProblem(await admin.http.delete(`/v1/orgs/${org.id}`), 409, 'organization_has_instance_admins');
+    assert.deepEqual(refused.conflicts, [{ serviceUser: other.id, name: 'root-2' }]);
+    assert.equal((await admin.http.get(`/v1/orgs/${org.id}`)).status, 200);
+  });
+
+  it('slipway org delete does the same, and says what went', async () => {
+    const org = await server.createOrg();
+    await server.actor(org.id, 'owner');
+    const env = cliEnv(server);
+    const printed = await cliJson(['org', 'delete', '--org', org.slug], env);
+    assert.equal(printed.deleted, org.id);
+    assert.equal(printed.slug, org.slug);
+    assert.equal(printed.removed.serviceUsers, 1);
+    const again = await runCli(['org', 'delete', '--org', org.id, '--json'], env);
+    assert.equal(again.code, 1);
+    assert.equal(JSON.parse(again.stderr).error.code, 'organization_not_found');
+    assert.equal((await runCli(['org', 'delete'], env)).code, 2);
+  });
+});
