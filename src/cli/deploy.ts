@@ -98,6 +98,9 @@ export function deploySettings(flags: Flags, env: Env, read?: (file: string) => 
   } else if (wait) {
     waitSeconds = WAIT_DEFAULT_SECONDS;
   }
+  // An empty --revision is a variable that was not set ("$GIT_SHA" outside the CI that sets it):
+  // refused, as a deployment without its label would go unnoticed. No --revision at all is none.
+  if (flags.revision === '') throw new UsageError('--revision is empty (an unset variable?): give what is deployed, or leave the flag out');
   const revision = text('revision');
   const description = text('description');
   return {

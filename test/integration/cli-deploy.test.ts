@@ -112,6 +112,7 @@ describe('slipway deploy', () => {
       [['--service', service.name, '--environment', env.name, '--var', 'A=1', '--var', 'A=2'], /--var A is given twice/],
       [['--service', service.name, '--environment', env.name, '--wait', '--timeout', '0'], /--timeout must be a whole number of seconds from 1 to 86400/],
       [['--service', service.name, '--environment', env.name, '--bogus'], /Unknown option '--bogus'/],
+      [['--service', service.name, '--environment', env.name, '--revision', ''], /--revision is empty \(an unset variable\?\)/],
     ] as const) {
       const result = await deployAs(developer, [...args]);
       assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
