@@ -185,9 +185,11 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
       created.clear();
     }
     say(`deployment ${deployment.id}: ${deployment.service.name} into ${deployment.environment.name}${deployment.revision !== null ? ` at ${deployment.revision}` : ''}, ${deployment.state}`);
+    // Its id goes out at once: a wait that times out or is interrupted leaves it on stdout too,
+    // for a script to follow or cancel. With --json, stdout holds the deployment as it ended.
+    if (!settings.json) process.stdout.write(`${deployment.id}\n`);
     if (settings.waitSeconds === null) {
       if (settings.json) printJson(deployment);
-      else process.stdout.write(`${deployment.id}\n`);
       return 0;
     }
 
@@ -210,9 +212,9 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
         await sleep(FOLLOW_PAUSE_MS, undefined, { signal: waiting.signal });
       }
     } catch (error) {
-      if (signalled !== null) return interrupted(settings.json, signalled, `while deployment ${deployment.id} is ${state}; it goes on`);
+      if (signalled !== null) return interrupted(settings.json, signalled, `while deployment ${deployment.id} is ${state}; it goes on`, deployment.id);
       if (!waiting.timedOut()) throw error;
-      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on`);
+      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on`, deployment.id);
     } finally {
       waiting.clear();
     }
@@ -221,15 +223,14 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     try {
       final = await untilAvailable(() => call<Deployment>('GET', path, reading.signal), { signal: reading.signal });
     } catch (error) {
-      if (signalled !== null) return interrupted(settings.json, signalled, `after deployment ${deployment.id} ended ${state}`);
+      if (signalled !== null) return interrupted(settings.json, signalled, `after deployment ${deployment.id} ended ${state}`, deployment.id);
       throw error;
     } finally {
       reading.clear();
     }
     if (settings.json) printJson(final);
-    else process.stdout.write(`${final.id}\n`);
     if (final.state === 'succeeded' || final.state === 'superseded') return 0;
-    return failed(settings.json, `deployment_${final.state}`, `deployment ${final.id} ${final.state}${final.reason ? `: ${final.reason}` : ''}`);
+    return failed(settings.json, `deployment_${final.state}`, `deployment ${final.id} ${final.state}${final.reason ? `: ${final.reason}` : ''}`, final.id);
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -237,12 +238,12 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
 }
 
 /** A deployment that did not succeed, said as main.ts says failures. */
-function failed(json: boolean, code: string, message: string): number {
-  process.stderr.write(json ? `${JSON.stringify({ error: { code, message } })}\n` : `slipway: ${message}\n`);
+function failed(json: boolean, code: string, message: string, deployment?: string): number {
+  process.stderr.write(json ? `${JSON.stringify({ error: { code, message, ...(deployment !== undefined ? { deployment } : {}) } })}\n` : `slipway: ${message}\n`);
   return 1;
 }
 
-function interrupted(json: boolean, signal: NodeJS.Signals, what: string): number {
-  failed(json, 'interrupted', `interrupted (${signal}) ${what}`);
+function interrupted(json: boolean, signal: NodeJS.Signals, what: string, deployment?: string): number {
+  failed(json, 'interrupted', `interrupted (${signal}) ${what}`, deployment);
   return signal === 'SIGINT' ? 130 : 143;
 }

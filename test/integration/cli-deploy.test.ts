@@ -83,7 +83,17 @@ describe('slipway deploy', () => {
     assert.equal(error.code, 'wait_timeout');
     const id = /deployment (dep_\w+) is still queued/.exec(error.message)?.[1];
     assert.ok(id, error.message);
+    assert.equal(error.deployment, id, 'the JSON failure names the deployment, for a script to follow or cancel');
     assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments/${id}`)).body.state, 'queued');
+    assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
+  });
+
+  it('--wait prints the id on stdout when the wait times out too, as DEP=$(slipway deploy … --wait) expects', async () => {
+    const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--timeout', '1']);
+    assert.equal(result.code, 1);
+    const id = result.stdout.trim();
+    assert.match(id, /^dep_\w+$/, `stdout: ${JSON.stringify(result.stdout)}; stderr: ${result.stderr}`);
+    assert.match(result.stderr, new RegExp(`gave up waiting after 1 s: deployment ${id} is still queued, and goes on`));
     assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
   });
 
