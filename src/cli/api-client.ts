@@ -67,8 +67,14 @@ interface CredentialsFile {
 function readCredentialsFile(file: string, read: (file: string) => string): CredentialsFile {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(read(file));
+    const text = read(file);
+    // What `service-user create --json > FILE` leaves when it fails: the shell emptied the file first.
+    if (text.trim() === '') {
+      throw new UsageError(`--credentials ${file} is empty: a service-user create --json > ${file} that failed (a name taken, say) leaves it so, as the shell empties the file before the command runs; create the service user again, or give it a new secret with service-user rotate-secret --json > ${file}`);
+    }
+    parsed = JSON.parse(text);
   } catch (error) {
+    if (error instanceof UsageError) throw error;
     // Never JSON.parse's own message: it quotes the file, and the file holds the client secret.
     const code = (error as NodeJS.ErrnoException).code;
     throw new UsageError(`--credentials ${file}: ${code ? `cannot read it (${code})` : 'is not valid JSON'}`);

@@ -77,5 +77,7 @@ describe('runner settings', () => {
     }
     assert.throws(() => runnerSettings({ credentials: 'creds.json' }, {}, read('{ not json')), (e: unknown) => e instanceof UsageError && /--credentials creds\.json:/.test(e.message));
     assert.throws(() => runnerSettings({ credentials: 'creds.json' }, {}, read(['a'])), (e: unknown) => e instanceof UsageError && /JSON object/.test(e.message));
+    // `service-user create --json > creds.json` that failed: the shell emptied the file before it ran.
+    assert.throws(() => runnerSettings({ credentials: 'creds.json' }, {}, read('')), (e: unknown) => e instanceof UsageError && /^--credentials creds\.json is empty: a service-user create --json > creds\.json that failed/.test(e.message));
   });
 });
