@@ -43,8 +43,8 @@ Master key in the key file (<data dir>/master.key, the default):
   that data directory wrap with the new key from their next write on. Back the file up afterwards.
 
 Either way, backups taken before a rotation open only with the key(s) it retired: keep a copy of
-the old key with them (restoring one needs it as a line of the key file after the first key, or
-in SLIPWAY_MASTER_KEY_PREVIOUS beside SLIPWAY_MASTER_KEY, the current key).
+the old key with them (restoring one needs it as a line at the end of the key file, after the current
+key, or in SLIPWAY_MASTER_KEY_PREVIOUS beside SLIPWAY_MASTER_KEY, the current key).
 
 Master key in SLIPWAY_MASTER_KEY (SLIPWAY_MASTER_KEY_PREVIOUS: comma-separated keys accepted
 besides it, never used to wrap):

@@ -263,7 +263,7 @@ export const errors = {
    */
   masterKeyMissing: (masterKeyId: string, viaEnvironment: boolean) =>
     new AppError(503, 'master_key_missing', 'Service unavailable',
-      `Data this request needs is wrapped under master key ${masterKeyId}, which this server is not configured with. An operator must configure that key: ${viaEnvironment ? 'add it to SLIPWAY_MASTER_KEY_PREVIOUS and restart the server' : 'add it to the master key file as a line after the first (the server reads the file again)'}; until then such requests fail.`,
+      `Data this request needs is wrapped under master key ${masterKeyId}, which this server is not configured with. An operator must configure that key: ${viaEnvironment ? 'add it to SLIPWAY_MASTER_KEY_PREVIOUS and restart the server' : 'add it to the master key file as a line at its end, after the current key (the server reads the file again)'}; until then such requests fail.`,
       { masterKeyId }, { 'retry-after': '30' }),
   internal: () => new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side. Quote the request id when reporting it.'),
 };

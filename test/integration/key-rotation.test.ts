@@ -175,7 +175,7 @@ describe('master key rotation, key file source', () => {
     // Earlier backups open only with the key the file no longer holds: the closing advice says so.
     assert.match(rotation.stdout(), new RegExp(`^next: Backups taken before this rotation open only with the retired key ${masterKeyId(old!)}, and the key file no longer holds it: keep a copy`, 'm'));
     // SLIPWAY_MASTER_KEY_PREVIOUS alone is refused beside a key file: the advice says what opens such a backup.
-    assert.match(rotation.stdout(), /Restoring one needs it as a line of the key file after the first key, or SLIPWAY_MASTER_KEY set to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to it\.$/m);
+    assert.match(rotation.stdout(), /Restoring one needs it as a line at the end of the key file \(after the current key, which wraps\), or SLIPWAY_MASTER_KEY set to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to it\.$/m);
     const during = await server.core.db.selectFrom('org_data_keys').select('master_key_id').where('org_id', 'in', madeDuring).execute();
     assert.deepEqual([...new Set(during.map((r) => r.master_key_id))], [masterKeyId(next!)]);
 

@@ -190,7 +190,7 @@ describe('master keyring: a missing or foreign key file', () => {
     const wrapped = wrapKey(keyringOf([generateMasterKey()]), Buffer.from('x'), 'b');
     assert.throws(() => unwrapKey(ring, wrapped.sealed, wrapped.masterKeyId, 'b'), (e: unknown) => {
       const message = (e as Error).message;
-      assert.match(message, new RegExp(`add that key as a line of ${path.join(dir, KEY_FILE)}`));
+      assert.match(message, new RegExp(`add that key as a line of ${path.join(dir, KEY_FILE)} \\(at its end: the first key is the one that wraps\\)`));
       assert.match(message, /set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS/);
       assert.doesNotMatch(message, /add that key to SLIPWAY_MASTER_KEY_PREVIOUS/);
       return true;

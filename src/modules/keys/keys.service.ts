@@ -74,7 +74,7 @@ function earlierBackupsStep(retiredIds: string[], source: MasterKeyRotation['sou
   const it = retiredIds.length === 1 ? 'it' : 'them';
   // SLIPWAY_MASTER_KEY_PREVIOUS alone is refused (it needs SLIPWAY_MASTER_KEY): a key file's previous keys are its own lines.
   const restore = source === 'key-file'
-    ? `Restoring one needs ${it} as a line of the key file after the first key, or SLIPWAY_MASTER_KEY set to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to ${it}.`
+    ? `Restoring one needs ${it} as a line at the end of the key file (after the current key, which wraps), or SLIPWAY_MASTER_KEY set to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to ${it}.`
     : `Restoring one needs ${it} in SLIPWAY_MASTER_KEY_PREVIOUS.`;
   const gone = source === 'key-file' ? `the key file no longer holds ${it}` : `no node holds ${it} once SLIPWAY_MASTER_KEY_PREVIOUS is removed`;
   return [`Backups taken before this rotation open only with the retired key${retiredIds.length === 1 ? '' : 's'} ${retiredIds.join(', ')}, and ${gone}: keep a copy of ${it}${source === 'key-file' ? ' (the key file as backed up before this rotation)' : ''} with those backups for as long as they are kept. ${restore}`];

@@ -47,7 +47,7 @@ export async function assertEveryKeyAvailable(database: Database, ring: MasterKe
   if (missing.length > 0) {
     throw errors.conflict('master_key_unavailable',
       `Rows are wrapped under master key${missing.length === 1 ? '' : 's'} ${missing.join(', ')}, which ${missing.length === 1 ? 'is' : 'are'} not configured (${ring.source}). `
-      + `${ring.source === 'SLIPWAY_MASTER_KEY' ? 'Add the key to SLIPWAY_MASTER_KEY_PREVIOUS' : `Add the key as a line of ${ring.source} (after the first)`} and run again; nothing was changed.`);
+      + `${ring.source === 'SLIPWAY_MASTER_KEY' ? 'Add the key to SLIPWAY_MASTER_KEY_PREVIOUS' : `Add the key as a line at the end of ${ring.source} (the first key is the one that wraps)`} and run again; nothing was changed.`);
   }
 }
 

@@ -164,7 +164,7 @@ export class MissingKeyFileError extends Error {
 /** The key file holds none of the keys this process holds, nor retires them: nothing new is wrapped (see openKeyring). */
 export class KeyFileRefusedError extends Error {
   constructor(readonly file: string, readonly heldIds: string[]) {
-    super(`the master key file ${file} holds none of the keys this server uses (${heldIds.join(', ')}) and does not name them as retired by a rotation: nothing new is wrapped under a key the file no longer holds; restore the file that holds ${heldIds[0]}, or add that key to it as a line after the first`);
+    super(`the master key file ${file} holds none of the keys this server uses (${heldIds.join(', ')}) and does not name them as retired by a rotation: nothing new is wrapped under a key the file no longer holds; restore the file that holds ${heldIds[0]}, or add that key to it as a line at its end (the first key is the one that wraps)`);
   }
 }
 
@@ -264,7 +264,7 @@ export function addKeyAdvice(source: string, count = 1): string {
   const keys = count === 1 ? 'that key' : 'those keys';
   return source === 'SLIPWAY_MASTER_KEY'
     ? `add ${keys} to SLIPWAY_MASTER_KEY_PREVIOUS`
-    : `add ${keys} as ${count === 1 ? 'a line' : 'lines'} of ${source} (after the first), or set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to ${count === 1 ? 'that one' : 'those'}`;
+    : `add ${keys} as ${count === 1 ? 'a line' : 'lines'} of ${source} (at its end: the first key is the one that wraps), or set SLIPWAY_MASTER_KEY to the current key and SLIPWAY_MASTER_KEY_PREVIOUS to ${count === 1 ? 'that one' : 'those'}`;
 }
 
 /** A row is wrapped under a master key this process does not hold: only an operator can give it the key. */
