@@ -50,8 +50,9 @@ const DESCRIBED: Array<[string, string, string]> = [
 export const DEPLOY_HELP = `usage: slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]
 
 Queues a deployment of a service into an environment, as a service user of the API (developer,
-admin or owner; admin or owner for a protected environment), and prints it. With --wait, follows it
-until it succeeded, failed or was cancelled, with its log on stderr.
+admin or owner; admin or owner for a protected environment), and prints its id on stdout once it is
+created (with --json, the deployment, at the end). With --wait, follows it until it succeeded,
+failed or was cancelled, with its log on stderr.
 
 Exit status: 0 created (with --wait: succeeded); 1 refused by the server, unreachable, failed,
 cancelled, or still running when --timeout ran out; 2 a usage error; 130 or 143 interrupted (the
