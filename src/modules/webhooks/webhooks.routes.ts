@@ -30,7 +30,7 @@ export function webhooksRoutes(app: App, deps: { webhooks: WebhooksService }): v
     schema: {
       tags,
       summary: 'Subscribe a URL to the organization\'s events; the signing secret is returned once',
-      description: `It delivers the events committed after it is created, its own \`webhook.created\` first. ${HOW}`,
+      description: `It delivers the events committed after it is created that it subscribes to, its own \`webhook.created\` first when it subscribes to that. ${HOW}`,
       params: OrgParams,
       body: CreateWebhookBody,
       response: { 201: noStore(withLocation(CreatedWebhookSchema)) },
