@@ -33,6 +33,8 @@ const WAIT_MAX_SECONDS = 86_400;
 const CREATE_RETRY_MS = 60_000;
 /** Between two looks at a deployment that is still queued or running. */
 const FOLLOW_PAUSE_MS = 1_000;
+/** A deployment still queued this long (or half the wait, when shorter) gets a word on why it may be. */
+const QUEUED_HINT_MS = 20_000;
 const LOG_PAGE = 1_000;
 
 const DESCRIBED: Array<[string, string, string]> = [
@@ -198,6 +200,12 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     const path = `/v1/orgs/${org}/deployments/${encodeURIComponent(deployment.id)}`;
     let after = 0;
     let state = deployment.state;
+    // Nothing says whether a runner serves that environment: a deployment no runner takes waits
+    // silently, so a wait that sees it queued for a while says what to check, once.
+    const waitStarted = Date.now();
+    const hintAfterMs = Math.min(QUEUED_HINT_MS, (settings.waitSeconds * 1000) / 2);
+    const queuedHint = () => `no runner has claimed it yet: is a runner for ${deployment.environment.name} running? (a deployment also waits while another of ${deployment.service.name} there is in progress)`;
+    let hinted = false;
     try {
       for (;;) {
         // The state is read before the lines: a page that shows the end has every line before it.
@@ -210,12 +218,16 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
         if (page.state !== state) say(`deployment ${deployment.id}: ${state = page.state}`);
         if (page.hasMore) continue;
         if (FINISHED.has(page.state)) break;
+        if (page.state === 'queued' && !hinted && Date.now() - waitStarted >= hintAfterMs) {
+          hinted = true;
+          say(`deployment ${deployment.id} is still queued: ${queuedHint()}`);
+        }
         await sleep(FOLLOW_PAUSE_MS, undefined, { signal: waiting.signal });
       }
     } catch (error) {
       if (signalled !== null) return interrupted(settings.json, signalled, `while deployment ${deployment.id} is ${state}; it goes on`, deployment.id);
       if (!waiting.timedOut()) throw error;
-      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on`, deployment.id);
+      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on${state === 'queued' ? `; ${queuedHint()}` : ''}`, deployment.id);
     } finally {
       waiting.clear();
     }

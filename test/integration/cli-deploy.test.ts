@@ -89,11 +89,14 @@ describe('slipway deploy', () => {
   });
 
   it('--wait prints the id on stdout when the wait times out too, as DEP=$(slipway deploy … --wait) expects', async () => {
-    const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--timeout', '1']);
+    const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--timeout', '4']);
     assert.equal(result.code, 1);
     const id = result.stdout.trim();
     assert.match(id, /^dep_\w+$/, `stdout: ${JSON.stringify(result.stdout)}; stderr: ${result.stderr}`);
-    assert.match(result.stderr, new RegExp(`gave up waiting after 1 s: deployment ${id} is still queued, and goes on`));
+    // No runner took it: while it waits (once, halfway through so short a wait) and when it gives up, it says what to check.
+    const hint = `no runner has claimed it yet: is a runner for ${env.name} running\\?`;
+    assert.match(result.stderr, new RegExp(`^deployment ${id} is still queued: ${hint}`, 'm'));
+    assert.match(result.stderr, new RegExp(`gave up waiting after 4 s: deployment ${id} is still queued, and goes on; ${hint}`));
     assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
   });
 
