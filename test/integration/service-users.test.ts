@@ -1,4 +1,4 @@
-// Service users through the API (Settings → Service Users → Create): credentials shown once,
+// Service users through the API: credentials shown once,
 // rotation without downtime, roles and who may hand them out, disable, delete.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

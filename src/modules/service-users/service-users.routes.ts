@@ -40,7 +40,7 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
     config: { auth: 'admin', operation: 'serviceUsers.create', idempotent: handedOut.idempotent },
     schema: {
       tags,
-      summary: 'Create a service user (Settings → Service Users → Create); the client secret is returned once',
+      summary: 'Create a service user; the client secret is returned once',
       description: `The response carries \`clientId\`, \`clientSecret\`, \`tokenUrl\`, \`scope\`, \`orgId\` and \`baseUrl\`; the secret is never shown again (only a keyed hash is kept). ${WHO_MAY}`,
       params: OrgParams,
       body: CreateServiceUserBody,
