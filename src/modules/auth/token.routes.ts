@@ -29,10 +29,10 @@ export function tokenRoutes(app: App, deps: TokenRoutesDeps): void {
   }, async (req, reply) => {
     const principal = req.principal!;
     // Each revoked token is kept, and read by every node every few seconds, until it expires. A
-    // token of ours names its service user as its subject, the key /oauth/v2/revoke counts under.
-    enforceLimit(principal.subject, deps.revocationsPerClient, reply);
-    // The auth hook admitted this request on its bearer token, so the header holds one.
-    await deps.tokens.revokeOwn(req.ctx, principal, bearerCredentials(req.headers.authorization!)!);
+    // token of ours names its service user as its subject, the key /oauth/v2/revoke counts under;
+    // an external issuer's, refused, spends nothing. The auth hook admitted this request on its
+    // bearer token, so the header holds one.
+    await deps.tokens.revokeOwn(req.ctx, principal, bearerCredentials(req.headers.authorization!)!, () => enforceLimit(principal.subject, deps.revocationsPerClient, reply));
     return reply.code(204).header('cache-control', 'no-store').send();
   });
 }

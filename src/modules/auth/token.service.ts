@@ -261,8 +261,10 @@ export function createTokenService(deps: TokenServiceDeps) {
      * which the API has verified: `principal` is that token's. An external issuer's token is that
      * issuer's to revoke.
      */
-    async revokeOwn(ctx: RequestContext, principal: Principal, token: string): Promise<void> {
+    /** `spend`: takes from the caller's revocation budget (or refuses), once the token is known to be one this server can revoke. */
+    async revokeOwn(ctx: RequestContext, principal: Principal, token: string, spend: () => void = () => {}): Promise<void> {
       if (principal.issuer !== deps.issuer) throw errors.externalToken(principal.issuer);
+      spend();
       await recordRevocation(ctx, principal, token);
     },
   };
