@@ -675,7 +675,7 @@ async function secretsView(org, query) {
     h('td', {}, s.keys.map((k) => [h('code', {}, k), ' '])),
     h('td', {}, when(deleted ? s.deletedAt : s.updatedAt)),
     deleted ? h('td', {}, when(s.restorableUntil)) : null,
-    deleted ? h('td', {}, h('button', { type: 'button', onclick: (e) => act(e.target, e.target.parentElement, async () => {
+    deleted ? h('td', {}, h('button', { type: 'button', 'aria-label': `Restore ${s.name}`, onclick: (e) => act(e.target, e.target.parentElement, async () => {
       await api('POST', `${base}/${encodeURIComponent(s.name)}/restore`, { body: {} });
       notify(`Secret ${s.name} restored.`);
       location.hash = `#/o/${encodeURIComponent(org)}/secrets/${encodeURIComponent(s.name)}`;
@@ -733,15 +733,15 @@ async function secretView(org, name) {
         h('div', { class: 'row' }, h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values'), remove)),
       revealArea,
       table(['Key', ''], secret.keys.map((key) => h('tr', {}, h('td', {}, h('code', {}, key)),
-        h('td', {}, h('button', { type: 'button', class: 'danger', onclick: unset(key) }, 'Remove')))), 'No keys.')),
+        h('td', {}, h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${key}`, onclick: unset(key) }, 'Remove')))), 'No keys.')),
     h('h2', {}, 'Set a key'), h('div', { class: 'card' }, setKey),
     h('h2', {}, 'Versions'),
     pagedList((cursor) => api('GET', `${base}/versions`, { query: { cursor } }),
       (p) => table(['Version', 'Keys', 'Made by', 'When', ''], p.versions.map((v) => h('tr', {},
         h('td', {}, v.version), h('td', {}, v.keys.map((k) => [h('code', {}, k), ' '])), h('td', {}, v.createdBy ?? '—'), h('td', {}, when(v.createdAt)),
         h('td', {}, h('div', { class: 'row' },
-          h('button', { type: 'button', onclick: () => reveal(v.version) }, 'Reveal'),
-          v.version === secret.version ? null : h('button', { type: 'button', onclick: (e) => act(e.target, $main, async () => {
+          h('button', { type: 'button', 'aria-label': `Reveal version ${v.version}`, onclick: () => reveal(v.version) }, 'Reveal'),
+          v.version === secret.version ? null : h('button', { type: 'button', 'aria-label': `Restore version ${v.version}`, onclick: (e) => act(e.target, $main, async () => {
             const saved = await api('POST', `${base}/restore`, { headers: ifMatch, body: { version: v.version } });
             notify(saved.result === 'unchanged' ? 'Those are the current values already.' : `Version ${v.version} restored as version ${saved.version}.`);
             render();
@@ -790,12 +790,12 @@ async function serviceUsersView(org) {
       else role.value = u.role;
     });
     cell.append(h('div', { class: 'row' },
-      h('button', { type: 'button', onclick: (e) => act(e.target, cell, async () => {
+      h('button', { type: 'button', 'aria-label': `New secret for ${u.name}`, onclick: (e) => act(e.target, cell, async () => {
         const secret = await api('POST', `${base}/${encodeURIComponent(u.id)}/secrets`, { body: {} });
         fill(onceArea, shownOnce(`New client secret for ${u.name}`, { clientId: u.clientId, clientSecret: secret.clientSecret, hint: secret.hint }));
         fill(list, listing());
       }) }, 'New secret'),
-      h('button', { type: 'button', class: u.disabled ? '' : 'danger', onclick: (e) => {
+      h('button', { type: 'button', class: u.disabled ? '' : 'danger', 'aria-label': `${u.disabled ? 'Enable' : 'Disable'} ${u.name}`, onclick: (e) => {
         const self = u.id === session()?.subject;
         if (!u.disabled && !confirm(self
           ? `Disable ${u.name}, the service user this console is signed in as? Its tokens stop working at once, this one included.`
@@ -812,7 +812,7 @@ async function serviceUsersView(org) {
         h('div', { class: 'muted' }, h('code', {}, u.clientId))),
       h('td', {}, role),
       h('td', {}, u.secrets.map((s) => h('div', { class: 'row' }, h('code', {}, `${s.hint}…`), h('span', { class: 'muted' }, 'last used ', when(s.lastUsedAt)),
-        u.secrets.length > 1 ? h('button', { type: 'button', class: 'danger', onclick: (e) => {
+        u.secrets.length > 1 ? h('button', { type: 'button', class: 'danger', 'aria-label': `Remove the secret ${s.hint}… of ${u.name}`, onclick: (e) => {
           if (!confirm(`Remove the secret ${s.hint}… of ${u.name}? Clients using it can no longer get tokens.`)) return;
           act(e.target, cell, async () => {
             await api('DELETE', `${base}/${encodeURIComponent(u.id)}/secrets/${encodeURIComponent(s.id)}`);

@@ -434,6 +434,23 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.problem:has-text("No such page")');
   });
 
+  it('names each row\'s buttons by their row: a secret\'s key or version, a service user', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'named', values: { ALPHA: 'a-value', BRAVO: 'b-value' } }] })).status, 201);
+    assert.equal((await server.owner.http.patch('/v1/orgs/default/secrets/named', { set: { ALPHA: 'a-second' } })).status, 200);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/secrets/named`);
+    await page.waitForSelector('text=Version 2 ·');
+    for (const name of ['Remove ALPHA', 'Remove BRAVO', 'Reveal version 2', 'Reveal version 1', 'Restore version 1']) {
+      assert.equal(await page.getByRole('button', { name, exact: true }).count(), 1, name);
+    }
+    // And a service user's, by its name.
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    await page.waitForSelector('tr:has-text("bootstrap-owner")');
+    for (const name of ['New secret for bootstrap-owner', 'Disable bootstrap-owner']) {
+      assert.equal(await page.getByRole('button', { name, exact: true }).count(), 1, name);
+    }
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
   });
