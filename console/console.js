@@ -75,10 +75,13 @@ function badge(text, kind = text) {
   return h('span', { class: `badge ${kind}` }, text.replace('_', ' '));
 }
 
+/** A table in a box of its own that scrolls sideways when the table is wider than the page. */
 function table(headings, rows, empty = 'Nothing here yet.') {
   if (rows.length === 0) return h('p', { class: 'muted' }, empty);
-  return h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows));
+  return h('div', { class: 'table-scroll' },
+    h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows)));
 }
+const isTable = (el) => el.classList.contains('table-scroll');
 
 let noticeAt = 0;
 function notify(text) {
@@ -265,9 +268,9 @@ function pagedList(load, renderPage) {
     more.remove();
     const drawn = renderPage(page);
     // Later pages' rows join the first page's table, under the same headings.
-    const table = box.querySelector(':scope > table > tbody');
-    if (table && drawn.tagName === 'TABLE') table.append(...drawn.querySelector('tbody').children);
-    else if (!(table && drawn.tagName !== 'TABLE')) box.append(drawn);
+    const table = box.querySelector(':scope > .table-scroll > table > tbody');
+    if (table && isTable(drawn)) table.append(...drawn.querySelector('tbody').children);
+    else if (!(table && !isTable(drawn))) box.append(drawn);
     cursor = page.nextCursor;
     if (cursor) box.append(more);
   };

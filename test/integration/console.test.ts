@@ -434,6 +434,24 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.problem:has-text("No such page")');
   });
 
+  it('keeps every section and Sign out on screen, and a wide table inside the page, at a desktop\'s width and at a phone\'s', async () => {
+    /** What of the header's links and buttons is not on screen: clipped, covered or past the viewport's edge. */
+    const offScreen = (page: Page) => page.evaluate<string[]>(`[...document.querySelectorAll('header a, header button')].filter((el) => {
+      const r = el.getBoundingClientRect();
+      const at = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+      return r.width === 0 || r.left < 0 || r.right > innerWidth || !(at && el.contains(at));
+    }).map((el) => el.textContent)`);
+    const page = await signedIn(server.bootstrap);
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 800 });
+      await page.goto(`${server.url}/console/#/o/default/service-users`);
+      await page.waitForSelector('tr:has-text("bootstrap-owner")');
+      assert.deepEqual(await offScreen(page), [], `at ${width} px`);
+      // The table scrolls within its own box; the page itself does not scroll sideways.
+      assert.equal(await page.evaluate<boolean>('document.documentElement.scrollWidth <= document.documentElement.clientWidth'), true, `at ${width} px`);
+    }
+  });
+
   it('names each row\'s buttons by their row: a secret\'s key or version, a service user', async () => {
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'named', values: { ALPHA: 'a-value', BRAVO: 'b-value' } }] })).status, 201);
     assert.equal((await server.owner.http.patch('/v1/orgs/default/secrets/named', { set: { ALPHA: 'a-second' } })).status, 200);
