@@ -690,7 +690,7 @@ async function secretsView(org, query) {
 
 /** Values of one version, on screen until hidden; never kept anywhere else. */
 function revealedBox(revealed, hide) {
-  return h('div', { class: 'once', id: 'revealed' },
+  return h('div', { class: 'once', id: 'revealed', tabindex: '-1' },
     h('div', { class: 'spread' }, h('strong', {}, `Values of version ${revealed.version}`), h('button', { type: 'button', onclick: hide }, 'Hide')),
     h('dl', {}, Object.entries(revealed.values).map(([key, value]) => [h('dt', {}, h('code', {}, key)), h('dd', {}, h('code', {}, value))])));
 }
@@ -702,10 +702,15 @@ async function secretView(org, name) {
   // Every change says which version it expects: a change made meanwhile by someone else is a 412, not lost.
   const ifMatch = { 'if-match': secretTag };
   const revealArea = h('div');
-  const reveal = (version) => act(null, revealArea, async () => {
-    const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });
-    fill(revealArea, revealedBox(revealed, () => fill(revealArea)));
-  });
+  const reveal = async (version) => {
+    await act(null, revealArea, async () => {
+      const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });
+      fill(revealArea, revealedBox(revealed, () => fill(revealArea)));
+    });
+    // The values (or the refusal) show at the top, in sight of a Reveal far down in the versions.
+    revealArea.firstElementChild?.focus({ preventScroll: true });
+    revealArea.scrollIntoView({ block: 'nearest' });
+  };
   const setKey = onSubmit(h('form', { id: 'set-key' },
     h('label', {}, 'Key', h('input', { name: 'key', required: true, spellcheck: 'false' })),
     h('label', {}, 'Value', h('input', { name: 'value', type: 'password', required: true, autocomplete: 'off' })),

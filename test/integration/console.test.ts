@@ -469,6 +469,24 @@ describe('console in a browser', { skip: browserSkip }, () => {
     }
   });
 
+  it('shows revealed values as written, line breaks included, where the Reveal that asked for them can see them', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'multiline', values: { CERT: 'line one\nline two', PAD: '0' } }] })).status, 201);
+    for (const pad of ['1', '2', '3']) assert.equal((await server.owner.http.patch('/v1/orgs/default/secrets/multiline', { set: { PAD: pad } })).status, 200);
+    const page = await signedIn(server.bootstrap);
+    await page.setViewportSize({ width: 1000, height: 500 });
+    await page.goto(`${server.url}/console/#/o/default/secrets/multiline`);
+    await page.waitForSelector('text=Version 4 ·');
+    // The oldest version's Reveal, at the bottom of the page.
+    const first = page.locator('tbody tr:has(td:text-is("1")) >> button:has-text("Reveal")');
+    await first.scrollIntoViewIfNeeded();
+    await first.click();
+    await page.waitForSelector('#revealed >> text=Values of version 1');
+    const box = await page.locator('#revealed').boundingBox();
+    assert.ok(box !== null && box.y >= 0 && box.y < 500, `the values are out of sight: ${JSON.stringify(box)}`);
+    const values = await page.locator('#revealed dd').allInnerTexts();
+    assert.ok(values.includes('line one\nline two'), JSON.stringify(values));
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
   });
