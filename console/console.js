@@ -217,6 +217,12 @@ function problemBox(error) {
     Array.isArray(body.errors) && body.errors.length > 0
       ? h('ul', {}, body.errors.map((e) => h('li', {}, e.pointer ? `${e.pointer}: ` : '', e.message ?? '')))
       : null,
+    // A change made elsewhere since the page was drawn: the API's advice (retry with the new ETag)
+    // is the console's to follow, by drawing the page again at the current version.
+    error.status === 412
+      ? h('p', { class: 'row' }, 'It was changed elsewhere since this page was loaded; nothing was overwritten. Reload to see it as it is now (what you typed here is not kept), then make your change again.',
+        h('button', { type: 'button', onclick: () => render() }, 'Reload'))
+      : null,
     body.requestId ? h('div', { class: 'muted' }, `Request id ${body.requestId}`) : null);
 }
 
@@ -230,7 +236,12 @@ async function act(trigger, where, action) {
   try {
     return await action();
   } catch (error) {
-    if (!quiet(error)) where.append(problemBox(error));
+    if (!quiet(error)) {
+      const box = problemBox(error);
+      where.append(box);
+      // A refusal the user cannot see is no answer: bring it into sight.
+      box.scrollIntoView({ block: 'nearest' });
+    }
     return undefined;
   } finally {
     if (trigger) trigger.disabled = false;
@@ -702,6 +713,8 @@ async function secretView(org, name) {
   // Every change says which version it expects: a change made meanwhile by someone else is a 412, not lost.
   const ifMatch = { 'if-match': secretTag };
   const revealArea = h('div');
+  /** Where a refused restore of a version says so: above the versions. */
+  const versionsProblem = h('div');
   const reveal = async (version) => {
     await act(null, revealArea, async () => {
       const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });
@@ -721,7 +734,7 @@ async function secretView(org, name) {
   });
   const unset = (key) => (e) => {
     if (!confirm(`Remove ${key} from ${secret.name}? A new version is made without it.`)) return;
-    act(e.target, $main, async () => {
+    act(e.target, e.target.closest('.card'), async () => {
       const saved = await api('PATCH', base, { headers: ifMatch, body: { unset: [key] } });
       notify(`${key} removed: version ${saved.version}.`);
       render();
@@ -729,7 +742,7 @@ async function secretView(org, name) {
   };
   const remove = h('button', { type: 'button', class: 'danger', onclick: (e) => {
     if (!confirm(`Delete ${secret.name}? It can be restored for a while (Secrets → Deleted).`)) return;
-    act(e.target, $main, async () => {
+    act(e.target, e.target.closest('.card'), async () => {
       await api('DELETE', base, { headers: ifMatch });
       notify(`Secret ${secret.name} deleted; it can be restored from the deleted list.`);
       location.hash = `#/o/${encodeURIComponent(org)}/secrets?deleted=true`;
@@ -743,13 +756,13 @@ async function secretView(org, name) {
       table(['Key', ''], secret.keys.map((key) => h('tr', {}, h('td', {}, h('code', {}, key)),
         h('td', {}, h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${key}`, onclick: unset(key) }, 'Remove')))), 'No keys.')),
     h('h2', {}, 'Set a key'), h('div', { class: 'card' }, setKey),
-    h('h2', {}, 'Versions'),
+    h('h2', {}, 'Versions'), versionsProblem,
     pagedList((cursor) => api('GET', `${base}/versions`, { query: { cursor } }),
       (p) => table(['Version', 'Keys', 'Made by', 'When', ''], p.versions.map((v) => h('tr', {},
         h('td', {}, v.version), h('td', {}, v.keys.map((k) => [h('code', {}, k), ' '])), h('td', {}, v.createdBy ?? '—'), h('td', {}, when(v.createdAt)),
         h('td', {}, h('div', { class: 'row' },
           h('button', { type: 'button', 'aria-label': `Reveal version ${v.version}`, onclick: () => reveal(v.version) }, 'Reveal'),
-          v.version === secret.version ? null : h('button', { type: 'button', 'aria-label': `Restore version ${v.version}`, onclick: (e) => act(e.target, $main, async () => {
+          v.version === secret.version ? null : h('button', { type: 'button', 'aria-label': `Restore version ${v.version}`, onclick: (e) => act(e.target, versionsProblem, async () => {
             const saved = await api('POST', `${base}/restore`, { headers: ifMatch, body: { version: v.version } });
             notify(saved.result === 'unchanged' ? 'Those are the current values already.' : `Version ${v.version} restored as version ${saved.version}.`);
             render();

@@ -487,6 +487,26 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.ok(values.includes('line one\nline two'), JSON.stringify(values));
   });
 
+  it('shows a refused change to a secret beside what was refused, and offers the secret as it is now', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'guarded', values: { ALPHA: 'a-value', BRAVO: 'b-value' } }] })).status, 201);
+    const page = await signedIn(server.bootstrap);
+    await page.setViewportSize({ width: 1000, height: 600 });
+    await page.goto(`${server.url}/console/#/o/default/secrets/guarded`);
+    await page.waitForSelector('text=Version 1 ·');
+    // Changed elsewhere meanwhile: the page's removal is refused, and says so where the user looks.
+    assert.equal((await server.owner.http.patch('/v1/orgs/default/secrets/guarded', { set: { CHARLIE: 'c-value' } })).status, 200);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#main .card >> tr:has(code:text-is("ALPHA")) >> button:has-text("Remove")');
+    const refused = page.locator('#main .card .problem:has-text("Precondition failed")');
+    await refused.waitFor();
+    const box = await refused.boundingBox();
+    assert.ok(box !== null && box.y >= 0 && box.y < 600, `the refusal is out of sight: ${JSON.stringify(box)}`);
+    await refused.getByRole('button', { name: 'Reload' }).click();
+    await page.waitForSelector('text=Version 2 ·');
+    await page.waitForSelector('#main .card >> code:text-is("CHARLIE")');
+    assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/guarded')).body.keys, ['ALPHA', 'BRAVO', 'CHARLIE']);
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
   });
