@@ -495,8 +495,11 @@ async function deploymentView(org, id) {
     try {
       for (;;) {
         const chunk = await api('GET', `${base}/logs`, { query: { after, limit: 500 } });
+        // A reader at the end of the log stays there as lines come; one who scrolled up to read is left there.
+        const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
         if (after === 0 && chunk.lines.length > 0) fill(logBox);
         for (const line of chunk.lines) logBox.append(h('span', { class: line.stream }, `${line.line}\n`));
+        if (atEnd) logBox.scrollTop = logBox.scrollHeight;
         after = chunk.nextAfter;
         if (!chunk.hasMore) break;
       }

@@ -507,6 +507,48 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/guarded')).body.keys, ['ALPHA', 'BRAVO', 'CHARLIE']);
   });
 
+  /** A deployment a runner has claimed, in an environment and a service of its own, and how to send its log lines. */
+  async function runningDeployment(name: string) {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name })).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name, spec: { command: ['node', 'server.js'] } })).status, 201);
+    const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: name, environment: name });
+    assert.equal(made.status, 201, made.text);
+    const runner = await newRunner(server, server.bootstrap.orgId);
+    const claim = await runner.take({ environments: [name], waitSeconds: 0 });
+    assert.equal(claim.deployment.id, made.body.id);
+    return {
+      id: claim.deployment.id,
+      send: async (lines: string[]) => {
+        const res = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: lines.map((line) => ({ line })) });
+        assert.equal(res.status, 200, res.text);
+      },
+      complete: async () => assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200),
+    };
+  }
+
+  it('follows a running deployment\'s log at its end, unless the reader scrolled up', async () => {
+    const running = await runningDeployment('tail');
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    await page.waitForSelector('.badge.in_progress');
+    const atEnd = () => page.evaluate<boolean>(`(() => { const log = document.getElementById('deployment-log'); return log.scrollTop + log.clientHeight >= log.scrollHeight - 2; })()`);
+
+    await running.send(Array.from({ length: 200 }, (_, i) => `warming up ${i + 1}`));
+    await page.waitForSelector('#deployment-log >> text=warming up 200');
+    assert.equal(await atEnd(), true, 'the newest line is in sight');
+    await running.send(['listening']);
+    await page.waitForSelector('#deployment-log >> text=listening');
+    assert.equal(await atEnd(), true, 'the newest line is in sight');
+
+    // Scrolled up to read: new lines do not take the reader away.
+    await page.evaluate(`document.getElementById('deployment-log').scrollTop = 0`);
+    await running.send(['one more']);
+    await page.waitForSelector('#deployment-log >> text=one more');
+    assert.equal(await page.evaluate<number>(`document.getElementById('deployment-log').scrollTop`), 0);
+    await running.complete();
+    await page.waitForSelector('.badge.succeeded');
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
   });
