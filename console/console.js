@@ -170,6 +170,17 @@ class Problem extends Error {
   }
 }
 
+/**
+ * No answer at all (the server down or restarting, the network out): said so, with where it was
+ * asked, rather than the browser's "Failed to fetch". Its status is 0; nothing was refused.
+ */
+function unreachable(url, error) {
+  return new Problem(0, {
+    title: 'Slipway could not be reached',
+    detail: `No answer from ${new URL(url).origin} (${error?.message ?? error}): the server may be restarting or stopped, or the network down. Try again in a moment.`,
+  });
+}
+
 /** `etag`: the answer is `{ data, etag }`, with the ETag the API gave it (to send back as If-Match). */
 async function api(method, path, { body, query, headers, etag = false } = {}) {
   const view = renders;
@@ -191,6 +202,9 @@ async function api(method, path, { body, query, headers, etag = false } = {}) {
       ...headers,
     },
     body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((error) => {
+    if (view !== renders) throw new Stale();
+    throw unreachable(url, error);
   });
   const text = await res.text();
   // Another view has been drawn since this call was made: its answer is not this page's to show.
@@ -210,7 +224,7 @@ const quiet = (error) => error instanceof Stale || (error instanceof Problem && 
 
 /** A problem shown where it happened: what was refused, why, and each field at fault. */
 function problemBox(error) {
-  if (!(error instanceof Problem)) return h('div', { class: 'problem' }, `Something went wrong: ${error?.message ?? error}`);
+  if (!(error instanceof Problem)) return h('div', { class: 'problem', role: 'alert' }, `Something went wrong: ${error?.message ?? error}`);
   const body = error.body;
   return h('div', { class: 'problem', role: 'alert' },
     h('strong', {}, body.title ?? `HTTP ${error.status}`), ' ', body.detail ?? '',
@@ -315,7 +329,7 @@ function signInView() {
         client_secret: String(form.get('clientSecret')),
         scope: config.scope,
       }),
-    });
+    }).catch((error) => { throw unreachable(config.tokenUrl, error); });
     const answer = await res.json().catch(() => ({}));
     if (!res.ok) throw new Problem(res.status, { title: 'Sign-in refused', detail: answer.error_description ?? answer.error ?? `HTTP ${res.status}` });
     startSession(answer.access_token, answer.expires_in);
@@ -490,6 +504,8 @@ async function deploymentView(org, id) {
   // Follows the log while the deployment runs; stops when anything else is drawn.
   let after = 0;
   const drawn = renders;
+  /** Why the last poll failed, shown until one succeeds. */
+  let trouble = null;
   const follow = async () => {
     if (renders !== drawn) return;
     try {
@@ -504,12 +520,20 @@ async function deploymentView(org, id) {
         if (!chunk.hasMore) break;
       }
       const fresh = await api('GET', base);
+      trouble?.remove();
+      trouble = null;
       if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt) { d = fresh; drawHead(); }
       // Followed while it runs, and more slowly while it serves (a runner sends its service's output).
       if (UNFINISHED.includes(d.state)) setTimeout(follow, 2_000);
       else if (d.state === 'succeeded') setTimeout(follow, 10_000);
     } catch (error) {
-      if (!quiet(error)) head.append(problemBox(error));
+      if (quiet(error)) return;
+      trouble?.remove();
+      trouble = head.appendChild(problemBox(error));
+      // A server out of reach, restarting or busy comes back: the log is followed on. A refusal ends it.
+      if (error instanceof Problem && (error.status === 0 || error.status === 429 || error.status >= 500)) {
+        setTimeout(follow, UNFINISHED.includes(d.state) ? 2_000 : 10_000);
+      }
     }
   };
   follow();

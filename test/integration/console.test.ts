@@ -434,6 +434,13 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.problem:has-text("No such page")');
   });
 
+  /** What pages reported since `reported` is the requests a test made fail, and nothing else; taken off the list. */
+  async function onlyRefusedRequestsSince(reported: number): Promise<void> {
+    for (let tries = 0; pageErrors.length === reported && tries < 150; tries++) await new Promise((r) => setTimeout(r, 100));
+    const added = pageErrors.splice(reported);
+    assert.ok(added.length > 0 && added.every((e) => /net::ERR_FAILED/.test(e)), added.join('\n'));
+  }
+
   it('keeps every section and Sign out on screen, and a wide table inside the page, at a desktop\'s width and at a phone\'s', async () => {
     /** What of the header's links and buttons is not on screen: clipped, covered or past the viewport's edge. */
     const offScreen = (page: Page) => page.evaluate<string[]>(`[...document.querySelectorAll('header a, header button')].filter((el) => {
@@ -547,6 +554,39 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.evaluate<number>(`document.getElementById('deployment-log').scrollTop`), 0);
     await running.complete();
     await page.waitForSelector('.badge.succeeded');
+  });
+
+  it('follows a running deployment\'s log on after a poll that failed, and says meanwhile that the server could not be reached', async () => {
+    const running = await runningDeployment('gap');
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    await page.waitForSelector('.badge.in_progress');
+    await running.send(['before the gap']);
+    await page.waitForSelector('#deployment-log >> text=before the gap');
+
+    // A poll that fails (the server restarting, the network) is shown, and the log is followed on.
+    let refused = 0;
+    const failing = (url: URL) => url.pathname.endsWith(`/deployments/${running.id}/logs`);
+    const reported = pageErrors.length;
+    await page.route(failing, (route) => { refused += 1; return route.abort(); });
+    await page.waitForSelector('#main .problem:has-text("could not be reached")');
+    await page.unroute(failing);
+    assert.ok(refused > 0);
+    await onlyRefusedRequestsSince(reported);
+    await running.send(['after the gap']);
+    await page.waitForSelector('#deployment-log >> text=after the gap');
+    await page.waitForSelector('#main .problem', { state: 'detached' });
+    await running.complete();
+    await page.waitForSelector('.badge.succeeded');
+  });
+
+  it('says that the server could not be reached, rather than that something went wrong', async () => {
+    const page = await signedIn(server.bootstrap);
+    await page.route((url) => url.pathname === '/v1/orgs/default/environments', (route) => route.abort());
+    const reported = pageErrors.length;
+    await page.goto(`${server.url}/console/#/o/default/environments`);
+    await page.waitForSelector('.problem[role=alert]:has-text("could not be reached")');
+    await onlyRefusedRequestsSince(reported);
   });
 
   it('reported no script error, refused resource or policy violation on any page', () => {
