@@ -371,7 +371,10 @@ const SECTIONS = [
 function frame(org, section) {
   fill($nav, ...(org ? SECTIONS.map(([id, title]) => {
     const a = link(title, 'o', org, id);
-    if (id === section) a.className = 'current';
+    if (id === section) {
+      a.className = 'current';
+      a.setAttribute('aria-current', 'page');
+    }
     return a;
   }) : []));
   const current = session();
@@ -382,7 +385,11 @@ function frame(org, section) {
 }
 
 function page(title, ...children) {
-  fill($main, h('h1', {}, title), ...children);
+  const heading = h('h1', { tabindex: '-1' }, title);
+  fill($main, heading, ...children);
+  // The element that had the focus (a link in the header, a button) was drawn over: the focus goes
+  // to the new page's heading, where reading and the next Tab go on, not to the top of the document.
+  if (document.activeElement === null || document.activeElement === document.body) heading.focus({ preventScroll: true });
 }
 
 /**

@@ -589,6 +589,18 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await onlyRefusedRequestsSince(reported);
   });
 
+  it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
+    const page = await signedIn(server.bootstrap);
+    await page.focus('header nav >> text=Secrets');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('h1:has-text("Secrets")');
+    assert.deepEqual(await page.locator('header nav a[aria-current=page]').allTextContents(), ['Secrets']);
+    // Not left on the page's body, where the next Tab starts from the top again.
+    assert.equal(await page.evaluate<string>('`${document.activeElement.tagName} ${document.activeElement.textContent}`'), 'H1 Secrets');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate<string>('document.activeElement.getAttribute("name")'), 'prefix');
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
   });
