@@ -455,6 +455,16 @@ function deploymentRow(org, d) {
     h('td', {}, when(d.createdAt)));
 }
 
+/** How a serving deployment's process is doing and where it answers, as its runner last reported it. */
+function processSummary(p) {
+  const exit = p.lastExit ? (p.lastExit.signal ? `signal ${p.lastExit.signal}` : `code ${p.lastExit.code}`) : null;
+  return [badge(p.state, p.state === 'running' ? 'succeeded' : p.state === 'stopped' ? 'failed' : 'in_progress'),
+    p.address ? [' on ', h('code', {}, `${p.address.hostname}:${p.address.port}`)] : null,
+    p.exits > 0 ? ` · exited on its own ${p.exits} ${p.exits === 1 ? 'time' : 'times'}` : '',
+    exit ? [`, last with ${exit} `, when(p.lastExit.at)] : '',
+    h('span', { class: 'muted' }, ' · reported ', when(p.reportedAt))];
+}
+
 const DEPLOYMENT_HEADINGS = ['Deployment', 'Service', 'Environment', 'Revision', 'State', 'Created'];
 
 async function deploymentsView(org, query) {
@@ -491,6 +501,7 @@ async function deploymentView(org, id) {
         link(d.environment.name, 'o', org, 'environments', d.environment.id), d.revision ? ` · revision ${d.revision}` : ''),
       d.description ? h('p', {}, d.description) : null,
       d.reason ? h('p', {}, h('strong', {}, 'Reason: '), d.reason) : null,
+      d.process ? h('p', { id: 'deployment-process' }, h('strong', {}, 'Process: '), processSummary(d.process)) : null,
       d.rollbackOf ? h('p', {}, 'Rollback of ', link(d.rollbackOf, 'o', org, 'deployments', d.rollbackOf)) : null,
       h('p', { class: 'muted' }, 'Created ', when(d.createdAt), ' by ', d.createdBy ?? '—', d.finishedAt ? [' · finished ', when(d.finishedAt)] : ''));
     fill(actions,
@@ -529,7 +540,8 @@ async function deploymentView(org, id) {
       const fresh = await api('GET', base);
       trouble?.remove();
       trouble = null;
-      if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt) { d = fresh; drawHead(); }
+      // A runner's report on the process moves no updatedAt: compared as well.
+      if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt || JSON.stringify(fresh.process) !== JSON.stringify(d.process)) { d = fresh; drawHead(); }
       // Followed while it runs, and more slowly while it serves (a runner sends its service's output).
       if (UNFINISHED.includes(d.state)) setTimeout(follow, 2_000);
       else if (d.state === 'succeeded') setTimeout(follow, 10_000);

@@ -515,16 +515,17 @@ describe('console in a browser', { skip: browserSkip }, () => {
   });
 
   /** A deployment a runner has claimed, in an environment and a service of its own, and how to send its log lines. */
-  async function runningDeployment(name: string) {
+  async function runningDeployment(name: string, host?: string) {
     assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name })).status, 201);
     assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name, spec: { command: ['node', 'server.js'] } })).status, 201);
     const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: name, environment: name });
     assert.equal(made.status, 201, made.text);
     const runner = await newRunner(server, server.bootstrap.orgId);
-    const claim = await runner.take({ environments: [name], waitSeconds: 0 });
+    const claim = await runner.take({ environments: [name], waitSeconds: 0, ...(host === undefined ? {} : { host }) });
     assert.equal(claim.deployment.id, made.body.id);
     return {
       id: claim.deployment.id,
+      runner,
       send: async (lines: string[]) => {
         const res = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: lines.map((line) => ({ line })) });
         assert.equal(res.status, 200, res.text);
@@ -587,6 +588,22 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.goto(`${server.url}/console/#/o/default/environments`);
     await page.waitForSelector('.problem[role=alert]:has-text("could not be reached")');
     await onlyRefusedRequestsSince(reported);
+  });
+
+  it('shows how a serving deployment\'s process is doing and where it answers, as its runner reports it', async () => {
+    const host = 'rh_console-test-0001';
+    const running = await runningDeployment('served', host);
+    await running.complete();
+    const report = (process: Record<string, unknown>) => running.runner.actor.http.post(`/v1/orgs/${server.bootstrap.orgId}/runner/serving`,
+      { deployments: [running.id], host, processes: [{ deployment: running.id, ...process }] });
+    assert.equal((await report({ state: 'running', exits: 0, address: { hostname: 'build-01', port: 40021 } })).status, 200);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    await page.waitForSelector('#deployment-process:has-text("running on build-01:40021")');
+    // A crash loop, as the next report says: the page that serves it shows it when it next looks.
+    const crashed = { code: 1, signal: null, at: new Date().toISOString() };
+    assert.equal((await report({ state: 'restarting', exits: 3, lastExit: crashed, address: { hostname: 'build-01', port: 40021 } })).status, 200);
+    await page.waitForSelector('#deployment-process:has-text("restarting on build-01:40021 · exited on its own 3 times, last with code 1")', { timeout: 30_000 });
   });
 
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
