@@ -846,8 +846,12 @@ async function serviceUsersView(org) {
   const userRow = (u) => {
     const role = h('select', { 'aria-label': `Role of ${u.name}` }, ROLES.map((r) => h('option', { value: r, selected: r === u.role }, r)));
     const cell = h('td');
-    role.addEventListener('change', async () => {
-      const changed = await act(role, cell, async () => {
+    // The role changes on this button, not as the list changes: arrow keys on a select pass through
+    // each role on the way (developer, admin, owner…), and each would have been given.
+    const changeRole = h('button', { type: 'button', hidden: true, 'aria-label': `Change the role of ${u.name}` }, 'Change');
+    role.addEventListener('change', () => { changeRole.hidden = role.value === u.role; });
+    changeRole.addEventListener('click', async () => {
+      const changed = await act(changeRole, cell, async () => {
         await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { role: role.value } });
         notify(`${u.name} is now ${role.value}.`);
         return true;
@@ -855,6 +859,7 @@ async function serviceUsersView(org) {
       // Refused: the role shown goes back to the one it has.
       if (changed) u.role = role.value;
       else role.value = u.role;
+      changeRole.hidden = role.value === u.role;
     });
     cell.append(h('div', { class: 'row' },
       h('button', { type: 'button', 'aria-label': `New secret for ${u.name}`, onclick: (e) => act(e.target, cell, async () => {
@@ -877,7 +882,7 @@ async function serviceUsersView(org) {
       h('td', {}, h('strong', {}, u.name), ' ', u.disabled ? badge('disabled') : null, u.instanceAdmin ? [' ', badge('instance admin', 'protected')] : null,
         u.description ? h('div', {}, u.description) : null,
         h('div', { class: 'muted' }, h('code', {}, u.clientId))),
-      h('td', {}, role),
+      h('td', {}, h('div', { class: 'row' }, role, changeRole)),
       h('td', {}, u.secrets.map((s) => h('div', { class: 'row' }, h('code', {}, `${s.hint}…`), h('span', { class: 'muted' }, 'last used ', when(s.lastUsedAt)),
         u.secrets.length > 1 ? h('button', { type: 'button', class: 'danger', 'aria-label': `Remove the secret ${s.hint}… of ${u.name}`, onclick: (e) => {
           if (!confirm(`Remove the secret ${s.hint}… of ${u.name}? Clients using it can no longer get tokens.`)) return;

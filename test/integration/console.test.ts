@@ -372,6 +372,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.goto(`${server.url}/console/#/o/default/service-users`);
     const select = page.locator('tr:has-text("bootstrap-owner") select');
     await select.selectOption('viewer');
+    await page.click('button:has-text("Change")');
     await page.waitForSelector('.problem');
     assert.equal(await select.inputValue(), 'owner');
   });
@@ -604,6 +605,25 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const crashed = { code: 1, signal: null, at: new Date().toISOString() };
     assert.equal((await report({ state: 'restarting', exits: 3, lastExit: crashed, address: { hostname: 'build-01', port: 40021 } })).status, 200);
     await page.waitForSelector('#deployment-process:has-text("restarting on build-01:40021 · exited on its own 3 times, last with code 1")', { timeout: 30_000 });
+  });
+
+  it('changes a service user\'s role when asked to, not at each role passed while the list is browsed with the keyboard', async () => {
+    const made = await server.owner.http.post('/v1/orgs/default/service-users', { name: 'keyboard-user', role: 'developer' });
+    assert.equal(made.status, 201, made.text);
+    const page = await signedIn(server.bootstrap);
+    const patches: string[] = [];
+    page.on('request', (request) => { if (request.method() === 'PATCH' && request.url().includes('/service-users/')) patches.push(request.postData() ?? ''); });
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    const select = page.locator('tr:has-text("keyboard-user") select');
+    await select.focus();
+    // developer → admin → owner, one key at a time.
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    assert.equal(await select.inputValue(), 'owner');
+    await page.getByRole('button', { name: 'Change the role of keyboard-user', exact: true }).click();
+    await page.waitForSelector('#notice:has-text("keyboard-user is now owner.")');
+    assert.deepEqual(patches, [JSON.stringify({ role: 'owner' })]);
+    assert.equal((await server.owner.http.get(`/v1/orgs/default/service-users/${made.body.id}`)).body.role, 'owner');
   });
 
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
