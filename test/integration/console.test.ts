@@ -626,6 +626,22 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal((await server.owner.http.get(`/v1/orgs/default/service-users/${made.body.id}`)).body.role, 'owner');
   });
 
+  it('says what an action did in sight of the user, however far down the page it was taken', async () => {
+    // Keys enough for the page to be taller than the window even before its versions are drawn again.
+    const keys = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`KEY_${i}`, `value-${i}`]));
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'noticed', values: { ...keys, K: 'one' } }] })).status, 201);
+    for (const value of ['two', 'three', 'four']) assert.equal((await server.owner.http.patch('/v1/orgs/default/secrets/noticed', { set: { K: value } })).status, 200);
+    const page = await signedIn(server.bootstrap);
+    await page.setViewportSize({ width: 1000, height: 500 });
+    await page.goto(`${server.url}/console/#/o/default/secrets/noticed`);
+    const restore = page.getByRole('button', { name: 'Restore version 1', exact: true });
+    await restore.scrollIntoViewIfNeeded();
+    await restore.click();
+    await page.waitForSelector('#notice:has-text("Version 1 restored as version 5.")');
+    const box = await page.locator('#notice').boundingBox();
+    assert.ok(box !== null && box.y >= 0 && box.y < 500, `the notice is out of sight: ${JSON.stringify(box)}`);
+  });
+
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
     const page = await signedIn(server.bootstrap);
     await page.focus('header nav >> text=Secrets');
