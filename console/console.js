@@ -309,6 +309,7 @@ function pagedList(load, renderPage) {
 // ---------------------------------------------------------------------------------------------
 
 function signInView() {
+  document.title = 'Sign in · Slipway';
   fill($nav);
   fill($who);
   const sameOrigin = new URL(config.tokenUrl).origin === location.origin;
@@ -368,7 +369,11 @@ const SECTIONS = [
   ['events', 'Events'],
 ];
 
+/** The organization whose pages are shown, for the tab's title. */
+let shownOrg = null;
+
 function frame(org, section) {
+  shownOrg = org;
   fill($nav, ...(org ? SECTIONS.map(([id, title]) => {
     const a = link(title, 'o', org, id);
     if (id === section) {
@@ -387,6 +392,8 @@ function frame(org, section) {
 function page(title, ...children) {
   const heading = h('h1', { tabindex: '-1' }, title);
   fill($main, heading, ...children);
+  // Tabs and history name the page, not only the product (text, never markup).
+  document.title = [heading.textContent, shownOrg, 'Slipway'].filter(Boolean).join(' · ');
   // The element that had the focus (a link in the header, a button) was drawn over: the focus goes
   // to the new page's heading, where reading and the next Tab go on, not to the top of the document.
   if (document.activeElement === null || document.activeElement === document.body) heading.focus({ preventScroll: true });

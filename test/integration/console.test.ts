@@ -321,7 +321,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal(await page.inputValue('#event-filter select[name=order]'), 'oldest');
-    assert.equal(await page.title(), 'Slipway console');
+    assert.equal(await page.title(), 'Events · default · Slipway');
   });
 
   it('creates a service user whose secret, shown once, gets a token; a developer is told what it may not do', async () => {
@@ -640,6 +640,18 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('#notice:has-text("Version 1 restored as version 5.")');
     const box = await page.locator('#notice').boundingBox();
     assert.ok(box !== null && box.y >= 0 && box.y < 500, `the notice is out of sight: ${JSON.stringify(box)}`);
+  });
+
+  it('titles the browser tab after the page shown', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'titled', values: { K: 'v' } }] })).status, 201);
+    const page = await signedIn(server.bootstrap);
+    assert.equal(await page.title(), 'Deployments · default · Slipway');
+    await page.goto(`${server.url}/console/#/o/default/secrets/titled`);
+    await page.waitForSelector('h1:has-text("Secret titled")');
+    assert.equal(await page.title(), 'Secret titled · default · Slipway');
+    await page.click('text=Sign out');
+    await page.waitForSelector('#signin-credentials');
+    assert.equal(await page.title(), 'Sign in · Slipway');
   });
 
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
