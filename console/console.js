@@ -419,8 +419,14 @@ function deleteButton(org, section, kind, name, path) {
         const conflicts = error instanceof Problem && error.body.code === `${kind}_in_use` ? error.body.conflicts ?? [] : [];
         const servingOnly = conflicts.length > 0 && conflicts.every((c) => c.state === 'succeeded');
         if (!servingOnly) throw error;
-        const what = kind === 'service' ? `${name} serves (${conflicts.map((c) => c.deployment).join(', ')})` : `services serve in ${name} (${conflicts.map((c) => c.deployment).join(', ')})`;
-        if (!confirm(`${what}. Delete it anyway? Its runners stop what serves, and its deployment history, rollback targets included, goes.`)) return;
+        // The problem names deployments only: what stops is said by their service (or environment).
+        const serving = await Promise.all(conflicts.map(async (c) => {
+          const d = await api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments/${encodeURIComponent(c.deployment)}`).catch((e) => { if (e instanceof Stale) throw e; return null; });
+          const label = d === null ? '' : kind === 'service' ? `in ${d.environment.name} ` : `the service ${d.service.name} `;
+          return `${label}(${c.deployment})`;
+        }));
+        const what = kind === 'service' ? `The service ${name} serves ${serving.join(', ')}` : `In the environment ${name}, ${serving.join(', ')} ${serving.length === 1 ? 'serves' : 'serve'}`;
+        if (!confirm(`${what}. Delete the ${kind} anyway? Its runners stop what serves, and its deployment history, rollback targets included, goes.`)) return;
         await api('DELETE', path, { query: { force: 'true' } });
       }
       gone();

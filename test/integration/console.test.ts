@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, TEST_DB, type TestServer } from '../support/harness.js';
 import { newRunner } from '../support/deployments.js';
@@ -652,6 +652,24 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.click('text=Sign out');
     await page.waitForSelector('#signin-credentials');
     assert.equal(await page.title(), 'Sign in · Slipway');
+  });
+
+  it('names what stops, service and environment, when asked a second time to delete an environment in which something serves', async () => {
+    const running = await runningDeployment('doomed');
+    await running.complete();
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/environments/doomed`);
+    await page.waitForSelector('h1:has-text("Environment doomed")');
+    const asked: string[] = [];
+    const answer = (dialog: Dialog) => { asked.push(dialog.message()); void (asked.length === 1 ? dialog.accept() : dialog.dismiss()); };
+    page.on('dialog', answer);
+    await page.click('button:has-text("Delete environment")');
+    for (let tries = 0; asked.length < 2 && tries < 150; tries++) await new Promise((r) => setTimeout(r, 100));
+    page.off('dialog', answer);
+    assert.equal(asked.length, 2, asked.join('\n'));
+    assert.match(asked[1]!, new RegExp(`the service doomed \\(${running.id}\\)`), asked[1]);
+    // Not deleted: the second question was answered no.
+    assert.equal((await server.owner.http.get('/v1/orgs/default/environments/doomed')).status, 200);
   });
 
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
