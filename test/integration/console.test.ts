@@ -450,14 +450,23 @@ describe('console in a browser', { skip: browserSkip }, () => {
       return r.width === 0 || r.left < 0 || r.right > innerWidth || !(at && el.contains(at));
     }).map((el) => el.textContent)`);
     const page = await signedIn(server.bootstrap);
+    const inside = () => page.evaluate<boolean>('document.documentElement.scrollWidth <= document.documentElement.clientWidth');
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 800 });
       await page.goto(`${server.url}/console/#/o/default/service-users`);
       await page.waitForSelector('tr:has-text("bootstrap-owner")');
       assert.deepEqual(await offScreen(page), [], `at ${width} px`);
       // The table scrolls within its own box; the page itself does not scroll sideways.
-      assert.equal(await page.evaluate<boolean>('document.documentElement.scrollWidth <= document.documentElement.clientWidth'), true, `at ${width} px`);
+      assert.equal(await inside(), true, `at ${width} px`);
     }
+    // A deployment's page, headed by its long id, fits too.
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'narrow' })).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name: 'narrow', spec: { command: ['node', 'server.js'] } })).status, 201);
+    const queued = await server.owner.http.post('/v1/orgs/default/deployments', { service: 'narrow', environment: 'narrow' });
+    assert.equal(queued.status, 201, queued.text);
+    await page.goto(`${server.url}/console/#/o/default/deployments/${queued.body.id}`);
+    await page.waitForSelector('.badge.queued');
+    assert.equal(await inside(), true, 'a deployment at 390 px');
   });
 
   it('names each row\'s buttons by their row: a secret\'s key or version, a service user', async () => {
