@@ -464,8 +464,34 @@ function deploymentRow(org, d) {
     h('td', {}, link(d.service.name, 'o', org, 'services', d.service.id)),
     h('td', {}, link(d.environment.name, 'o', org, 'environments', d.environment.id)),
     h('td', {}, d.revision ?? '—'),
-    h('td', {}, badge(d.state)),
+    h('td', { 'data-deployment': d.id, 'data-state': d.state }, badge(d.state)),
     h('td', {}, when(d.createdAt)));
+}
+
+/**
+ * Keeps the states of the queued and running deployments in the page's lists current (every 5
+ * seconds, one request for each such row; none while there is none), until another view is drawn.
+ */
+function followListedStates(org) {
+  const drawn = renders;
+  const poll = async () => {
+    if (renders !== drawn) return;
+    for (const cell of $main.querySelectorAll('td[data-deployment]')) {
+      if (!UNFINISHED.includes(cell.dataset.state)) continue;
+      try {
+        const d = await api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments/${encodeURIComponent(cell.dataset.deployment)}`);
+        if (d.state !== cell.dataset.state) {
+          cell.dataset.state = d.state;
+          fill(cell, badge(d.state));
+        }
+      } catch (error) {
+        // Another view, or signed out: nothing more to follow. Any other trouble: tried again next time.
+        if (quiet(error)) return;
+      }
+    }
+    setTimeout(poll, 5_000);
+  };
+  setTimeout(poll, 5_000);
 }
 
 /** How a serving deployment's process is doing and where it answers, as its runner last reported it. */
@@ -498,6 +524,7 @@ async function deploymentsView(org, query) {
   page('Deployments', h('div', { class: 'card' }, filters),
     pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments`, { query: { ...wanted, cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'No deployments match.')));
+  followListedStates(org);
 }
 
 async function deploymentView(org, id) {
@@ -652,6 +679,7 @@ async function serviceView(org, name) {
     h('details', { class: 'card' }, h('summary', {}, 'Edit'), edit),
     json(service.spec),
     h('h2', {}, 'Danger zone'), h('div', { class: 'card' }, remove));
+  followListedStates(org);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -698,6 +726,7 @@ async function environmentView(org, name) {
     h('h2', {}, 'Recent deployments'),
     pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments`, { query: { environment: env.name, limit: 10, cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Nothing deployed here yet.')));
+  followListedStates(org);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -681,6 +681,26 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal((await server.owner.http.get('/v1/orgs/default/environments/doomed')).status, 200);
   });
 
+  it('keeps the states in a list of deployments current while some are queued or running', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'listed' })).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name: 'listed', spec: { command: ['node', 'server.js'] } })).status, 201);
+    const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: 'listed', environment: 'listed' });
+    assert.equal(made.status, 201, made.text);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/deployments?service=listed`);
+    const row = page.locator(`tr:has-text("${made.body.id}")`);
+    await row.locator('.badge.queued').waitFor();
+    const runner = await newRunner(server, server.bootstrap.orgId);
+    const claim = await runner.take({ environments: ['listed'], waitSeconds: 0 });
+    assert.equal(claim.deployment.id, made.body.id);
+    await row.locator('.badge.in_progress').waitFor();
+    // The service's recent deployments too.
+    await page.goto(`${server.url}/console/#/o/default/services/listed`);
+    await row.locator('.badge.in_progress').waitFor();
+    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
+    await row.locator('.badge.succeeded').waitFor();
+  });
+
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
     const page = await signedIn(server.bootstrap);
     await page.focus('header nav >> text=Secrets');
