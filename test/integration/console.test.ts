@@ -475,6 +475,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const page = await signedIn(server.bootstrap);
     await page.goto(`${server.url}/console/#/o/default/secrets/named`);
     await page.waitForSelector('text=Version 2 ·');
+    // The versions come after the page: waited for.
+    await page.locator('th:has-text("Made by")').waitFor();
     for (const name of ['Remove ALPHA', 'Remove BRAVO', 'Reveal version 2', 'Reveal version 1', 'Restore version 1']) {
       assert.equal(await page.getByRole('button', { name, exact: true }).count(), 1, name);
     }
