@@ -762,10 +762,17 @@ async function secretsView(org, query) {
   const save = onSubmit(h('form', { class: 'stack', id: 'save-secret' },
     h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'database', spellcheck: 'false' })),
     h('label', {}, 'Values, as .env lines (KEY=value)', h('textarea', { name: 'values', class: 'code', rows: 6, required: true, spellcheck: 'false', autocomplete: 'off' })),
-    h('p', { class: 'muted' }, 'Creates the secret, or makes a new version of it holding exactly these keys. Values are encrypted at rest and never shown again unless an admin reveals them.'),
+    h('p', { class: 'muted' }, 'Creates the secret, or makes a new version of it holding exactly these keys (you are asked first if that leaves some of its keys out). Values are encrypted at rest and never shown again unless an admin reveals them.'),
     h('button', { type: 'submit', class: 'primary' }, 'Save secret')), async (form) => {
     const name = String(form.get('name')).trim();
-    const result = await api('PUT', base, { body: { secrets: [{ name, values: dotenvValues(String(form.get('values'))) }] } });
+    const values = dotenvValues(String(form.get('values')));
+    // A secret of that name already: its new version holds these keys only. Keys it has that the
+    // lines leave out are named and asked about first, not dropped unseen.
+    // Asked of the list (ordered by name, so the name itself comes first), where a new name is no 404.
+    const existing = (await api('GET', base, { query: { prefix: name, limit: 1 } })).secrets.find((s) => s.name === name);
+    const dropped = existing === undefined ? [] : existing.keys.filter((key) => !Object.hasOwn(values, key));
+    if (dropped.length > 0 && !confirm(`${existing.name} has ${dropped.length === 1 ? 'a key' : 'keys'} these lines do not set: ${dropped.join(', ')}. Its new version holds only the keys given here (version ${existing.version} keeps the others, and can be restored). Save anyway?`)) return;
+    const result = await api('PUT', base, { body: { secrets: [{ name, values }] } });
     const item = result.secrets[0];
     save.reset();
     notify(`Secret ${item.name}: ${item.result ?? 'saved'}, version ${item.version}.`);

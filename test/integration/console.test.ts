@@ -703,6 +703,27 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await row.locator('.badge.succeeded').waitFor();
   });
 
+  it('asks before .env lines make a version of a secret without some of its keys, and keeps the lines when told no', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'merged', values: { ALPHA: '1', BRAVO: '2' } }] })).status, 201);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/secrets`);
+    await page.fill('#save-secret input[name=name]', 'merged');
+    await page.fill('#save-secret textarea[name=values]', 'ALPHA=1\nCHARLIE=3\n');
+    const asked: string[] = [];
+    page.once('dialog', (dialog) => { asked.push(dialog.message()); void dialog.dismiss(); });
+    await page.click('#save-secret button[type=submit]');
+    for (let tries = 0; asked.length === 0 && tries < 150; tries++) await new Promise((r) => setTimeout(r, 100));
+    assert.match(asked[0] ?? '', /BRAVO/);
+    assert.doesNotMatch(asked[0] ?? '', /ALPHA/);
+    assert.equal(await page.inputValue('#save-secret textarea[name=values]'), 'ALPHA=1\nCHARLIE=3\n');
+    assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/merged')).body.keys, ['ALPHA', 'BRAVO']);
+    // Told yes: the new version holds the keys given, as it says.
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#save-secret button[type=submit]');
+    await page.waitForSelector('h1:has-text("Secret merged")');
+    assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/merged')).body.keys, ['ALPHA', 'CHARLIE']);
+  });
+
   it('marks the current section, and moves the focus to the new page\'s heading when the old one took it away', async () => {
     const page = await signedIn(server.bootstrap);
     await page.focus('header nav >> text=Secrets');
