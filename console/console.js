@@ -739,6 +739,7 @@ function dotenvValues(text) {
   if (problems.length > 0) {
     throw new Problem(400, { title: 'Not .env text', detail: 'Fix these lines; nothing was saved.', errors: problems.map((p) => ({ pointer: `line ${p.line}`, message: p.message })) });
   }
+  if (Object.keys(values).length === 0) throw new Problem(400, { title: 'Not .env text', detail: 'There is no KEY=value line to save; nothing was saved.' });
   return values;
 }
 

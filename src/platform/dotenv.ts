@@ -11,7 +11,7 @@ const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', '"': '"', '
 
 /**
  * `KEY=value` lines, `export` allowed, blank lines and `#` comments skipped, a ` #` comment after an
- * unquoted value dropped; single quotes keep their text as it is, double quotes expand \n, \r, \t,
+ * unquoted value dropped (`KEY= # note` is empty); single quotes keep their text as it is, double quotes expand \n, \r, \t,
  * \" and \\. A line that is none of these, or a key given twice, is a problem with its line number
  * rather than a value stored otherwise than meant; with any problem, `values` is not to be used.
  */
@@ -37,7 +37,7 @@ export function parseDotenv(text: string): { values: Record<string, string>; pro
     else if (/^['"]/.test(rest)) {
       problems.push({ line, message: 'has a quote that is not closed on the line (or text after the closing quote)' });
       return;
-    } else value = rest.replace(/\s+#.*$/s, '');
+    } else value = rest.startsWith('#') ? '' : rest.replace(/\s+#.*$/s, '');
     const first = firstSeen.get(key);
     if (first !== undefined) {
       problems.push({ line, message: `sets ${key} again (first on line ${first})` });

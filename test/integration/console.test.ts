@@ -362,11 +362,15 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.problem:has-text("line 2: sets A again (first on line 1)")');
     await page.waitForSelector('.problem:has-text("line 3: has a quote that is not closed")');
     assertProblem(await server.owner.http.get('/v1/orgs/default/secrets/dotenv'), 404);
-    await page.fill('#save-secret textarea[name=values]', 'export URL=postgres://u:p@h/db # primary\nQUOTED="a b"  # note\nMULTI="one\\ntwo"\nRAW=\'x #y\'\n');
+    // Comments alone: said so, before anything is sent.
+    await page.fill('#save-secret textarea[name=values]', '# nothing here yet\n\n');
+    await page.click('#save-secret button[type=submit]');
+    await page.waitForSelector('.problem:has-text("no KEY=value line")');
+    await page.fill('#save-secret textarea[name=values]', 'export URL=postgres://u:p@h/db # primary\nQUOTED="a b"  # note\nMULTI="one\\ntwo"\nRAW=\'x #y\'\nNOTE= # to fill in\n');
     await page.click('#save-secret button[type=submit]');
     await page.waitForSelector('h1:has-text("Secret dotenv")');
     assert.deepEqual((await server.owner.http.post('/v1/orgs/default/secrets/dotenv/reveal', {})).body.values,
-      { URL: 'postgres://u:p@h/db', QUOTED: 'a b', MULTI: 'one\ntwo', RAW: 'x #y' });
+      { URL: 'postgres://u:p@h/db', QUOTED: 'a b', MULTI: 'one\ntwo', RAW: 'x #y', NOTE: '' });
 
     // The last owner cannot be made a viewer: the select shows the role it kept.
     await page.goto(`${server.url}/console/#/o/default/service-users`);

@@ -18,9 +18,11 @@ describe('.env text', () => {
       '',
       '  H=indented',
       'export=word',
+      'NOTE= # only a comment',
+      'NOTE2=#',
     ].join('\r\n'));
     assert.deepEqual(problems, []);
-    assert.deepEqual(values, { A: '1', B: 'spaced out', C: 'no#comment', D: 'single \\n kept', E: 'double \n \t " \\ \\x', F: '', G: 'a\u2028b', H: 'indented', export: 'word' });
+    assert.deepEqual(values, { A: '1', B: 'spaced out', C: 'no#comment', D: 'single \\n kept', E: 'double \n \t " \\ \\x', F: '', G: 'a\u2028b', H: 'indented', export: 'word', NOTE: '', NOTE2: '' });
   });
 
   it('names every line it cannot read, and a key given twice, by its number', () => {
