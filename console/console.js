@@ -716,10 +716,27 @@ async function environmentView(org, name) {
     render();
   }) }, env.protected ? 'Unprotect' : 'Protect');
   const remove = deleteButton(org, 'environments', 'environment', env.name, base);
+  const configure = onSubmit(h('form', { class: 'stack', id: 'environment-configuration' },
+    h('label', {}, 'Configuration (JSON: `variables`, and `secrets` named as in a service spec; each replaces what the environment had)',
+      h('textarea', { name: 'configuration', class: 'code', rows: 10, spellcheck: 'false', value: JSON.stringify({ variables: env.variables, secrets: env.secrets }, null, 2) })),
+    h('button', { type: 'submit', class: 'primary' }, 'Save configuration')), async (form) => {
+    const config = parseJson(String(form.get('configuration')), 'The configuration');
+    if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+      throw new Problem(400, { title: 'Not a configuration', detail: 'The configuration is a JSON object: {"variables": {…}, "secrets": […]}.' });
+    }
+    const saved = await api('PATCH', base, { body: { variables: config.variables, secrets: config.secrets } });
+    notify(`Environment ${saved.name}: configuration saved. The next deployment into it takes it; those made keep theirs.`);
+    render();
+  });
+  const configured = Object.keys(env.variables).length > 0 || env.secrets.length > 0;
   page(`Environment ${env.name}`,
     h('div', { class: 'card' }, h('div', { class: 'spread' },
       h('div', {}, env.protected ? badge('protected') : badge('unprotected', 'cancelled'), ' ', env.description),
       h('div', { class: 'row' }, toggle, remove))),
+    h('h2', {}, 'Configuration'),
+    h('p', { class: 'muted' }, 'Every deployment into this environment gets these besides its service\'s: its plain variables over the service\'s of the same name, its secrets beside the service\'s (a variable both would export is refused when deploying).'),
+    configured ? json({ variables: env.variables, secrets: env.secrets }) : h('p', {}, 'None: deployments here get their service\'s variables and secrets only.'),
+    h('details', { class: 'card' }, h('summary', {}, 'Edit'), configure),
     h('h2', {}, 'Serving now'),
     pagedList((cursor) => api('GET', `${base}/active`, { query: { cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Nothing serves here yet.')),

@@ -669,6 +669,27 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.title(), 'Sign in · Slipway');
   });
 
+  it('shows an environment\'s configuration and saves a new one; a refused one keeps what was typed', async () => {
+    const api = server.owner.http;
+    assert.equal((await api.post('/v1/orgs/default/environments', { name: 'configured' })).status, 201);
+    assert.equal((await api.post('/v1/orgs/default/secrets', { secrets: [{ name: 'cfg-db', values: { URL: 'postgres://configured' } }] })).status, 201);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/environments/configured`);
+    await page.waitForSelector('p:has-text("None: deployments here get their service")');
+    await page.click('summary:has-text("Edit")');
+    const wrong = JSON.stringify({ variables: { LOG_LEVEL: 'debug' }, secrets: [{ secret: 'no-such-secret' }] });
+    await page.fill('#environment-configuration textarea', wrong);
+    await page.click('#environment-configuration button[type=submit]');
+    await page.waitForSelector('.problem:has-text("no-such-secret")');
+    assert.equal(await page.inputValue('#environment-configuration textarea'), wrong, 'what was typed is kept');
+    await page.fill('#environment-configuration textarea', JSON.stringify({ variables: { LOG_LEVEL: 'debug' }, secrets: [{ secret: 'cfg-db', key: 'URL', as: 'DATABASE_URL' }] }));
+    await page.click('#environment-configuration button[type=submit]');
+    await page.waitForSelector('pre:has-text("DATABASE_URL")');
+    const env = (await api.get('/v1/orgs/default/environments/configured')).body;
+    assert.deepEqual([env.variables, env.secrets], [{ LOG_LEVEL: 'debug' }, [{ secret: 'cfg-db', key: 'URL', as: 'DATABASE_URL' }]]);
+    assert.equal((await page.content()).includes('postgres://configured'), false, 'a secret\'s value is never on the page');
+  });
+
   it('names what stops, service and environment, when asked a second time to delete an environment in which something serves', async () => {
     const running = await runningDeployment('doomed');
     await running.complete();
@@ -740,7 +761,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.evaluate<string>('document.activeElement.getAttribute("name")'), 'prefix');
   });
 
+    // API refusals the page shows the user (a role too low, a conflict, a stale version, a reference to nothing) are expected.
   it('reported no script error, refused resource or policy violation on any page', () => {
-    assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412)/.test(e)), []);
+    assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412|422)/.test(e)), []);
   });
 });
