@@ -761,8 +761,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.evaluate<string>('document.activeElement.getAttribute("name")'), 'prefix');
   });
 
-    // API refusals the page shows the user (a role too low, a conflict, a stale version, a reference to nothing) are expected.
   it('reported no script error, refused resource or policy violation on any page', () => {
+    // API refusals the page shows the user (a role too low, a conflict, a stale version, a reference to nothing) are expected.
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412|422)/.test(e)), []);
   });
 });
