@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import { createOrgsService } from '../../src/modules/orgs/orgs.service.js';
 import { cliContext } from '../../src/platform/context.js';
 import { createEnvironment, createService, deploy, eventsOf, newRunner, ship } from '../support/deployments.js';
 import { clientCredentialsGrant, startServer, TEST_DB, type Actor, type TestServer } from '../support/harness.js';
@@ -107,6 +108,27 @@ describe('deleting an organization', () => {
     const refused = assertProblem(await admin.http.delete(`/v1/orgs/${org.id}`), 409, 'organization_has_instance_admins');
     assert.deepEqual(refused.conflicts, [{ serviceUser: other.id, name: 'root-2' }]);
     assert.equal((await admin.http.get(`/v1/orgs/${org.id}`)).status, 200);
+  });
+
+  it('a request that still holds the organization (another node\'s caches) writes nothing into it once deleted', async () => {
+    const org = await server.createOrg();
+    const owner = await server.actor(org.id, 'owner');
+    const base = `/v1/orgs/${org.id}`;
+    // This node knows the organization and its service user now (its caches remember both).
+    assert.equal((await owner.http.get(`${base}/secrets`)).status, 200);
+    // Another node (the CLI, another server on the database) deletes it: this node's caches are not told.
+    const elsewhere = createOrgsService({ db: server.core.db });
+    await elsewhere.remove(cliContext(), org.id);
+
+    for (const [path, body] of [
+      [`${base}/secrets`, { secrets: [{ name: 'late', values: { K: 'v' } }] }],
+      [`${base}/environments`, { name: 'late' }],
+      [`${base}/service-users`, { name: 'late', role: 'viewer' }],
+    ] as const) {
+      const res = await owner.http.post(path, body, { headers: { 'idempotency-key': `late-${path}` } });
+      assert.ok(res.status === 401 || res.status === 404, `${path}: ${res.status}`);
+    }
+    for (const [table, n] of Object.entries(await rowsOf(server, org.id))) assert.equal(n, table === 'retired_org_slugs' ? 1 : 0, table);
   });
 
   it('slipway org delete does the same, and says what went', async () => {

@@ -2,6 +2,7 @@
 // at all. Event data never carries a secret value (callers pass names, keys and versions only).
 // Every change records an event, so this is also where a request under an Idempotency-Key marks
 // its key committed, in the same transaction.
+import { PostgresAdapter } from 'kysely';
 import type { RequestContext } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
@@ -52,8 +53,24 @@ export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): Ev
 
 export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = new Date().toISOString()): Promise<void> {
   if (events.length === 0) return;
+  await assertOrganizationsLive(trx, [...new Set(events.map((e) => e.orgId))]);
   await eventsRepo.insert(trx, events.map((e) => toEventRow(ctx, e, at)));
   await markCommitted(trx, ctx, at);
+}
+
+/**
+ * A change into an organization deleted since the request found it (another node's caches still
+ * hold it for a few seconds, or the request was under way) is refused as the organization not
+ * found, and rolls back: nothing is written into a deleted organization. On PostgreSQL the row is
+ * read FOR KEY SHARE (as a foreign key check does), which waits for a deletion under way (it changes the
+ * row's slug first) and then sees it.
+ */
+async function assertOrganizationsLive(trx: Executor, orgIds: string[]): Promise<void> {
+  let q = trx.selectFrom('organizations').select('id').where('id', 'in', orgIds).where('deleted_at', 'is', null);
+  if (trx.getExecutor().adapter instanceof PostgresAdapter) q = q.forKeyShare();
+  const live = new Set((await q.execute()).map((r) => r.id));
+  const gone = orgIds.find((id) => !live.has(id));
+  if (gone !== undefined) throw errors.notFound('organization', gone);
 }
 
 /**
