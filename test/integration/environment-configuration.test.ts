@@ -138,4 +138,25 @@ describe('environment configuration', () => {
     assert.equal(JSON.stringify(events).includes(VALUE), false);
     for (const line of server.logs) assert.equal(line.includes(VALUE), false, line);
   });
+
+  it('says the environment is what puts a deployment over the bounds when it is, not the request\'s variables', async () => {
+    const limit = server.config.limits.specBytes;
+    const half = Math.floor(limit / 2);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['x'], variables: { FILL: 'x'.repeat(half) } } });
+    const env = await createEnvironment(admin.http, orgId, { variables: { MORE: 'y'.repeat(half) } });
+    const big = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.name, environment: env.name }), 400, 'limit_exceeded');
+    assert.deepEqual((big.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/environment']);
+    assert.match(String(big.detail), /environment/);
+
+    const many = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`S${i}`, '1']));
+    const counted = await createService(developer.http, orgId, { spec: { command: ['x'], variables: many } });
+    const crowded = await createEnvironment(admin.http, orgId, { variables: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`E${i}`, '1'])) });
+    const refused = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: counted.name, environment: crowded.name }), 400, 'limit_exceeded');
+    assert.deepEqual((refused.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/environment']);
+    // With the request's own variables the ones to blame, they are pointed at.
+    const plain = await createEnvironment(admin.http, orgId);
+    const extra = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`D${i}`, '1']));
+    const own = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: counted.name, environment: plain.name, variables: extra }), 400, 'limit_exceeded');
+    assert.deepEqual((own.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/variables']);
+  });
 });

@@ -79,16 +79,19 @@ function assertMayDeploy(ctx: RequestContext, environment: EnvironmentRow, what?
 /**
  * The spec a deployment freezes is bounded as a service's is (SLIPWAY_MAX_SPEC_BYTES): the service's
  * with the environment's configuration and the deployment's variables laid over, measured before its
- * secrets are pinned so that a service that fits deploys as it is. Over the bound with the service's
- * own spec (saved before the bound, or under a higher one), the service is what to change; else
- * what the environment and the deployment's variables add put it over.
+ * secrets are pinned so that a service that fits deploys as it is. The refusal points at what to
+ * change: the service when its own spec is over the bound (saved before it, or under a higher one),
+ * else the environment when what it adds is enough to put it over (`withEnvironment`: the service's
+ * spec with only the environment's laid over), else the deployment's own variables.
  */
-function assertSpecFits(serviceSpec: string, frozenSpec: string, limit: number): void {
+function assertSpecFits(serviceSpec: string, withEnvironment: string, frozenSpec: string, limit: number): void {
   const bytes = Buffer.byteLength(frozenSpec);
   if (bytes <= limit) return;
   const own = frozenSpec === serviceSpec ? bytes : Buffer.byteLength(serviceSpec);
-  throw own > limit
-    ? errors.specTooLarge('The service\'s spec', own, limit, '/service')
+  if (own > limit) throw errors.specTooLarge('The service\'s spec', own, limit, '/service');
+  const environment = withEnvironment === serviceSpec ? own : Buffer.byteLength(withEnvironment);
+  throw environment > limit
+    ? errors.specTooLarge('The deployment\'s spec (the service\'s, with the environment\'s variables and secrets laid over)', environment, limit, '/environment')
     : errors.specTooLarge('The deployment\'s spec (the service\'s, with the environment\'s variables and secrets and `variables` laid over)', bytes, limit, '/variables');
 }
 
@@ -105,10 +108,19 @@ export interface DeploymentsDeps {
   limits: Pick<Limits, 'specBytes'>;
 }
 
-/** A service's variables with the environment's and a deployment's laid over them are held to a service's own bound. */
-function assertVariablesFit(variables: Record<string, string>): void {
+/**
+ * A service's variables with the environment's and a deployment's laid over them are held to a
+ * service's own bound; the refusal points at the environment when the service's and its own are
+ * over it already (`withEnvironment`), else at the deployment's variables.
+ */
+function assertVariablesFit(withEnvironment: Record<string, string>, variables: Record<string, string>): void {
   const count = Object.keys(variables).length;
   if (count <= SPEC_LIMITS.variables) return;
+  const before = Object.keys(withEnvironment).length;
+  if (before > SPEC_LIMITS.variables) {
+    throw errors.limitExceeded(`The service's variables with the environment's come to ${before}; a spec holds at most ${SPEC_LIMITS.variables}.`,
+      { name: 'variables', value: SPEC_LIMITS.variables }, [{ pointer: '/environment', message: `would make ${before} variables with the service's, more than ${SPEC_LIMITS.variables}` }]);
+  }
   throw errors.limitExceeded(`The service's variables with the environment's and this deployment's overrides come to ${count}; a spec holds at most ${SPEC_LIMITS.variables}.`,
     { name: 'variables', value: SPEC_LIMITS.variables }, [{ pointer: '/variables', message: `would make ${count} variables with the service's and the environment's, more than ${SPEC_LIMITS.variables}` }]);
 }
@@ -167,9 +179,12 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         // The environment's configuration goes over the service's, the deployment's own variables over both.
         const configured = environment.variables !== NONE.variables || environment.secrets !== NONE.secrets;
         const envConfig = configured ? configurationOf(environment) : undefined;
-        const variables = { ...spec.variables, ...envConfig?.variables, ...input.variables };
-        assertVariablesFit(variables);
-        assertSpecFits(service.spec, input.variables === undefined && !configured ? service.spec : JSON.stringify({ ...spec, variables, secrets: [...spec.secrets, ...envConfig?.secrets ?? []] }), deps.limits.specBytes);
+        const environmentVariables = { ...spec.variables, ...envConfig?.variables };
+        const variables = { ...environmentVariables, ...input.variables };
+        assertVariablesFit(environmentVariables, variables);
+        const allSecrets = [...spec.secrets, ...envConfig?.secrets ?? []];
+        const withEnvironment = configured ? JSON.stringify({ ...spec, variables: environmentVariables, secrets: allSecrets }) : service.spec;
+        assertSpecFits(service.spec, withEnvironment, input.variables === undefined ? withEnvironment : JSON.stringify({ ...spec, variables, secrets: allSecrets }), deps.limits.specBytes);
         // Secrets may have changed since the service was saved: check again, against the versions pinned now.
         const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides: input.variables });
         const snapshot: Snapshot = {
