@@ -20,9 +20,10 @@ ${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...DEPLOY_USAGE, ...SEC
   slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
-matching flags (SLIPWAY_DATA_DIR = --data-dir). See the README for the full list. --master-key and
---master-key-previous show the key to anyone who can list processes (ps): prefer the variables or
-the key file.
+matching flags (SLIPWAY_DATA_DIR = --data-dir); but the API clients, runner, deploy and secret,
+which sign in as a service user and read their own settings (see their --help). See the README for
+the full list. --master-key and --master-key-previous show the key to anyone who can list processes
+(ps): prefer the variables or the key file.
 `;
 
 function help(): number {

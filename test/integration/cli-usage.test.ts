@@ -226,6 +226,19 @@ describe('slipway CLI: usage, help and errors', () => {
     }
   });
 
+  it('says which commands are API clients, which take no server setting such as --data-dir (help and README)', async () => {
+    const readme = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+    const sentence = /^Environment variables, each also a flag of every command but (.*)$/m.exec(readme)?.[1] ?? '';
+    const help = (await runCli(['--help'], {})).stdout;
+    for (const [command, ...sub] of [['runner'], ['deploy'], ['secret', 'list']]) {
+      const refused = await runCli([command!, ...sub, '--data-dir', dataDir], {});
+      assert.equal(refused.code, 2, `${command}: ${refused.stderr}`);
+      assert.match(refused.stderr, /Unknown option '--data-dir'/, command);
+      assert.ok(sentence.includes(`\`${command}\``), `README Configuration names ${command}: ${sentence}`);
+      assert.match(help, new RegExp(`but the API clients[^.]*\\b${command}\\b`), `slipway --help names ${command}`);
+    }
+  });
+
   it('warns on stderr that --master-key shows the key in ps', async () => {
     const key = Buffer.alloc(32, 7).toString('base64');
     const empty = tempDir('slipway-cli-master-key-');
