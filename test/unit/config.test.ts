@@ -227,5 +227,9 @@ describe('configuration', () => {
     const documented = new Set([...readme.matchAll(/^\| (`SLIPWAY_[A-Z_]+`(?:, `SLIPWAY_[A-Z_]+`)*) \|/gm)].flatMap((m) => m[1]!.split(', ').map((c) => c.slice(1, -1))));
     const missing = Object.values(CONFIG_VARIABLES).filter((name) => !documented.has(name));
     assert.deepEqual(missing, []);
+    // What SLIPWAY_MAX_SPEC_BYTES bounds: an environment's configuration too, and what it adds to a deployment's spec.
+    const specBytes = /^\| `SLIPWAY_MAX_SPEC_BYTES` \|.*$/m.exec(readme)?.[0] ?? '';
+    assert.match(specBytes, /an environment's `variables` and `secrets`/);
+    assert.match(specBytes, /the service's with the environment's/);
   });
 });
