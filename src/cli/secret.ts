@@ -46,7 +46,10 @@ server and come back only from reveal (audited); nothing else prints them.
   set      gives some keys new values and removes others (--unset), keeping the rest; creates the
            secret when it does not exist yet and nothing is removed
   reveal   prints the values as .env lines (--format env, the default), which import and set read
-           back unchanged, or as a JSON object (--format json); --json prints the API's answer
+           back unchanged, or as a JSON object (--format json); --json prints the API's answer.
+           A value with $, \` or ~ is single-quoted, which a shell or Compose reading the file
+           leaves as it is (one with a quote, a backslash or a line break is double-quoted, with
+           escapes that only a .env reader undoes)
   delete   restorable by an admin for SLIPWAY_SECRET_RETENTION_DAYS; --permanent destroys every
            version now (admin, owner)
   restore  brings back a deleted secret, or with --version N makes version N's values current again

@@ -50,13 +50,29 @@ export function parseDotenv(text: string): { values: Record<string, string>; pro
   return { values: Object.fromEntries(values), problems };
 }
 
-/** Characters a value may hold and still be written bare, as parseDotenv reads it back unchanged. */
-const BARE = /^[A-Za-z0-9_\-.,:/@+=%~^]*$/;
+/**
+ * Characters a value may hold and still be written bare, as parseDotenv reads it back unchanged and
+ * as a shell (`set -a; . ./file`) or Compose reads it too: no `$`, backquote or `~`, which they expand.
+ */
+const BARE = /^[A-Za-z0-9_\-.,:/@+=%^]*$/;
 
-/** Values as `.env` lines that parseDotenv reads back to exactly these values. */
+/**
+ * What single quotes carry as written, for parseDotenv, dotenv, Compose and a shell alike: no quote
+ * of their own, no backslash (parseDotenv would take `\'` for an escaped quote), no control character.
+ */
+// eslint-disable-next-line no-control-regex
+const LITERAL = /^[^'\\\x00-\x1f\x7f]*$/;
+
+/**
+ * Values as `.env` lines that parseDotenv reads back to exactly these values: bare when nothing in
+ * them needs quotes, else in single quotes, in which nothing is expanded (a `$`, a backquote: a
+ * secret revealed into a file that a shell or Compose reads stays as it is, and runs nothing), else
+ * (a value with a quote, a backslash or a line break) in double quotes with escapes.
+ */
 export function formatDotenv(values: Record<string, string>): string {
   return Object.entries(values).map(([key, value]) => {
     if (BARE.test(value)) return `${key}=${value}\n`;
+    if (LITERAL.test(value)) return `${key}='${value}'\n`;
     const escaped = value.replace(/[\\"\n\r\t]/g, (c) => ({ '\\': '\\\\', '"': '\\"', '\n': '\\n', '\r': '\\r', '\t': '\\t' })[c]!);
     return `${key}="${escaped}"\n`;
   }).join('');

@@ -1,6 +1,10 @@
 // `.env` text as the console and `slipway secret` read it, and as `slipway secret reveal` writes it.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDotenv, parseDotenv } from '../../src/platform/dotenv.js';
 
@@ -50,6 +54,23 @@ describe('.env text', () => {
       assert.deepEqual(problems, [], JSON.stringify(values));
       assert.deepEqual(back, values, JSON.stringify(values));
     }
-    assert.equal(formatDotenv({ A: 'plain-1.2:3/4@5+6=7%', B: 'two words', C: '' }), 'A=plain-1.2:3/4@5+6=7%\nB="two words"\nC=\n');
+    assert.equal(formatDotenv({ A: 'plain-1.2:3/4@5+6=7%', B: 'two words', C: '' }), 'A=plain-1.2:3/4@5+6=7%\nB=\'two words\'\nC=\n');
+  });
+
+  it('writes a value that a shell or Compose would expand ($, `, ~) in single quotes, which they read as written', { skip: process.platform === 'win32' }, () => {
+    const values = { P: 'pa$$w0rd$HOME', C: '$(echo run)`echo run`', T: '~/x', U: 'a:~/b', Q: 'two "words" # not a comment' };
+    const text = formatDotenv(values);
+    assert.equal(text, `P='pa$$w0rd$HOME'\nC='$(echo run)\`echo run\`'\nT='~/x'\nU='a:~/b'\nQ='two "words" # not a comment'\n`);
+    assert.deepEqual(parseDotenv(text).values, values);
+    // What `set -a; . ./file` makes of it: the same values, nothing run or expanded.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dotenv-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'x.env'), text);
+      const script = `set -a; . ./x.env; ${Object.keys(values).map((k) => `printf '%s\\0' "$${k}"`).join('; ')}`;
+      const out = execFileSync('/bin/sh', ['-c', script], { cwd: dir, encoding: 'utf8', env: { HOME: '/nowhere', PATH: process.env.PATH } });
+      assert.deepEqual(out.split('\0').slice(0, -1), Object.values(values));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
