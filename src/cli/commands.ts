@@ -73,6 +73,10 @@ function printServiceUser(user: ServiceUser, json: unknown): void {
   });
 }
 
+function emptyName(): never {
+  throw new UsageError('--name must not be empty: the service user\'s new name');
+}
+
 function role(value: string): Role {
   if (!isRole(value)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
   return value;
@@ -186,7 +190,8 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       const p = parse(rest, { ...USER_FLAGS, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' } }, env);
       const [org, target] = [required(p.values, 'org'), userFlag(p.values)];
       const given = {
-        ...(p.values.name !== undefined ? { name: required(p.values, 'name') } : {}),
+        // Given empty, it is not missing: the new name is what is wrong.
+        ...(p.values.name !== undefined ? { name: p.values.name === '' ? emptyName() : required(p.values, 'name') } : {}),
         ...(p.values.role !== undefined ? { role: role(String(p.values.role)) } : {}),
         ...(typeof p.values.description === 'string' ? { description: p.values.description } : {}),
       };

@@ -170,6 +170,7 @@ describe('slipway CLI', () => {
       [['update', '--org', 'cli-org', '--user', 'deploy-bot'], /nothing to change/],
       [['update', '--org', 'cli-org', '--user', 'deploy-bot', '--role', 'boss'], /--role must be one of/],
       [['update', '--org', 'cli-org', '--user', 'deploy-bot', '--name', ' spaced'], /^slipway: --name /],
+      [['update', '--org', 'cli-org', '--user', 'deploy-bot', '--name', ''], /^slipway: --name must not be empty/],
       [['delete', '--org', 'cli-org'], /--user ID\|NAME is required/],
     ] as const) {
       const result = await runCli(['service-user', ...args], env);
