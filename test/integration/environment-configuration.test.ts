@@ -159,4 +159,13 @@ describe('environment configuration', () => {
     const own = assertProblem(await developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: counted.name, environment: plain.name, variables: extra }), 400, 'limit_exceeded');
     assert.deepEqual((own.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/variables']);
   });
+
+  it('is what the API reference says a deployment is made of, and where its refusals point', async () => {
+    const doc = (await server.http().get('/openapi.json')).body;
+    const create = doc.paths['/v1/orgs/{orgId}/deployments'].post;
+    assert.match(create.description, /environment's `variables` and `secrets`/);
+    assert.match(create.description, /`\/environment\/…`/);
+    const body = create.requestBody.content['application/json'].schema;
+    assert.match(body.properties.variables.description, /environment's/);
+  });
 });

@@ -68,7 +68,7 @@ export function createDeploymentBody(limits: Pick<Limits, 'valueChars' | 'specBy
     environment: Type.String({ minLength: 1, maxLength: 100, description: 'Environment id or name.' }),
     revision: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'A label for what is deployed (a commit, a tag, a build number); null, as a deployment without one shows it, is none.' })),
     description: Type.Optional(Type.String({ maxLength: 500 })),
-    variables: Type.Optional(variablesSchema(limits, `Overrides of (or additions to) the service's plain variables, for this deployment only. The spec the deployment freezes, the service's with these laid over, is held to ${limits.specBytes} bytes as JSON like the service's (SLIPWAY_MAX_SPEC_BYTES), and to ${SPEC_LIMITS.variables} variables with the service's (400 \`limit_exceeded\` above either).`)),
+    variables: Type.Optional(variablesSchema(limits, `Overrides of (or additions to) the service's and the environment's plain variables, for this deployment only. The spec the deployment freezes, the service's with the environment's configuration and these laid over, is held to ${limits.specBytes} bytes as JSON like the service's (SLIPWAY_MAX_SPEC_BYTES), and to ${SPEC_LIMITS.variables} variables with the service's and the environment's (400 \`limit_exceeded\` above either).`)),
   }, { additionalProperties: false });
 }
 export type CreateDeploymentInput = Static<ReturnType<typeof createDeploymentBody>>;
