@@ -163,8 +163,15 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     await keys.ensureActiveKey();
     const principals = createPrincipalDirectory({ db });
     const revocations = createRevocationList({ db });
-    // A deleted organization's service users: forgotten by this node's caches at once (the others', within 5 s).
-    const orgs = createOrgsService({ db, onServiceUsersDeleted: (ids) => { for (const id of ids) { principals.forget(id); tokens.forgetClient(id); } } });
+    // A deleted organization's service users: forgotten by this node's caches at once (the others', within 5 s);
+    // its data keys too, unwrapped ones included.
+    const orgs = createOrgsService({
+      db,
+      onDeleted: (orgId, { serviceUserIds, dataKeyIds }) => {
+        for (const id of serviceUserIds) { principals.forget(id); tokens.forgetClient(id); }
+        dataKeys.forgetOrganization(orgId, dataKeyIds);
+      },
+    });
     const external = config.externalIssuer === null ? undefined : { issuer: config.externalIssuer, jwksUrl: config.externalJwksUrl, orgs };
     const verifier = createTokenVerifier({ keys, principals, revocations, issuer, idpName: config.idpName, projectId: identity.projectId, external });
     const tokens = createTokenService({ db, pepper: identity.pepper, keys, revocations, verifier, issuer, idpName: config.idpName, projectId: identity.projectId, ttlSeconds: config.tokenTtlSeconds });

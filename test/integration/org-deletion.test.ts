@@ -131,6 +131,20 @@ describe('deleting an organization', () => {
     for (const [table, n] of Object.entries(await rowsOf(server, org.id))) assert.equal(n, table === 'retired_org_slugs' ? 1 : 0, table);
   });
 
+  it('forgets the organization\'s data keys on the node that deleted it, not only in the database', async () => {
+    const org = await server.createOrg();
+    const owner = await server.actor(org.id, 'owner');
+    assert.equal((await owner.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: [{ name: 'kept', values: { K: 'v' } }] })).status, 201);
+    const db = server.core.db;
+    const keyIds = (await db.selectFrom('org_data_keys').select('id').where('org_id', '=', org.id).execute()).map((r) => r.id);
+    assert.equal(keyIds.length, 1);
+    // Used since the server started: this node holds the key unwrapped.
+    await server.core.dataKeys.byId(db, keyIds[0]!);
+    assert.equal((await admin.http.delete(`/v1/orgs/${org.id}`)).status, 204);
+    const after = await server.core.dataKeys.byId(db, keyIds[0]!).then(() => 'still held', () => 'gone');
+    assert.equal(after, 'gone');
+  });
+
   it('slipway org delete does the same, and says what went', async () => {
     const org = await server.createOrg();
     await server.actor(org.id, 'owner');

@@ -41,10 +41,17 @@ export async function assertDeletable(trx: Executor, org: { id: string; slug: st
   }
 }
 
-/** Removes everything the organization holds but its own row (see the top of this file); returns the ids of its service users and what went. */
-export async function purgeOrganization(trx: Executor, orgId: string): Promise<{ serviceUserIds: string[]; counts: PurgeCounts }> {
+/** What a node that remembers the organization is to forget once its deletion has committed. */
+export interface Forgotten {
+  serviceUserIds: string[];
+  dataKeyIds: string[];
+}
+
+/** Removes everything the organization holds but its own row (see the top of this file); returns the ids of its service users and data keys, and what went. */
+export async function purgeOrganization(trx: Executor, orgId: string): Promise<Forgotten & { counts: PurgeCounts }> {
   const count = (result: { numDeletedRows: bigint }) => Number(result.numDeletedRows);
   const users = (await trx.selectFrom('service_users').select('id').where('org_id', '=', orgId).execute()).map((r) => r.id);
+  const dataKeyIds = (await trx.selectFrom('org_data_keys').select('id').where('org_id', '=', orgId).execute()).map((r) => r.id);
 
   await trx.deleteFrom('deployment_logs').where('deployment_id', 'in', (eb) => eb.selectFrom('deployments').select('id').where('org_id', '=', orgId)).execute();
   const deployments = count(await trx.deleteFrom('deployments').where('org_id', '=', orgId).executeTakeFirstOrThrow());
@@ -61,5 +68,5 @@ export async function purgeOrganization(trx: Executor, orgId: string): Promise<{
   await trx.deleteFrom('idempotency_keys').where('subject', 'in', (eb) => eb.selectFrom('service_users').select('id').where('org_id', '=', orgId)).execute();
   const serviceUsers = count(await trx.deleteFrom('service_users').where('org_id', '=', orgId).executeTakeFirstOrThrow());
   const events = count(await trx.deleteFrom('events').where('org_id', '=', orgId).executeTakeFirstOrThrow());
-  return { serviceUserIds: users, counts: { deployments, services, environments, webhooks, secrets, secretVersions, serviceUsers, events } };
+  return { serviceUserIds: users, dataKeyIds, counts: { deployments, services, environments, webhooks, secrets, secretVersions, serviceUsers, events } };
 }

@@ -6,7 +6,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { ReadThroughCache } from '../../platform/read-through-cache.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
 import { instanceRepo } from '../instance/instance.repo.js';
-import { assertDeletable, purgeOrganization, type PurgeCounts } from './org-deletion.js';
+import { assertDeletable, purgeOrganization, type Forgotten, type PurgeCounts } from './org-deletion.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
 
@@ -54,7 +54,7 @@ const CACHE_TTL_MS = 5_000;
 /** The organizations list has no filters or parent: one scope for every request. */
 const ORGS_LIST = cursorList('orgs');
 
-export function createOrgsService(deps: { db: Db; onServiceUsersDeleted?: (ids: string[]) => void }) {
+export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, forgotten: Forgotten) => void }) {
   const { db } = deps;
   /** Organizations by one of their keys, remembered a few seconds (null: there is none). */
   const lookup = (read: (key: string) => Promise<OrgRow | undefined>) =>
@@ -170,16 +170,16 @@ export function createOrgsService(deps: { db: Db; onServiceUsersDeleted?: (ids: 
         await orgsRepo.retireSlug(trx, row.slug, row.id, now);
         await orgsRepo.markDeleted(trx, row.id, now);
         await assertDeletable(trx, row);
-        const { serviceUserIds, counts } = await purgeOrganization(trx, row.id);
+        const { serviceUserIds, dataKeyIds, counts } = await purgeOrganization(trx, row.id);
         if (ctx.actor.orgId !== null && ctx.actor.orgId !== row.id) {
           await appendEvents(trx, ctx, [{
             orgId: ctx.actor.orgId, type: 'organization.deleted', subject: { type: 'organization', id: row.id }, data: { slug: row.slug, name: row.name, deleted: counts },
           }], now);
         }
-        return { organization: toOrganization(row), deleted: counts, serviceUserIds };
+        return { organization: toOrganization(row), deleted: counts, forgotten: { serviceUserIds, dataKeyIds } };
       });
       forget();
-      deps.onServiceUsersDeleted?.(result.serviceUserIds);
+      deps.onDeleted?.(result.organization.id, result.forgotten);
       return { organization: result.organization, deleted: result.deleted };
     },
   };

@@ -64,6 +64,12 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
       currentByOrg.clear();
     },
 
+    /** Forgets a deleted organization's keys, unwrapped ones included: nothing of it stays in memory. */
+    forgetOrganization(orgId: string, dataKeyIds: readonly string[]): void {
+      currentByOrg.delete(orgId);
+      for (const id of dataKeyIds) unwrapped.delete(id);
+    },
+
     sealValues(dataKey: DataKey, orgId: string, secretId: string, version: number, values: Record<string, string>): Buffer {
       return seal(dataKey.key, Buffer.from(JSON.stringify(values), 'utf8'), valuesBinding(orgId, secretId, version));
     },
