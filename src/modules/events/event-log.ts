@@ -4,7 +4,7 @@
 // its key committed, in the same transaction.
 import { PostgresAdapter } from 'kysely';
 import type { RequestContext } from '../../platform/context.js';
-import type { Executor } from '../../platform/db/database.js';
+import { runPrepared, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { idempotencyRepo } from '../idempotency/idempotency.repo.js';
@@ -66,11 +66,15 @@ export async function appendEvents(trx: Executor, ctx: RequestContext, events: N
  * row's slug first) and then sees it.
  */
 async function assertOrganizationsLive(trx: Executor, orgIds: string[]): Promise<void> {
-  let q = trx.selectFrom('organizations').select('id').where('id', 'in', orgIds).where('deleted_at', 'is', null);
-  if (trx.getExecutor().adapter instanceof PostgresAdapter) q = q.forKeyShare();
-  const live = new Set((await q.execute()).map((r) => r.id));
-  const gone = orgIds.find((id) => !live.has(id));
-  if (gone !== undefined) throw errors.notFound('organization', gone);
+  const postgres = trx.getExecutor().adapter instanceof PostgresAdapter;
+  for (const orgId of orgIds) {
+    // On every write: its SQL compiled once (one organization a change, nearly always).
+    const live = await runPrepared(trx, `organizations.live.${postgres}`, [orgId], () => {
+      const q = trx.selectFrom('organizations').select('id').where('id', '=', orgId).where('deleted_at', 'is', null);
+      return postgres ? q.forKeyShare() : q;
+    });
+    if (live.length === 0) throw errors.notFound('organization', orgId);
+  }
 }
 
 /**
