@@ -131,6 +131,8 @@ describe('environment configuration', () => {
     const env = await createEnvironment(admin.http, orgId, { variables: { SETTING: VALUE } });
     assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/environments/${env.id}`, { variables: { SETTING: VALUE } })).status, 200);
     assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/environments/${env.id}`, { secrets: [{ secret: db }], variables: { SETTING: 'other', MORE: '1' } })).status, 200);
+    // The same variables in another order are no change either.
+    assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/environments/${env.id}`, { variables: { MORE: '1', SETTING: 'other' } })).status, 200);
     const events = await eventsOf(server, orgId, env.id);
     assert.deepEqual(events.map((e) => e.type), ['environment.created', 'environment.updated'], 'an unchanged configuration makes no event');
     assert.deepEqual([events[0].data.variables, events[0].data.secrets], [['SETTING'], []]);

@@ -60,7 +60,8 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
    */
   async function checkedConfiguration(executor: Executor, orgId: string, input: Partial<Configuration>, current?: Configuration): Promise<{ config: Configuration; variables: string; secrets: string }> {
     const config: Configuration = {
-      variables: input.variables ?? current?.variables ?? {},
+      // By name: the same variables given in another order are no change.
+      variables: input.variables !== undefined ? Object.fromEntries(Object.entries(input.variables).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : current?.variables ?? {},
       secrets: input.secrets !== undefined ? normalizeReferences(input.secrets, '') : current?.secrets ?? [],
     };
     const variables = JSON.stringify(config.variables);
