@@ -133,9 +133,16 @@ export async function orgCommand(argv: string[], env: Env): Promise<number> {
     return 0;
   }
   if (sub === 'delete') {
-    const p = parse(rest, { org: { type: 'string' } }, env);
+    const p = parse(rest, { org: { type: 'string' }, confirm: { type: 'string' } }, env);
     const org = required(p.values, 'org');
-    const { organization, deleted } = await withCore(p, (core) => core.orgs.remove(cliContext(), org));
+    // Everything it holds goes for good: its slug is asked for again, as a typed confirmation.
+    const confirm = p.values.confirm;
+    if (typeof confirm !== 'string' || confirm === '') throw new UsageError('--confirm SLUG is required: the organization\'s slug again, as deleting it deletes everything it holds for good');
+    const { organization, deleted } = await withCore(p, async (core) => {
+      const found = await core.orgs.get(org);
+      if (confirm !== found.slug) throw new UsageError(`--confirm must be the organization's slug, "${found.slug}"; nothing was deleted`);
+      return core.orgs.remove(cliContext(), found.id);
+    });
     if (p.values.json) printJson({ deleted: organization.id, slug: organization.slug, removed: deleted });
     else {
       process.stdout.write(`${organization.id} (${organization.slug}) deleted: ${Object.entries(deleted).map(([what, n]) => `${n} ${what}`).join(', ')}\n`);

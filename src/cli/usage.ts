@@ -6,7 +6,7 @@ export const ORG_USAGE = [
   'slipway org list [--json]',
   'slipway org link --org ORG --external-id ID [--json]',
   'slipway org unlink --org ORG [--json]',
-  'slipway org delete --org ORG [--json]',
+  'slipway org delete --org ORG --confirm SLUG [--json]',
 ];
 
 export const SERVICE_USER_USAGE = [

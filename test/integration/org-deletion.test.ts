@@ -149,11 +149,17 @@ describe('deleting an organization', () => {
     const org = await server.createOrg();
     await server.actor(org.id, 'owner');
     const env = cliEnv(server);
-    const printed = await cliJson(['org', 'delete', '--org', org.slug], env);
+    for (const [args, message] of [[[], /--confirm SLUG is required/], [['--confirm', 'another'], new RegExp(`--confirm must be the organization's slug, "${org.slug}"; nothing was deleted`)]] as const) {
+      const refused = await runCli(['org', 'delete', '--org', org.id, ...args], env);
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.match(refused.stderr, message);
+    }
+    assert.equal((await admin.http.get(`/v1/orgs/${org.id}`)).status, 200, 'still there');
+    const printed = await cliJson(['org', 'delete', '--org', org.slug, '--confirm', org.slug], env);
     assert.equal(printed.deleted, org.id);
     assert.equal(printed.slug, org.slug);
     assert.equal(printed.removed.serviceUsers, 1);
-    const again = await runCli(['org', 'delete', '--org', org.id, '--json'], env);
+    const again = await runCli(['org', 'delete', '--org', org.id, '--confirm', org.slug, '--json'], env);
     assert.equal(again.code, 1);
     assert.equal(JSON.parse(again.stderr).error.code, 'organization_not_found');
     assert.equal((await runCli(['org', 'delete'], env)).code, 2);

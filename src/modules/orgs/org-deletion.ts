@@ -30,7 +30,7 @@ const LISTED = 20;
 export async function assertDeletable(trx: Executor, org: { id: string; slug: string }): Promise<void> {
   const admins = await trx.selectFrom('service_users').select(['id', 'name']).where('org_id', '=', org.id).where('instance_admin', '=', 1).orderBy('id').limit(LISTED).execute();
   if (admins.length > 0) {
-    throw errors.conflict('organization_has_instance_admins', `The organization "${org.slug}" holds instance administrators (${admins.map((a) => `${a.id} "${a.name}"`).join(', ')}), which deleting it would delete; make one in another organization and delete these first.`,
+    throw errors.conflict('organization_has_instance_admins', `The organization "${org.slug}" holds instance administrators (${admins.map((a) => `${a.id} "${a.name}"`).join(', ')}), which deleting it would delete; make one in another organization and delete these first (one that is the organization's last enabled owner needs another owner beside it before it can be deleted).`,
       { conflicts: admins.map((a) => ({ serviceUser: a.id, name: a.name })) });
   }
   const blocking = await trx.selectFrom('deployments').select(['id', 'state']).where('org_id', '=', org.id)
