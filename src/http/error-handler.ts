@@ -5,7 +5,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errorDescription, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
 import { KeyFileRefusedError, MasterKeyNotHeldError } from '../platform/crypto/master-key.js';
-import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isTransactionAborted } from '../platform/db/facts.js';
+import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isOrganizationDeleted, isTransactionAborted } from '../platform/db/facts.js';
 
 export interface AjvError {
   instancePath: string;
@@ -210,6 +210,8 @@ export function createErrorHandler(bodyLimit: number) {
   return function errorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply) {
     const known = isAppError(error) ? error
       : isTransactionAborted(error) ? errors.writeConflict()
+      // Deleted since this request found it (another node's caches, or a request under way).
+      : isOrganizationDeleted(error) ? errors.notFound('organization', req.org?.id ?? (req.params as { orgId?: string } | undefined)?.orgId ?? 'named')
       : isDatabaseBusy(error) ? errors.unavailable('The database is held by another process (a long slipway command, or a second server on the same SQLite file); nothing was written. Retry.', 2)
       : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds. A write whose connection was lost while it committed may have taken effect: check before sending it again.', 5)
       : isDatabaseUnwritable(error) ? errors.unavailable('The database takes no writes at the moment: its disk is full or read-only, or it is a read-only standby (the server log says which). Nothing was written. Retry later.', 30)

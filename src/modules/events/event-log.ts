@@ -2,9 +2,8 @@
 // at all. Event data never carries a secret value (callers pass names, keys and versions only).
 // Every change records an event, so this is also where a request under an Idempotency-Key marks
 // its key committed, in the same transaction.
-import { PostgresAdapter } from 'kysely';
 import type { RequestContext } from '../../platform/context.js';
-import { runPrepared, type Executor } from '../../platform/db/database.js';
+import type { Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { idempotencyRepo } from '../idempotency/idempotency.repo.js';
@@ -51,31 +50,16 @@ export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): Ev
   };
 }
 
+/**
+ * The database refuses an event of a deleted organization (migration 0018), which rolls the whole
+ * change back: nothing is written into an organization deleted since the request found it.
+ */
 export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = new Date().toISOString()): Promise<void> {
   if (events.length === 0) return;
-  await assertOrganizationsLive(trx, [...new Set(events.map((e) => e.orgId))]);
   await eventsRepo.insert(trx, events.map((e) => toEventRow(ctx, e, at)));
   await markCommitted(trx, ctx, at);
 }
 
-/**
- * A change into an organization deleted since the request found it (another node's caches still
- * hold it for a few seconds, or the request was under way) is refused as the organization not
- * found, and rolls back: nothing is written into a deleted organization. On PostgreSQL the row is
- * read FOR KEY SHARE (as a foreign key check does), which waits for a deletion under way (it changes the
- * row's slug first) and then sees it.
- */
-async function assertOrganizationsLive(trx: Executor, orgIds: string[]): Promise<void> {
-  const postgres = trx.getExecutor().adapter instanceof PostgresAdapter;
-  for (const orgId of orgIds) {
-    // On every write: its SQL compiled once (one organization a change, nearly always).
-    const live = await runPrepared(trx, `organizations.live.${postgres}`, [orgId], () => {
-      const q = trx.selectFrom('organizations').select('id').where('id', '=', orgId).where('deleted_at', 'is', null);
-      return postgres ? q.forKeyShare() : q;
-    });
-    if (live.length === 0) throw errors.notFound('organization', orgId);
-  }
-}
 
 /**
  * For the rare change that records no event (a runner's log lines): marks the request's

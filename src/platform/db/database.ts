@@ -12,7 +12,7 @@ import { isDatabaseUnreachable, sqliteFile } from './facts.js';
 import { ConfigError } from '../config.js';
 
 // What callers may need without loading a database driver (the CLI's first moments, say).
-export { cannotConnect, isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isForeignKeyViolation, isTransactionAborted, isUniqueViolation, sqliteFile } from './facts.js';
+export { cannotConnect, isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isForeignKeyViolation, isOrganizationDeleted, isTransactionAborted, isUniqueViolation, sqliteFile } from './facts.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Schema>;

@@ -61,6 +61,15 @@ export function isForeignKeyViolation(error: unknown): boolean {
   return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
 }
 
+/**
+ * A change into an organization deleted since the request found it: the database refused its event
+ * (migration 0018; raised as `organization_deleted`), and the change rolled back.
+ */
+export function isOrganizationDeleted(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return (code === 'P0001' || code === 'SQLITE_CONSTRAINT_TRIGGER') && message === 'organization_deleted';
+}
+
 /** What went wrong, in one line (a connection error can come as an AggregateError without a message of its own). */
 export function errorMessage(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
