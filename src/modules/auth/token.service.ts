@@ -259,9 +259,9 @@ export function createTokenService(deps: TokenServiceDeps) {
     /**
      * The caller ends the access token it authenticated this request with (`DELETE /v1/token`),
      * which the API has verified: `principal` is that token's. An external issuer's token is that
-     * issuer's to revoke.
+     * issuer's to revoke. `spend` takes from the caller's revocation budget (or refuses), once the
+     * token is known to be one this server can revoke.
      */
-    /** `spend`: takes from the caller's revocation budget (or refuses), once the token is known to be one this server can revoke. */
     async revokeOwn(ctx: RequestContext, principal: Principal, token: string, spend: () => void = () => {}): Promise<void> {
       if (principal.issuer !== deps.issuer) throw errors.externalToken(principal.issuer);
       spend();

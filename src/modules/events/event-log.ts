@@ -60,7 +60,6 @@ export async function appendEvents(trx: Executor, ctx: RequestContext, events: N
   await markCommitted(trx, ctx, at);
 }
 
-
 /**
  * For the rare change that records no event (a runner's log lines): marks the request's
  * Idempotency-Key committed in the change's transaction, as `appendEvents` does.
