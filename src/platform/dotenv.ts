@@ -11,9 +11,10 @@ const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', '"': '"', '
 
 /**
  * `KEY=value` lines, `export` allowed, blank lines and `#` comments skipped, a ` #` comment after an
- * unquoted value dropped (`KEY= # note` is empty); single quotes keep their text as it is, double quotes expand \n, \r, \t,
- * \" and \\. A line that is none of these, or a key given twice, is a problem with its line number
- * rather than a value stored otherwise than meant; with any problem, `values` is not to be used.
+ * unquoted value dropped (`KEY= # note` is empty); single quotes keep their text as it is, double
+ * quotes expand \n, \r, \t, \" and \\. A line that is none of these, or a key given twice, is a
+ * problem with its line number rather than a value stored otherwise than meant; with any problem,
+ * `values` is not to be used.
  */
 export function parseDotenv(text: string): { values: Record<string, string>; problems: DotenvProblem[] } {
   const values = new Map<string, string>();
