@@ -1,6 +1,6 @@
-// What the commands that talk to Slipway's API (`runner`, `deploy`, `secret`) need to reach it as a service
-// user: the base URL, the organization and client credentials, from flags, SLIPWAY_* variables or a
-// credentials file (bootstrap.json, `service-user create --json`), in that order.
+// What the commands that talk to Slipway's API (`runner`, `deploy`, `secret`) need to reach it as a
+// service user: the base URL, the organization and client credentials, from flags, SLIPWAY_*
+// variables or a credentials file (bootstrap.json, `service-user create --json`), in that order.
 import fs from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AppError, type FieldError } from '../platform/errors.js';
