@@ -5,7 +5,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errorDescription, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
 import { KeyFileRefusedError, MasterKeyNotHeldError } from '../platform/crypto/master-key.js';
-import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isOrganizationDeleted, isTransactionAborted } from '../platform/db/facts.js';
+import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isForeignKeyViolation, isOrganizationDeleted, isTransactionAborted } from '../platform/db/facts.js';
 
 export interface AjvError {
   instancePath: string;
@@ -212,6 +212,8 @@ export function createErrorHandler(bodyLimit: number) {
       : isTransactionAborted(error) ? errors.writeConflict()
       // Deleted since this request found it (another node's caches, or a request under way).
       : isOrganizationDeleted(error) ? errors.notFound('organization', req.org?.id ?? (req.params as { orgId?: string } | undefined)?.orgId ?? 'named')
+      // What it names was deleted by a request that committed first (a change checks what it names before it writes).
+      : isForeignKeyViolation(error) ? errors.raced('deleted_meanwhile', 'Something this request names (its organization, a secret, a service, an environment, a data key) was deleted by another request at the same moment; nothing was written. Retry to see what remains.')
       : isDatabaseBusy(error) ? errors.unavailable('The database is held by another process (a long slipway command, or a second server on the same SQLite file); nothing was written. Retry.', 2)
       : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds. A write whose connection was lost while it committed may have taken effect: check before sending it again.', 5)
       : isDatabaseUnwritable(error) ? errors.unavailable('The database takes no writes at the moment: its disk is full or read-only, or it is a read-only standby (the server log says which). Nothing was written. Retry later.', 30)

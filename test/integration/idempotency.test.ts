@@ -148,7 +148,7 @@ describe('Idempotency-Key', () => {
     assert.equal(replay.body.requestId, first.headers.get('x-request-id'));
   });
 
-  it('frees the key after a conflict with a concurrent request (409 with Retry-After), and maps a database deadlock to one', async () => {
+  it('frees the key after a conflict with a concurrent request (409 with Retry-After), and maps a database deadlock, and a row deleted meanwhile, to one', async () => {
     // A route of the API's shape on an app of its own, with the real hooks, error handler and
     // key store, that meets the two kinds of race once each and then succeeds.
     const app = Fastify();
@@ -161,6 +161,8 @@ describe('Idempotency-Key', () => {
       runs++;
       if (runs === 1) throw errors.raced('secret_changed', 'raced');
       if (runs === 2) throw Object.assign(new Error('deadlock detected'), { code: '40P01' });
+      // What a write names, deleted by a request that committed first: a foreign key refuses it.
+      if (runs === 3) throw Object.assign(new Error('FOREIGN KEY constraint failed'), { code: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
       return { ran: runs };
     });
     try {
@@ -173,12 +175,16 @@ describe('Idempotency-Key', () => {
       assert.equal(deadlocked.statusCode, 409, deadlocked.body);
       assert.equal(deadlocked.json().code, 'write_conflict');
       assert.equal(deadlocked.headers['retry-after'], '1');
+      const deleted = await call();
+      assert.equal(deleted.statusCode, 409, deleted.body);
+      assert.equal(deleted.json().code, 'deleted_meanwhile');
+      assert.equal(deleted.headers['retry-after'], '1');
       const ran = await call();
       assert.equal(ran.statusCode, 200);
-      assert.deepEqual(ran.json(), { ran: 3 });
+      assert.deepEqual(ran.json(), { ran: 4 });
       const replay = await call();
       assert.equal(replay.headers['idempotent-replayed'], 'true');
-      assert.equal(runs, 3);
+      assert.equal(runs, 4);
     } finally {
       await app.close();
     }

@@ -4,6 +4,7 @@
 // deletion is recorded in the deleting administrator's own organization.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { createOrgsService } from '../../src/modules/orgs/orgs.service.js';
 import { cliContext } from '../../src/platform/context.js';
@@ -144,6 +145,28 @@ describe('deleting an organization', () => {
     assert.equal((await admin.http.delete(`/v1/orgs/${org.id}`)).status, 204);
     const after = await server.core.dataKeys.byId(db, keyIds[0]!).then(() => 'still held', () => 'gone');
     assert.equal(after, 'gone');
+  });
+
+  it('a deletion racing writes into the organization leaves nothing of them, and answers each with a problem a client can act on', async () => {
+    const statuses = new Map<number, number>();
+    for (let round = 0; round < 12; round++) {
+      const org = await server.createOrg();
+      const developer = await server.actor(org.id, 'developer');
+      // Its data key made and remembered, as on a node that has written into it before.
+      assert.equal((await developer.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: [{ name: 'warm', values: { K: 'v' } }] })).status, 201);
+      const writes = Array.from({ length: 40 }, (_, i) => developer.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: [{ name: `s${i}`, values: { K: 'v' } }] }));
+      // The deletion sent a little later each round, so that it lands among the writes at different points.
+      const deletion = setTimeoutPromise(round).then(() => admin.http.delete(`/v1/orgs/${org.id}`));
+      for (const res of await Promise.all([...writes, deletion])) {
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        if (res.status >= 400) assert.match(String(res.headers.get('content-type')), /problem\+json/, res.text);
+      }
+      for (const [table, n] of Object.entries(await rowsOf(server, org.id))) assert.equal(n, table === 'retired_org_slugs' ? 1 : 0, `round ${round}: ${table}`);
+    }
+    assert.equal(statuses.get(204), 12, 'every deletion went through');
+    // Written before the deletion (201, then deleted with it), or refused: its user gone (401), the
+    // organization gone (404), or what the write named deleted under it (409, Retry-After).
+    assert.deepEqual([...statuses.keys()].filter((s) => ![201, 204, 401, 404, 409].includes(s)), [], JSON.stringify([...statuses]));
   });
 
   it('slipway org delete does the same, and says what went', async () => {
