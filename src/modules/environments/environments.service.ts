@@ -10,7 +10,7 @@ import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
-import { normalizeReferences, pinToCurrentVersions, type Configuration, type SecretVersionSource } from '../services/service-spec.js';
+import { configurationSummary, normalizeReferences, pinToCurrentVersions, type Configuration, type SecretVersionSource } from '../services/service-spec.js';
 import type { SecretReferenceT } from '../services/services.schemas.js';
 import { environmentsRepo, type EnvironmentRow } from './environments.repo.js';
 import type { Environment } from './environments.schemas.js';
@@ -25,11 +25,6 @@ export function toEnvironment(row: EnvironmentRow): Environment {
     id: row.id, name: row.name, description: row.description, protected: row.protected === 1, ...configurationOf(row),
     createdAt: row.created_at, updatedAt: row.updated_at,
   };
-}
-
-/** What events say about a configuration: names only, never a value (as a service's spec summary). */
-function configurationSummary(config: Configuration) {
-  return { variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret) };
 }
 
 const nameTaken = (name: string) =>

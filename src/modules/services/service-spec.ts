@@ -97,6 +97,11 @@ export interface SpecPlace {
   overrides?: Readonly<Record<string, string>> | undefined;
 }
 
+/** What events say about a configuration (a service's spec, an environment's): the names it holds, never a value. */
+export function configurationSummary(config: Configuration) {
+  return { variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret) };
+}
+
 const ENVIRONMENT = '/environment';
 
 /** One layer of configuration, in the order they are laid over each other, with its place and how a message names it. */

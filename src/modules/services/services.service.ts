@@ -10,7 +10,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { checkExpected, type Expected } from '../../platform/etags.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
-import { normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
+import { configurationSummary, normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
 import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
 
@@ -36,11 +36,6 @@ const tagOf = (row: ServiceRow) => ({ kind: 'service', name: row.name, version: 
 
 const nameTaken = (name: string) =>
   errors.conflict('service_name_taken', `A service named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
-
-/** What events say about a spec: its shape and which secrets it names, never a value. */
-function specSummary(spec: ServiceSpec) {
-  return { variables: Object.keys(spec.variables).sort(), secrets: spec.secrets.map((r) => r.secret) };
-}
 
 export interface ServiceInput {
   name: string;
@@ -77,7 +72,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
             created_at: now, updated_at: now,
           };
           await servicesRepo.insert(trx, row);
-          await appendEvents(trx, ctx, [{ orgId, type: 'service.created', subject: { type: 'service', id: row.id }, data: { name: row.name, version: 1, ...specSummary(spec) } }], now);
+          await appendEvents(trx, ctx, [{ orgId, type: 'service.created', subject: { type: 'service', id: row.id }, data: { name: row.name, version: 1, ...configurationSummary(spec) } }], now);
           return toService(row);
         });
       } catch (error) {
@@ -124,7 +119,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
             orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
             data: {
               name: row.name, version: row.version, changed: specChanged ? [...changed, 'spec'] : changed, from, to,
-              ...(specChanged ? specSummary(checked.spec) : {}),
+              ...(specChanged ? configurationSummary(checked.spec) : {}),
             },
           }], now);
           return toService(row);
