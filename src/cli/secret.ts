@@ -175,18 +175,24 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     return 0;
   };
 
+  /** Every item of a paged list, page after page (`field`: where a page holds them). */
+  const everyPage = async <T>(path: string, query: URLSearchParams, field: string): Promise<T[]> => {
+    const all: T[] = [];
+    query.set('limit', String(PAGE));
+    for (let cursor: string | null = null; ;) {
+      if (cursor !== null) query.set('cursor', cursor);
+      const page = await call<Record<string, T[]> & { nextCursor: string | null }>('GET', `${path}?${query}`);
+      all.push(...page[field]!);
+      if ((cursor = page.nextCursor) === null) return all;
+    }
+  };
+
   switch (sub as Subcommand) {
     case 'list': {
-      const all: Metadata[] = [];
-      const query = new URLSearchParams({ limit: String(PAGE) });
+      const query = new URLSearchParams();
       if (typeof flags.prefix === 'string' && flags.prefix !== '') query.set('prefix', flags.prefix);
       if (flags.deleted === true) query.set('deleted', 'true');
-      for (let cursor: string | null = null; ;) {
-        if (cursor !== null) query.set('cursor', cursor);
-        const page: { secrets: Metadata[]; nextCursor: string | null } = await call('GET', `${secrets}?${query}`);
-        all.push(...page.secrets);
-        if ((cursor = page.nextCursor) === null) break;
-      }
+      const all = await everyPage<Metadata>(secrets, query, 'secrets');
       if (json) printJson({ secrets: all });
       else if (flags.deleted === true) printTable(all.map((s) => ({ name: s.name, version: s.version, deleted: s.deletedAt ?? '', restorable_until: s.restorableUntil ?? '' })), ['name', 'version', 'deleted', 'restorable_until']);
       else printTable(all.map((s) => ({ name: s.name, version: s.version, keys: s.keys.join(' '), updated: s.updatedAt })), ['name', 'version', 'keys', 'updated']);
@@ -199,12 +205,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case 'versions': {
-      const all: Array<{ version: number; keys: string[]; createdAt: string; createdBy: string | null }> = [];
-      for (let cursor: string | null = null; ;) {
-        const page: { versions: typeof all; nextCursor: string | null } = await call('GET', `${one}/versions?limit=${PAGE}${cursor !== null ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-        all.push(...page.versions);
-        if ((cursor = page.nextCursor) === null) break;
-      }
+      const all = await everyPage<{ version: number; keys: string[]; createdAt: string; createdBy: string | null }>(`${one}/versions`, new URLSearchParams(), 'versions');
       if (json) printJson({ versions: all });
       else printTable(all.map((v) => ({ version: v.version, keys: v.keys.join(' '), created: v.createdAt, by: v.createdBy })), ['version', 'keys', 'created', 'by']);
       return 0;
