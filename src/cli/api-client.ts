@@ -5,8 +5,8 @@ import fs from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AppError, type FieldError } from '../platform/errors.js';
 import { RUNNER_VARIABLES } from '../platform/unknown-variables.js';
-import { isTransientStatus, parseJson, retryAfterMs, Unavailable } from '../runner-agent/http-call.js';
-import { requestWithToken, type ClientCredentials, type TokenSource } from '../runner-agent/token-source.js';
+import { isTransientStatus, parseJson, retryAfterMs, Unavailable, untilAvailable } from '../runner-agent/http-call.js';
+import { createTokenSource, requestWithToken, type ClientCredentials, type TokenSource } from '../runner-agent/token-source.js';
 import { UsageError } from './args.js';
 
 /** The flags every API client takes, as node:util's parseArgs wants them. */
@@ -205,4 +205,47 @@ export function within(parent: AbortSignal, ms: number): { signal: AbortSignal; 
     timedOut: () => expired,
     clear: () => { clearTimeout(timer); parent.removeEventListener('abort', onAbort); },
   };
+}
+
+export type PatientCall = <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<T>;
+
+/**
+ * Calls the API as the settings' service user, trying again while the server is unavailable for up
+ * to `retryMs` (said once on stderr, unless `json`). A call still unanswered then fails, saying that
+ * a GET read nothing, and `unanswered` for a change (how to find out whether it was made).
+ */
+export function patientCaller(settings: ApiClientSettings, options: { json: boolean; retryMs: number; unanswered: string }): PatientCall {
+  const caller = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }), () => {});
+  return async <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<T> => {
+    const bounded = within(new AbortController().signal, options.retryMs);
+    let trouble = '';
+    try {
+      return await untilAvailable(() => caller<T>(method, path, bounded.signal, body, headers), {
+        signal: bounded.signal,
+        onRetry: (error, n) => {
+          trouble = error.message;
+          if (n === 1 && !options.json) process.stderr.write(`slipway: the server is unavailable, trying again for up to ${options.retryMs / 1000} s: ${error.message}\n`);
+        },
+      });
+    } catch (error) {
+      if (bounded.timedOut()) throw new Error(`the server did not answer within ${options.retryMs / 1000} s (${trouble || 'no answer in time'}); ${method === 'GET' ? 'nothing was read' : options.unanswered}`);
+      throw error;
+    } finally {
+      bounded.clear();
+    }
+  };
+}
+
+const PAGE = 200;
+
+/** Every item of a paged list, page after page (`field`: where a page holds them). */
+export async function everyItem<T>(call: PatientCall, path: string, query: URLSearchParams, field: string): Promise<T[]> {
+  const all: T[] = [];
+  query.set('limit', String(PAGE));
+  for (let cursor: string | null = null; ;) {
+    if (cursor !== null) query.set('cursor', cursor);
+    const page = await call<Record<string, T[]> & { nextCursor: string | null }>('GET', `${path}?${query}`);
+    all.push(...page[field]!);
+    if ((cursor = page.nextCursor) === null) return all;
+  }
 }

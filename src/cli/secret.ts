@@ -6,16 +6,13 @@ import fs from 'node:fs';
 import { AppError } from '../platform/errors.js';
 import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { untilAvailable } from '../runner-agent/http-call.js';
-import { createTokenSource } from '../runner-agent/token-source.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiCaller, apiClientFlagHelp, apiClientSettings, commandFlags, within } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, everyItem, patientCaller } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
 import { flagTable, printFields, printJson, printTable } from './output.js';
 import { SECRET_USAGE } from './usage.js';
 
 /** How long a call is tried again while the server is unavailable. */
 const RETRY_MS = 60_000;
-const PAGE = 200;
 
 type Env = Record<string, string | undefined>;
 type Flags = Partial<Record<string, string | string[] | boolean>>;
@@ -148,25 +145,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
   const format = sub === 'reveal' ? formatOf(flags) : 'env';
 
   const settings = apiClientSettings(flags, env);
-  const caller = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }), () => {});
-  const call = async <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<T> => {
-    const bounded = within(new AbortController().signal, RETRY_MS);
-    let trouble = '';
-    try {
-      return await untilAvailable(() => caller<T>(method, path, bounded.signal, body, headers), {
-        signal: bounded.signal,
-        onRetry: (error, n) => {
-          trouble = error.message;
-          if (n === 1 && !json) process.stderr.write(`slipway: the server is unavailable, trying again for up to ${RETRY_MS / 1000} s: ${error.message}\n`);
-        },
-      });
-    } catch (error) {
-      if (bounded.timedOut()) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s (${trouble || 'no answer in time'}); ${method === 'GET' ? 'nothing was read' : 'check with slipway secret show whether the change was made'}`);
-      throw error;
-    } finally {
-      bounded.clear();
-    }
-  };
+  const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: 'check with slipway secret show whether the change was made' });
   const secrets = `/v1/orgs/${encodeURIComponent(settings.orgId)}/secrets`;
   const one = `${secrets}/${encodeURIComponent(name)}`;
   const said = (change: Change): number => {
@@ -175,17 +154,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     return 0;
   };
 
-  /** Every item of a paged list, page after page (`field`: where a page holds them). */
-  const everyPage = async <T>(path: string, query: URLSearchParams, field: string): Promise<T[]> => {
-    const all: T[] = [];
-    query.set('limit', String(PAGE));
-    for (let cursor: string | null = null; ;) {
-      if (cursor !== null) query.set('cursor', cursor);
-      const page = await call<Record<string, T[]> & { nextCursor: string | null }>('GET', `${path}?${query}`);
-      all.push(...page[field]!);
-      if ((cursor = page.nextCursor) === null) return all;
-    }
-  };
+  const everyPage = <T>(path: string, query: URLSearchParams, field: string) => everyItem<T>(call, path, query, field);
 
   switch (sub as Subcommand) {
     case 'list': {
