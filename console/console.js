@@ -363,6 +363,7 @@ const SECTIONS = [
   ['deployments', 'Deployments'],
   ['services', 'Services'],
   ['environments', 'Environments'],
+  ['runners', 'Runners'],
   ['secrets', 'Secrets'],
   ['service-users', 'Service users'],
   ['webhooks', 'Webhooks'],
@@ -737,6 +738,8 @@ async function environmentView(org, name) {
     h('p', { class: 'muted' }, 'Every deployment into this environment gets these besides its service\'s: its plain variables over the service\'s of the same name, its secrets beside the service\'s (a variable both would export is refused when deploying).'),
     configured ? json({ variables: env.variables, secrets: env.secrets }) : h('p', {}, 'None: deployments here get their service\'s variables and secrets only.'),
     h('details', { class: 'card' }, h('summary', {}, 'Edit'), configure),
+    h('h2', {}, 'Runners'),
+    runnersList(org, env.id, `No runner takes ${env.name}'s deployments yet: start one with slipway runner --environment ${env.name}.`),
     h('h2', {}, 'Serving now'),
     pagedList((cursor) => api('GET', `${base}/active`, { query: { cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Nothing serves here yet.')),
@@ -744,6 +747,29 @@ async function environmentView(org, name) {
     pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments`, { query: { environment: env.name, limit: 10, cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Nothing deployed here yet.')));
   followListedStates(org);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runners
+// ---------------------------------------------------------------------------------------------
+
+/** The runners list (`environment`: those that take its deployments), a page at a time. */
+function runnersList(org, environment, empty) {
+  return pagedList((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/runners`, { query: { environment, cursor } }),
+    (p) => table(['Runner', 'State', 'Service user', 'Machine', 'Environments', 'Last heard from', 'Carrying out', 'Serving'], p.runners.map((r) => h('tr', {},
+      h('td', {}, h('code', {}, r.host)), h('td', {}, badge(r.state, r.state === 'online' ? 'succeeded' : 'cancelled')),
+      h('td', {}, r.serviceUser.name), h('td', {}, [r.hostname, r.version].filter(Boolean).join(' · ')),
+      h('td', {}, r.environments === null ? 'all' : r.environments.map((e) => e.name).join(', ')),
+      h('td', {}, when(r.lastSeenAt)),
+      h('td', {}, ...r.inProgress.flatMap((id, i) => [i > 0 ? ' ' : null, link(id, 'o', org, 'deployments', id)])),
+      h('td', {}, String(r.serving)))), empty));
+}
+
+async function runnersView(org) {
+  frame(org, 'runners');
+  page('Runners',
+    h('p', { class: 'muted' }, 'Each runner process that carries out deployments (one started again is a new entry). Online: heard from within the last minute or so. Runners not heard from for 7 days are forgotten.'),
+    runnersList(org, undefined, 'No runner has been seen yet: start one with slipway runner.'));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1094,6 +1120,7 @@ const VIEWS = new Map(Object.entries({
   deployments: (org, rest, q) => rest.length ? deploymentView(org, rest[0]) : deploymentsView(org, q),
   services: (org, rest) => rest.length ? serviceView(org, rest[0]) : servicesView(org),
   environments: (org, rest) => rest.length ? environmentView(org, rest[0]) : environmentsView(org),
+  runners: (org) => runnersView(org),
   secrets: (org, rest, q) => rest.length ? secretView(org, rest[0]) : secretsView(org, q),
   'service-users': (org) => serviceUsersView(org),
   webhooks: (org, rest) => rest.length ? webhookView(org, rest[0]) : webhooksView(org),

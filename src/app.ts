@@ -40,6 +40,9 @@ import { loadInstanceIdentity, loadInstanceKey } from './modules/instance/instan
 import { orgsRoutes } from './modules/orgs/orgs.routes.js';
 import { runnerRoutes } from './modules/runner/runner.routes.js';
 import { createRunnerService } from './modules/runner/runner.service.js';
+import { VERSION } from './platform/version.js';
+import { runnersRoutes } from './modules/runner/runners.routes.js';
+import { createRunnersService } from './modules/runner/runners.service.js';
 import { servicesRoutes } from './modules/services/services.routes.js';
 import { createServicesService } from './modules/services/services.service.js';
 import { createOrgsService } from './modules/orgs/orgs.service.js';
@@ -52,7 +55,6 @@ import { webhooksRoutes } from './modules/webhooks/webhooks.routes.js';
 import { createWebhooksService } from './modules/webhooks/webhooks.service.js';
 import { createServiceUsersService } from './modules/service-users/service-users.service.js';
 
-export const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /**
  * How long a server waits for PostgreSQL to answer one statement before it takes the connection
@@ -185,8 +187,10 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const environments = createEnvironmentsService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const services = createServicesService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const deployments = createDeploymentsService({ db, secrets, signals, limits: config.limits });
+    const runners = createRunnersService({ db, dialect: database.dialect, hostTimeoutSeconds: config.runnerHostTimeoutSeconds, logger });
     const runner = createRunnerService({
       db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts, hostTimeoutSeconds: config.runnerHostTimeoutSeconds,
+      runners,
     });
     const webhooks = createWebhooksService({ db, dialect: database.dialect, dataKeys, allowPrivate: config.webhookAllowPrivate, maxPerOrg: config.limits.webhooksPerOrg });
     if (options.migrate === true || options.migrate === undefined) {
@@ -199,7 +203,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       config, logger, ring, database, db, identity, issuer, tokenUrl, scope,
       keys, principals, revocations, verifier, tokens,
       orgs, serviceUsers, dataKeys, secrets, events, idempotency,
-      environments, services, deployments, runner, signals, webhooks,
+      environments, services, deployments, runner, runners, signals, webhooks,
       close: async () => {
         await signals.close();
         await database.close();
@@ -299,7 +303,8 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       environmentsRoutes(api, { environments: core.environments, limits: config.limits });
       servicesRoutes(api, { services: core.services, limits: config.limits });
       deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
-      runnerRoutes(api, { runner: core.runner });
+      runnerRoutes(api, { runner: core.runner, runners: core.runners });
+      runnersRoutes(api, { runners: core.runners });
       webhooksRoutes(api, { webhooks: core.webhooks });
     }, { prefix: routePrefix(config.baseUrl) });
     registerConsole(app, { baseUrl: config.baseUrl, tokenUrl: core.tokenUrl, scope: core.scope }, routePrefix(config.baseUrl));
@@ -313,6 +318,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     core.revocations.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning revoked tokens failed'));
     core.idempotency.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning expired idempotency keys failed'));
     core.secrets.purgeExpired().catch((err: unknown) => core.logger.warn({ err }, 'purging deleted secrets past retention failed'));
+    core.runners.prune().catch((err: unknown) => core.logger.warn({ err }, 'forgetting runners long gone failed'));
   };
   const firstHousekeeping = setTimeout(housekeeping, HOUSEKEEPING_FIRST_MS);
   firstHousekeeping.unref();

@@ -11,7 +11,7 @@ import { untilAvailable } from '../runner-agent/http-call.js';
 import { createTokenSource } from '../runner-agent/token-source.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiCaller, apiClientFlagHelp, apiClientSettings, commandFlags, within, type ApiClientSettings } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
-import { flagTable, printJson } from './output.js';
+import { ago, flagTable, printJson } from './output.js';
 
 const FLAGS = {
   ...API_CLIENT_FLAGS,
@@ -35,6 +35,8 @@ const CREATE_RETRY_MS = 60_000;
 const FOLLOW_PAUSE_MS = 1_000;
 /** A deployment still queued this long (or half the wait, when shorter) gets a word on why it may be. */
 const QUEUED_HINT_MS = 20_000;
+/** How long the runners list is asked for, to say why a deployment waits. */
+const RUNNERS_HINT_MS = 5_000;
 const LOG_PAGE = 1_000;
 
 const DESCRIBED: Array<[string, string, string]> = [
@@ -125,7 +127,7 @@ interface Deployment {
   attempt: number;
   revision: string | null;
   service: { name: string };
-  environment: { name: string };
+  environment: { id?: string; name: string };
   reason?: string;
 }
 
@@ -204,7 +206,28 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     // silently, so a wait that sees it queued for a while says what to check, once.
     const waitStarted = Date.now();
     const hintAfterMs = Math.min(QUEUED_HINT_MS, (settings.waitSeconds * 1000) / 2);
-    const queuedHint = () => `no runner has claimed it yet: is a runner for ${deployment.environment.name} running? (a deployment also waits while another of ${deployment.service.name} there is in progress)`;
+    const queuedHint = (runners = `is a runner for ${deployment.environment.name} running?`) =>
+      `no runner has claimed it yet: ${runners} (a deployment also waits while another of ${deployment.service.name} there is in progress)`;
+    /** What the runners list says of those that take this environment's deployments; the plain question if it cannot be read. */
+    const runnersHint = async (): Promise<string | undefined> => {
+      const asking = within(stop.signal, RUNNERS_HINT_MS);
+      try {
+        const { runners } = await call<{ runners: Array<{ state: string; lastSeenAt: string; inProgress: string[] }> }>('GET',
+          `/v1/orgs/${org}/runners?environment=${encodeURIComponent(deployment.environment.id ?? deployment.environment.name)}&limit=200`, asking.signal);
+        const online = runners.filter((r) => r.state === 'online');
+        const env = deployment.environment.name;
+        if (online.length > 0) {
+          const busy = online.reduce((n, r) => n + r.inProgress.length, 0);
+          return `${online.length} runner${online.length === 1 ? '' : 's'} for ${env} ${online.length === 1 ? 'is' : 'are'} online, carrying out ${busy} deployment${busy === 1 ? '' : 's'} now (slipway runners --environment ${env})`;
+        }
+        const last = runners.map((r) => r.lastSeenAt).sort().at(-1);
+        return `no runner for ${env} is online (${last === undefined ? 'none was ever seen' : `the last was seen ${ago(last)}`}): start one with slipway runner --environment ${env}`;
+      } catch {
+        return undefined;
+      } finally {
+        asking.clear();
+      }
+    };
     let hinted = false;
     try {
       for (;;) {
@@ -220,14 +243,14 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
         if (FINISHED.has(page.state)) break;
         if (page.state === 'queued' && !hinted && Date.now() - waitStarted >= hintAfterMs) {
           hinted = true;
-          say(`deployment ${deployment.id} is still queued: ${queuedHint()}`);
+          say(`deployment ${deployment.id} is still queued: ${queuedHint(await runnersHint())}`);
         }
         await sleep(FOLLOW_PAUSE_MS, undefined, { signal: waiting.signal });
       }
     } catch (error) {
       if (signalled !== null) return interrupted(settings.json, signalled, `while deployment ${deployment.id} is ${state}; it goes on`, deployment.id);
       if (!waiting.timedOut()) throw error;
-      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on${state === 'queued' ? `; ${queuedHint()}` : ''}`, deployment.id);
+      return failed(settings.json, 'wait_timeout', `gave up waiting after ${settings.waitSeconds} s: deployment ${deployment.id} is still ${state}, and goes on${state === 'queued' ? `; ${queuedHint(await runnersHint())}` : ''}`, deployment.id);
     } finally {
       waiting.clear();
     }

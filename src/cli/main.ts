@@ -1,26 +1,26 @@
 // The `slipway` command.
 // Each command's module is loaded when it runs: help and usage errors answer in a fraction of the
 // time that loading the server, the database drivers and the runner would take.
-import fs from 'node:fs';
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 import { errorMessage, isDatabaseBusy } from '../platform/db/facts.js';
 import { parse, printWarning, UsageError } from './args.js';
 import { unknownVariableWarning } from '../platform/unknown-variables.js';
 import { printJson } from './output.js';
+import { VERSION } from '../platform/version.js';
 import { catchStopSignals } from './stop-signals.js';
-import { BACKUP_USAGE, DEPLOY_USAGE, ORG_USAGE, RUNNER_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { BACKUP_USAGE, DEPLOY_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...DEPLOY_USAGE, ...SECRET_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...SECRET_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
   slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
-matching flags (SLIPWAY_DATA_DIR = --data-dir); but the API clients, runner, deploy and secret,
+matching flags (SLIPWAY_DATA_DIR = --data-dir); but the API clients, runner, runners, deploy and secret,
 which sign in as a service user and read their own settings (see their --help). See the README for
 the full list. --master-key and --master-key-previous show the key to anyone who can list processes
 (ps): prefer the variables or the key file.
@@ -70,6 +70,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await (await import('./keys.js')).keysCommand(rest, env);
       case 'runner':
         return await (await import('./runner.js')).runnerCommand(rest, env);
+      case 'runners':
+        return await (await import('./runners.js')).runnersCommand(rest, env);
       case 'deploy':
         return await (await import('./deploy.js')).deployCommand(rest, env);
       case 'secret':
@@ -77,7 +79,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, deploy, secret, backup or version; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, secret, backup or version; see slipway --help');
       case 'help':
       case '--help':
       case '-h':
@@ -85,9 +87,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'version':
       case '--version':
       case '-v': {
-        const { version } = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
-        if (rest.includes('--json')) printJson({ version, node: process.versions.node });
-        else process.stdout.write(`slipway ${version} (Node.js ${process.versions.node})\n`);
+        if (rest.includes('--json')) printJson({ version: VERSION, node: process.versions.node });
+        else process.stdout.write(`slipway ${VERSION} (Node.js ${process.versions.node})\n`);
         return 0;
       }
       default:

@@ -26,3 +26,12 @@ export function flagTable(rows: Array<[string, string, string]>): string {
   const widths = [0, 1].map((i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map(([flag, variable, text]) => `  ${flag.padEnd(widths[0]!)}  ${variable.padEnd(widths[1]!)}  ${text}`.trimEnd() + '\n').join('');
 }
+
+/** "3 s ago", "5 min ago", "2 h ago", "4 d ago": how long since `at`. */
+export function ago(at: string, now = Date.now()): string {
+  const seconds = Math.max(0, Math.round((now - Date.parse(at)) / 1000));
+  if (seconds < 120) return `${seconds} s ago`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 172_800) return `${Math.round(seconds / 3600)} h ago`;
+  return `${Math.round(seconds / 86_400)} d ago`;
+}

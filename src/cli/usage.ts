@@ -24,6 +24,10 @@ export const RUNNER_USAGE = [
   'slipway runner [--org ORG] [--environment ENV]… [--credentials FILE] [--url URL] [--concurrency N]   (slipway runner --help)',
 ];
 
+export const RUNNERS_USAGE = [
+  'slipway runners [--environment ENV] [--state online|offline] [--json]   (the runners and whether they are up)',
+];
+
 export const DEPLOY_USAGE = [
   'slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]   (slipway deploy --help)',
 ];

@@ -31,6 +31,9 @@ export interface ClaimOptions {
   waitSeconds: number;
   /** This runner process's id (protocol step 5). */
   host?: string;
+  /** What it says of itself (protocol step 6), to a server that takes it. */
+  hostname?: string;
+  version?: string;
 }
 
 const CALL_TIMEOUT_MS = 30_000;
@@ -113,7 +116,11 @@ export function createProtocolClient(options: ProtocolClientOptions) {
      * deployment the lost claim took comes back when its lease runs out.
      */
     async claim(claim: ClaimOptions, signal: AbortSignal): Promise<ClaimResponseT | null> {
-      const body = { ...(claim.environments !== undefined ? { environments: claim.environments } : {}), waitSeconds: claim.waitSeconds, ...(claim.host !== undefined ? { host: claim.host } : {}) };
+      const { environments, waitSeconds, host, hostname, version } = claim;
+      const body = {
+        ...(environments !== undefined ? { environments } : {}), waitSeconds, ...(host !== undefined ? { host } : {}),
+        ...(hostname !== undefined ? { hostname } : {}), ...(version !== undefined ? { version } : {}),
+      };
       const headers = { [IDEMPOTENCY_HEADER]: randomUUID() };
       try {
         return await call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS, headers, keyGivenUp: true });

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
+import { VERSION } from '../platform/version.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS, type ServingRequestT } from '../modules/runner/runner.protocol.js';
 import { carryOut, PortPool, resume } from './deployment-run.js';
 import { Refused } from './http-call.js';
@@ -68,6 +69,8 @@ export function createRunner(options: RunnerOptions): Runner {
   let reportingProcesses = false;
   /** Whether it takes where each process answers in them, too. */
   let reportingAddresses = false;
+  /** What this runner says of itself in claims and adoptions, to a server that takes it (the runners list shows it). */
+  let details: { hostname?: string; version?: string } = {};
   let asking = true;
   const configuredEveryMs = (options.reconcileSeconds ?? RECONCILE_DEFAULT_SECONDS) * 1000;
   let reportEveryMs = configuredEveryMs;
@@ -84,9 +87,10 @@ export function createRunner(options: RunnerOptions): Runner {
       }
       let claimed;
       try {
-        claimed = await client.claim(hosting ? { ...claim, host } : claim, stopping.signal);
+        claimed = await client.claim(hosting ? { ...claim, host, ...details } : claim, stopping.signal);
       } catch (error) {
         if (stopping.signal.aborted) return;
+        if (olderNodeRefusedDetails(error)) continue;
         if (!(answered && error instanceof Refused)) throw error;
         const pauseMs = error.code === 'environment_not_found' ? ENVIRONMENT_GONE_RETRY_MS : (options.refusedRetryMs ?? REFUSED_RETRY_MS);
         logger.error({ status: error.status, code: error.code }, `cannot claim: ${error.detail} The services already running keep running; asking again in ${pauseMs / 1000} s.`);
@@ -120,6 +124,18 @@ export function createRunner(options: RunnerOptions): Runner {
   }
 
   /**
+   * During a rolling upgrade the node that answers may be older than the one whose adopt answer
+   * this runner went by, and refuse what the runner says of itself (400): it is said no more, until
+   * an adopt answer says again that the server takes it.
+   */
+  function olderNodeRefusedDetails(error: unknown): boolean {
+    if (Object.keys(details).length === 0 || !(error instanceof Refused && error.status === 400)) return false;
+    details = {};
+    logger.warn({ err: { status: error.status, code: error.code } }, 'the server refused this runner\'s host name and version (a node older than this runner, during an upgrade?): asking again without them');
+    return true;
+  }
+
+  /**
    * Adopts what a runner that went away ran (a runner that stopped, this one before it started
    * again) and starts it here, in the background: a start that takes long holds up no report. An
    * old server, which knows no hosts, is asked no more, and no `host` is sent to it.
@@ -128,7 +144,10 @@ export function createRunner(options: RunnerOptions): Runner {
     if (!hosting) return;
     let answer;
     try {
-      answer = await client.adopt({ host, ...environments }, stopping.signal);
+      answer = await client.adopt({ host, ...environments, ...details }, stopping.signal).catch((error: unknown) => {
+        if (!olderNodeRefusedDetails(error)) throw error;
+        return client.adopt({ host, ...environments }, stopping.signal);
+      });
     } catch (error) {
       const older = 'the server does not hand out the deployments of runners that went away (it is older than this runner): they are not started again here';
       if (unanswered(error, older, 'could not ask for the deployments of runners that went away') === 'never') hosting = false;
@@ -136,6 +155,7 @@ export function createRunner(options: RunnerOptions): Runner {
     }
     reportingProcesses = answer.acceptsProcessReports === true;
     reportingAddresses = reportingProcesses && answer.acceptsProcessAddresses === true;
+    details = answer.acceptsRunnerDetails === true ? { ...(HOSTNAME !== null ? { hostname: HOSTNAME } : {}), version: `slipway-runner/${VERSION}` } : {};
     // Reports must come well within the server's host timeout, whatever this runner was told.
     reportEveryMs = Math.max(1000, Math.min(configuredEveryMs, (answer.hostTimeoutSeconds * 1000) / 3));
     for (const one of answer.adopted) {

@@ -93,10 +93,21 @@ describe('slipway deploy', () => {
     assert.equal(result.code, 1);
     const id = result.stdout.trim();
     assert.match(id, /^dep_\w+$/, `stdout: ${JSON.stringify(result.stdout)}; stderr: ${result.stderr}`);
-    // No runner took it: while it waits (once, halfway through so short a wait) and when it gives up, it says what to check.
-    const hint = `no runner has claimed it yet: is a runner for ${env.name} running\\?`;
+    // No runner took it: while it waits (once, halfway through so short a wait) and when it gives up,
+    // it says what to check: the runners list knows of none for that environment.
+    const hint = `no runner has claimed it yet: no runner for ${env.name} is online \\(none was ever seen\\): start one with slipway runner --environment ${env.name}`;
     assert.match(result.stderr, new RegExp(`^deployment ${id} is still queued: ${hint}`, 'm'));
     assert.match(result.stderr, new RegExp(`gave up waiting after 4 s: deployment ${id} is still queued, and goes on; ${hint}`));
+    assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
+  });
+
+  it('--wait says which runners are online when one is and still nothing claimed the deployment', async () => {
+    // A runner of the environment that asked a moment ago and is busy elsewhere (it claims no more).
+    assert.equal((await runner.claim({ environments: [env.name], waitSeconds: 0, host: `rh_deploy_hint_${process.pid}` })).status, 204);
+    const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--timeout', '2']);
+    assert.equal(result.code, 1);
+    const id = result.stdout.trim();
+    assert.match(result.stderr, new RegExp(`still queued, and goes on; no runner has claimed it yet: 1 runner for ${env.name} is online, carrying out 0 deployments now \\(slipway runners --environment ${env.name}\\)`), result.stderr);
     assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
   });
 

@@ -573,6 +573,28 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.badge.succeeded');
   });
 
+  it('shows the runners, online and carrying out, on their page and on their environment\'s', async () => {
+    const host = `rh_console_${process.pid}`;
+    const running = await runningDeployment('ran-by', host);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/runners`);
+    const row = page.locator('tr', { hasText: host });
+    await row.waitFor();
+    assert.equal(await row.locator('.badge').textContent(), 'online');
+    assert.ok((await row.textContent())!.includes('ran-by'));
+    await row.locator(`a:has-text("${running.id}")`).click();
+    await page.waitForSelector(`h1:has-text("${running.id}")`);
+
+    await page.goto(`${server.url}/console/#/o/default/environments/ran-by`);
+    await page.locator('tr', { hasText: host }).waitFor();
+    assert.equal(await page.locator('h2:has-text("Runners")').count(), 1);
+    // An environment no runner takes says how to start one.
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'unserved' })).status, 201);
+    await page.goto(`${server.url}/console/#/o/default/environments/unserved`);
+    await page.waitForSelector('text=No runner takes unserved\'s deployments yet');
+    await running.complete();
+  });
+
   it('follows a running deployment\'s log on after a poll that failed, and says meanwhile that the server could not be reached', async () => {
     const running = await runningDeployment('gap');
     const page = await signedIn(server.bootstrap);

@@ -62,6 +62,7 @@ export async function purgeOrganization(trx: Executor, orgId: string): Promise<F
   const secretVersions = count(await trx.deleteFrom('secret_versions').where('secret_id', 'in', (eb) => eb.selectFrom('secrets').select('id').where('org_id', '=', orgId)).executeTakeFirstOrThrow());
   const secrets = count(await trx.deleteFrom('secrets').where('org_id', '=', orgId).executeTakeFirstOrThrow());
   await trx.deleteFrom('org_data_keys').where('org_id', '=', orgId).execute();
+  await trx.deleteFrom('runners').where('org_id', '=', orgId).execute();
   await trx.deleteFrom('client_secrets').where('service_user_id', 'in', (eb) => eb.selectFrom('service_users').select('id').where('org_id', '=', orgId)).execute();
   await trx.deleteFrom('revoked_tokens').where('service_user_id', 'in', (eb) => eb.selectFrom('service_users').select('id').where('org_id', '=', orgId)).execute();
   // A token's subject is its service user's id: the idempotency records of its requests go too.

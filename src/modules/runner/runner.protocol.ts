@@ -37,6 +37,10 @@
 //      the deployment shows it as `process`, and each report of new exits is a
 //      `deployment.process_exited` event. With `acceptsProcessAddresses` too, each process report
 //      may say where it answers (`address`: the runner's host name and the process's port).
+//   6. is listed: `GET /v1/orgs/{orgId}/runners` shows each runner that names itself, with when it
+//      was last heard from (its claims, heartbeats, serving reports and adoptions) and what it
+//      carries out. When the adopt answer says `acceptsRunnerDetails`, its claims and adoptions
+//      may also say `hostname` (its machine's) and `version`, which the list shows.
 //
 // Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
 // lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
@@ -103,6 +107,12 @@ export const RunnerDeploymentParams = Type.Object({
 /** A runner process's id for hosting (step 5): random, made anew each time the runner starts. */
 export const Host = Type.String({ minLength: 8, maxLength: 100, pattern: '^[A-Za-z0-9_-]+$', description: 'The id this runner process goes by (random, new at each start): what it claims and reports on it runs.' });
 
+/** What a runner says of itself, shown in the runners list (step 6). */
+export const RunnerDetails = {
+  hostname: Type.Optional(Type.String({ minLength: 1, maxLength: 253, pattern: '^[A-Za-z0-9._-]+$', description: 'The host name of the machine it runs on.' })),
+  version: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '^[\\x21-\\x7e]+( [\\x21-\\x7e]+)*$', description: 'Its name and version (`slipway-runner/0.1.0`).' })),
+};
+
 const EnvironmentNames = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
   minItems: 1, maxItems: 100, uniqueItems: true, description: 'Environment names or ids to take deployments from; all of the organization\'s when omitted.',
 });
@@ -114,6 +124,7 @@ export const ClaimRequest = optionalBody(Type.Object({
     description: 'How long to wait for a deployment before answering 204; 0 answers at once.',
   })),
   host: Type.Optional(Host),
+  ...RunnerDetails,
 }, { additionalProperties: false }));
 export type ClaimRequestT = Static<typeof ClaimRequest>;
 
@@ -222,6 +233,7 @@ export const AdoptRequest = Type.Object({
   host: Host,
   environments: Type.Optional(EnvironmentNames),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: ADOPT_MAX, default: 10, description: 'Orphans to take at most.' })),
+  ...RunnerDetails,
 }, { additionalProperties: false });
 export type AdoptRequestT = Static<typeof AdoptRequest>;
 
@@ -232,6 +244,7 @@ export const AdoptResponse = Type.Object({
   hostTimeoutSeconds: Type.Integer({ description: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: report what you run (`serving` with `host`) well within it, every third of it at the least.' }),
   acceptsProcessReports: Type.Boolean({ description: 'The server takes `processes` in serving reports (older servers refuse the field).' }),
   acceptsProcessAddresses: Type.Optional(Type.Boolean({ description: 'The server takes `address` in those process reports (older servers refuse the field, or leave this out).' })),
+  acceptsRunnerDetails: Type.Optional(Type.Boolean({ description: 'The server takes `hostname` and `version` in claims and adoptions (older servers refuse the fields, or leave this out).' })),
 });
 export type AdoptResponseT = Static<typeof AdoptResponse>;
 

@@ -7,12 +7,20 @@ import {
 } from './runner.protocol.js';
 import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import type { RunnerService } from './runner.service.js';
+import type { RunnersService } from './runners.service.js';
+import type { FastifyRequest } from 'fastify';
 
 const tags = ['runner'];
 const FENCED = 'Carries the claim\'s `leaseToken`. A runner that no longer holds the lease gets 409 `lease_lost`; a cancelled deployment 409 `deployment_cancelled`; either way nothing changes, and the runner stops working on it.';
 
-export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
-  const { runner } = deps;
+export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen'> }): void {
+  const { runner, runners } = deps;
+
+  /** A call of a runner that names itself: it is there (see runners.service.ts). */
+  async function sighted(req: FastifyRequest, body: { host?: string | undefined; environments?: string[] | undefined; hostname?: string | undefined; version?: string | undefined } | null | undefined): Promise<void> {
+    if (body?.host === undefined) return;
+    await runners.seen(req.ctx, req.org!.id, { host: body.host, environments: body.environments, hostname: body.hostname, version: body.version, address: req.ip ?? null });
+  }
 
   // Which deployment each claim handed out, under which lease (null: none), for its Idempotency-Key.
   const claims = keptByReference<{ id: string; leaseToken: string } | null>((req, kept) =>
@@ -40,8 +48,11 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
     // A runner that hangs up stops waiting, so it is not handed a deployment it will never see.
     const gone = new AbortController();
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) gone.abort(); });
+    await sighted(req, req.body);
     // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
     const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, () => req.reauthenticate());
+    // Still there after a long wait (written only if the wait was long).
+    await sighted(req, req.body);
     reply.header('cache-control', 'no-store');
     claims.note(req, claimed === null ? null : { id: claimed.deployment.id, leaseToken: claimed.lease.token });
     if (claimed === null) return reply.code(204).send();
@@ -111,7 +122,10 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       body: ServingRequest,
       response: { 200: ServingResponse },
     },
-  }, async (req) => ({ serving: await runner.serving(req.ctx, req.org!.id, req.body) }));
+  }, async (req) => {
+    await sighted(req, { host: req.body.host });
+    return { serving: await runner.serving(req.ctx, req.org!.id, req.body) };
+  });
 
   app.post(RUNNER_ROUTES.adopt, {
     // The answer carries secret values, like a claim's: never kept.
@@ -125,6 +139,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService }): void {
       response: { 200: noStore(AdoptResponse) },
     },
   }, async (req, reply) => {
+    await sighted(req, req.body);
     reply.header('cache-control', 'no-store');
     return runner.adopt(req.ctx, req.org!.id, req.body);
   });

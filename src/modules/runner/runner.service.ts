@@ -19,6 +19,7 @@ import type {
   ServingRequestT,
 } from './runner.protocol.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
+import type { RunnersService } from './runners.service.js';
 
 export interface RunnerDeps {
   db: Db;
@@ -29,6 +30,8 @@ export interface RunnerDeps {
   maxAttempts: number;
   /** A serving deployment its runner has not reported for this long is an orphan, for another runner to adopt. */
   hostTimeoutSeconds: number;
+  /** Told of each heartbeat's runner: it is there. */
+  runners: Pick<RunnersService, 'heard'>;
 }
 
 type ClaimOutcome = ClaimResponseT | 'none' | 'retry';
@@ -280,6 +283,7 @@ export function createRunnerService(deps: RunnerDeps) {
     async heartbeat(orgId: string, id: string, token: string): Promise<{ lease: LeaseT }> {
       const row = await deploymentsRepo.renewLease(db, { orgId, id, leaseToken: token, expiresAt: renewal(), lines: 0 });
       if (!row) throw await refusal(db, orgId, id, token);
+      if (row.host_id !== null) await deps.runners.heard(orgId, row.host_id);
       return { lease: leaseOf(row) };
     },
 
@@ -392,7 +396,7 @@ export function createRunnerService(deps: RunnerDeps) {
         }
         if (taken !== null) adopted.push(taken);
       }
-      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true, acceptsProcessAddresses: true };
+      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true, acceptsProcessAddresses: true, acceptsRunnerDetails: true };
     },
 
     /** `host` stopped the processes of these deployments: orphans at once, for another runner (or its next start) to adopt. */

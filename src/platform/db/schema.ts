@@ -277,6 +277,21 @@ export interface WebhookDeliveriesTable {
   created_at: string;
 }
 
+export interface RunnersTable {
+  org_id: string;
+  /** The runner process's own id (`host` in its claims and reports). */
+  host: string;
+  service_user_id: string;
+  /** JSON array of environment ids it takes deployments from; null: all of the organization's. */
+  environment_ids: string | null;
+  hostname: string | null;
+  version: string | null;
+  /** The address its last recorded call came from. */
+  address: string | null;
+  first_seen_at: string;
+  last_seen_at: string;
+}
+
 export interface Schema {
   instance_settings: InstanceSettingsTable;
   instance_keys: InstanceKeysTable;
@@ -297,6 +312,7 @@ export interface Schema {
   deployment_logs: DeploymentLogsTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  runners: RunnersTable;
   /** Kept by Kysely's migrator. */
   kysely_migration: { name: string; timestamp: Generated<string> };
 }

@@ -19,9 +19,10 @@ import { retiredOrgSlugs } from './0015-retired-org-slugs.js';
 import { webhooks } from './0016-webhooks.js';
 import { environmentConfiguration } from './0017-environment-configuration.js';
 import { organizationDeletion } from './0018-organization-deletion.js';
+import { runners } from './0019-runners.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners];
 
 export interface MigrationOutcome {
   applied: string[];

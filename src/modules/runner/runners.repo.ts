@@ -1,0 +1,67 @@
+import { sql } from 'kysely';
+import type { Dialect, Executor } from '../../platform/db/database.js';
+import type { RunnersTable } from '../../platform/db/schema.js';
+
+export type RunnerRow = RunnersTable & { service_user_name: string };
+
+export interface RunnerListFilter {
+  after: string | null;
+  limit: number;
+  /** Only those that take this environment's deployments (those that take all included). */
+  environmentId?: string | undefined;
+  /** Heard from since (`online`), or not (`offline`). */
+  seen?: { since: string; online: boolean } | undefined;
+}
+
+export const runnersRepo = {
+  /**
+   * A runner heard from now: its row made, or brought up to date. A row under another service
+   * user's name is left alone: one runner cannot pass for another's process.
+   */
+  async seen(db: Executor, row: RunnersTable): Promise<void> {
+    const { org_id: _org, host: _host, first_seen_at: _first, service_user_id: _user, ...update } = row;
+    await db.insertInto('runners').values(row)
+      .onConflict((oc) => oc.columns(['org_id', 'host']).doUpdateSet(update).where('runners.service_user_id', '=', row.service_user_id))
+      .execute();
+  },
+
+  /** Heard from now, nothing else said (a heartbeat of a deployment it carries out). */
+  async touch(db: Executor, orgId: string, host: string, at: string): Promise<void> {
+    await db.updateTable('runners').set({ last_seen_at: at }).where('org_id', '=', orgId).where('host', '=', host).where('last_seen_at', '<', at).execute();
+  },
+
+  async list(db: Executor, dialect: Dialect, orgId: string, filter: RunnerListFilter): Promise<RunnerRow[]> {
+    let q = db.selectFrom('runners').innerJoin('service_users', 'service_users.id', 'runners.service_user_id')
+      .selectAll('runners').select('service_users.name as service_user_name')
+      .where('runners.org_id', '=', orgId);
+    if (filter.after !== null) q = q.where('runners.host', '>', filter.after);
+    if (filter.seen !== undefined) q = q.where('runners.last_seen_at', filter.seen.online ? '>=' : '<', filter.seen.since);
+    if (filter.environmentId !== undefined) {
+      // Ids are JSON strings in the array: the quoted id appears in it exactly when it is listed.
+      const needle = JSON.stringify(filter.environmentId);
+      const found = dialect === 'postgres' ? sql<boolean>`strpos(runners.environment_ids, ${needle}) > 0` : sql<boolean>`instr(runners.environment_ids, ${needle}) > 0`;
+      q = q.where((eb) => eb.or([eb('runners.environment_ids', 'is', null), found]));
+    }
+    return q.orderBy('runners.host', 'asc').limit(filter.limit + 1).execute();
+  },
+
+  /** What these runners carry out now (ids), and how many serving deployments each runs. */
+  async workOf(db: Executor, orgId: string, hosts: string[]): Promise<{ inProgress: Map<string, string[]>; serving: Map<string, number> }> {
+    const inProgress = new Map<string, string[]>();
+    const serving = new Map<string, number>();
+    if (hosts.length === 0) return { inProgress, serving };
+    const claimed = await db.selectFrom('deployments').select(['id', 'host_id']).where('org_id', '=', orgId).where('state', '=', 'in_progress')
+      .where('host_id', 'in', hosts).orderBy('id', 'asc').execute();
+    for (const row of claimed) inProgress.set(row.host_id!, [...(inProgress.get(row.host_id!) ?? []), row.id]);
+    const counts = await db.selectFrom('deployments').select(['host_id', (eb) => eb.fn.countAll<number | string>().as('n')])
+      .where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'in', hosts).groupBy('host_id').execute();
+    for (const row of counts) serving.set(row.host_id!, Number(row.n));
+    return { inProgress, serving };
+  },
+
+  /** Rows not heard from since `before`: runners long gone. */
+  async prune(db: Executor, before: string): Promise<number> {
+    const result = await db.deleteFrom('runners').where('last_seen_at', '<', before).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  },
+};

@@ -1,0 +1,141 @@
+// Which runners an organization has, and whether they are up: every claim, heartbeat, serving
+// report and adoption of a runner that names itself (`host`) says it is there. A node writes that
+// down at most every SEEN_WRITE_EVERY_MS for one runner (sooner when what it says of itself
+// changes), so a runner that polls costs a write now and then, not one a call.
+import { LRUCache } from 'lru-cache';
+import type { Logger } from 'pino';
+import type { RequestContext } from '../../platform/context.js';
+import { isForeignKeyViolation, type Db, type Dialect } from '../../platform/db/database.js';
+import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { environmentsRepo } from '../environments/environments.repo.js';
+import { loadEnvironment } from '../environments/environments.service.js';
+import { CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
+import { runnersRepo, type RunnerRow } from './runners.repo.js';
+import type { Runner, RunnerState } from './runners.schemas.js';
+
+/** A node records that a runner is there at most this often (its `lastSeenAt` lags by up to this). */
+export const SEEN_WRITE_EVERY_MS = 10_000;
+/** A runner heard from within this is online, whatever the host timeout: a claim waits up to 30 s, and the writes lag. */
+const ONLINE_AT_LEAST_SECONDS = CLAIM_WAIT_MAX_SECONDS + SEEN_WRITE_EVERY_MS / 1000;
+/** Runners not heard from for this long are forgotten. */
+export const RUNNER_RETENTION_DAYS = 7;
+
+/** What a runner's call says of it. */
+export interface Sighting {
+  host: string;
+  /** The environments it asked for, by name or id, as it gave them; undefined: all. */
+  environments?: string[] | undefined;
+  hostname?: string | undefined;
+  version?: string | undefined;
+  /** The address the call came from. */
+  address: string | null;
+}
+
+export interface RunnersDeps {
+  db: Db;
+  dialect: Dialect;
+  hostTimeoutSeconds: number;
+  logger: Logger;
+  /** SEEN_WRITE_EVERY_MS unless given. */
+  writeEveryMs?: number;
+}
+
+export function createRunnersService(deps: RunnersDeps) {
+  const { db } = deps;
+  const onlineWithinSeconds = Math.max(deps.hostTimeoutSeconds, ONLINE_AT_LEAST_SECONDS);
+  /** When this node last wrote each runner down, and what it said then. */
+  const written = new LRUCache<string, { at: number; said: string }>({ max: 10_000 });
+  const writeEveryMs = deps.writeEveryMs ?? SEEN_WRITE_EVERY_MS;
+
+  function due(key: string, said: string | null, now: number): boolean {
+    const last = written.get(key);
+    return last === undefined || now - last.at >= writeEveryMs || (said !== null && last.said !== said);
+  }
+
+  /** A runner's row gone with its service user or organization meanwhile: nothing to keep. */
+  function unlessGone(error: unknown): void {
+    if (!isForeignKeyViolation(error)) throw error;
+  }
+
+  function toRunner(row: RunnerRow, now: number, names: Map<string, string>, work: Awaited<ReturnType<typeof runnersRepo.workOf>>): Runner {
+    const ids = row.environment_ids === null ? null : (JSON.parse(row.environment_ids) as string[]);
+    const state: RunnerState = now - Date.parse(row.last_seen_at) <= onlineWithinSeconds * 1000 ? 'online' : 'offline';
+    return {
+      host: row.host,
+      state,
+      serviceUser: { id: row.service_user_id, name: row.service_user_name },
+      environments: ids === null ? null : ids.flatMap((id) => (names.has(id) ? [{ id, name: names.get(id)! }] : [])),
+      hostname: row.hostname,
+      version: row.version,
+      address: row.address,
+      firstSeenAt: row.first_seen_at,
+      lastSeenAt: row.last_seen_at,
+      inProgress: work.inProgress.get(row.host) ?? [],
+      serving: work.serving.get(row.host) ?? 0,
+    };
+  }
+
+  return {
+    onlineWithinSeconds,
+
+    /** `ctx.actor`'s runner process `sighting.host` is there, saying this of itself. */
+    async seen(ctx: RequestContext, orgId: string, sighting: Sighting): Promise<void> {
+      const key = `${orgId}\0${sighting.host}`;
+      const said = JSON.stringify([ctx.actor.id, sighting.environments ?? null, sighting.hostname ?? null, sighting.version ?? null, sighting.address]);
+      const now = Date.now();
+      if (!due(key, said, now)) return;
+      const at = new Date(now).toISOString();
+      // Ids, in a stable order: names change. Those that do not exist are the claim's to refuse.
+      const environmentIds = sighting.environments === undefined ? null
+        : JSON.stringify((await environmentsRepo.findManyInOrg(db, orgId, sighting.environments)).map((e) => e.id).sort());
+      try {
+        await runnersRepo.seen(db, {
+          org_id: orgId, host: sighting.host, service_user_id: ctx.actor.id, environment_ids: environmentIds,
+          hostname: sighting.hostname ?? null, version: sighting.version ?? null, address: sighting.address, first_seen_at: at, last_seen_at: at,
+        });
+      } catch (error) {
+        unlessGone(error);
+      }
+      written.set(key, { at: now, said });
+    },
+
+    /**
+     * The runner `host` is there (a heartbeat of a deployment it carries out); nothing else said.
+     * The heartbeat it came with is answered whatever becomes of this: it renewed the lease already.
+     */
+    async heard(orgId: string, host: string): Promise<void> {
+      const key = `${orgId}\0${host}`;
+      const now = Date.now();
+      if (!due(key, null, now)) return;
+      try {
+        await runnersRepo.touch(db, orgId, host, new Date(now).toISOString());
+        written.set(key, { at: now, said: written.get(key)?.said ?? '' });
+      } catch (err) {
+        deps.logger.warn({ err }, 'recording that a runner is there failed');
+      }
+    },
+
+    async list(orgId: string, query: { limit?: number; cursor?: string; environment?: string; state?: RunnerState }): Promise<Page<Runner>> {
+      const environmentId = query.environment !== undefined ? (await loadEnvironment(db, orgId, query.environment)).id : undefined;
+      const list = cursorList('runners', { org: orgId, environment: environmentId, state: query.state });
+      const page = pageRequest(list, query);
+      const now = Date.now();
+      const since = new Date(now - onlineWithinSeconds * 1000).toISOString();
+      const rows = await runnersRepo.list(db, deps.dialect, orgId, {
+        ...page, environmentId, seen: query.state === undefined ? undefined : { since, online: query.state === 'online' },
+      });
+      const result = toPage(list, rows, page.limit, (r) => r.host);
+      const ids = [...new Set(result.items.flatMap((r) => (r.environment_ids === null ? [] : (JSON.parse(r.environment_ids) as string[]))))];
+      const names = new Map((await environmentsRepo.findManyInOrg(db, orgId, ids)).map((e) => [e.id, e.name]));
+      const work = await runnersRepo.workOf(db, orgId, result.items.map((r) => r.host));
+      return { items: result.items.map((r) => toRunner(r, now, names, work)), nextCursor: result.nextCursor };
+    },
+
+    /** Forgets runners not heard from for RUNNER_RETENTION_DAYS. */
+    async prune(): Promise<number> {
+      return runnersRepo.prune(db, new Date(Date.now() - RUNNER_RETENTION_DAYS * 86_400_000).toISOString());
+    },
+  };
+}
+
+export type RunnersService = ReturnType<typeof createRunnersService>;

@@ -1,0 +1,243 @@
+// The runners list: which runner processes an organization has, whether each is online, what it
+// takes and carries out; what a runner says of itself (protocol step 6); the reference runner
+// saying it; and the list forgetting runners long gone.
+import assert from 'node:assert/strict';
+import { hostname } from 'node:os';
+import { after, before, describe, it } from 'node:test';
+import { createRunnersService } from '../../src/modules/runner/runners.service.js';
+import { VERSION } from '../../src/platform/version.js';
+import {
+  createEnvironment, createService, deploy, eventually, newRunner, startDeployFixture, unique, type DeployFixture,
+} from '../support/deployments.js';
+import { serviceSpec, settled, startRunner } from '../support/runner-agent.js';
+import type { HttpClient } from '../support/harness.js';
+import { runCli } from '../support/processes.js';
+
+const hostId = () => `rh_${unique('test').replace(/[^A-Za-z0-9_-]/g, '_')}`;
+
+async function listRunners(http: HttpClient, orgId: string, query = ''): Promise<any> {
+  const res = await http.get(`/v1/orgs/${orgId}/runners${query}`);
+  assert.equal(res.status, 200, res.text);
+  return res.body;
+}
+
+describe('runners list', () => {
+  let f: DeployFixture;
+  before(async () => { f = await startDeployFixture(); });
+  after(() => f.close());
+
+  it('lists a runner that names itself: online, its environments, what it says of itself, what it carries out and serves', async () => {
+    const { server, orgId, admin, developer, viewer } = f;
+    const runner = await newRunner(server, orgId);
+    const [env, other] = [await createEnvironment(admin.http, orgId), await createEnvironment(admin.http, orgId)];
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'] } });
+    const host = hostId();
+
+    // Nothing claimed yet: not listed.
+    assert.equal((await listRunners(viewer.http, orgId)).runners.some((r: any) => r.host === host), false);
+    assert.equal((await runner.claim({ environments: [env.name], waitSeconds: 0, host, hostname: 'build-7.example', version: 'acme-runner/2.1 linux' })).status, 204);
+
+    const page = await listRunners(viewer.http, orgId);
+    assert.ok(page.onlineWithinSeconds >= 40);
+    const listed = page.runners.find((r: any) => r.host === host);
+    assert.ok(listed, JSON.stringify(page));
+    assert.equal(listed.state, 'online');
+    assert.deepEqual(listed.serviceUser, { id: runner.actor.id, name: runner.actor.name });
+    assert.deepEqual(listed.environments, [{ id: env.id, name: env.name }]);
+    assert.equal(listed.hostname, 'build-7.example');
+    assert.equal(listed.version, 'acme-runner/2.1 linux');
+    assert.match(listed.address, /^(127\.0\.0\.1|::1|::ffff:127\.0\.0\.1)$/);
+    assert.equal(listed.firstSeenAt, listed.lastSeenAt);
+    assert.deepEqual([listed.inProgress, listed.serving], [[], 0]);
+
+    // Filtered by environment: it takes `env`'s deployments, not `other`'s.
+    assert.ok((await listRunners(viewer.http, orgId, `?environment=${env.name}`)).runners.some((r: any) => r.host === host));
+    assert.ok((await listRunners(viewer.http, orgId, `?environment=${env.id}&state=online`)).runners.some((r: any) => r.host === host));
+    assert.equal((await listRunners(viewer.http, orgId, `?environment=${other.name}`)).runners.some((r: any) => r.host === host), false);
+    assert.equal((await listRunners(viewer.http, orgId, '?state=offline')).runners.some((r: any) => r.host === host), false);
+    const unknown = await viewer.http.get(`/v1/orgs/${orgId}/runners?environment=${unique('nowhere')}`);
+    assert.equal(unknown.status, 404, unknown.text);
+
+    // What it carries out, then serves.
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 0, host });
+    assert.equal(claim.deployment.id, d.id);
+    assert.deepEqual((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host).inProgress, [d.id]);
+    assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
+    const serving = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
+    assert.deepEqual([serving.inProgress, serving.serving], [[], 1]);
+
+    // An environment renamed shows its new name; one deleted is left out.
+    const renamed = unique('renamed');
+    assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/environments/${env.id}`, { name: renamed })).status, 200);
+    assert.deepEqual((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host).environments, [{ id: env.id, name: renamed }]);
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}?force=true`)).status, 204);
+    assert.deepEqual((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host).environments, []);
+  });
+
+  it('lists a runner without environments for every environment, and pages by host', async () => {
+    const { server, orgId, admin, viewer } = f;
+    const env = await createEnvironment(admin.http, orgId);
+    const hosts = [hostId(), hostId(), hostId()];
+    for (const host of hosts) assert.equal((await (await newRunner(server, orgId)).claim({ waitSeconds: 0, host })).status, 204);
+    const listed = (await listRunners(viewer.http, orgId, `?environment=${env.name}`)).runners.filter((r: any) => hosts.includes(r.host));
+    assert.equal(listed.length, 3);
+    for (const r of listed) assert.equal(r.environments, null);
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: any = await listRunners(viewer.http, orgId, `?limit=1${cursor !== null ? `&cursor=${cursor}` : ''}`);
+      assert.ok(page.runners.length <= 1);
+      seen.push(...page.runners.map((r: any) => r.host));
+      cursor = page.nextCursor;
+    } while (cursor !== null);
+    assert.deepEqual(seen, [...seen].sort());
+    assert.equal(new Set(seen).size, seen.length);
+    for (const host of hosts) assert.ok(seen.includes(host));
+    // A cursor belongs to its filters.
+    const first = await listRunners(viewer.http, orgId, '?limit=1');
+    const mismatched = await viewer.http.get(`/v1/orgs/${orgId}/runners?limit=1&state=online&cursor=${first.nextCursor}`);
+    assert.equal(mismatched.status, 400, mismatched.text);
+  });
+
+  it('shows a runner not heard from as offline, forgets it after a week, and forgets it with its service user', async () => {
+    const { server, orgId, owner, viewer } = { ...f, owner: f.server.owner };
+    const runner = await newRunner(server, orgId);
+    const host = hostId();
+    assert.equal((await runner.claim({ waitSeconds: 0, host })).status, 204);
+    const backdate = (ms: number) => server.core.db.updateTable('runners').set({ last_seen_at: new Date(Date.now() - ms).toISOString() })
+      .where('org_id', '=', orgId).where('host', '=', host).execute();
+
+    await backdate(5 * 60_000);
+    const offline = (await listRunners(viewer.http, orgId, '?state=offline')).runners.find((r: any) => r.host === host);
+    assert.equal(offline?.state, 'offline');
+    assert.equal((await listRunners(viewer.http, orgId, '?state=online')).runners.some((r: any) => r.host === host), false);
+
+    await server.core.runners.prune();
+    assert.ok((await listRunners(viewer.http, orgId)).runners.some((r: any) => r.host === host), 'pruned before a week had passed');
+    await backdate(8 * 86_400_000);
+    await server.core.runners.prune();
+    assert.equal((await listRunners(viewer.http, orgId)).runners.some((r: any) => r.host === host), false);
+
+    const gone = await newRunner(server, orgId);
+    const goneHost = hostId();
+    assert.equal((await gone.claim({ waitSeconds: 0, host: goneHost })).status, 204);
+    assert.equal((await owner.http.delete(`/v1/orgs/${orgId}/service-users/${gone.actor.id}`)).status, 204);
+    assert.equal((await listRunners(viewer.http, orgId)).runners.some((r: any) => r.host === goneHost), false);
+  });
+
+  it('counts a heartbeat as hearing from the runner that carries the deployment out, and writes each runner down at most so often', async () => {
+    const { server, orgId, admin, developer, viewer } = f;
+    // This node's own service writes a runner down at most every 10 s; one that writes every time shows the heartbeat's effect.
+    const eager = createRunnersService({ db: server.core.db, dialect: server.core.database.dialect, hostTimeoutSeconds: 60, logger: server.core.logger, writeEveryMs: 0 });
+    const runner = await newRunner(server, orgId);
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'] } });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const host = hostId();
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 0, host });
+    assert.equal(claim.deployment.id, d.id);
+    const lastSeen = async () => (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host)?.lastSeenAt as string;
+    const backdate = () => server.core.db.updateTable('runners').set({ last_seen_at: new Date(Date.now() - 5 * 60_000).toISOString() })
+      .where('org_id', '=', orgId).where('host', '=', host).execute();
+
+    // Through the server: written when it claimed, not again within 10 s.
+    await backdate();
+    const before = await lastSeen();
+    assert.equal((await runner.heartbeat(d.id, claim.lease.token)).status, 200);
+    assert.equal((await runner.claim({ environments: [env.name], waitSeconds: 0, host })).status, 204);
+    assert.equal(await lastSeen(), before);
+    // A heartbeat's runner, heard: its deployment's host.
+    await eager.heard(orgId, host);
+    const heard = await lastSeen();
+    assert.ok(Date.parse(heard) > Date.parse(before));
+    assert.equal((await listRunners(viewer.http, orgId, '?state=online')).runners.some((r: any) => r.host === host), true);
+    // A host that never claimed has no entry to bring up to date.
+    await eager.heard(orgId, hostId());
+    assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
+  });
+
+  it('keeps a runner\'s entry its own: another runner naming the same host changes nothing', async () => {
+    const { server, orgId, viewer } = f;
+    const [mine, other] = [await newRunner(server, orgId), await newRunner(server, orgId)];
+    const host = hostId();
+    assert.equal((await mine.claim({ waitSeconds: 0, host, hostname: 'mine' })).status, 204);
+    assert.equal((await other.claim({ waitSeconds: 0, host, hostname: 'theirs' })).status, 204);
+    const listed = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
+    assert.deepEqual([listed.serviceUser.id, listed.hostname], [mine.actor.id, 'mine']);
+  });
+
+  it('refuses what a runner says of itself when it is not a host name or a version', async () => {
+    const { orgId, runner } = f;
+    for (const bad of [{ hostname: 'two words' }, { hostname: '' }, { version: 'line\nbreak' }, { version: ' padded' }, { hostname: 'a'.repeat(254) }]) {
+      const res = await runner.actor.http.post(`/v1/orgs/${orgId}/runner/claim`, { waitSeconds: 0, host: hostId(), ...bad });
+      assert.equal(res.status, 400, `${JSON.stringify(bad)}: ${res.text}`);
+    }
+  });
+
+  it('slipway runners lists them as a table or JSON, filtered, and refuses what it cannot send', async () => {
+    const { server, orgId, admin, viewer } = f;
+    const env = await createEnvironment(admin.http, orgId);
+    const runner = await newRunner(server, orgId);
+    const host = hostId();
+    assert.equal((await runner.claim({ environments: [env.name], waitSeconds: 0, host, hostname: 'ci-box' })).status, 204);
+    const as = (args: string[]) => runCli(['runners', ...args], {
+      SLIPWAY_URL: server.url, SLIPWAY_TOKEN_URL: `${server.url}/oauth/v2/token`, SLIPWAY_ORG: orgId,
+      SLIPWAY_CLIENT_ID: viewer.clientId, SLIPWAY_CLIENT_SECRET: viewer.clientSecret, SLIPWAY_SCOPE: viewer.scope,
+    });
+
+    const table = await as(['--environment', env.name]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /^HOST\s+STATE\s+SERVICE_USER\s+HOSTNAME\s+ENVIRONMENTS\s+LAST_SEEN\s+IN_PROGRESS\s+SERVING\n/);
+    const line = table.stdout.split('\n').find((l) => l.startsWith(host));
+    assert.ok(line, table.stdout);
+    assert.match(line, new RegExp(`^${host}\\s+online\\s+${runner.actor.name}\\s+ci-box\\s+${env.name}\\s+\\d+ s ago\\s+0\\s+0$`));
+
+    const json = await as(['--state', 'online', '--json']);
+    assert.equal(json.code, 0, json.stderr);
+    assert.ok((JSON.parse(json.stdout).runners as any[]).some((r) => r.host === host && r.hostname === 'ci-box'));
+
+    const none = await as(['--state', 'offline', '--environment', env.name]);
+    assert.deepEqual([none.code, none.stdout], [0, '']);
+    assert.match(none.stderr, new RegExp(`no runner takes ${env.name}'s deployments that is offline`));
+
+    const usage = await as(['--state', 'asleep']);
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /--state must be online or offline, got "asleep"/);
+    const unknown = await as(['--environment', unique('nowhere')]);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /environment/);
+  });
+
+  it('is hidden from other organizations', async () => {
+    const stranger = await f.server.actor((await f.server.createOrg()).id, 'owner');
+    const res = await stranger.http.get(`/v1/orgs/${f.orgId}/runners`);
+    assert.equal(res.status, 404, res.text);
+  });
+});
+
+describe('runners list with the reference runner', () => {
+  let f: DeployFixture;
+  before(async () => { f = await startDeployFixture(); });
+  after(() => f.close());
+
+  it('shows `slipway runner` with its machine\'s host name and version, online while it runs, carrying out and then serving', async () => {
+    const { server, orgId, admin, developer, viewer } = f;
+    const env = await createEnvironment(admin.http, orgId);
+    const runner = await startRunner(server, orgId, { environments: [env.name] });
+    const listed = await eventually('the runner listed with its host name', async () =>
+      (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.serviceUser.id === runner.actor.id && r.version !== null));
+    assert.equal(listed.state, 'online');
+    assert.equal(listed.version, `slipway-runner/${VERSION}`);
+    assert.equal(listed.hostname, /^[A-Za-z0-9._-]{1,253}$/.test(hostname()) ? hostname() : null);
+    assert.deepEqual(listed.environments, [{ id: env.id, name: env.name }]);
+
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec() });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.name });
+    assert.equal((await settled(viewer.http, orgId, d.id)).state, 'succeeded');
+    await eventually('the runner listed as serving it', async () =>
+      ((await listRunners(viewer.http, orgId, `?environment=${env.id}`)).runners.find((r: any) => r.host === listed.host)?.serving === 1 ? true : undefined));
+    assert.equal(await runner.stop(), 0);
+  });
+});
