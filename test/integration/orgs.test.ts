@@ -144,8 +144,11 @@ describe('organizations', () => {
       const squat = await taking();
       assert.equal(squat.status, 409, squat.text);
       assert.equal(squat.body.code, 'org_slug_taken');
-      assert.match(squat.body.detail, new RegExp(`"${org.slug}" belonged to another organization until .* stays reserved to it`));
+      assert.deepEqual(squat.body.conflicts, [{ pointer: '/slug', slug: org.slug }]);
     }
+    // The instance administrator, who sees every organization, is told why and since when.
+    const byAdmin = await server.owner.http.post('/v1/orgs', { slug: org.slug, name: 'Squatter' });
+    assert.match(byAdmin.body.detail, new RegExp(`"${org.slug}" belonged to another organization until .* stays reserved to it`));
     assert.equal((await orgOwner.http.get(`/v1/orgs/${org.slug}`)).status, 404);
     const back = await orgOwner.http.patch(`/v1/orgs/${org.id}`, { slug: org.slug });
     assert.equal(back.status, 200, back.text);
@@ -156,6 +159,24 @@ describe('organizations', () => {
     assert.equal((await owner.http.patch(`/v1/orgs/${org.id}`, { name: 'Hijacked' })).status, 404);
     // The instance administrator acts as owner everywhere.
     assert.equal((await server.owner.http.patch(`/v1/orgs/${org.id}`, { name: 'By the instance admin' })).status, 200);
+  });
+
+  it('tells the owner of another organization only that a slug is taken, not whether or when an organization gave it up', async () => {
+    const gone = await server.createOrg();
+    const goneOwner = await server.actor(gone.id, 'owner');
+    assert.equal((await goneOwner.http.patch(`/v1/orgs/${gone.id}`, { slug: `${gone.slug}-now` })).status, 200);
+    const other = await server.createOrg();
+    const otherOwner = await server.actor(other.id, 'owner');
+    const given = await otherOwner.http.patch(`/v1/orgs/${other.id}`, { slug: gone.slug });
+    const held = await otherOwner.http.patch(`/v1/orgs/${other.id}`, { slug: `${gone.slug}-now` });
+    for (const [res, taken] of [[given, gone.slug], [held, `${gone.slug}-now`]] as const) {
+      assert.equal(res.status, 409, res.text);
+      assert.equal(res.body.code, 'org_slug_taken');
+      assert.deepEqual(res.body.conflicts, [{ pointer: '/slug', slug: taken }]);
+    }
+    // One answer for a slug in use and for one given up: nothing says when, or that it was given up.
+    assert.equal(given.body.detail.replace(gone.slug, 'S'), held.body.detail.replace(`${gone.slug}-now`, 'S'));
+    assert.doesNotMatch(given.body.detail, /\d{4}-\d{2}-\d{2}T/);
   });
 
   it('keeps a slug given up reserved to its organization while others race for it, and every slug it held through concurrent changes', async () => {

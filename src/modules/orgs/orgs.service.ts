@@ -22,6 +22,15 @@ const slugTaken = (slug: string) =>
 const slugRetired = (slug: string, at: string) =>
   errors.conflict('org_slug_taken', `The slug "${slug}" belonged to another organization until ${at}, and stays reserved to it: requests still sent to "${slug}" (scripts, an instance administrator's) must not reach a different organization. Choose another slug.`,
     { conflicts: [{ pointer: '/slug', slug }] });
+/**
+ * What the owner of one organization is told of a slug another organization has or had: only that
+ * it is not to be had. Whether that organization still uses it, was renamed or deleted, and when,
+ * is for those who see every organization (an instance administrator, the CLI).
+ */
+const slugUnavailable = (slug: string) =>
+  errors.conflict('org_slug_taken', `The slug "${slug}" is taken: another organization has it, or had it and keeps it reserved (a slug given up stays reserved to its organization). Choose another slug.`,
+    { conflicts: [{ pointer: '/slug', slug }] });
+const seesEveryOrg = (ctx: RequestContext) => ctx.actor.instanceAdmin;
 
 /**
  * Organizations are created and changed one at a time, instance-wide: a slug one gives up must be
@@ -32,10 +41,10 @@ const slugRetired = (slug: string, at: string) =>
 const ORGS_LOCK = 'organizations';
 
 /** A slug another organization gave up is not to be had; one this organization gave up is its own again. */
-async function claimSlug(trx: Executor, slug: string, orgId: string): Promise<void> {
+async function claimSlug(trx: Executor, ctx: RequestContext, slug: string, orgId: string): Promise<void> {
   const retired = await orgsRepo.retiredSlug(trx, slug);
   if (retired === undefined) return;
-  if (retired.org_id !== orgId) throw slugRetired(slug, retired.retired_at);
+  if (retired.org_id !== orgId) throw seesEveryOrg(ctx) ? slugRetired(slug, retired.retired_at) : slugUnavailable(slug);
   await orgsRepo.reclaimSlug(trx, slug, orgId);
 }
 
@@ -73,10 +82,11 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
   const known = (idOrSlug: string) => byKey.known(idOrSlug);
 
   /** Which unique value a refused write collided with: the external id when another organization holds it, else the slug. */
-  async function conflictOf(error: unknown, input: OrgPatch): Promise<unknown> {
+  async function conflictOf(ctx: RequestContext, error: unknown, input: OrgPatch): Promise<unknown> {
     if (!isUniqueViolation(error)) return error;
     const holder = typeof input.externalId === 'string' ? await orgsRepo.findByExternalId(db, input.externalId) : undefined;
-    return holder ? externalIdTaken(input.externalId!, holder.slug) : slugTaken(input.slug ?? '');
+    if (holder) return externalIdTaken(input.externalId!, holder.slug);
+    return seesEveryOrg(ctx) ? slugTaken(input.slug ?? '') : slugUnavailable(input.slug ?? '');
   }
 
   return {
@@ -86,13 +96,13 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
       try {
         await db.transaction().execute(async (trx) => {
           await instanceRepo.lock(trx, ORGS_LOCK);
-          await claimSlug(trx, row.slug, row.id);
+          await claimSlug(trx, ctx, row.slug, row.id);
           await orgsRepo.insert(trx, row);
           const data = { slug: row.slug, name: row.name, ...(input.externalId !== undefined ? { externalId: input.externalId } : {}) };
           await appendEvents(trx, ctx, [{ orgId: row.id, type: 'organization.created', subject: { type: 'organization', id: row.id }, data }], now);
         });
       } catch (error) {
-        throw await conflictOf(error, input);
+        throw await conflictOf(ctx, error, input);
       }
       forget();
       return toOrganization(row);
@@ -139,7 +149,7 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
           const changes = changesOf(Object.keys(FIELDS) as Field[], { slug: row.slug, name: row.name, externalId: row.external_id }, patch);
           if (changes.changed.length === 0) return toOrganization(row);
           if (changes.changed.includes('slug')) {
-            await claimSlug(trx, patch.slug!, row.id);
+            await claimSlug(trx, ctx, patch.slug!, row.id);
             await orgsRepo.retireSlug(trx, row.slug, row.id, now);
           }
           const next = (await orgsRepo.update(trx, row.id, Object.fromEntries(changes.changed.map((f) => [FIELDS[f], patch[f]])), now))!;
@@ -149,7 +159,7 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
         forget();
         return updated;
       } catch (error) {
-        throw await conflictOf(error, patch);
+        throw await conflictOf(ctx, error, patch);
       }
     },
 
