@@ -5,6 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import { rawDatabaseBytes, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { requestToken } from '../support/tokens.js';
+import { cliContext } from '../../src/platform/context.js';
+import type { AppError } from '../../src/platform/errors.js';
 
 function assertInvalidClient(res: HttpResult): void {
   assert.equal(res.status, 401, res.text);
@@ -296,6 +298,20 @@ describe('service users', () => {
     assert.equal(extra.status, 400);
     assert.deepEqual(extra.body.errors.map((e: { pointer: string }) => e.pointer), ['/instanceAdmin']);
     assert.equal((await admin.http.patch(`${base()}/${other.id}`, {})).status, 400);
+  });
+
+  it('refuses a runner that is an instance administrator, made so (slipway service-user create) or changed into one', async () => {
+    const orgId = (await admin.http.get(`/v1/orgs/${slug}`)).body.id;
+    await assert.rejects(server.core.serviceUsers.create(cliContext(), orgId, { name: 'runner-admin', role: 'runner', instanceAdmin: true }),
+      (error: AppError) => error.status === 400 && JSON.stringify(error.extras).includes('/instanceAdmin'));
+    assert.equal((await admin.http.get(`${base()}/runner-admin`)).status, 404);
+
+    const made = await server.core.serviceUsers.create(cliContext(), orgId, { name: 'admin-not-runner', role: 'admin', instanceAdmin: true });
+    const demoted = await server.owner.http.patch(`${base()}/${made.id}`, { role: 'runner' });
+    assert.equal(demoted.status, 400, demoted.text);
+    assert.deepEqual(demoted.body.errors.map((e: { pointer: string }) => e.pointer), ['/role']);
+    assert.equal((await admin.http.get(`${base()}/${made.id}`)).body.role, 'admin');
+    assert.equal((await server.owner.http.delete(`${base()}/${made.id}`)).status, 204);
   });
 
   it('finds a service user by a name that looks like an id', async () => {

@@ -55,6 +55,15 @@ export interface NewServiceUser {
   instanceAdmin?: boolean;
 }
 
+/**
+ * A runner does the runner protocol and nothing else, while an instance administrator acts as an
+ * owner everywhere: one service user cannot be both.
+ */
+function runnerNotAdmin(pointer: string) {
+  return errors.invalidRequest('A runner cannot be an instance administrator: a runner carries deployments out and may do nothing else. Give the runner its own service user.',
+    [{ pointer, message: pointer === '/role' ? 'an instance administrator cannot be made a runner' : 'a runner cannot be an instance administrator' }]);
+}
+
 export function createServiceUsersService(deps: ServiceUsersDeps) {
   const { db } = deps;
 
@@ -148,6 +157,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     async create(ctx: RequestContext, orgId: string, input: NewServiceUser): Promise<ServiceUser & CredentialsT> {
       assertMayGrant(ctx, input.role);
       if (input.instanceAdmin && !ctx.actor.instanceAdmin) throw errors.forbidden('Only an instance administrator can make another.');
+      if (input.instanceAdmin && input.role === 'runner') throw runnerNotAdmin('/instanceAdmin');
       const now = new Date().toISOString();
       const row: ServiceUserRow = {
         id: newId('serviceUser'), org_id: orgId, name: input.name, description: input.description ?? '', role: input.role,
@@ -193,6 +203,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
           const described = edits.changed.includes('description');
           if (roleChanged) {
             assertMayGrant(ctx, patch.role!);
+            if (patch.role === 'runner' && row.instance_admin === 1) throw runnerNotAdmin('/role');
             await assertNotLastOwner(trx, row, 'demoted');
           }
           if (disabling) await assertNotLastOwner(trx, row, 'disabled');
