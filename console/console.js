@@ -974,6 +974,8 @@ async function serviceUsersView(org) {
     return h('tr', {},
       h('td', {}, h('strong', {}, u.name), ' ', u.disabled ? badge('disabled') : null, u.instanceAdmin ? [' ', badge('instance admin', 'protected')] : null,
         u.description ? h('div', {}, u.description) : null,
+        u.role === 'runner' ? h('div', { class: 'runner-environments' }, 'Takes the deployments of ',
+          u.environments === null ? 'every environment' : u.environments.map((e) => e.name).join(', ') || 'no environment that still exists') : null,
         h('div', { class: 'muted' }, h('code', {}, u.clientId))),
       h('td', {}, h('div', { class: 'row' }, role, changeRole)),
       h('td', {}, u.secrets.map((s) => h('div', { class: 'row' }, h('code', {}, `${s.hint}…`), h('span', { class: 'muted' }, 'last used ', when(s.lastUsedAt)),

@@ -10,11 +10,12 @@ import { unknownVariables, unknownVariableWarning, type UnknownVariable } from '
 
 export class UsageError extends Error {}
 
-type FlagSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;
+type FlagSpec = Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>;
 
 const CONFIG_FLAGS: FlagSpec = Object.fromEntries((Object.keys(CONFIG_VARIABLES) as ConfigKey[]).map((k) => [flagName(k), { type: 'string' as const }]));
 
 export interface Parsed {
+  /** A flag that may be repeated (`multiple`) is read with `repeated`. */
   values: Record<string, string | boolean | undefined>;
   positionals: string[];
   config: () => Config;
@@ -45,7 +46,7 @@ export function parse(argv: string[], own: FlagSpec, env: Record<string, string 
     if (ambiguous) throw new UsageError(`${ambiguous[1]} needs a value; one that begins with a dash goes after =, as in ${ambiguous[1]}=-XYZ`);
     throw new UsageError(message.split(/(?<=\.) /)[0]!);
   }
-  const values = result.values as Record<string, string | boolean | undefined>;
+  const values = result.values as Parsed['values'];
   for (const flag of ['master-key', 'master-key-previous']) {
     if (values[flag] === undefined) continue;
     // As with the runner's --client-secret: a key on the command line is visible to anyone who can list processes.
@@ -81,4 +82,24 @@ export function checkedInput<T>(schema: TSchema, input: T): T {
   const fields = (problem.extras.errors as FieldError[] | undefined) ?? [];
   const toFlag = (pointer: string) => `--${pointer.slice(1).split('/')[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
   throw new UsageError(fields.length > 0 ? fields.map((f) => `${toFlag(f.pointer)} ${f.message}`).join('; ') : problem.detail);
+}
+
+/**
+ * Environments given as a repeated flag, each perhaps a comma-separated list. One given empty
+ * (`--environment "$ENV"` with ENV unset) is a mistake, never "every environment": `otherwise`
+ * says what to do instead.
+ */
+export function environmentsGiven(values: string[], name: string, otherwise: string): string[] {
+  const environments = values.flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e !== '');
+  if (environments.length === 0 || values.some((v) => v.split(',').every((e) => e.trim() === ''))) {
+    throw new UsageError(`${name} is given but names no environment; name one, or ${otherwise}`);
+  }
+  return environments;
+}
+
+/** The values of a flag declared `multiple` (undefined when it is not given). */
+export function repeated(values: Parsed['values'], name: string): string[] | undefined {
+  const value: unknown = values[name];
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? value.map(String) : [String(value)];
 }

@@ -10,7 +10,7 @@ import { createLogger } from '../platform/logging.js';
 import { isRole, ROLES, type Role } from '../modules/auth/roles.js';
 import { CreateOrgBody, EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
 import { CreateServiceUserBody, UpdateServiceUserBody, type ServiceUser } from '../modules/service-users/service-users.schemas.js';
-import { checkedInput, parse, required, UsageError, type Parsed } from './args.js';
+import { checkedInput, environmentsGiven, parse, repeated, required, UsageError, type Parsed } from './args.js';
 import { printFields, printJson, printTable } from './output.js';
 import { ORG_USAGE, SERVICE_USER_USAGE, wantsHelp } from './usage.js';
 
@@ -68,6 +68,7 @@ function printServiceUser(user: ServiceUser, json: unknown): void {
   }
   printFields({
     id: user.id, name: user.name, role: user.role, description: user.description, instanceAdmin: user.instanceAdmin,
+    ...(user.role === 'runner' ? { environments: user.environments === null ? 'all' : user.environments.map((e) => e.name).join(' ') || '(none that still exist)' } : {}),
     disabled: user.disabledAt ?? false, createdAt: user.createdAt, updatedAt: user.updatedAt,
     secrets: user.secrets.map((c) => `${c.id} (${c.hint}…, last used ${c.lastUsedAt ?? 'never'})`).join(', ') || '(none)',
   });
@@ -158,13 +159,17 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
   if (wantsHelp(argv, SERVICE_USER_USAGE)) return 0;
   switch (sub) {
     case 'create': {
-      const p = parse(rest, { org: { type: 'string' }, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' }, 'instance-admin': { type: 'boolean' } }, env);
+      const p = parse(rest, {
+        org: { type: 'string' }, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' }, 'instance-admin': { type: 'boolean' },
+        environment: { type: 'string', multiple: true },
+      }, env);
       const org = required(p.values, 'org');
       const input = {
         ...checkedInput(CreateServiceUserBody, {
           name: required(p.values, 'name'),
           role: role(required(p.values, 'role')),
           ...(typeof p.values.description === 'string' ? { description: p.values.description } : {}),
+          ...(p.values.environment !== undefined ? { environments: environmentsGiven(repeated(p.values, 'environment')!, '--environment', 'leave it out for a runner of every environment') } : {}),
         }),
         instanceAdmin: p.values['instance-admin'] === true,
       };
@@ -194,15 +199,21 @@ export async function serviceUserCommand(argv: string[], env: Env): Promise<numb
       return 0;
     }
     case 'update': {
-      const p = parse(rest, { ...USER_FLAGS, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' } }, env);
+      const p = parse(rest, {
+        ...USER_FLAGS, name: { type: 'string' }, role: { type: 'string' }, description: { type: 'string' },
+        environment: { type: 'string', multiple: true }, 'all-environments': { type: 'boolean' },
+      }, env);
       const [org, target] = [required(p.values, 'org'), userFlag(p.values)];
+      if (p.values.environment !== undefined && p.values['all-environments'] === true) throw new UsageError('--environment and --all-environments contradict each other: give one');
       const given = {
         // Given empty, it is not missing: the new name is what is wrong.
         ...(p.values.name !== undefined ? { name: p.values.name === '' ? emptyName() : required(p.values, 'name') } : {}),
         ...(p.values.role !== undefined ? { role: role(String(p.values.role)) } : {}),
         ...(typeof p.values.description === 'string' ? { description: p.values.description } : {}),
+        ...(p.values.environment !== undefined ? { environments: environmentsGiven(repeated(p.values, 'environment')!, '--environment', 'give --all-environments') } : {}),
+        ...(p.values['all-environments'] === true ? { environments: null } : {}),
       };
-      if (Object.keys(given).length === 0) throw new UsageError('nothing to change: give --name, --role or --description (disable and enable are commands of their own)');
+      if (Object.keys(given).length === 0) throw new UsageError('nothing to change: give --name, --role, --description, --environment or --all-environments (disable and enable are commands of their own)');
       const patch = checkedInput(UpdateServiceUserBody, given);
       printServiceUser(await withCore(p, async (core) => core.serviceUsers.update(cliContext(), await orgId(core, org), target, patch)), p.values.json);
       return 0;

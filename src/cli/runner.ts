@@ -11,7 +11,7 @@ import { createRunner, RECONCILE_DEFAULT_SECONDS } from '../runner-agent/runner.
 import { createTokenSource } from '../runner-agent/token-source.js';
 import { flagTable } from './output.js';
 import { API_CLIENT_FLAGS, apiClientFlagHelp, apiClientSettings, commandFlags, settingReader, type ApiClientSettings } from './api-client.js';
-import { printWarning, UsageError } from './args.js';
+import { environmentsGiven, printWarning, UsageError } from './args.js';
 import { RUNNER_USAGE } from './usage.js';
 
 const FLAGS = {
@@ -65,10 +65,7 @@ export function runnerSettings(flags: Flags, env: Env, read: (file: string) => s
   const environmentFlags = Array.isArray(flags.environment) ? flags.environment : [];
   const variable = env[VARIABLES.environment];
   const given = environmentFlags.length > 0 ? { values: environmentFlags, name: '--environment' } : variable !== undefined ? { values: [variable], name: VARIABLES.environment } : null;
-  const environments = (given?.values ?? []).flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e !== '');
-  if (given !== null && (environments.length === 0 || given.values.some((v) => v.split(',').every((e) => e.trim() === '')))) {
-    throw new UsageError(`${given.name} is given but names no environment; name one, or leave it out (flag and ${VARIABLES.environment}) to serve every environment of the organization`);
-  }
+  const environments = given === null ? [] : environmentsGiven(given.values, given.name, `leave it out (flag and ${VARIABLES.environment}) to serve every environment of the organization`);
 
   const concurrencyText = setting('concurrency') ?? '4';
   const concurrency = Number(concurrencyText);

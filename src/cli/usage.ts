@@ -10,10 +10,10 @@ export const ORG_USAGE = [
 ];
 
 export const SERVICE_USER_USAGE = [
-  'slipway service-user create --org ORG --name N --role ROLE [--description D] [--instance-admin] [--json]',
+  'slipway service-user create --org ORG --name N --role ROLE [--description D] [--environment ENV]… [--instance-admin] [--json]',
   'slipway service-user list --org ORG [--json]',
   'slipway service-user show --org ORG --user ID|NAME [--json]',
-  'slipway service-user update --org ORG --user ID|NAME [--name N] [--role ROLE] [--description D] [--json]',
+  'slipway service-user update --org ORG --user ID|NAME [--name N] [--role ROLE] [--description D] [--environment ENV…|--all-environments] [--json]',
   'slipway service-user delete --org ORG --user ID|NAME [--json]',
   'slipway service-user rotate-secret --org ORG --user ID|NAME [--keep-old] [--json]',
   'slipway service-user remove-secret --org ORG --user ID|NAME --secret CS_ID [--json]',

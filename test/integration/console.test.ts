@@ -592,6 +592,14 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'unserved' })).status, 201);
     await page.goto(`${server.url}/console/#/o/default/environments/unserved`);
     await page.waitForSelector('text=No runner takes unserved\'s deployments yet');
+
+    // A runner kept to environments says which on the service users page.
+    const kept = await server.owner.http.post('/v1/orgs/default/service-users', { name: 'kept-runner', role: 'runner', environments: ['ran-by', 'unserved'] });
+    assert.equal(kept.status, 201, kept.text);
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    const user = page.locator('tr', { hasText: 'kept-runner' });
+    await user.waitFor();
+    assert.equal(await user.locator('.runner-environments').textContent(), 'Takes the deployments of ran-by, unserved');
     await running.complete();
   });
 

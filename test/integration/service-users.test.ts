@@ -52,7 +52,7 @@ describe('service users', () => {
       assert.equal(got.body.id, created.id);
       assert.ok(!got.text.includes(created.clientSecret));
       assert.deepEqual(Object.keys(got.body).sort(), [
-        'clientId', 'createdAt', 'description', 'disabled', 'disabledAt', 'id', 'instanceAdmin', 'name', 'orgId', 'role', 'secrets', 'updatedAt',
+        'clientId', 'createdAt', 'description', 'disabled', 'disabledAt', 'environments', 'id', 'instanceAdmin', 'name', 'orgId', 'role', 'secrets', 'updatedAt',
       ]);
       assert.deepEqual(Object.keys(got.body.secrets[0]).sort(), ['createdAt', 'hint', 'id', 'lastUsedAt']);
     }

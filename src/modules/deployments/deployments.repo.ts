@@ -100,9 +100,12 @@ export const deploymentsRepo = {
   },
 
   /** Those of `ids` that are the organization's and serve (state `succeeded`). */
-  async servingAmong(db: Executor, orgId: string, ids: string[]): Promise<string[]> {
-    const rows = await db.selectFrom('deployments').select('id').where('org_id', '=', orgId).where('id', 'in', ids).where('state', '=', 'succeeded').execute();
-    return rows.map((r) => r.id);
+  /** Those of `ids` that serve (in these environments, when given). */
+  async servingAmong(db: Executor, orgId: string, ids: string[], environmentIds: string[] | null = null): Promise<string[]> {
+    if (environmentIds !== null && environmentIds.length === 0) return [];
+    let q = db.selectFrom('deployments').select('id').where('org_id', '=', orgId).where('id', 'in', ids).where('state', '=', 'succeeded');
+    if (environmentIds !== null) q = q.where('environment_id', 'in', environmentIds);
+    return (await q.execute()).map((r) => r.id);
   },
 
   /**
@@ -110,12 +113,13 @@ export const deploymentsRepo = {
    * its own, or no runner's yet, become its own, seen now. Ids another runner has adopted since are
    * not among those returned: their processes here are to stop.
    */
-  async reportHosted(db: Executor, orgId: string, ids: string[], host: string, now: string): Promise<string[]> {
-    const rows = await db.updateTable('deployments').set({ host_id: host, host_seen_at: now })
+  async reportHosted(db: Executor, orgId: string, ids: string[], host: string, now: string, environmentIds: string[] | null = null): Promise<string[]> {
+    if (environmentIds !== null && environmentIds.length === 0) return [];
+    let q = db.updateTable('deployments').set({ host_id: host, host_seen_at: now })
       .where('org_id', '=', orgId).where('id', 'in', ids).where('state', '=', 'succeeded')
-      .where((w) => w.or([w('host_id', '=', host), w('host_id', 'is', null)]))
-      .returning('id').execute();
-    return rows.map((r) => r.id);
+      .where((w) => w.or([w('host_id', '=', host), w('host_id', 'is', null)]));
+    if (environmentIds !== null) q = q.where('environment_id', 'in', environmentIds);
+    return (await q.returning('id').execute()).map((r) => r.id);
   },
 
   /**

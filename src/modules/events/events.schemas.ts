@@ -4,7 +4,7 @@ import { PageQuery } from '../../http/schemas.js';
 /** Every event type, by family: what the events API documents, and what a webhook may subscribe to. */
 export const EVENT_TYPES: Readonly<Record<string, readonly string[]>> = {
   organization: ['created', 'updated', 'deleted'],
-  service_user: ['created', 'updated', 'role_changed', 'disabled', 'enabled', 'deleted', 'secret_added', 'secret_removed', 'secret_rotated', 'token_revoked'],
+  service_user: ['created', 'updated', 'role_changed', 'environments_changed', 'disabled', 'enabled', 'deleted', 'secret_added', 'secret_removed', 'secret_rotated', 'token_revoked'],
   secret: ['created', 'updated', 'revealed', 'deleted', 'restored', 'destroyed', 'purged'],
   environment: ['created', 'updated', 'deleted'],
   service: ['created', 'updated', 'deleted'],

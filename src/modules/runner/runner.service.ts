@@ -13,6 +13,7 @@ import type { Deployment } from '../deployments/deployments.schemas.js';
 import { endAttempt, expireLeases } from '../deployments/lease-expiry.js';
 import { appendEvents, markCommitted, type NewEvent } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
+import { runnerEnvironmentIds } from '../service-users/service-users.service.js';
 import { pinnedVersions, secretVariables, type SecretStore } from '../services/service-spec.js';
 import type {
   AdoptRequestT, AdoptResponseT, AppendLogsRequestT, AppendLogsResponseT, ClaimRequestT, ClaimResponseT, LeaseT, OutcomeT, ProcessReportT, RunSpecT,
@@ -83,12 +84,34 @@ export function createRunnerService(deps: RunnerDeps) {
     for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
   }
 
-  async function environmentIds(orgId: string, names: string[] | undefined): Promise<string[] | null> {
-    if (names === undefined) return null;
-    const rows = await environmentsRepo.findManyInOrg(db, orgId, names);
-    const missing = names.filter((n) => !rows.some((r) => r.id === n || r.name === n));
+  /** The ids of the environments a runner keeps to (its service user's `environments`); null: all. */
+  async function keptTo(ctx: RequestContext): Promise<string[] | null> {
+    const row = await db.selectFrom('service_users').select('runner_environments').where('id', '=', ctx.actor.id).executeTakeFirst();
+    return row === undefined ? null : runnerEnvironmentIds(row);
+  }
+
+  /**
+   * The environments a runner takes deployments of: those it names (404 for one that is not the
+   * organization's; all when it names none), within those its service user is kept to. Naming one
+   * outside them is a 403, and so is a runner all of whose environments were deleted since.
+   */
+  async function environmentIds(ctx: RequestContext, orgId: string, names: string[] | undefined): Promise<string[] | null> {
+    const kept = await keptTo(ctx);
+    const named = names === undefined ? null : await environmentsRepo.findManyInOrg(db, orgId, names);
+    const missing = names?.filter((n) => !named!.some((r) => r.id === n || r.name === n)) ?? [];
     if (missing.length > 0) throw errors.notFound('environment', missing.join('", "'));
-    return rows.map((r) => r.id);
+    if (kept === null) return named === null ? null : named.map((r) => r.id);
+    const allowed = await environmentsRepo.findManyInOrg(db, orgId, kept);
+    const allowedNames = allowed.map((r) => r.name).sort().join(', ');
+    if (named === null) {
+      if (allowed.length === 0) throw errors.forbidden('This runner is kept to environments that no longer exist: give it others (its service user\'s `environments`), or all of them (null).');
+      return allowed.map((r) => r.id);
+    }
+    const outside = named.filter((r) => !kept.includes(r.id));
+    if (outside.length > 0) {
+      throw errors.forbidden(`This runner may take the deployments of ${allowedNames === '' ? 'no environment that still exists' : allowedNames} only, not of ${outside.map((r) => r.name).sort().join(', ')}: claim those, or change its service user's \`environments\`.`);
+    }
+    return named.map((r) => r.id);
   }
 
   /**
@@ -241,7 +264,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * claim): a runner disabled while it waited must not receive secret values.
      */
     async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>): Promise<ClaimResponseT | null> {
-      const envIds = await environmentIds(orgId, request?.environments);
+      const envIds = await environmentIds(ctx, orgId, request?.environments);
       const deadline = Date.now() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
       let sweep = true;
       for (let waited = false; ; waited = true) {
@@ -359,11 +382,13 @@ export function createRunnerService(deps: RunnerDeps) {
      */
     async serving(ctx: RequestContext, orgId: string, request: ServingRequestT): Promise<string[]> {
       const { deployments: ids, host } = request;
-      if (host === undefined) return deploymentsRepo.servingAmong(db, orgId, ids);
+      // Those of environments it is no longer kept to do not serve here: it stops them, and a runner of theirs adopts them.
+      const kept = await keptTo(ctx);
+      if (host === undefined) return deploymentsRepo.servingAmong(db, orgId, ids, kept);
       const at = new Date().toISOString();
       // One transaction: a report is kept whole or not at all.
       return db.transaction().execute(async (trx) => {
-        const answered = await deploymentsRepo.reportHosted(trx, orgId, ids, host, at);
+        const answered = await deploymentsRepo.reportHosted(trx, orgId, ids, host, at, kept);
         const reports = request.processes?.filter((report) => answered.includes(report.deployment)) ?? [];
         if (reports.length > 0) await recordProcesses(trx, ctx, orgId, host, reports, at);
         return answered;
@@ -376,7 +401,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * whose pinned secret versions are gone cannot run again: it is marked stopped instead (see adoptOne).
      */
     async adopt(ctx: RequestContext, orgId: string, request: AdoptRequestT): Promise<AdoptResponseT> {
-      const envIds = await environmentIds(orgId, request.environments);
+      const envIds = await environmentIds(ctx, orgId, request.environments);
       const now = new Date();
       const at = now.toISOString();
       const cutoff = new Date(now.getTime() - startedAt >= hostTimeoutMs ? now.getTime() - hostTimeoutMs : 0).toISOString();

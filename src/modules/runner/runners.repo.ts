@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import type { Dialect, Executor } from '../../platform/db/database.js';
 import type { RunnersTable } from '../../platform/db/schema.js';
 
-export type RunnerRow = RunnersTable & { service_user_name: string };
+/** A runner, with its service user's name and the environments that service user is kept to (JSON ids; null: all). */
+export type RunnerRow = RunnersTable & { service_user_name: string; kept_to: string | null };
 
 export interface RunnerListFilter {
   after: string | null;
@@ -32,15 +33,20 @@ export const runnersRepo = {
 
   async list(db: Executor, dialect: Dialect, orgId: string, filter: RunnerListFilter): Promise<RunnerRow[]> {
     let q = db.selectFrom('runners').innerJoin('service_users', 'service_users.id', 'runners.service_user_id')
-      .selectAll('runners').select('service_users.name as service_user_name')
+      .selectAll('runners').select(['service_users.name as service_user_name', 'service_users.runner_environments as kept_to'])
       .where('runners.org_id', '=', orgId);
     if (filter.after !== null) q = q.where('runners.host', '>', filter.after);
     if (filter.seen !== undefined) q = q.where('runners.last_seen_at', filter.seen.online ? '>=' : '<', filter.seen.since);
     if (filter.environmentId !== undefined) {
-      // Ids are JSON strings in the array: the quoted id appears in it exactly when it is listed.
+      // Ids are JSON strings in the arrays: the quoted id appears in one exactly when it is listed.
+      // It asks for that environment (or for all), and its service user is kept to it (or to none).
       const needle = JSON.stringify(filter.environmentId);
-      const found = dialect === 'postgres' ? sql<boolean>`strpos(runners.environment_ids, ${needle}) > 0` : sql<boolean>`instr(runners.environment_ids, ${needle}) > 0`;
-      q = q.where((eb) => eb.or([eb('runners.environment_ids', 'is', null), found]));
+      const lists = (column: 'runners.environment_ids' | 'service_users.runner_environments') =>
+        dialect === 'postgres' ? sql<boolean>`strpos(${sql.ref(column)}, ${needle}) > 0` : sql<boolean>`instr(${sql.ref(column)}, ${needle}) > 0`;
+      q = q.where((eb) => eb.and([
+        eb.or([eb('runners.environment_ids', 'is', null), lists('runners.environment_ids')]),
+        eb.or([eb('service_users.runner_environments', 'is', null), lists('service_users.runner_environments')]),
+      ]));
     }
     return q.orderBy('runners.host', 'asc').limit(filter.limit + 1).execute();
   },

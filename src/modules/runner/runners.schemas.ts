@@ -12,7 +12,7 @@ export const RunnerSchema = Type.Object({
   }),
   serviceUser: Type.Object({ id: Type.String(), name: Type.String() }, { description: 'The runner service user it signs in as.' }),
   environments: Type.Union([Type.Array(Type.Object({ id: Type.String(), name: Type.String() })), Type.Null()], {
-    description: 'The environments it takes deployments from, as it last asked; null: all of the organization\'s. Environments deleted since are left out.',
+    description: 'The environments it takes deployments from: those it last asked for, within those its service user is kept to; null: all of the organization\'s. Environments deleted since are left out.',
   }),
   hostname: Type.Union([Type.String(), Type.Null()], { description: 'The host name of its machine, as it says (null: it does not).' }),
   version: Type.Union([Type.String(), Type.Null()], { description: 'Its version, as it says (null: it does not).' }),

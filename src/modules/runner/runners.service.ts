@@ -57,8 +57,15 @@ export function createRunnersService(deps: RunnersDeps) {
     if (!isForeignKeyViolation(error)) throw error;
   }
 
+  /** What it asks for (null: all), within what its service user is kept to. */
+  function effectiveEnvironments(row: RunnerRow): string[] | null {
+    const asked = row.environment_ids === null ? null : (JSON.parse(row.environment_ids) as string[]);
+    const kept = row.kept_to === null ? null : (JSON.parse(row.kept_to) as string[]);
+    return kept === null ? asked : (asked ?? kept).filter((id) => kept.includes(id));
+  }
+
   function toRunner(row: RunnerRow, now: number, names: Map<string, string>, work: Awaited<ReturnType<typeof runnersRepo.workOf>>): Runner {
-    const ids = row.environment_ids === null ? null : (JSON.parse(row.environment_ids) as string[]);
+    const ids = effectiveEnvironments(row);
     const state: RunnerState = now - Date.parse(row.last_seen_at) <= onlineWithinSeconds * 1000 ? 'online' : 'offline';
     return {
       host: row.host,
@@ -125,7 +132,7 @@ export function createRunnersService(deps: RunnersDeps) {
         ...page, environmentId, seen: query.state === undefined ? undefined : { since, online: query.state === 'online' },
       });
       const result = toPage(list, rows, page.limit, (r) => r.host);
-      const ids = [...new Set(result.items.flatMap((r) => (r.environment_ids === null ? [] : (JSON.parse(r.environment_ids) as string[]))))];
+      const ids = [...new Set(result.items.flatMap((r) => effectiveEnvironments(r) ?? []))];
       const names = new Map((await environmentsRepo.findManyInOrg(db, orgId, ids)).map((e) => [e.id, e.name]));
       const work = await runnersRepo.workOf(db, orgId, result.items.map((r) => r.host));
       return { items: result.items.map((r) => toRunner(r, now, names, work)), nextCursor: result.nextCursor };

@@ -22,6 +22,9 @@ export const ServiceUserSchema = Type.Object({
   instanceAdmin: Type.Boolean({ description: 'May create organizations and acts as owner in every one.' }),
   disabled: Type.Boolean(),
   disabledAt: Type.Union([Timestamp, Type.Null()]),
+  environments: Type.Union([Type.Array(Type.Object({ id: Type.String(), name: Type.String() })), Type.Null()], {
+    description: 'A runner\'s: the environments whose deployments it may take (and whose secret values it is handed); null: all of the organization\'s. Always null for other roles. Environments deleted since are left out.',
+  }),
   secrets: Type.Array(ClientSecretInfo, { description: 'Live client secrets (at most two: rotation without downtime).' }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
@@ -41,10 +44,17 @@ export type CredentialsT = Static<typeof Credentials>;
 
 export const CreatedServiceUser = Type.Intersect([ServiceUserSchema, Credentials]);
 
+/** A runner's environments as a client names them (names or ids); the schema's bounds are those of a claim's. */
+const RunnerEnvironments = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+  minItems: 1, maxItems: 100, uniqueItems: true,
+  description: 'Runners only: the environments (names or ids) whose deployments it may take; it is handed no other. Left out: all of the organization\'s.',
+});
+
 export const CreateServiceUserBody = Type.Object({
   name: Name,
   description: Type.Optional(Type.String({ maxLength: 500 })),
   role: RoleSchema,
+  environments: Type.Optional(RunnerEnvironments),
 }, { additionalProperties: false });
 
 export const UpdateServiceUserBody = Type.Object({
@@ -52,6 +62,9 @@ export const UpdateServiceUserBody = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 500 })),
   role: Type.Optional(RoleSchema),
   disabled: Type.Optional(Type.Boolean({ description: 'A disabled service user gets no tokens, and its live tokens stop working.' })),
+  environments: Type.Optional(Type.Union([RunnerEnvironments, Type.Null()], {
+    description: 'Runners only: the environments (names or ids) whose deployments it may take from its next claim on; null: all. A runner whose role changes to another has none kept.',
+  })),
 }, { additionalProperties: false, minProperties: 1 });
 
 export const ServiceUserParams = Type.Object({ orgId: OrgIdParam, id: Type.String({ maxLength: 100, description: 'Service user id or name.' }) });

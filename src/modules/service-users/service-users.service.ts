@@ -8,6 +8,7 @@ import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { canGrant, effectiveRole, type Role } from '../auth/roles.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
+import { environmentsRepo } from '../environments/environments.repo.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
 import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from './service-users.repo.js';
 import type { CredentialsT, ServiceUser } from './service-users.schemas.js';
@@ -16,7 +17,19 @@ export const MAX_LIVE_SECRETS = 2;
 
 const withArticle = (role: Role) => `${/^[aeiou]/.test(role) ? 'An' : 'A'} ${role}`;
 
-function toServiceUser(row: ServiceUserRow, secrets: ClientSecretRow[]): ServiceUser {
+/** The environment ids a runner is kept to (null: all), as stored. */
+export function runnerEnvironmentIds(row: Pick<ServiceUserRow, 'runner_environments'>): string[] | null {
+  return row.runner_environments === null ? null : (JSON.parse(row.runner_environments) as string[]);
+}
+
+/** The names of the environments these service users are kept to, by id (those that still exist). */
+async function environmentNames(executor: Executor, orgId: string, rows: ServiceUserRow[]): Promise<Map<string, string>> {
+  const ids = [...new Set(rows.flatMap((r) => runnerEnvironmentIds(r) ?? []))];
+  return new Map((await environmentsRepo.findManyInOrg(executor, orgId, ids)).map((e) => [e.id, e.name]));
+}
+
+function toServiceUser(row: ServiceUserRow, secrets: ClientSecretRow[], names: Map<string, string>): ServiceUser {
+  const environments = runnerEnvironmentIds(row);
   return {
     id: row.id,
     clientId: row.id,
@@ -27,6 +40,7 @@ function toServiceUser(row: ServiceUserRow, secrets: ClientSecretRow[]): Service
     instanceAdmin: row.instance_admin === 1,
     disabled: row.disabled_at !== null,
     disabledAt: row.disabled_at,
+    environments: environments === null ? null : environments.flatMap((id) => (names.has(id) ? [{ id, name: names.get(id)! }] : [])),
     secrets: secrets.map((s) => ({ id: s.id, hint: s.hint, createdAt: s.created_at, lastUsedAt: s.last_used_at })),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -53,6 +67,8 @@ export interface NewServiceUser {
   description?: string | undefined;
   role: Role;
   instanceAdmin?: boolean;
+  /** A runner's environments, by name or id; undefined: all. */
+  environments?: string[] | undefined;
 }
 
 /**
@@ -117,7 +133,22 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
   }
 
   async function view(executor: Executor, row: ServiceUserRow): Promise<ServiceUser> {
-    return toServiceUser(row, await serviceUsersRepo.secretsOf(executor, [row.id]));
+    return toServiceUser(row, await serviceUsersRepo.secretsOf(executor, [row.id]), await environmentNames(executor, row.org_id, [row]));
+  }
+
+  /**
+   * The environments a runner is to be kept to, as stored (sorted ids), with their names for its
+   * events; refused for any other role, and 404 for one that is not the organization's.
+   */
+  async function keptTo(executor: Executor, orgId: string, role: Role, given: string[]): Promise<{ stored: string; names: string[] }> {
+    if (role !== 'runner') {
+      throw errors.invalidRequest('Only a runner is kept to environments: the other roles act on the whole organization.', [{ pointer: '/environments', message: `a${role === 'owner' || role === 'admin' ? 'n' : ''} ${role} takes no environments` }]);
+    }
+    const rows = await environmentsRepo.findManyInOrg(executor, orgId, given);
+    const missing = given.filter((g) => !rows.some((r) => r.id === g || r.name === g));
+    if (missing.length > 0) throw errors.notFound('environment', missing.join('", "'), '/environments');
+    const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
+    return { stored: JSON.stringify(sorted.map((r) => r.id)), names: sorted.map((r) => r.name) };
   }
 
   /** An organization always keeps one enabled owner, or nobody could administer it again. */
@@ -161,19 +192,25 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       const now = new Date().toISOString();
       const row: ServiceUserRow = {
         id: newId('serviceUser'), org_id: orgId, name: input.name, description: input.description ?? '', role: input.role,
-        instance_admin: input.instanceAdmin ? 1 : 0, disabled_at: null, token_generation: 0, created_at: now, updated_at: now,
+        instance_admin: input.instanceAdmin ? 1 : 0, disabled_at: null, token_generation: 0, runner_environments: null, created_at: now, updated_at: now,
       };
       const { row: secretRow, secret } = issueSecret(row.id, now);
+      let names = new Map<string, string>();
       try {
         await db.transaction().execute(async (trx) => {
+          const kept = input.environments === undefined ? undefined : await keptTo(trx, orgId, input.role, input.environments);
+          if (kept !== undefined) row.runner_environments = kept.stored;
           await serviceUsersRepo.insert(trx, row);
           await serviceUsersRepo.insertSecret(trx, secretRow);
-          await appendEvents(trx, ctx, [event(orgId, row, 'created', { name: row.name, role: row.role, instanceAdmin: row.instance_admin === 1 })], now);
+          await appendEvents(trx, ctx, [event(orgId, row, 'created', {
+            name: row.name, role: row.role, instanceAdmin: row.instance_admin === 1, ...(kept !== undefined ? { environments: kept.names } : {}),
+          })], now);
+          names = await environmentNames(trx, orgId, [row]);
         });
       } catch (error) {
         throw nameTakenOr(error, input.name);
       }
-      return { ...toServiceUser(row, [secretRow]), clientId: row.id, clientSecret: secret, tokenUrl: deps.tokenUrl, scope: deps.scope, baseUrl: deps.baseUrl };
+      return { ...toServiceUser(row, [secretRow], names), clientId: row.id, clientSecret: secret, tokenUrl: deps.tokenUrl, scope: deps.scope, baseUrl: deps.baseUrl };
     },
 
     async list(orgId: string, query: { limit?: number; cursor?: string }): Promise<Page<ServiceUser>> {
@@ -182,7 +219,8 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       const rows = await serviceUsersRepo.list(db, orgId, page);
       const result = toPage(list, rows, page.limit, (r) => r.id);
       const secrets = await serviceUsersRepo.secretsOf(db, result.items.map((r) => r.id));
-      return { items: result.items.map((r) => toServiceUser(r, secrets.filter((s) => s.service_user_id === r.id))), nextCursor: result.nextCursor };
+      const names = await environmentNames(db, orgId, result.items);
+      return { items: result.items.map((r) => toServiceUser(r, secrets.filter((s) => s.service_user_id === r.id), names)), nextCursor: result.nextCursor };
     },
 
     async get(orgId: string, idOrName: string): Promise<ServiceUser> {
@@ -190,7 +228,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     },
 
     /** Renames, re-describes, changes the role of, disables or enables; one event per kind of change, none for no change. */
-    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: { name?: string; description?: string; role?: Role; disabled?: boolean }): Promise<ServiceUser> {
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: { name?: string; description?: string; role?: Role; disabled?: boolean; environments?: string[] | null }): Promise<ServiceUser> {
       const now = new Date().toISOString();
       let updated: ServiceUser;
       try {
@@ -207,18 +245,27 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
             await assertNotLastOwner(trx, row, 'demoted');
           }
           if (disabling) await assertNotLastOwner(trx, row, 'disabled');
-          if (!roleChanged && !disabling && !enabling && !renamed && !described) return view(trx, row);
+          // A runner's environments: as given (null: all), or none kept once it is a runner no more.
+          const role = patch.role ?? (row.role as Role);
+          const kept = patch.environments === undefined || patch.environments === null
+            ? (patch.environments === null || role !== 'runner' ? { stored: null, names: null } : undefined)
+            : await keptTo(trx, orgId, role, patch.environments);
+          const keptBefore = runnerEnvironmentIds(row);
+          const scoped = kept !== undefined && kept.stored !== row.runner_environments;
+          if (!roleChanged && !disabling && !enabling && !renamed && !described && !scoped) return view(trx, row);
 
           const set: Partial<ServiceUserRow> = { updated_at: now };
           if (renamed) set.name = patch.name!;
           if (described) set.description = patch.description!;
           if (roleChanged) set.role = patch.role!;
+          if (scoped) set.runner_environments = kept.stored;
           if (disabling || enabling) set.disabled_at = disabling ? now : null;
           // Enabling again does not bring back the tokens that disabling ended.
           if (disabling) set.token_generation = Number(row.token_generation) + 1;
           const next = (await serviceUsersRepo.update(trx, row.id, set))!;
           await appendEvents(trx, ctx, [
             ...(roleChanged ? [event(orgId, row, 'role_changed', { from: row.role, to: patch.role })] : []),
+            ...(scoped ? [event(orgId, row, 'environments_changed', { from: keptBefore, to: kept.stored === null ? null : JSON.parse(kept.stored) as string[], names: kept.names })] : []),
             ...(disabling ? [event(orgId, row, 'disabled', {})] : []),
             ...(enabling ? [event(orgId, row, 'enabled', {})] : []),
             ...(renamed || described ? [event(orgId, row, 'updated', { name: next.name, ...edits })] : []),

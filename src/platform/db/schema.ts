@@ -68,6 +68,8 @@ export interface ServiceUsersTable {
   disabled_at: string | null;
   /** Only tokens of this generation are accepted; each disable starts a new one. */
   token_generation: number;
+  /** A runner's: JSON array of the ids of the environments whose deployments it may take; null: all. */
+  runner_environments: string | null;
   created_at: string;
   updated_at: string;
 }
