@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { CLIENT_CACHE_MS } from '../../src/modules/auth/token.service.js';
 import { serviceUsersRepo } from '../../src/modules/service-users/service-users.repo.js';
 import { cliContext } from '../../src/platform/context.js';
-import { startServer, type TestServer } from '../support/harness.js';
+import { startSecondNode, startServer, type TestServer } from '../support/harness.js';
 import { cliJson } from '../support/processes.js';
 import { plantClientSecret, requestToken } from '../support/tokens.js';
 
@@ -191,5 +191,39 @@ describe('token endpoint client cache and the CLI on the same database', () => {
     assert.equal((await requestToken(server, rotated)).status, 200);
     const took = await untilStatus(server, created, 401, rotatedAt);
     assert.ok(took <= CLIENT_CACHE_MS + SLACK_MS, `refused only ${took} ms after the CLI finished`);
+  });
+});
+
+describe('token endpoint client cache with another node on the same database', () => {
+  let server: TestServer;
+  let other: TestServer;
+  before(async () => {
+    server = await startServer();
+    other = await startSecondNode(server);
+  });
+  after(async () => {
+    assert.deepEqual([...server.undeclared, ...other.undeclared], []);
+    await other.close();
+    await server.close();
+  });
+
+  it('a service user disabled and enabled again on the other node gets tokens here that the API accepts', async () => {
+    const orgId = (await server.createOrg()).id;
+    const owner = await server.actor(orgId, 'owner');
+    const developer = await server.actor(orgId, 'developer');
+    // Remembered here: the token endpoint has just read the client.
+    assert.equal((await requestToken(server, developer)).status, 200);
+    const there = other.http(owner.token);
+    assert.equal((await there.patch(`/v1/orgs/${orgId}/service-users/${developer.id}`, { disabled: true })).status, 200);
+    // Disabled over there: no token here either.
+    assert.equal((await requestToken(server, developer)).status, 401);
+    assert.equal((await there.patch(`/v1/orgs/${orgId}/service-users/${developer.id}`, { disabled: false })).status, 200);
+    const issued = await requestToken(server, developer);
+    assert.equal(issued.status, 200, issued.text);
+    // Issued after the enable: the API takes it, on the node that made the change as on this one.
+    for (const node of [other, server]) {
+      const res = await node.http(issued.body.access_token).get(`/v1/orgs/${orgId}/services`);
+      assert.equal(res.status, 200, `${res.status} ${res.headers.get('www-authenticate')}`);
+    }
   });
 });

@@ -269,3 +269,29 @@ export async function rawDatabaseBytes(server: TestServer): Promise<Buffer[]> {
   walk(dir);
   return out;
 }
+
+/**
+ * Another node on `server`'s database, as a second `slipway serve` on another machine would be:
+ * its own port and caches. On PostgreSQL it has a data directory of its own holding copies of the
+ * first node's master key and bootstrap file; on SQLite it opens the same data directory (the file
+ * is the database). Close it before `server`, which drops the database.
+ */
+export async function startSecondNode(server: TestServer, env: Record<string, string> = {}): Promise<TestServer> {
+  let dataDir = server.dataDir;
+  if (server.config.databaseUrl !== null) {
+    dataDir = tempDir();
+    for (const file of ['master.key', 'bootstrap.json']) fs.copyFileSync(path.join(server.dataDir, file), path.join(dataDir, file));
+  }
+  // Behind one load balancer every node has the same public URLs: a token one issued, the others accept.
+  const urls = { SLIPWAY_BASE_URL: server.config.baseUrl, SLIPWAY_AUTH_URL: server.config.authUrl };
+  const node = await startServer({ env: { ...urls, ...env }, reuse: { dataDir, database: { url: server.config.databaseUrl, drop: async () => {} } } });
+  const close = node.close;
+  return {
+    ...node,
+    async close() {
+      // The data directory is the first node's on SQLite: only the server stops here.
+      if (dataDir === server.dataDir) await node.slipway.close();
+      else await close();
+    },
+  };
+}

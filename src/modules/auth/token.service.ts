@@ -58,8 +58,10 @@ const LAST_USED_RESOLUTION_MS = 60_000;
  * revocations.ts). A change made through this process's service-users service is forgotten here
  * at once (`forgetClient`). A change made by another process on the same database - the CLI's
  * `service-user disable` or `rotate-secret`, another worker of `serve --workers N`, another node
- * on PostgreSQL - reaches this one within the window: until then, a service user disabled or
- * deleted there, or a secret removed there, can still get tokens here.
+ * on PostgreSQL - reaches this one within the window: until then, a secret removed there can still
+ * get tokens here. Whether the service user is enabled, and its token generation, are read at each
+ * request (one indexed read): a user disabled elsewhere gets no token here, and one disabled and
+ * enabled again never gets one of the generation it left behind, which the API would refuse.
  */
 export const CLIENT_CACHE_MS = 5_000;
 /** Clients remembered at once; past this, the least recently used is read again when it comes back. */
@@ -156,7 +158,13 @@ export function createTokenService(deps: TokenServiceDeps) {
     // just added or a user just enabled, on any node, works at once, and a wrong guess costs the
     // database read it always did.
     let fresh: ClientRecord | null | undefined;
-    const client = accepted(clients.known(creds.clientId), presented) ?? accepted(fresh = await clients.read(creds.clientId), presented);
+    let client = accepted(clients.known(creds.clientId), presented);
+    // A token carries its user's generation, and dies with it: one issued from a record read before
+    // the user was disabled elsewhere (and perhaps enabled again since) would be refused by the API
+    // for the whole of its life. The generation is read each time; a record that is behind it is
+    // read again whole, secrets included (the disable may have come with a secret removed).
+    if (client !== undefined && (await serviceUsersRepo.liveGeneration(deps.db, client.user.id)) !== Number(client.user.token_generation)) client = undefined;
+    client ??= accepted(fresh = await clients.read(creds.clientId), presented);
     if (client === undefined) throw fail(fresh === null || fresh === undefined ? 'unknown client' : fresh.user.disabled_at !== null ? 'disabled service user' : 'wrong secret');
     return { user: client.user, secretId: client.secretId };
   }

@@ -25,6 +25,13 @@ export const serviceUsersRepo = {
     return { user, secrets };
   },
 
+  /** The token generation a service user's tokens carry now, or null when it is gone or disabled: one indexed read. */
+  async liveGeneration(db: Db, id: string): Promise<number | null> {
+    const [row] = await runPrepared(db, 'serviceUsers.liveGeneration', [id], () => db.selectFrom('service_users')
+      .select(['token_generation', 'disabled_at']).where('id', '=', id));
+    return row === undefined || row.disabled_at !== null ? null : Number(row.token_generation);
+  },
+
   /** By id or by name, inside one organization; an id wins over a name that looks like one. */
   async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow | undefined> {
     const by = (column: 'id' | 'name') =>
