@@ -176,7 +176,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     });
     const external = config.externalIssuer === null ? undefined : { issuer: config.externalIssuer, jwksUrl: config.externalJwksUrl, orgs };
     const verifier = createTokenVerifier({ keys, principals, revocations, issuer, idpName: config.idpName, projectId: identity.projectId, external });
-    const tokens = createTokenService({ db, pepper: identity.pepper, keys, revocations, verifier, issuer, idpName: config.idpName, projectId: identity.projectId, ttlSeconds: config.tokenTtlSeconds });
+    const tokens = createTokenService({ db, pepper: identity.pepper, keys, revocations, verifier, issuer, idpName: config.idpName, projectId: identity.projectId, ttlSeconds: config.tokenTtlSeconds, writesElsewhere: () => database.writesElsewhere() });
 
     const serviceUsers = createServiceUsersService({ db, pepper: identity.pepper, tokenUrl, scope, baseUrl: config.baseUrl, onChanged: (id) => { principals.forget(id); tokens.forgetClient(id); } });
     const dataKeys = createDataKeys({ ring });

@@ -47,6 +47,8 @@ export interface TokenServiceDeps {
   idpName: string;
   projectId: string;
   ttlSeconds: number;
+  /** Database.writesElsewhere: while it stays the same, no other process changed a service user. */
+  writesElsewhere: () => number | null;
 }
 
 const LAST_USED_RESOLUTION_MS = 60_000;
@@ -59,8 +61,9 @@ const LAST_USED_RESOLUTION_MS = 60_000;
  * at once (`forgetClient`). A change made by another process on the same database - the CLI's
  * `service-user disable` or `rotate-secret`, another worker of `serve --workers N`, another node
  * on PostgreSQL - reaches this one within the window: until then, a secret removed there can still
- * get tokens here. Whether the service user is enabled, and its token generation, are read at each
- * request (one indexed read): a user disabled elsewhere gets no token here, and one disabled and
+ * get tokens here. Whether the service user is enabled, and its token generation, are read again
+ * before a kept record issues a token (one indexed read; on SQLite only once another process has
+ * written to the file since): a user disabled elsewhere gets no token here, and one disabled and
  * enabled again never gets one of the generation it left behind, which the API would refuse.
  */
 export const CLIENT_CACHE_MS = 5_000;
@@ -76,6 +79,8 @@ interface ClientRecord {
    * costs several times as much inside a busy server.
    */
   recognized: Array<{ digest: Buffer; secretId: string }>;
+  /** `writesElsewhere()` when the user's generation was last found current (null: PostgreSQL, never trusted). */
+  checkedAt: number | null;
 }
 
 /** The presented secret: its digest, and its keyed hash, computed only when needed and only once. */
@@ -138,8 +143,10 @@ export function createTokenService(deps: TokenServiceDeps) {
   const clients = new ReadThroughCache<string, ClientRecord>({
     max: CLIENT_CACHE_MAX, ttlMs: CLIENT_CACHE_MS, rememberMissing: false,
     load: async (clientId) => {
+      // Asked before the read: a write elsewhere during it is seen at the next request.
+      const checkedAt = deps.writesElsewhere();
       const found = await serviceUsersRepo.findWithSecrets(deps.db, clientId);
-      return found && { user: found.user, secrets: found.secrets.map(({ id, hash }) => ({ id, hash })), recognized: [] };
+      return found && { user: found.user, secrets: found.secrets.map(({ id, hash }) => ({ id, hash })), recognized: [], checkedAt };
     },
   });
 
@@ -158,12 +165,19 @@ export function createTokenService(deps: TokenServiceDeps) {
     // just added or a user just enabled, on any node, works at once, and a wrong guess costs the
     // database read it always did.
     let fresh: ClientRecord | null | undefined;
-    let client = accepted(clients.known(creds.clientId), presented);
+    const record = clients.known(creds.clientId);
+    let client = accepted(record, presented);
     // A token carries its user's generation, and dies with it: one issued from a record read before
     // the user was disabled elsewhere (and perhaps enabled again since) would be refused by the API
     // for the whole of its life. The generation is read each time; a record that is behind it is
     // read again whole, secrets included (the disable may have come with a secret removed).
-    if (client !== undefined && (await serviceUsersRepo.liveGeneration(deps.db, client.user.id)) !== Number(client.user.token_generation)) client = undefined;
+    // On SQLite, while no other process has written to the file since the record was last checked,
+    // nothing can have changed it (this one's changes forget it at once): no read then.
+    const writes = deps.writesElsewhere();
+    if (client !== undefined && record && (writes === null || writes !== record.checkedAt)) {
+      if ((await serviceUsersRepo.liveGeneration(deps.db, record.user.id)) === Number(record.user.token_generation)) record.checkedAt = writes;
+      else client = undefined;
+    }
     client ??= accepted(fresh = await clients.read(creds.clientId), presented);
     if (client === undefined) throw fail(fresh === null || fresh === undefined ? 'unknown client' : fresh.user.disabled_at !== null ? 'disabled service user' : 'wrong secret');
     return { user: client.user, secretId: client.secretId };

@@ -37,6 +37,13 @@ export interface Database {
    * never shows a transaction another's uncommitted writes: it never calls it.
    */
   onWritesLost(listener: () => void): void;
+  /**
+   * SQLite: a number that changes whenever another connection (another process, a CLI command)
+   * has committed to the file since it was last asked; this connection's own commits leave it be.
+   * A cache of what only changes through this process may be trusted while it stays the same.
+   * PostgreSQL: null, nothing tells: every other node writes through its own connections.
+   */
+  writesElsewhere(): number | null;
   close(): Promise<void>;
 }
 
@@ -108,12 +115,14 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   if (checkpointer !== null) sqlite.pragma(`wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
   const lostListeners: Array<() => void> = [];
   const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite), groupLimits, () => { for (const l of lostListeners) l(); }) });
+  const dataVersion = sqlite.prepare('PRAGMA data_version').pluck();
   return {
     db,
     dialect: 'sqlite',
     file,
     setStatementDeadline: () => {},
     onWritesLost: (listener) => { lostListeners.push(listener); },
+    writesElsewhere: () => dataVersion.get() as number,
     close: async () => {
       await checkpointer?.stop();
       await db.destroy();
@@ -178,6 +187,7 @@ function openPostgres(url: string, poolSize: number): Database {
     file: null,
     setStatementDeadline: (ms) => { deadline.ms = ms; },
     onWritesLost: () => {},
+    writesElsewhere: () => null,
     close: async () => {
       await db.destroy();
     },
