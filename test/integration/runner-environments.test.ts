@@ -95,6 +95,33 @@ describe('runners kept to environments', () => {
     assert.deepEqual((await serving({ deployments: [d.id], host })).body.serving, [d.id]);
   });
 
+  it('holds a claim already waiting to a restriction made meanwhile', async () => {
+    const runner = await keptRunner([staging.id, production.id]);
+    const service = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });
+    // Waiting for any environment it is kept to when it is narrowed to staging; production's then comes in.
+    const waiting = runner.claim({ waitSeconds: 3 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`, { environments: [staging.name] })).status, 200);
+    const d = await deploy(f.developer.http, f.orgId, { service: service.id, environment: production.id });
+    const answer = await waiting;
+    assert.equal(answer.status, 204, answer.text);
+    assert.ok(!answer.text.includes('production-sentinel'));
+    // Naming production while it waits: refused once it looks again.
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`, { environments: [staging.name, production.name] })).status, 200);
+    const named = runner.claim({ environments: [staging.name], waitSeconds: 3 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`, { environments: [production.name] })).status, 200);
+    await deploy(f.developer.http, f.orgId, { service: service.id, environment: staging.id });
+    const refused = await named;
+    assert.equal(refused.status, 403, refused.text);
+    // Production's is there for a runner that may take it; staging's too.
+    const open = await f.runner.take({ environments: [production.name], waitSeconds: 0 });
+    assert.equal(open.deployment.id, d.id);
+    assert.equal((await f.runner.complete(d.id, open.lease.token)).status, 200);
+    const rest = await f.runner.take({ environments: [staging.name], waitSeconds: 0 });
+    assert.equal((await f.runner.complete(rest.deployment.id, rest.lease.token)).status, 200);
+  });
+
   it('keeps only runners to environments, and only to the organization\'s', async () => {
     const base = `/v1/orgs/${f.orgId}/service-users`;
     const developer = await f.admin.http.post(base, { name: unique('dev'), role: 'developer', environments: [staging.name] });

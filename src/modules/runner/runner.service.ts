@@ -261,15 +261,20 @@ export function createRunnerService(deps: RunnerDeps) {
      * Long poll: looks, and while nothing is claimable waits for a signal (or a short poll) until
      * the deadline. Null when nothing came in time, the caller went away or the server is stopping.
      * After each wait `reauthenticate` checks the caller again (it throws if it may no longer
-     * claim): a runner disabled while it waited must not receive secret values.
+     * claim): a runner disabled while it waited must not receive secret values. The environments
+     * its service user is kept to are read again then too: one narrowed while it waited is handed
+     * nothing of the environments taken from it (403 once it names one of them).
      */
     async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>): Promise<ClaimResponseT | null> {
-      const envIds = await environmentIds(ctx, orgId, request?.environments);
+      let envIds = await environmentIds(ctx, orgId, request?.environments);
       const deadline = Date.now() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
       let sweep = true;
       for (let waited = false; ; waited = true) {
         if (abort?.aborted || signals.closed) return null;
-        if (waited) await reauthenticate?.();
+        if (waited) {
+          await reauthenticate?.();
+          envIds = await environmentIds(ctx, orgId, request?.environments);
+        }
         const seen = signals.version(orgId);
         if (sweep) await expire(orgId);
         const outcome = await claimOnce(ctx, orgId, envIds, request?.host);

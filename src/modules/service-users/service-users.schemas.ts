@@ -63,7 +63,7 @@ export const UpdateServiceUserBody = Type.Object({
   role: Type.Optional(RoleSchema),
   disabled: Type.Optional(Type.Boolean({ description: 'A disabled service user gets no tokens, and its live tokens stop working.' })),
   environments: Type.Optional(Type.Union([RunnerEnvironments, Type.Null()], {
-    description: 'Runners only: the environments (names or ids) whose deployments it may take from its next claim on; null: all. A runner whose role changes to another has none kept.',
+    description: 'Runners only: the environments (names or ids) whose deployments it may take from now on, a claim already waiting included; null: all. A runner whose role changes to another has none kept.',
   })),
 }, { additionalProperties: false, minProperties: 1 });
 
