@@ -2,6 +2,7 @@
 // values), whatever it asks for; what it served elsewhere stops being its own; set through the API
 // and the CLI, shown on the service user and in the runners list.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { runnerUrl } from '../../src/modules/runner/runner.protocol.js';
 import { cliEnv, cliJson, runCli } from '../support/processes.js';
@@ -120,6 +121,24 @@ describe('runners kept to environments', () => {
     assert.equal((await f.runner.complete(d.id, open.lease.token)).status, 200);
     const rest = await f.runner.take({ environments: [staging.name], waitSeconds: 0 });
     assert.equal((await f.runner.complete(rest.deployment.id, rest.lease.token)).status, 200);
+  });
+
+  it('does not hand a claim retried under its Idempotency-Key again once its environment is no longer the runner\'s', async () => {
+    const runner = await keptRunner([staging.id, production.id]);
+    const service = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });
+    const d = await deploy(f.developer.http, f.orgId, { service: service.id, environment: production.id });
+    const keyed = { headers: { 'idempotency-key': randomUUID() } };
+    const claimUrl = runnerUrl('claim', f.orgId);
+    const first = await runner.actor.http.post(claimUrl, { environments: [production.name], waitSeconds: 0 }, keyed);
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.body.deployment.id, d.id);
+    // Its answer was lost; meanwhile the runner is kept to staging.
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`, { environments: [staging.name] })).status, 200);
+    const retry = await runner.actor.http.post(claimUrl, { environments: [production.name], waitSeconds: 0 }, keyed);
+    assert.equal(retry.status, 403, retry.text);
+    assert.ok(!retry.text.includes('production-sentinel'));
+    // What it already runs under that lease stays its own to finish.
+    assert.equal((await runner.complete(d.id, first.body.lease.token)).status, 200);
   });
 
   it('keeps only runners to environments, and only to the organization\'s', async () => {

@@ -294,9 +294,14 @@ export function createRunnerService(deps: RunnerDeps) {
      * versions, while the lease is still held. The values were never kept with the key.
      */
     async claimAgain(ctx: RequestContext, orgId: string, id: string, leaseToken: string): Promise<ClaimResponseT> {
+      // Its secret values go out again only to a runner that may still take its environment.
+      const kept = await keptTo(ctx);
       const answer = await db.transaction().execute(async (trx) => {
         const row = await deploymentsRepo.findInOrg(trx, orgId, id);
         if (row?.state !== 'in_progress' || row.lease_token !== leaseToken) throw await refusal(trx, orgId, id, leaseToken);
+        if (kept !== null && !kept.includes(row.environment_id)) {
+          throw errors.forbidden('This runner is no longer kept to the environment of the deployment this claim took: its secret values are not handed out again. Its lease runs out, and a runner of that environment takes it.');
+        }
         const run = await runSpecOf(trx, orgId, row);
         if (!isAppError(run)) return { deployment: toDeployment(row), lease: leaseOf(row), run };
         // Deleted for good since the first answer: it cannot run, as a claim would have found. The
