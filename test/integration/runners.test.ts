@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { after, before, describe, it } from 'node:test';
+import { createRunnerService } from '../../src/modules/runner/runner.service.js';
 import { createRunnersService } from '../../src/modules/runner/runners.service.js';
 import { VERSION } from '../../src/platform/version.js';
 import {
@@ -149,12 +150,12 @@ describe('runners list', () => {
     assert.equal((await runner.claim({ environments: [env.name], waitSeconds: 0, host })).status, 204);
     assert.equal(await lastSeen(), before);
     // A heartbeat's runner, heard: its deployment's host.
-    await eager.heard(orgId, host);
+    await eager.heard(orgId, host, runner.actor.id);
     const heard = await lastSeen();
     assert.ok(Date.parse(heard) > Date.parse(before));
     assert.equal((await listRunners(viewer.http, orgId, '?state=online')).runners.some((r: any) => r.host === host), true);
     // A host that never claimed has no entry to bring up to date.
-    await eager.heard(orgId, hostId());
+    await eager.heard(orgId, hostId(), runner.actor.id);
     assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
   });
 
@@ -166,6 +167,28 @@ describe('runners list', () => {
     assert.equal((await other.claim({ waitSeconds: 0, host, hostname: 'theirs' })).status, 204);
     const listed = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
     assert.deepEqual([listed.serviceUser.id, listed.hostname], [mine.actor.id, 'mine']);
+
+    // Nor does carrying a deployment out under that host: its heartbeats do not keep the entry online, and it is not the entry's work.
+    const { admin, developer } = f;
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'] } });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const claim = await other.take({ environments: [env.name], waitSeconds: 0, host });
+    assert.equal(claim.deployment.id, d.id);
+    const gone = new Date(Date.now() - 5 * 60_000).toISOString();
+    await server.core.db.updateTable('runners').set({ last_seen_at: gone }).where('org_id', '=', orgId).where('host', '=', host).execute();
+    const eager = createRunnersService({ db: server.core.db, dialect: server.core.database.dialect, hostTimeoutSeconds: 60, logger: server.core.logger, writeEveryMs: 0 });
+    const c = server.config;
+    const beating = createRunnerService({
+      db: server.core.db, dialect: server.core.database.dialect, secrets: server.core.secrets, signals: server.core.signals,
+      leaseSeconds: c.runnerLeaseSeconds, maxAttempts: c.deploymentMaxAttempts, hostTimeoutSeconds: c.runnerHostTimeoutSeconds, runners: eager,
+    });
+    await beating.heartbeat(orgId, d.id, claim.lease.token);
+    const after = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
+    assert.deepEqual([after.serviceUser.id, after.state, Date.parse(after.lastSeenAt), after.inProgress], [mine.actor.id, 'offline', Date.parse(gone), []]);
+    assert.equal((await other.complete(d.id, claim.lease.token)).status, 200);
+    // Offline for every environment: not for the tests after this one to find.
+    await server.core.db.deleteFrom('runners').where('org_id', '=', orgId).where('host', '=', host).execute();
   });
 
   it('refuses what a runner says of itself when it is not a host name or a version', async () => {

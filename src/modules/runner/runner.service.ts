@@ -316,7 +316,7 @@ export function createRunnerService(deps: RunnerDeps) {
     async heartbeat(orgId: string, id: string, token: string): Promise<{ lease: LeaseT }> {
       const row = await deploymentsRepo.renewLease(db, { orgId, id, leaseToken: token, expiresAt: renewal(), lines: 0 });
       if (!row) throw await refusal(db, orgId, id, token);
-      if (row.host_id !== null) await deps.runners.heard(orgId, row.host_id);
+      if (row.host_id !== null && row.claimed_by !== null) await deps.runners.heard(orgId, row.host_id, row.claimed_by);
       return { lease: leaseOf(row) };
     },
 

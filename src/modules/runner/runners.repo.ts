@@ -26,9 +26,10 @@ export const runnersRepo = {
       .execute();
   },
 
-  /** Heard from now, nothing else said (a heartbeat of a deployment it carries out). */
-  async touch(db: Executor, orgId: string, host: string, at: string): Promise<void> {
-    await db.updateTable('runners').set({ last_seen_at: at }).where('org_id', '=', orgId).where('host', '=', host).where('last_seen_at', '<', at).execute();
+  /** Heard from now, nothing else said (a heartbeat of a deployment it carries out): only its own service user's. */
+  async touch(db: Executor, orgId: string, host: string, serviceUserId: string, at: string): Promise<void> {
+    await db.updateTable('runners').set({ last_seen_at: at }).where('org_id', '=', orgId).where('host', '=', host)
+      .where('service_user_id', '=', serviceUserId).where('last_seen_at', '<', at).execute();
   },
 
   async list(db: Executor, dialect: Dialect, orgId: string, filter: RunnerListFilter): Promise<RunnerRow[]> {
@@ -51,14 +52,22 @@ export const runnersRepo = {
     return q.orderBy('runners.host', 'asc').limit(filter.limit + 1).execute();
   },
 
-  /** What these runners carry out now (ids), and how many serving deployments each runs. */
-  async workOf(db: Executor, orgId: string, hosts: string[]): Promise<{ inProgress: Map<string, string[]>; serving: Map<string, number> }> {
+  /**
+   * What these runners carry out now (ids: those their own service user claimed under their host),
+   * and how many serving deployments each runs.
+   */
+  async workOf(db: Executor, orgId: string, runners: Array<Pick<RunnersTable, 'host' | 'service_user_id'>>): Promise<{ inProgress: Map<string, string[]>; serving: Map<string, number> }> {
     const inProgress = new Map<string, string[]>();
     const serving = new Map<string, number>();
-    if (hosts.length === 0) return { inProgress, serving };
-    const claimed = await db.selectFrom('deployments').select(['id', 'host_id']).where('org_id', '=', orgId).where('state', '=', 'in_progress')
+    if (runners.length === 0) return { inProgress, serving };
+    const hosts = runners.map((r) => r.host);
+    const owner = new Map(runners.map((r) => [r.host, r.service_user_id]));
+    const claimed = await db.selectFrom('deployments').select(['id', 'host_id', 'claimed_by']).where('org_id', '=', orgId).where('state', '=', 'in_progress')
       .where('host_id', 'in', hosts).orderBy('id', 'asc').execute();
-    for (const row of claimed) inProgress.set(row.host_id!, [...(inProgress.get(row.host_id!) ?? []), row.id]);
+    for (const row of claimed) {
+      if (owner.get(row.host_id!) !== row.claimed_by) continue;
+      inProgress.set(row.host_id!, [...(inProgress.get(row.host_id!) ?? []), row.id]);
+    }
     const counts = await db.selectFrom('deployments').select(['host_id', (eb) => eb.fn.countAll<number | string>().as('n')])
       .where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'in', hosts).groupBy('host_id').execute();
     for (const row of counts) serving.set(row.host_id!, Number(row.n));

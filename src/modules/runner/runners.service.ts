@@ -87,7 +87,7 @@ export function createRunnersService(deps: RunnersDeps) {
 
     /** `ctx.actor`'s runner process `sighting.host` is there, saying this of itself. */
     async seen(ctx: RequestContext, orgId: string, sighting: Sighting): Promise<void> {
-      const key = `${orgId}\0${sighting.host}`;
+      const key = `${orgId}\0${sighting.host}\0${ctx.actor.id}`;
       const said = JSON.stringify([ctx.actor.id, sighting.environments ?? null, sighting.hostname ?? null, sighting.version ?? null, sighting.address]);
       const now = Date.now();
       if (!due(key, said, now)) return;
@@ -107,15 +107,17 @@ export function createRunnersService(deps: RunnersDeps) {
     },
 
     /**
-     * The runner `host` is there (a heartbeat of a deployment it carries out); nothing else said.
-     * The heartbeat it came with is answered whatever becomes of this: it renewed the lease already.
+     * The runner `host` of `serviceUserId` is there (a heartbeat of a deployment it carries out);
+     * nothing else said. Another service user's runner naming the same host is not it: its entry
+     * is left alone. The heartbeat it came with is answered whatever becomes of this: it renewed
+     * the lease already.
      */
-    async heard(orgId: string, host: string): Promise<void> {
-      const key = `${orgId}\0${host}`;
+    async heard(orgId: string, host: string, serviceUserId: string): Promise<void> {
+      const key = `${orgId}\0${host}\0${serviceUserId}`;
       const now = Date.now();
       if (!due(key, null, now)) return;
       try {
-        await runnersRepo.touch(db, orgId, host, new Date(now).toISOString());
+        await runnersRepo.touch(db, orgId, host, serviceUserId, new Date(now).toISOString());
         written.set(key, { at: now, said: written.get(key)?.said ?? '' });
       } catch (err) {
         deps.logger.warn({ err }, 'recording that a runner is there failed');
@@ -134,7 +136,7 @@ export function createRunnersService(deps: RunnersDeps) {
       const result = toPage(list, rows, page.limit, (r) => r.host);
       const ids = [...new Set(result.items.flatMap((r) => effectiveEnvironments(r) ?? []))];
       const names = new Map((await environmentsRepo.findManyInOrg(db, orgId, ids)).map((e) => [e.id, e.name]));
-      const work = await runnersRepo.workOf(db, orgId, result.items.map((r) => r.host));
+      const work = await runnersRepo.workOf(db, orgId, result.items);
       return { items: result.items.map((r) => toRunner(r, now, names, work)), nextCursor: result.nextCursor };
     },
 
