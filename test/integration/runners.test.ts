@@ -191,6 +191,29 @@ describe('runners list', () => {
     await server.core.db.deleteFrom('runners').where('org_id', '=', orgId).where('host', '=', host).execute();
   });
 
+  it('hands out what a claim took though writing the runner down after it fails', async () => {
+    const { server, orgId, admin, developer, runner } = f;
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'] } });
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const runners = server.core.runners;
+    const seen = runners.seen;
+    let calls = 0;
+    // The write before the claim goes through; the one after it fails (a busy database, say).
+    runners.seen = async (...args) => {
+      if (++calls === 2) throw new Error('the database is busy');
+      return seen(...args);
+    };
+    try {
+      const claimed = await runner.claim({ environments: [env.name], waitSeconds: 0, host: hostId() });
+      assert.equal(claimed.status, 200, claimed.text);
+      assert.equal(claimed.body.deployment.id, d.id);
+      assert.equal((await runner.complete(d.id, claimed.body.lease.token)).status, 200);
+    } finally {
+      runners.seen = seen;
+    }
+  });
+
   it('refuses what a runner says of itself when it is not a host name or a version', async () => {
     const { orgId, runner } = f;
     for (const bad of [{ hostname: 'two words' }, { hostname: '' }, { version: 'line\nbreak' }, { version: ' padded' }, { hostname: 'a'.repeat(254) }]) {

@@ -51,8 +51,10 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
     await sighted(req, req.body);
     // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
     const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, () => req.reauthenticate());
-    // Still there after a long wait (written only if the wait was long).
-    await sighted(req, req.body);
+    // Still there after a long wait (written only if the wait was long). What the claim took is
+    // handed out whatever becomes of this: failing it now would leave a deployment under a lease
+    // nobody was told of, until it runs out.
+    await sighted(req, req.body).catch((err: unknown) => req.log.warn({ err }, 'recording that a runner is there failed'));
     reply.header('cache-control', 'no-store');
     claims.note(req, claimed === null ? null : { id: claimed.deployment.id, leaseToken: claimed.lease.token });
     if (claimed === null) return reply.code(204).send();
