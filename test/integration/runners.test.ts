@@ -12,6 +12,7 @@ import {
 } from '../support/deployments.js';
 import { serviceSpec, settled, startRunner } from '../support/runner-agent.js';
 import type { HttpClient } from '../support/harness.js';
+import type { RequestContext } from '../../src/platform/context.js';
 import { runCli } from '../support/processes.js';
 
 const hostId = () => `rh_${unique('test').replace(/[^A-Za-z0-9_-]/g, '_')}`;
@@ -189,6 +190,29 @@ describe('runners list', () => {
     assert.equal((await other.complete(d.id, claim.lease.token)).status, 200);
     // Offline for every environment: not for the tests after this one to find.
     await server.core.db.deleteFrom('runners').where('org_id', '=', orgId).where('host', '=', host).execute();
+  });
+
+  it('keeps what a runner said of itself in its claims when it reports what it serves', async () => {
+    const { server, orgId, admin, viewer } = f;
+    const runner = await newRunner(server, orgId);
+    const env = await createEnvironment(admin.http, orgId);
+    const other = await createEnvironment(admin.http, orgId);
+    const host = hostId();
+    assert.equal((await runner.claim({ environments: [env.name], waitSeconds: 0, host, hostname: 'build-9', version: 'acme-runner/3' })).status, 204);
+    // Its serving report names only the host: it says nothing of its environments, host name or version.
+    const report = await runner.actor.http.post(`/v1/orgs/${orgId}/runner/serving`, { deployments: ['dep_none'], host });
+    assert.equal(report.status, 200, report.text);
+    const listed = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
+    assert.deepEqual([listed.environments, listed.hostname, listed.version], [[{ id: env.id, name: env.name }], 'build-9', 'acme-runner/3']);
+    assert.equal((await listRunners(viewer.http, orgId, `?environment=${other.name}`)).runners.some((r: any) => r.host === host), false);
+    // Written down (this node's own service waits 10 s between writes; one that does not): seen, from where, and nothing else.
+    const eager = createRunnersService({ db: server.core.db, dialect: server.core.database.dialect, hostTimeoutSeconds: 60, logger: server.core.logger, writeEveryMs: 0 });
+    await eager.present({ actor: { id: runner.actor.id } } as RequestContext, orgId, host, '192.0.2.7');
+    const reported = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
+    assert.deepEqual([reported.environments, reported.hostname, reported.version, reported.address], [[{ id: env.id, name: env.name }], 'build-9', 'acme-runner/3', '192.0.2.7']);
+    // Another service user's runner naming the host changes nothing.
+    await eager.present({ actor: { id: f.runner.actor.id } } as RequestContext, orgId, host, '198.51.100.1');
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host).address, '192.0.2.7');
   });
 
   it('hands out what a claim took though writing the runner down after it fails', async () => {

@@ -13,7 +13,7 @@ import type { FastifyRequest } from 'fastify';
 const tags = ['runner'];
 const FENCED = 'Carries the claim\'s `leaseToken`. A runner that no longer holds the lease gets 409 `lease_lost`; a cancelled deployment 409 `deployment_cancelled`; either way nothing changes, and the runner stops working on it.';
 
-export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen'> }): void {
+export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen' | 'present'> }): void {
   const { runner, runners } = deps;
 
   /** A call of a runner that names itself: it is there (see runners.service.ts). */
@@ -125,7 +125,8 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
       response: { 200: ServingResponse },
     },
   }, async (req) => {
-    await sighted(req, { host: req.body.host });
+    // It says nothing of itself here: what its claims said stays.
+    if (req.body.host !== undefined) await runners.present(req.ctx, req.org!.id, req.body.host, req.ip ?? null);
     return { serving: await runner.serving(req.ctx, req.org!.id, req.body) };
   });
 

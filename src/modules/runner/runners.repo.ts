@@ -26,6 +26,15 @@ export const runnersRepo = {
       .execute();
   },
 
+  /**
+   * Heard from now, from `address`, nothing else said (a serving report): what its claims and
+   * adoptions said of it stays. Only its own service user's; a runner not yet written down is not.
+   */
+  async present(db: Executor, orgId: string, host: string, serviceUserId: string, address: string | null, at: string): Promise<void> {
+    await db.updateTable('runners').set({ last_seen_at: at, address }).where('org_id', '=', orgId).where('host', '=', host)
+      .where('service_user_id', '=', serviceUserId).where('last_seen_at', '<', at).execute();
+  },
+
   /** Heard from now, nothing else said (a heartbeat of a deployment it carries out): only its own service user's. */
   async touch(db: Executor, orgId: string, host: string, serviceUserId: string, at: string): Promise<void> {
     await db.updateTable('runners').set({ last_seen_at: at }).where('org_id', '=', orgId).where('host', '=', host)

@@ -107,6 +107,19 @@ export function createRunnersService(deps: RunnersDeps) {
     },
 
     /**
+     * `ctx.actor`'s runner process `host` is there, calling from `address`, and says nothing of
+     * itself (a serving report): what its claims and adoptions said (its environments, host name,
+     * version) stays as it was.
+     */
+    async present(ctx: RequestContext, orgId: string, host: string, address: string | null): Promise<void> {
+      const key = `${orgId}\0${host}\0${ctx.actor.id}`;
+      const now = Date.now();
+      if (!due(key, null, now)) return;
+      await runnersRepo.present(db, orgId, host, ctx.actor.id, address, new Date(now).toISOString());
+      written.set(key, { at: now, said: written.get(key)?.said ?? '' });
+    },
+
+    /**
      * The runner `host` of `serviceUserId` is there (a heartbeat of a deployment it carries out);
      * nothing else said. Another service user's runner naming the same host is not it: its entry
      * is left alone. The heartbeat it came with is answered whatever becomes of this: it renewed
