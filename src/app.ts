@@ -303,7 +303,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       environmentsRoutes(api, { environments: core.environments, limits: config.limits });
       servicesRoutes(api, { services: core.services, limits: config.limits });
       deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
-      runnerRoutes(api, { runner: core.runner, runners: core.runners });
+      runnerRoutes(api, { runner: core.runner, runners: core.runners, issuer: core.issuer });
       runnersRoutes(api, { runners: core.runners });
       webhooksRoutes(api, { webhooks: core.webhooks });
     }, { prefix: routePrefix(config.baseUrl) });

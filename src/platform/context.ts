@@ -9,6 +9,8 @@ export interface Actor {
   orgId: string | null;
   role: Role | null;
   instanceAdmin: boolean;
+  /** Vouched for by the external issuer (SLIPWAY_EXTERNAL_ISSUER): no service user of this instance. Where it matters (the runner protocol), set. */
+  external?: boolean;
 }
 
 /** Proof of holding an Idempotency-Key (see modules/idempotency). */

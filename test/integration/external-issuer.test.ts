@@ -332,6 +332,14 @@ describe('external issuer (ZITADEL) tokens', () => {
     assert.equal((await own.http.get('/v1/orgs')).status, 401);
   });
 
+  it('lets a runner the external issuer vouches for claim, though it has no service user here to be kept to environments', async () => {
+    const runner = server.http(await sign(claims(ZORG_A, ['runner'])));
+    const claimed = await runner.post(`/v1/orgs/${orgA.id}/runner/claim`, { waitSeconds: 0 });
+    assert.equal(claimed.status, 204, claimed.text);
+    const serving = await runner.post(`/v1/orgs/${orgA.id}/runner/serving`, { deployments: ['dep_none'] });
+    assert.deepEqual([serving.status, serving.body.serving], [200, []]);
+  });
+
   it('reads the keys from SLIPWAY_EXTERNAL_JWKS_URL without asking for the discovery document', async () => {
     const keys = createExternalKeys({ issuer: issuer.url, jwksUrl: `${issuer.url}/oauth/v2/keys` });
     const discoveries = issuer.hits.discovery;

@@ -9,7 +9,7 @@ import { cliEnv, cliJson, runCli } from '../support/processes.js';
 import {
   createEnvironment, createService, deploy, eventsOf, newRunner, runnerClient, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
-import type { Actor } from '../support/harness.js';
+import { startSecondNode, type Actor } from '../support/harness.js';
 
 describe('runners kept to environments', () => {
   let f: DeployFixture;
@@ -139,6 +139,27 @@ describe('runners kept to environments', () => {
     assert.ok(!retry.text.includes('production-sentinel'));
     // What it already runs under that lease stays its own to finish.
     assert.equal((await runner.complete(d.id, first.body.lease.token)).status, 200);
+  });
+
+  it('hands a kept runner deleted on another node nothing on this one, while this one still remembers it', async () => {
+    const runner = await keptRunner([staging.name]);
+    const service = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });
+    const other = await startSecondNode(f.server);
+    try {
+      const there = runnerClient({ ...runner.actor, http: other.http(runner.actor.token) }, f.orgId);
+      // Remembered there: it has just claimed.
+      assert.equal((await there.claim({ waitSeconds: 0 })).status, 204);
+      assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`)).status, 204);
+      const d = await deploy(f.developer.http, f.orgId, { service: service.id, environment: production.id });
+      const claimed = await there.claim({ waitSeconds: 0 });
+      assert.notEqual(claimed.status, 200, claimed.text);
+      assert.ok(!claimed.text.includes('production-sentinel'));
+      const open = await f.runner.take({ environments: [production.name], waitSeconds: 0 });
+      assert.equal(open.deployment.id, d.id);
+      assert.equal((await f.runner.complete(d.id, open.lease.token)).status, 200);
+    } finally {
+      await other.close();
+    }
   });
 
   it('keeps only runners to environments, and only to the organization\'s', async () => {

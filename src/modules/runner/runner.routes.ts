@@ -9,12 +9,18 @@ import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import type { RunnerService } from './runner.service.js';
 import type { RunnersService } from './runners.service.js';
 import type { FastifyRequest } from 'fastify';
+import type { RequestContext } from '../../platform/context.js';
 
 const tags = ['runner'];
 const FENCED = 'Carries the claim\'s `leaseToken`. A runner that no longer holds the lease gets 409 `lease_lost`; a cancelled deployment 409 `deployment_cancelled`; either way nothing changes, and the runner stops working on it.';
 
-export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen' | 'present'> }): void {
+export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen' | 'present'>; issuer: string }): void {
   const { runner, runners } = deps;
+
+  /** The caller, saying whether the external issuer vouches for it (then it has no service user here to be kept to environments). */
+  function caller(req: FastifyRequest): RequestContext {
+    return req.principal!.issuer === deps.issuer ? req.ctx : { ...req.ctx, actor: { ...req.ctx.actor, external: true } };
+  }
 
   /** A call of a runner that names itself: it is there (see runners.service.ts). */
   async function sighted(req: FastifyRequest, body: { host?: string | undefined; environments?: string[] | undefined; hostname?: string | undefined; version?: string | undefined } | null | undefined): Promise<void> {
@@ -24,7 +30,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
 
   // Which deployment each claim handed out, under which lease (null: none), for its Idempotency-Key.
   const claims = keptByReference<{ id: string; leaseToken: string } | null>((req, kept) =>
-    kept === null ? Promise.resolve(undefined) : runner.claimAgain(req.ctx, req.org!.id, kept.id, kept.leaseToken));
+    kept === null ? Promise.resolve(undefined) : runner.claimAgain(caller(req), req.org!.id, kept.id, kept.leaseToken));
 
   app.post(RUNNER_ROUTES.claim, {
     config: {
@@ -50,7 +56,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) gone.abort(); });
     await sighted(req, req.body);
     // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
-    const claimed = await runner.claim(req.ctx, req.org!.id, req.body, gone.signal, () => req.reauthenticate());
+    const claimed = await runner.claim(caller(req), req.org!.id, req.body, gone.signal, () => req.reauthenticate());
     // Still there after a long wait (written only if the wait was long). What the claim took is
     // handed out whatever becomes of this: failing it now would leave a deployment under a lease
     // nobody was told of, until it runs out.
@@ -127,7 +133,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
   }, async (req) => {
     // It says nothing of itself here: what its claims said stays.
     if (req.body.host !== undefined) await runners.present(req.ctx, req.org!.id, req.body.host, req.ip ?? null);
-    return { serving: await runner.serving(req.ctx, req.org!.id, req.body) };
+    return { serving: await runner.serving(caller(req), req.org!.id, req.body) };
   });
 
   app.post(RUNNER_ROUTES.adopt, {
@@ -144,7 +150,7 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
   }, async (req, reply) => {
     await sighted(req, req.body);
     reply.header('cache-control', 'no-store');
-    return runner.adopt(req.ctx, req.org!.id, req.body);
+    return runner.adopt(caller(req), req.org!.id, req.body);
   });
 
   app.post(RUNNER_ROUTES.release, {

@@ -84,10 +84,17 @@ export function createRunnerService(deps: RunnerDeps) {
     for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
   }
 
-  /** The ids of the environments a runner keeps to (its service user's `environments`); null: all. */
+  /**
+   * The ids of the environments a runner keeps to (its service user's `environments`); null: all,
+   * as for a runner the external issuer vouches for. A service user deleted since its token was
+   * last checked (on another node, within the 5 s that node remembers it) is handed nothing: what
+   * it was kept to is gone with it, and "all" is not what is left.
+   */
   async function keptTo(ctx: RequestContext): Promise<string[] | null> {
+    if (ctx.actor.external === true) return null;
     const row = await db.selectFrom('service_users').select('runner_environments').where('id', '=', ctx.actor.id).executeTakeFirst();
-    return row === undefined ? null : runnerEnvironmentIds(row);
+    if (row === undefined) throw errors.invalidToken('The service user of this token no longer exists.');
+    return runnerEnvironmentIds(row);
   }
 
   /**
