@@ -768,7 +768,7 @@ function runnersList(org, environment, empty) {
 async function runnersView(org) {
   frame(org, 'runners');
   page('Runners',
-    h('p', { class: 'muted' }, 'Each runner process that carries out deployments (one started again is a new entry). Online: heard from within the last minute or so. Runners not heard from for 7 days are forgotten.'),
+    h('p', { class: 'muted' }, 'Each runner process that carries out deployments (one started again is a new entry). Online: heard from within the server\'s host timeout (SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS, and at least 40 seconds). Runners not heard from for 7 days are forgotten.'),
     runnersList(org, undefined, 'No runner has been seen yet: start one with slipway runner.'));
 }
 
