@@ -27,17 +27,12 @@ export const runnersRepo = {
   },
 
   /**
-   * Heard from now, from `address`, nothing else said (a serving report): what its claims and
-   * adoptions said of it stays. Only its own service user's; a runner not yet written down is not.
+   * Heard from now, nothing else said (a serving report, from `address`; a heartbeat of a
+   * deployment it carries out, without one): what its claims and adoptions said of it stays. Only
+   * its own service user's; a runner not yet written down is not.
    */
-  async present(db: Executor, orgId: string, host: string, serviceUserId: string, address: string | null, at: string): Promise<void> {
-    await db.updateTable('runners').set({ last_seen_at: at, address }).where('org_id', '=', orgId).where('host', '=', host)
-      .where('service_user_id', '=', serviceUserId).where('last_seen_at', '<', at).execute();
-  },
-
-  /** Heard from now, nothing else said (a heartbeat of a deployment it carries out): only its own service user's. */
-  async touch(db: Executor, orgId: string, host: string, serviceUserId: string, at: string): Promise<void> {
-    await db.updateTable('runners').set({ last_seen_at: at }).where('org_id', '=', orgId).where('host', '=', host)
+  async heardFrom(db: Executor, orgId: string, host: string, serviceUserId: string, at: string, address?: string | null): Promise<void> {
+    await db.updateTable('runners').set(address === undefined ? { last_seen_at: at } : { last_seen_at: at, address }).where('org_id', '=', orgId).where('host', '=', host)
       .where('service_user_id', '=', serviceUserId).where('last_seen_at', '<', at).execute();
   },
 

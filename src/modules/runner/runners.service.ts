@@ -52,6 +52,18 @@ export function createRunnersService(deps: RunnersDeps) {
     return last === undefined || now - last.at >= writeEveryMs || (said !== null && last.said !== said);
   }
 
+  /** This node's key for one service user's runner process `host`. */
+  const keyOf = (orgId: string, host: string, serviceUserId: string) => `${orgId}\0${host}\0${serviceUserId}`;
+
+  /** The runner is there, saying nothing of itself (from `address`, when given): its row's time moves, at most every writeEveryMs. */
+  async function heardFrom(orgId: string, host: string, serviceUserId: string, address?: string | null): Promise<void> {
+    const key = keyOf(orgId, host, serviceUserId);
+    const now = Date.now();
+    if (!due(key, null, now)) return;
+    await runnersRepo.heardFrom(db, orgId, host, serviceUserId, new Date(now).toISOString(), address);
+    written.set(key, { at: now, said: written.get(key)?.said ?? '' });
+  }
+
   /** A runner's row gone with its service user or organization meanwhile: nothing to keep. */
   function unlessGone(error: unknown): void {
     if (!isForeignKeyViolation(error)) throw error;
@@ -87,7 +99,7 @@ export function createRunnersService(deps: RunnersDeps) {
 
     /** `ctx.actor`'s runner process `sighting.host` is there, saying this of itself. */
     async seen(ctx: RequestContext, orgId: string, sighting: Sighting): Promise<void> {
-      const key = `${orgId}\0${sighting.host}\0${ctx.actor.id}`;
+      const key = keyOf(orgId, sighting.host, ctx.actor.id);
       const said = JSON.stringify([ctx.actor.id, sighting.environments ?? null, sighting.hostname ?? null, sighting.version ?? null, sighting.address]);
       const now = Date.now();
       if (!due(key, said, now)) return;
@@ -111,13 +123,7 @@ export function createRunnersService(deps: RunnersDeps) {
      * itself (a serving report): what its claims and adoptions said (its environments, host name,
      * version) stays as it was.
      */
-    async present(ctx: RequestContext, orgId: string, host: string, address: string | null): Promise<void> {
-      const key = `${orgId}\0${host}\0${ctx.actor.id}`;
-      const now = Date.now();
-      if (!due(key, null, now)) return;
-      await runnersRepo.present(db, orgId, host, ctx.actor.id, address, new Date(now).toISOString());
-      written.set(key, { at: now, said: written.get(key)?.said ?? '' });
-    },
+    present: (ctx: RequestContext, orgId: string, host: string, address: string | null): Promise<void> => heardFrom(orgId, host, ctx.actor.id, address),
 
     /**
      * The runner `host` of `serviceUserId` is there (a heartbeat of a deployment it carries out);
@@ -126,12 +132,8 @@ export function createRunnersService(deps: RunnersDeps) {
      * the lease already.
      */
     async heard(orgId: string, host: string, serviceUserId: string): Promise<void> {
-      const key = `${orgId}\0${host}\0${serviceUserId}`;
-      const now = Date.now();
-      if (!due(key, null, now)) return;
       try {
-        await runnersRepo.touch(db, orgId, host, serviceUserId, new Date(now).toISOString());
-        written.set(key, { at: now, said: written.get(key)?.said ?? '' });
+        await heardFrom(orgId, host, serviceUserId);
       } catch (err) {
         deps.logger.warn({ err }, 'recording that a runner is there failed');
       }
