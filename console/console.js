@@ -544,6 +544,7 @@ async function deploymentView(org, id) {
       d.reason ? h('p', {}, h('strong', {}, 'Reason: '), d.reason) : null,
       d.process ? h('p', { id: 'deployment-process' }, h('strong', {}, 'Process: '), processSummary(d.process)) : null,
       d.rollbackOf ? h('p', {}, 'Rollback of ', link(d.rollbackOf, 'o', org, 'deployments', d.rollbackOf)) : null,
+      d.promotedFrom ? h('p', {}, 'Promoted from ', link(d.promotedFrom, 'o', org, 'deployments', d.promotedFrom)) : null,
       h('p', { class: 'muted' }, 'Created ', when(d.createdAt), ' by ', d.createdBy ?? '—', d.finishedAt ? [' · finished ', when(d.finishedAt)] : ''));
     fill(actions,
       UNFINISHED.includes(d.state) ? h('button', { type: 'button', class: 'danger', onclick: (e) => act(e.target, head, async () => {
@@ -558,7 +559,24 @@ async function deploymentView(org, id) {
       }) }, 'Roll back to this') : null);
   };
   drawHead();
-  page(`Deployment ${d.id}`, head, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
+  // What succeeded here can go on to another environment, with that environment's configuration.
+  let promote = null;
+  if (d.state === 'succeeded' || d.state === 'superseded') {
+    const others = (await everyPage((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/environments`, { query: { limit: 100, cursor } }), 'environments'))
+      .filter((e) => e.id !== d.environment.id);
+    promote = others.length === 0 ? null : h('details', { class: 'card' }, h('summary', {}, 'Promote to another environment'),
+      h('p', { class: 'muted' }, 'The same spec, revision, service secret versions and variables, with the other environment\'s variables and secrets instead of this one\'s.'),
+      onSubmit(h('form', { id: 'promote' },
+        h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
+          others.map((e) => h('option', { value: e.id }, e.protected ? `${e.name} (protected)` : e.name)))),
+        h('label', {}, 'Description', h('input', { name: 'description' })),
+        h('button', { type: 'submit', class: 'primary' }, 'Promote')), async (form) => {
+        const made = await api('POST', `${base}/promote`, { body: { environment: form.get('environment'), description: form.get('description') || undefined } });
+        notify(`Promoting: deployment ${made.id} into ${made.environment.name} queued.`);
+        location.hash = `#/o/${encodeURIComponent(org)}/deployments/${encodeURIComponent(made.id)}`;
+      }));
+  }
+  page(`Deployment ${d.id}`, head, promote, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
 
   // Follows the log while the deployment runs; stops when anything else is drawn.
   let after = 0;

@@ -17,6 +17,7 @@ const FLAGS = {
   ...API_CLIENT_FLAGS,
   service: { type: 'string' },
   environment: { type: 'string' },
+  from: { type: 'string' },
   revision: { type: 'string' },
   description: { type: 'string' },
   var: { type: 'string', multiple: true },
@@ -42,7 +43,8 @@ const LOG_PAGE = 1_000;
 const DESCRIBED: Array<[string, string, string]> = [
   ['service', 'S', 'the service, by name or id (required)'],
   ['environment', 'ENV', 'the environment, by name or id (required)'],
-  ['revision', 'R', 'what is deployed: a commit, a tag, a build number'],
+  ['from', 'ENV', 'promote what serves in ENV (its last deployment of the service that succeeded there) into --environment: the same spec, revision, secret versions and variables, with --environment\'s configuration instead of ENV\'s'],
+  ['revision', 'R', 'what is deployed: a commit, a tag, a build number; with --from, what ENV must serve (refused otherwise)'],
   ['description', 'D', 'a description of the deployment'],
   ['var', 'K=V', 'a plain variable for this deployment only, over the service\'s; repeat for more'],
   ['wait', '', 'follow it to its end, its log on stderr; exit 0 only when it succeeded'],
@@ -51,12 +53,13 @@ const DESCRIBED: Array<[string, string, string]> = [
   ...apiClientFlagHelp('developer').map(([flag, arg, text]): [string, string, string] => [flag, arg, `${text}${flag in API_CLIENT_VARIABLES ? ` (${API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES]})` : ''}`]),
 ];
 
-export const DEPLOY_HELP = `usage: slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]
+export const DEPLOY_HELP = `usage: slipway deploy --service S --environment ENV [--from ENV] [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]
 
 Queues a deployment of a service into an environment, as a service user of the API (developer,
 admin or owner; admin or owner for a protected environment), and prints its id on stdout once it is
 created (with --json, the deployment, at the end). With --wait, follows it until it succeeded,
-failed or was cancelled, with its log on stderr.
+failed or was cancelled, with its log on stderr. With --from, it promotes what serves in another
+environment instead of deploying the service as it is now.
 
 Exit status: 0 created (with --wait: succeeded); 1 refused by the server, unreachable, failed,
 cancelled, or still running when --timeout ran out; 2 a usage error; 130 or 143 interrupted (the
@@ -67,6 +70,8 @@ ${flagTable(DESCRIBED.map(([flag, arg, text]) => [`--${flag}${arg ? ` ${arg}` : 
 
 interface DeploySettings extends ApiClientSettings {
   body: { service: string; environment: string; revision?: string; description?: string; variables?: Record<string, string> };
+  /** Promote what serves in this environment (by name or id), at `body.revision` when given, instead of deploying the service. */
+  from: string | null;
   /** Seconds to wait for the end, or null: do not wait. */
   waitSeconds: number | null;
   json: boolean;
@@ -76,7 +81,7 @@ type Flags = Partial<Record<keyof typeof FLAGS, string | string[] | boolean>>;
 type Env = Record<string, string | undefined>;
 
 export function deploySettings(flags: Flags, env: Env, read?: (file: string) => string): DeploySettings {
-  const text = (flag: 'service' | 'environment' | 'revision' | 'description'): string | undefined => {
+  const text = (flag: 'service' | 'environment' | 'from' | 'revision' | 'description'): string | undefined => {
     const value = flags[flag];
     return typeof value === 'string' && value !== '' ? value : undefined;
   };
@@ -84,6 +89,9 @@ export function deploySettings(flags: Flags, env: Env, read?: (file: string) => 
   const environment = text('environment');
   if (service === undefined) throw new UsageError('--service is required: the service to deploy, by name or id');
   if (environment === undefined) throw new UsageError('--environment is required: where to deploy it, by name or id');
+  if (flags.from === '') throw new UsageError('--from is empty (an unset variable?): give the environment to promote from, or leave the flag out');
+  const from = text('from') ?? null;
+  if (from !== null && from === environment) throw new UsageError(`--from and --environment are both ${from}: a promotion goes into another environment`);
   const variables: Record<string, string> = {};
   for (const pair of Array.isArray(flags.var) ? flags.var : []) {
     const at = pair.indexOf('=');
@@ -116,6 +124,7 @@ export function deploySettings(flags: Flags, env: Env, read?: (file: string) => 
       ...(description !== undefined ? { description } : {}),
       ...(Object.keys(variables).length > 0 ? { variables } : {}),
     },
+    from,
     waitSeconds,
     json: flags.json === true,
   };
@@ -129,6 +138,7 @@ interface Deployment {
   service: { name: string };
   environment: { id?: string; name: string };
   reason?: string;
+  promotedFrom?: string;
 }
 
 interface LogPage {
@@ -161,8 +171,17 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     const key = randomUUID();
     let deployment: Deployment;
     let lastTrouble = '';
+    // A promotion looks up what serves in the environment it promotes from once, then asks under the key as a create does.
+    let source: Deployment | undefined;
+    const { service, environment, revision, ...promoted } = settings.body;
+    const ask = settings.from === null
+      ? () => call<Deployment>('POST', `/v1/orgs/${org}/deployments`, created.signal, settings.body, { 'idempotency-key': key })
+      : async () => {
+        source ??= await servingIn(settings.from!, service, revision, (path) => call<{ deployments: Deployment[] }>('GET', `/v1/orgs/${org}${path}`, created.signal));
+        return call<Deployment>('POST', `/v1/orgs/${org}/deployments/${encodeURIComponent(source.id)}/promote`, created.signal, { environment, ...promoted }, { 'idempotency-key': key });
+      };
     try {
-      deployment = await untilAvailable(() => call<Deployment>('POST', `/v1/orgs/${org}/deployments`, created.signal, settings.body, { 'idempotency-key': key }), {
+      deployment = await untilAvailable(ask, {
         signal: created.signal,
         onRetry: (error, n) => {
           lastTrouble = error.message;
@@ -189,7 +208,7 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     } finally {
       created.clear();
     }
-    say(`deployment ${deployment.id}: ${deployment.service.name} into ${deployment.environment.name}${deployment.revision !== null ? ` at ${deployment.revision}` : ''}, ${deployment.state}`);
+    say(`deployment ${deployment.id}: ${deployment.service.name} into ${deployment.environment.name}${deployment.revision !== null ? ` at ${deployment.revision}` : ''}${deployment.promotedFrom !== undefined ? `, promoted from ${deployment.promotedFrom}` : ''}, ${deployment.state}`);
     // Its id goes out at once: a wait that times out or is interrupted leaves it on stdout too,
     // for a script to follow or cancel. With --json, stdout holds the deployment as it ended.
     if (!settings.json) process.stdout.write(`${deployment.id}\n`);
@@ -271,6 +290,20 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+}
+
+/**
+ * What serves `service` in `environment` (its last deployment there that succeeded), to promote;
+ * at `revision` when one is asked for, so that a pipeline promotes exactly what it tried.
+ */
+async function servingIn(environment: string, service: string, revision: string | undefined, get: (path: string) => Promise<{ deployments: Deployment[] }>): Promise<Deployment> {
+  const { deployments } = await get(`/environments/${encodeURIComponent(environment)}/active?service=${encodeURIComponent(service)}&limit=1`);
+  const serving = deployments[0];
+  if (serving === undefined) throw new Error(`nothing serves ${service} in ${environment}: no deployment of it succeeded there to promote (deploy it there first)`);
+  if (revision !== undefined && serving.revision !== revision) {
+    throw new Error(`${environment} serves ${service} at ${serving.revision ?? 'no revision'} (deployment ${serving.id}), not at ${revision}: nothing was promoted`);
+  }
+  return serving;
 }
 
 /** A deployment that did not succeed, said as main.ts says failures. */

@@ -9,7 +9,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createEnvironment, createService, newRunner, type RunnerClient } from '../support/deployments.js';
+import { createEnvironment, createService, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { CLI_ENTRY, runCli, type CliResult } from '../support/processes.js';
@@ -111,6 +111,38 @@ describe('slipway deploy', () => {
     assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
   });
 
+  it('--from promotes what serves in another environment, at the revision asked for, and refuses when that is not what serves there', async () => {
+    const svc = await createService(f.admin.http, f.orgId, { spec: { command: ['node', 'server.js'], variables: { GREETING: 'hello' } } });
+    const staging = await createEnvironment(f.admin.http, f.orgId, { variables: { STAGE: 'staging' } });
+    const production = await createEnvironment(f.admin.http, f.orgId, { variables: { STAGE: 'production' } });
+    const empty = await createEnvironment(f.admin.http, f.orgId);
+    const tried = await ship(developer.http, runner, f.orgId, { service: svc.name, environment: staging.name, revision: 'abc123', variables: { FEATURE: 'on' } });
+    const all = async () => (await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments?service=${svc.name}`)).body.deployments as Array<{ id: string }>;
+
+    for (const [args, message] of [
+      [['--from', staging.name, '--revision', 'def456'], new RegExp(`^slipway: ${staging.name} serves ${svc.name} at abc123 \\(deployment ${tried.deployment.id}\\), not at def456: nothing was promoted$`, 'm')],
+      [['--from', empty.name], new RegExp(`^slipway: nothing serves ${svc.name} in ${empty.name}: no deployment of it succeeded there to promote`, 'm')],
+    ] as const) {
+      const refused = await deployAs(developer, ['--service', svc.name, '--environment', production.name, ...args]);
+      assert.equal(refused.code, 1, refused.stderr);
+      assert.match(refused.stderr, message);
+    }
+    assert.equal((await all()).length, 1, 'nothing promoted');
+    const same = await deployAs(developer, ['--service', svc.name, '--environment', staging.name, '--from', staging.name]);
+    assert.equal(same.code, 2);
+    assert.match(same.stderr, /--from and --environment are both/);
+
+    const cli = deployAs(developer, ['--service', svc.name, '--environment', production.name, '--from', staging.name, '--revision', 'abc123', '--var', 'REGION=us', '--wait', '--json']);
+    const claim = await runner.take({ environments: [production.name], waitSeconds: 20 });
+    assert.deepEqual(claim.run.variables, { GREETING: 'hello', STAGE: 'production', FEATURE: 'on', REGION: 'us' });
+    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
+    const result = await cli;
+    assert.equal(result.code, 0, result.stderr);
+    const promoted = JSON.parse(result.stdout);
+    assert.deepEqual([promoted.id, promoted.state, promoted.promotedFrom, promoted.revision, promoted.environment.name],
+      [claim.deployment.id, 'succeeded', tried.deployment.id, 'abc123', production.name]);
+  });
+
   it('reports the API\'s refusals with exit 1, and usage errors with exit 2, creating nothing', async () => {
     const before = (await deployments()).length;
     const unknown = await deployAs(developer, ['--service', 'no-such-service', '--environment', env.name, '--json']);
@@ -137,6 +169,7 @@ describe('slipway deploy', () => {
       [['--service', service.name, '--environment', env.name, '--wait', '--timeout', '0'], /--timeout must be a whole number of seconds from 1 to 86400/],
       [['--service', service.name, '--environment', env.name, '--bogus'], /Unknown option '--bogus'/],
       [['--service', service.name, '--environment', env.name, '--revision', ''], /--revision is empty \(an unset variable\?\)/],
+      [['--service', service.name, '--environment', env.name, '--from', ''], /--from is empty \(an unset variable\?\)/],
     ] as const) {
       const result = await deployAs(developer, [...args]);
       assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);

@@ -302,6 +302,17 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.badge.succeeded');
     await page.waitForSelector('button:has-text("Roll back to this")');
 
+    // What succeeded goes on to another environment, with that environment's configuration.
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'production', variables: { STAGE: 'production' } })).status, 201);
+    // Drawn anew (the page is this deployment's already): the form is offered once it has succeeded.
+    await page.reload();
+    await page.click('summary:has-text("Promote to another environment")');
+    await page.selectOption('#promote select[name=environment]', { label: 'production' });
+    await page.click('#promote button[type=submit]');
+    await page.waitForSelector(`p:has-text("Promoted from ${claim.deployment.id}")`);
+    const promoted = (await server.owner.http.get(`/v1/orgs/default/deployments/${page.url().split('/').pop()}`)).body;
+    assert.deepEqual([promoted.promotedFrom, promoted.environment.name, promoted.spec.variables.STAGE], [claim.deployment.id, 'production', 'production']);
+
     await page.goto(`${server.url}/console/#/o/default/deployments?state=cancelled`);
     await page.waitForSelector(`a:has-text("${id}")`);
     await page.goto(`${server.url}/console/#/o/default/events?type=deployment.state_changed`);

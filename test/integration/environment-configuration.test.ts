@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Actor, TestServer } from '../support/harness.js';
 import {
-  createEnvironment, createService, deploy, eventsOf, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
+  createEnvironment, createSecret, createService, deploy, eventsOf, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
@@ -19,11 +19,7 @@ describe('environment configuration', () => {
   let runner: RunnerClient;
   const VALUE = 'env-config-value-only-in-claims';
 
-  const secret = async (values: Record<string, string>): Promise<string> => {
-    const name = unique('sec');
-    assert.equal((await admin.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name, values }] })).status, 201);
-    return name;
-  };
+  const secret = (values: Record<string, string>) => createSecret(admin.http, orgId, values);
 
   before(async () => {
     f = await startDeployFixture();

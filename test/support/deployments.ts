@@ -18,6 +18,14 @@ export async function createEnvironment(http: HttpClient, orgId: string, body: R
   return res.body;
 }
 
+/** A secret of `orgId` under a fresh name, with these values; its name. */
+export async function createSecret(http: HttpClient, orgId: string, values: Record<string, string>): Promise<string> {
+  const name = unique('sec');
+  const res = await http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name, values }] });
+  assert.equal(res.status, 201, res.text);
+  return name;
+}
+
 export async function createService(http: HttpClient, orgId: string, body: Record<string, unknown> = {}): Promise<any> {
   const res = await http.post(`/v1/orgs/${orgId}/services`, { name: unique('svc'), spec: { command: ['node', 'server.js'] }, ...body });
   assert.equal(res.status, 201, res.text);

@@ -6,7 +6,7 @@ import type { Limits } from '../../platform/config.js';
 import { EnvironmentParams } from '../environments/environments.schemas.js';
 import {
   ActiveQuery, CancelBody, createDeploymentBody, DeploymentList, DeploymentListQuery, DeploymentParams, DeploymentSchema, LogPage, LogQuery,
-  RollbackBody,
+  promoteBody, RollbackBody,
 } from './deployments.schemas.js';
 import type { DeploymentsService } from './deployments.service.js';
 
@@ -75,6 +75,22 @@ export function deploymentsRoutes(app: App, deps: { deployments: DeploymentsServ
     },
   }, async (req, reply) => {
     const deployment = await deployments.rollback(req.ctx, req.org!.id, req.params.id, req.body ?? {});
+    return created(reply, `/v1/orgs/${req.org!.id}/deployments/${deployment.id}`, deployment);
+  });
+
+  app.post('/v1/orgs/:orgId/deployments/:id/promote', {
+    config: { auth: 'developer', operation: 'deployments.promote' },
+    schema: {
+      tags,
+      summary: 'Promote a succeeded deployment into another environment',
+      description: 'Queues a deployment of the same service into `environment` with what the deployment being promoted took from its service: the spec and its version, the revision, the versions its service\'s secret references pinned, and its own `variables` (the request\'s laid over them). What it took from its environment is left behind: the target environment\'s `variables` and `secrets` are laid over it and pinned to their current versions, as for a deployment made there. So what was tried in one environment runs in the next, with that environment\'s configuration. ' +
+        'The deployment must have succeeded (it may have been superseded since); otherwise, or when it was made by a Slipway that did not record which parts of its spec were its environment\'s, 409 `not_promotable`. Promoting into its own environment is 400 `invalid_request` (roll back to it instead). The target environment\'s protection applies (403 `environment_protected`). A carried-over secret version that no longer exists is 422 `secret_versions_gone`; the target environment\'s configuration is checked as for a new deployment (422 `unknown_secrets`, `unknown_secret_reference`, `variable_conflict`, `reserved_variable`; 400 `limit_exceeded`).',
+      params: DeploymentParams,
+      body: promoteBody(deps.limits),
+      response: { 201: withLocation(DeploymentSchema), ...problems(409, 422) },
+    },
+  }, async (req, reply) => {
+    const deployment = await deployments.promote(req.ctx, req.org!.id, req.params.id, req.body);
     return created(reply, `/v1/orgs/${req.org!.id}/deployments/${deployment.id}`, deployment);
   });
 

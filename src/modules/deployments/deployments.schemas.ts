@@ -48,6 +48,7 @@ export const DeploymentSchema = Type.Object({
   description: Type.String(),
   spec: { ...DeploymentSpec, description: 'The resolved spec, frozen at creation: variables with the overrides applied, each secret pinned to a version (never values).' },
   rollbackOf: Type.Optional(Type.String({ description: 'The deployment this one rolled back to.' })),
+  promotedFrom: Type.Optional(Type.String({ description: 'The deployment, in another environment, this one was promoted from.' })),
   createdBy: Type.Union([Type.String(), Type.Null()]),
   createdAt: Timestamp,
   updatedAt: Timestamp,
@@ -97,6 +98,15 @@ export const CancelBody = optionalBody(Type.Object({
 export const RollbackBody = optionalBody(Type.Object({
   description: Type.Optional(Type.String({ maxLength: 500 })),
 }, { additionalProperties: false }));
+
+export function promoteBody(limits: Pick<Limits, 'valueChars' | 'specBytes'>) {
+  return Type.Object({
+    environment: Type.String({ minLength: 1, maxLength: 100, description: 'The environment (id or name) to promote into: another than the deployment\'s own.' }),
+    description: Type.Optional(Type.String({ maxLength: 500, description: 'By default, "Promotion of DEPLOYMENT from ENVIRONMENT".' })),
+    variables: Type.Optional(variablesSchema(limits, `Overrides for this deployment only, laid over the promoted deployment's own \`variables\` (which it carries over) and so over the service's and the target environment's. Bounded as a deployment's are.`)),
+  }, { additionalProperties: false });
+}
+export type PromoteInput = Static<ReturnType<typeof promoteBody>>;
 
 export const LogStream = Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('runner')], {
   description: 'The process\'s stdout or stderr, or the runner\'s own account of what it did.',

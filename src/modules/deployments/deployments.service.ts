@@ -11,8 +11,8 @@ import { allows } from '../auth/roles.js';
 import { configurationOf, loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
 import { appendEvents } from '../events/event-log.js';
-import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVersionSource } from '../services/service-spec.js';
-import { SPEC_LIMITS, type DeploymentSpecT, type ServiceSpec } from '../services/services.schemas.js';
+import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVersionInfo, type SecretVersionSource } from '../services/service-spec.js';
+import { SPEC_LIMITS, type DeploymentSpecT, type PinnedSecretReferenceT, type ServiceSpec } from '../services/services.schemas.js';
 import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
 import { moveDeployment, type DeploymentState } from './deployment-state.js';
@@ -24,6 +24,21 @@ export interface Snapshot {
   service: { id: string; name: string; version: number };
   environment: { id: string; name: string };
   spec: DeploymentSpecT;
+  /** What the spec was laid from; absent on deployments made before promotions, which cannot be promoted. */
+  sources?: SpecSources;
+}
+
+/**
+ * Which parts of a frozen spec are the service's, for a promotion to carry them into another
+ * environment without the environment's: the service's own variables (absent when the spec's are
+ * those alone, as when neither the environment nor the deployment laid any over them), the
+ * deployment's own `variables`, and how many of the pinned secrets, the last ones, are the
+ * environment's. A few bytes a deployment, and none of them a value that is not in the spec already.
+ */
+export interface SpecSources {
+  serviceVariables?: Record<string, string>;
+  overrides?: Record<string, string>;
+  environmentSecrets?: number;
 }
 
 /** `snapshot` when the caller has it parsed already (it is the row's `snapshot` column). */
@@ -38,6 +53,7 @@ export function toDeployment(row: DeploymentRow, snapshot = JSON.parse(row.snaps
     description: row.description,
     spec: snapshot.spec,
     ...(row.rollback_of !== null ? { rollbackOf: row.rollback_of } : {}),
+    ...(row.promoted_from !== null ? { promotedFrom: row.promoted_from } : {}),
     createdBy: row.created_by,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -98,12 +114,30 @@ function assertSpecFits(serviceSpec: string, withEnvironment: string, frozenSpec
 /** An environment's configuration columns when it has none (most): nothing to parse or lay over. */
 const NONE = { variables: '{}', secrets: '[]' } as const;
 
-/** Rollback targets: deployments that succeeded, whether or not something has superseded them since. */
+/** Rollback targets and promotion sources: deployments that succeeded, whether or not something has superseded them since. */
 const ROLLBACK_FROM: readonly DeploymentState[] = ['succeeded', 'superseded'];
+
+/** The service's part of a promotion's source: its spec with the environment's taken out, its references unpinned, and its versions. */
+function servicePartOf(snapshot: Snapshot & { sources: SpecSources }): { spec: ServiceSpec; pinned: PinnedSecretReferenceT[]; overrides: Record<string, string> | undefined } {
+  const { spec, sources } = snapshot;
+  const pinned = spec.secrets.slice(0, spec.secrets.length - (sources.environmentSecrets ?? 0));
+  return {
+    spec: {
+      ...(spec.command !== undefined ? { command: spec.command } : {}),
+      ...(spec.image !== undefined ? { image: spec.image } : {}),
+      ...(spec.port !== undefined ? { port: spec.port } : {}),
+      ...(spec.healthCheck !== undefined ? { healthCheck: spec.healthCheck } : {}),
+      variables: sources.serviceVariables ?? spec.variables,
+      secrets: pinned.map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) })),
+    },
+    pinned,
+    overrides: sources.overrides,
+  };
+}
 
 export interface DeploymentsDeps {
   db: Db;
-  secrets: SecretVersionSource & Pick<SecretStore, 'missingVersions'>;
+  secrets: SecretVersionSource & Pick<SecretStore, 'missingVersions' | 'pinnedKeys'>;
   signals: Pick<DeploymentSignals, 'notify'>;
   limits: Pick<Limits, 'specBytes'>;
 }
@@ -143,16 +177,50 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     }
   }
 
+  /**
+   * The spec a deployment into `environment` freezes: `spec` (the service's, as `specJson`) with the
+   * environment's configuration and `overrides` laid over, checked against the bounds and its
+   * secrets pinned (to `pinned`, by name, for the spec's own references when they keep versions of
+   * their own), and what it was laid from. `spec` becomes the frozen one.
+   */
+  async function freeze(
+    trx: Executor, orgId: string, spec: ServiceSpec, specJson: string, environment: EnvironmentRow,
+    overrides: Record<string, string> | undefined, pinned?: ReadonlyMap<string, SecretVersionInfo>,
+  ): Promise<{ spec: DeploymentSpecT; sources: SpecSources }> {
+    // The environment's configuration goes over the service's, the deployment's own variables over both.
+    const configured = environment.variables !== NONE.variables || environment.secrets !== NONE.secrets;
+    const envConfig = configured ? configurationOf(environment) : undefined;
+    const serviceVariables = spec.variables;
+    const environmentVariables = { ...serviceVariables, ...envConfig?.variables };
+    const variables = { ...environmentVariables, ...overrides };
+    assertVariablesFit(environmentVariables, variables);
+    const allSecrets = [...spec.secrets, ...envConfig?.secrets ?? []];
+    const withEnvironment = configured ? JSON.stringify({ ...spec, variables: environmentVariables, secrets: allSecrets }) : specJson;
+    assertSpecFits(specJson, withEnvironment, overrides === undefined ? withEnvironment : JSON.stringify({ ...spec, variables, secrets: allSecrets }), deps.limits.specBytes);
+    // Secrets may have changed since the service was saved: check again, against the versions pinned now.
+    const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides, pinned });
+    const environmentSecrets = envConfig?.secrets.length ?? 0;
+    return {
+      // The freshly parsed spec becomes the deployment's, with its variables and secrets resolved.
+      spec: Object.assign(spec, { variables, secrets }),
+      sources: {
+        ...(configured || overrides !== undefined ? { serviceVariables } : {}),
+        ...(overrides !== undefined ? { overrides } : {}),
+        ...(environmentSecrets > 0 ? { environmentSecrets } : {}),
+      },
+    };
+  }
+
   /** Inserts a queued deployment and its event; the caller's transaction commits both. */
   async function enqueue(
     trx: Executor, ctx: RequestContext, orgId: string, snapshot: Snapshot,
-    fields: Pick<DeploymentRow, 'revision' | 'description' | 'rollback_of'>, now: string,
+    fields: Pick<DeploymentRow, 'revision' | 'description' | 'rollback_of'> & Partial<Pick<DeploymentRow, 'promoted_from'>>, now: string,
   ): Promise<Deployment> {
     // Every column written out: a literal that starts with a spread of `fields` costs V8 ~20 µs here.
     const full: DeploymentRow = {
       id: newId('deployment'), org_id: orgId, service_id: snapshot.service.id, environment_id: snapshot.environment.id,
       state: 'queued', attempt: 1, revision: fields.revision, description: fields.description, snapshot: JSON.stringify(snapshot),
-      rollback_of: fields.rollback_of, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
+      rollback_of: fields.rollback_of, promoted_from: fields.promoted_from ?? null, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
       log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
       process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null, process_hostname: null, process_port: null,
     };
@@ -163,6 +231,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         service: snapshot.service, environment: snapshot.environment, revision: full.revision, state: 'queued', attempt: 1,
         secretVersions: snapshot.spec.secrets.map((s) => ({ secret: s.secret, version: s.version })),
         ...(full.rollback_of !== null ? { rollbackOf: full.rollback_of } : {}),
+        ...(full.promoted_from !== null ? { promotedFrom: full.promoted_from } : {}),
       },
     }], now);
     return toDeployment(full, snapshot);
@@ -175,23 +244,11 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         const service = await loadService(trx, orgId, input.service, false, '/service');
         const environment = await loadEnvironment(trx, orgId, input.environment, false, '/environment');
         assertMayDeploy(ctx, environment);
-        const spec = JSON.parse(service.spec) as ServiceSpec;
-        // The environment's configuration goes over the service's, the deployment's own variables over both.
-        const configured = environment.variables !== NONE.variables || environment.secrets !== NONE.secrets;
-        const envConfig = configured ? configurationOf(environment) : undefined;
-        const environmentVariables = { ...spec.variables, ...envConfig?.variables };
-        const variables = { ...environmentVariables, ...input.variables };
-        assertVariablesFit(environmentVariables, variables);
-        const allSecrets = [...spec.secrets, ...envConfig?.secrets ?? []];
-        const withEnvironment = configured ? JSON.stringify({ ...spec, variables: environmentVariables, secrets: allSecrets }) : service.spec;
-        assertSpecFits(service.spec, withEnvironment, input.variables === undefined ? withEnvironment : JSON.stringify({ ...spec, variables, secrets: allSecrets }), deps.limits.specBytes);
-        // Secrets may have changed since the service was saved: check again, against the versions pinned now.
-        const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides: input.variables });
+        const frozen = await freeze(trx, orgId, JSON.parse(service.spec) as ServiceSpec, service.spec, environment, input.variables);
         const snapshot: Snapshot = {
           service: { id: service.id, name: service.name, version: service.version },
           environment: { id: environment.id, name: environment.name },
-          // The freshly parsed spec becomes the deployment's, with its variables and secrets resolved.
-          spec: Object.assign(spec, { variables, secrets }),
+          ...frozen,
         };
         return enqueue(trx, ctx, orgId, snapshot, { revision: input.revision ?? null, description: input.description ?? '', rollback_of: null }, now);
       }, () => input);
@@ -255,6 +312,57 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
           revision: target.revision, description: input.description ?? `Rollback to ${target.id}`, rollback_of: target.id,
         }, now);
       }, () => ({ service: snapshot!.service.name, environment: snapshot!.environment.name }));
+      signals.notify(orgId);
+      return deployment;
+    },
+
+    /**
+     * A new deployment into another environment from one that succeeded: its service's part (the
+     * spec, the secret versions the service's references pinned, the revision, the deployment's own
+     * variables, with `variables` laid over those) with the target environment's configuration laid
+     * over it and its secrets pinned to their current versions, as a deployment there would get.
+     */
+    async promote(ctx: RequestContext, orgId: string, id: string, input: { environment: string; description?: string | undefined; variables?: Record<string, string> | undefined }): Promise<Deployment> {
+      const now = new Date().toISOString();
+      let serviceName = '';
+      const deployment = await enqueueing(async (trx) => {
+        const source = await loadDeployment(trx, orgId, id);
+        const from = JSON.parse(source.snapshot) as Snapshot;
+        if (!ROLLBACK_FROM.includes(source.state as DeploymentState)) {
+          throw errors.conflict('not_promotable', `Deployment ${id} is ${source.state}: only a deployment that succeeded (succeeded or superseded) can be promoted.`, {
+            state: source.state, promoteFrom: ROLLBACK_FROM,
+          });
+        }
+        if (from.sources === undefined) {
+          throw errors.conflict('not_promotable', `Deployment ${id} was made by an earlier version of Slipway, which did not record which of its variables and secrets were its environment's: deploy the service into the other environment instead (POST …/deployments).`, {
+            state: source.state, promoteFrom: ROLLBACK_FROM,
+          });
+        }
+        const environment = await loadEnvironment(trx, orgId, input.environment, false, '/environment');
+        if (environment.id === source.environment_id) {
+          throw errors.invalidRequest(`Deployment ${id} is in ${environment.name} already: a promotion goes into another environment. To run it here again, roll it back to it (POST …/deployments/${id}/rollback).`,
+            [{ pointer: '/environment', message: `is the deployment's own environment (${environment.name})` }]);
+        }
+        assertMayDeploy(ctx, environment);
+        const service = await loadService(trx, orgId, source.service_id);
+        serviceName = service.name;
+        const part = servicePartOf(from as Snapshot & { sources: SpecSources });
+        // The versions the service's references pinned, carried over; refused up front, with nothing written, when one is gone.
+        const { versions, missing } = await deps.secrets.pinnedKeys(trx, orgId, pinnedVersions({ secrets: part.pinned }));
+        if (missing.length > 0) throw errors.secretVersionsGone(missing, `Deployment ${id} cannot be promoted`);
+        const overrides = part.overrides !== undefined || input.variables !== undefined ? { ...part.overrides, ...input.variables } : undefined;
+        const frozen = await freeze(trx, orgId, part.spec, JSON.stringify(part.spec), environment, overrides, versions);
+        const snapshot: Snapshot = {
+          // The service's part is the source's, and so the version it was taken from; the names are today's.
+          service: { id: service.id, name: service.name, version: from.service.version },
+          environment: { id: environment.id, name: environment.name },
+          ...frozen,
+        };
+        const description = input.description ?? `Promotion of ${source.id} from ${(await loadEnvironment(trx, orgId, source.environment_id)).name}`;
+        return enqueue(trx, ctx, orgId, snapshot, {
+          revision: source.revision, description, rollback_of: null, promoted_from: source.id,
+        }, now);
+      }, () => ({ service: serviceName, environment: input.environment }));
       signals.notify(orgId);
       return deployment;
     },

@@ -129,6 +129,21 @@ export function createSecretReads(store: SecretStore) {
     },
 
     /**
+     * The keys each pinned version holds, by secret name, for a promotion to check what the
+     * versions it carries over export against its environment's configuration; and, as
+     * missingVersions does, `name@version` of each that is gone. Nothing is decrypted.
+     */
+    async pinnedKeys(executor: Executor, orgId: string, refs: SecretRef[]): Promise<{ versions: Map<string, { secretId: string; version: number; keys: string[] }>; missing: string[] }> {
+      const rows = await pinnedRows(executor, orgId, refs);
+      const versions = new Map<string, { secretId: string; version: number; keys: string[] }>();
+      for (const ref of refs) {
+        const row = rows.get(pinKey(ref));
+        if (row !== undefined) versions.set(ref.name, { secretId: ref.secretId, version: ref.version, keys: JSON.parse(row.keys) as string[] });
+      }
+      return { versions, missing: missingOf(refs, rows) };
+    },
+
+    /**
      * The values of pinned (secret id, version) pairs, for a runner's claim, keyed by secret id.
      * A pinned version stays resolvable while its secret exists, deleted or not (a soft delete
      * frees nothing by surprise, so a queued deployment or a rollback still gets what it pinned);

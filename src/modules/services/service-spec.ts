@@ -23,6 +23,8 @@ export interface SecretVersionSource {
 export interface SecretStore extends SecretVersionSource {
   /** `name@version` of each pinned version that is gone (as resolveValues would find it), none decrypted. */
   missingVersions(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<string[]>;
+  /** The keys of pinned versions, by secret name (as `pinned` takes them), and `name@version` of each that is gone; none decrypted. */
+  pinnedKeys(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<{ versions: Map<string, SecretVersionInfo>; missing: string[] }>;
   /**
    * Values per secret id, of exact (secret id, version) pairs; throws a problem naming every
    * `name@version` that is gone (destroyed, purged, or its secret deleted for good).
@@ -95,6 +97,11 @@ export interface SpecPlace {
   spec: string;
   environment?: Configuration | undefined;
   overrides?: Readonly<Record<string, string>> | undefined;
+  /**
+   * The versions the spec's own references keep, by secret name, when they are pinned already (a
+   * promotion carries its source's over); the environment's are pinned to the current versions.
+   */
+  pinned?: ReadonlyMap<string, SecretVersionInfo> | undefined;
 }
 
 /** What events say about a configuration (a service's spec, an environment's): the names it holds, never a value. */
@@ -110,12 +117,14 @@ interface Layer {
   plain: string;
   variables: Readonly<Record<string, string>>;
   secrets: readonly SecretReferenceT[];
+  /** The versions its references are pinned to, by secret name. */
+  versions: ReadonlyMap<string, SecretVersionInfo>;
 }
 
-function layersOf(config: Configuration, place: SpecPlace): Layer[] {
-  const layers: Layer[] = [{ pointer: place.spec, plain: 'a plain variable', variables: config.variables, secrets: config.secrets }];
-  if (place.environment !== undefined) layers.push({ pointer: ENVIRONMENT, plain: 'the environment\'s variables', variables: place.environment.variables, secrets: place.environment.secrets });
-  if (place.overrides !== undefined) layers.push({ pointer: '', plain: 'the deployment\'s variables', variables: place.overrides, secrets: [] });
+function layersOf(config: Configuration, versions: ReadonlyMap<string, SecretVersionInfo>, place: SpecPlace): Layer[] {
+  const layers: Layer[] = [{ pointer: place.spec, plain: 'a plain variable', variables: config.variables, secrets: config.secrets, versions: place.pinned ?? versions }];
+  if (place.environment !== undefined) layers.push({ pointer: ENVIRONMENT, plain: 'the environment\'s variables', variables: place.environment.variables, secrets: place.environment.secrets, versions });
+  if (place.overrides !== undefined) layers.push({ pointer: '', plain: 'the deployment\'s variables', variables: place.overrides, secrets: [], versions });
   return layers;
 }
 
@@ -134,12 +143,12 @@ export function pinSecretReferences(
   versions: ReadonlyMap<string, SecretVersionInfo>,
   place: SpecPlace = { spec: '/spec' },
 ): PinnedSecretReferenceT[] {
-  const layers = layersOf(config, place);
+  const layers = layersOf(config, versions, place);
   const unknown: FieldError[] = [];
   const missingKeys: FieldError[] = [];
   for (const layer of layers) {
     layer.secrets.forEach((ref, i) => {
-      const info = versions.get(ref.secret);
+      const info = layer.versions.get(ref.secret);
       if (!info) unknown.push({ pointer: `${layer.pointer}/secrets/${i}/secret`, message: `secret "${ref.secret}" does not exist, or is deleted` });
       else if (ref.key !== undefined && !info.keys.includes(ref.key)) {
         const missingKey = { pointer: `${layer.pointer}/secrets/${i}/key`, message: `secret "${ref.secret}" (version ${info.version}) has no key "${ref.key}"; it has ${info.keys.join(', ')}` };
@@ -149,7 +158,7 @@ export function pinSecretReferences(
     });
   }
   if (unknown.length > 0) {
-    const missing = referencedSecretNames(layers.flatMap((l) => l.secrets)).filter((name) => !versions.has(name));
+    const missing = [...new Set(layers.flatMap((l) => l.secrets.filter((ref) => !l.versions.has(ref.secret)).map((ref) => ref.secret)))];
     throw missing.length > 0 ? errors.unknownSecrets(missing, unknown, missingKeys) : errors.unknownSecretReferences(unknown);
   }
 
@@ -158,7 +167,7 @@ export function pinSecretReferences(
   for (const layer of layers) {
     if (Object.hasOwn(layer.variables, RUNNER_PORT)) setsPort(`${layer.pointer}/variables/${RUNNER_PORT}`, layer.plain);
     layer.secrets.forEach((ref, i) => {
-      const info = versions.get(ref.secret)!;
+      const info = layer.versions.get(ref.secret)!;
       if (!exportsOf(ref, info.keys).includes(RUNNER_PORT)) return;
       // A whole secret is checked against the keys it holds now: a key added later is found at the next save or deployment.
       if (ref.key === undefined) setsPort(`${layer.pointer}/secrets/${i}`, `secret "${ref.secret}", exported whole, whose version ${info.version} holds a key PORT`);
@@ -181,13 +190,13 @@ export function pinSecretReferences(
     for (const name of Object.keys(layer.variables)) setBy(name, layer.plain, `${layer.pointer}/variables/${name}`, true);
     layer.secrets.forEach((ref, i) => {
       const here = `secret "${ref.secret}"${ref.key !== undefined ? ` key "${ref.key}"` : ''}${layer.pointer === ENVIRONMENT ? ' of the environment' : ''}`;
-      for (const name of exportsOf(ref, versions.get(ref.secret)!.keys)) setBy(name, here, `${layer.pointer}/secrets/${i}`, false);
+      for (const name of exportsOf(ref, layer.versions.get(ref.secret)!.keys)) setBy(name, here, `${layer.pointer}/secrets/${i}`, false);
     });
   }
   if (conflicts.length > 0) throw errors.variableConflict(conflicts);
 
   return layers.flatMap((layer) => layer.secrets.map((ref) => {
-    const info = versions.get(ref.secret)!;
+    const info = layer.versions.get(ref.secret)!;
     return Object.assign({}, ref, { secretId: info.secretId, version: info.version });
   }));
 }
@@ -196,7 +205,7 @@ export function pinSecretReferences(
 export async function pinToCurrentVersions(
   source: SecretVersionSource, executor: Executor, orgId: string, config: Configuration, place?: SpecPlace,
 ): Promise<PinnedSecretReferenceT[]> {
-  const names = referencedSecretNames([...config.secrets, ...(place?.environment?.secrets ?? [])]);
+  const names = referencedSecretNames([...place?.pinned !== undefined ? [] : config.secrets, ...(place?.environment?.secrets ?? [])]);
   const versions = names.length > 0 ? await source.currentVersions(executor, orgId, names) : new Map<string, SecretVersionInfo>();
   return pinSecretReferences(config, versions, place);
 }

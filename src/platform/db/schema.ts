@@ -194,6 +194,8 @@ export interface DeploymentsTable {
   /** JSON: the resolved spec and the secret versions it uses, fixed at creation (no values). */
   snapshot: string;
   rollback_of: string | null;
+  /** The deployment (in another environment) this one was promoted from. */
+  promoted_from: string | null;
   reason: string | null;
   /** The fencing token of the current lease; null unless in progress. */
   lease_token: string | null;
