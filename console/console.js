@@ -568,7 +568,7 @@ async function deploymentView(org, id) {
       h('p', { class: 'muted' }, 'The same spec, revision, service secret versions and variables, with the other environment\'s variables and secrets instead of this one\'s.'),
       onSubmit(h('form', { id: 'promote' },
         h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
-          others.map((e) => h('option', { value: e.id }, e.protected ? `${e.name} (protected)` : e.name)))),
+          others.map((e) => h('option', { value: e.id }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
         h('label', {}, 'Description', h('input', { name: 'description' })),
         h('button', { type: 'submit', class: 'primary' }, 'Promote')), async (form) => {
         const made = await api('POST', `${base}/promote`, { body: { environment: form.get('environment'), description: form.get('description') || undefined } });
@@ -666,7 +666,7 @@ async function serviceView(org, name) {
   const environments = { environments: await everyPage((cursor) => api('GET', `${orgPath}/environments`, { query: { limit: 100, cursor } }), 'environments') };
   const deploy = onSubmit(h('form', { id: 'deploy' },
     h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
-      environments.environments.map((e) => h('option', { value: e.name }, e.protected ? `${e.name} (protected)` : e.name)))),
+      environments.environments.map((e) => h('option', { value: e.name }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
     h('label', {}, 'Revision', h('input', { name: 'revision', placeholder: 'v1.2.3 or a commit' })),
     h('label', {}, 'Description', h('input', { name: 'description' })),
     h('button', { type: 'submit', class: 'primary' }, 'Deploy')), async (form) => {
@@ -720,7 +720,7 @@ async function environmentsView(org) {
   page('Environments',
     pagedList((cursor) => api('GET', base, { query: { cursor } }),
       (p) => table(['Name', 'Description', 'Created'], p.environments.map((e) => h('tr', {},
-        h('td', {}, link(e.name, 'o', org, 'environments', e.name), ' ', e.protected ? badge('protected') : null),
+        h('td', {}, link(e.name, 'o', org, 'environments', e.name), ' ', e.protected ? badge('protected') : null, ' ', e.lock ? badge('locked', 'failed') : null),
         h('td', {}, e.description), h('td', {}, when(e.createdAt)))), 'No environments yet.')),
     h('h2', {}, 'New environment'), h('div', { class: 'card' }, create));
 }
@@ -735,6 +735,19 @@ async function environmentView(org, name) {
     render();
   }) }, env.protected ? 'Unprotect' : 'Protect');
   const remove = deleteButton(org, 'environments', 'environment', env.name, base);
+  // A deploy freeze: no deployment into it is made while it is locked.
+  const lockForm = env.lock ? null : onSubmit(h('form', { id: 'lock-environment' },
+    h('label', {}, 'Why (shown to everyone refused a deployment)', h('input', { name: 'reason', required: true, maxlength: 500 })),
+    h('button', { type: 'submit', class: 'danger' }, 'Lock')), async (form) => {
+    const saved = await api('PUT', `${base}/lock`, { body: { reason: form.get('reason') } });
+    notify(`${saved.name} is locked: no deployment into it until it is unlocked.`);
+    render();
+  });
+  const unlock = env.lock ? h('button', { type: 'button', onclick: (e) => act(e.target, e.target.closest('.card'), async () => {
+    const saved = await api('DELETE', `${base}/lock`);
+    notify(`${saved.name} is unlocked: it takes deployments again.`);
+    render();
+  }) }, 'Unlock') : null;
   const configure = onSubmit(h('form', { class: 'stack', id: 'environment-configuration' },
     h('label', {}, 'Configuration (JSON: `variables`, and `secrets` named as in a service spec; each replaces what the environment had)',
       h('textarea', { name: 'configuration', class: 'code', rows: 10, spellcheck: 'false', value: JSON.stringify({ variables: env.variables, secrets: env.secrets }, null, 2) })),
@@ -752,6 +765,11 @@ async function environmentView(org, name) {
     h('div', { class: 'card' }, h('div', { class: 'spread' },
       h('div', {}, env.protected ? badge('protected') : badge('unprotected', 'cancelled'), ' ', env.description),
       h('div', { class: 'row' }, toggle, remove))),
+    env.lock
+      ? h('div', { class: 'card', id: 'environment-lock' }, h('div', { class: 'spread' },
+        h('p', {}, badge('locked', 'failed'), ' No deployment into it until it is unlocked: ', env.lock.reason, h('span', { class: 'muted' }, ' (', env.lock.lockedBy ?? 'the CLI', ', ', when(env.lock.lockedAt), ')')),
+        unlock))
+      : h('details', { class: 'card' }, h('summary', {}, 'Lock (a deploy freeze)'), lockForm),
     h('h2', {}, 'Configuration'),
     h('p', { class: 'muted' }, 'Every deployment into this environment gets these besides its service\'s: its plain variables over the service\'s of the same name, its secrets beside the service\'s (a variable both would export is refused when deploying).'),
     configured ? json({ variables: env.variables, secrets: env.secrets }) : h('p', {}, 'None: deployments here get their service\'s variables and secrets only.'),

@@ -186,7 +186,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const signals = createDeploymentSignals({ db, dialect: database.dialect, databaseUrl: config.databaseUrl, logger });
     const environments = createEnvironmentsService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const services = createServicesService({ db, dialect: database.dialect, secrets, limits: config.limits });
-    const deployments = createDeploymentsService({ db, secrets, signals, limits: config.limits });
+    const deployments = createDeploymentsService({ db, dialect: database.dialect, secrets, signals, limits: config.limits });
     const runners = createRunnersService({ db, dialect: database.dialect, hostTimeoutSeconds: config.runnerHostTimeoutSeconds, logger });
     const runner = createRunnerService({
       db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts, hostTimeoutSeconds: config.runnerHostTimeoutSeconds,

@@ -27,6 +27,7 @@ export const ProblemSchema = Type.Object({
   requested: Type.Optional(Type.String({ description: '409 `invalid_transition`: the state asked for.' })),
   allowedTransitions: Type.Optional(Type.Array(Type.String(), { description: '409 `invalid_transition`: the states reachable from `state`.' })),
   rollbackFrom: Type.Optional(Type.Array(Type.String(), { description: '409 `not_rollbackable`: the states a deployment can be rolled back to from.' })),
+  lock: Type.Optional(Type.Object({ reason: Type.String(), lockedBy: Type.Union([Type.String(), Type.Null()]), lockedAt: Type.String({ format: 'date-time' }) }, { description: '409 `environment_locked`: why the environment is locked, by whom and since when.' })),
   promoteFrom: Type.Optional(Type.Array(Type.String(), { description: '409 `not_promotable`: the states a deployment can be promoted from.' })),
   missing: Type.Optional(Type.Array(Type.String(), { description: '422 `unknown_secrets`, `secret_versions_gone`: what does not exist.' })),
   limit: Type.Optional(Type.Object({ name: Type.String(), value: Type.Integer() }, { description: '400 `limit_exceeded`, 413: the setting and its value.' })),

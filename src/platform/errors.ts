@@ -135,6 +135,12 @@ export const errors = {
       requiredRole: 'admin',
     }),
 
+  /** A locked environment (a deploy freeze): no deployment into it until it is unlocked. */
+  environmentLocked: (environment: string, lock: { reason: string; lockedBy: string | null; lockedAt: string }, what: string) =>
+    new AppError(409, 'environment_locked', 'Environment locked',
+      `The environment "${environment}" is locked since ${lock.lockedAt}${lock.lockedBy !== null ? ` by ${lock.lockedBy}` : ''} ("${lock.reason}"): no one may ${what} until an admin or owner unlocks it (DELETE …/environments/${environment}/lock).`,
+      { lock }),
+
   // 404
   /** `pointer`: where the request body names it, for a resource a body refers to rather than the path. */
   notFound: (resource: string, id: string, pointer?: string) =>

@@ -68,6 +68,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   service_in_use: { status: 409, meaning: 'The service has deployments queued or in progress, or serving (then `?force=true`); `conflicts` lists them.' },
   invalid_transition: { status: 409, meaning: 'A deployment state change the state graph does not have (`state`, `requested`, `allowedTransitions`).' },
   not_rollbackable: { status: 409, meaning: 'Only a succeeded or superseded deployment can be rolled back to.' },
+  environment_locked: { status: 409, meaning: 'The environment is locked (a deploy freeze): no deployment into it until it is unlocked; `lock` says why, by whom and since when.' },
   not_promotable: { status: 409, meaning: 'Only a succeeded or superseded deployment, made by a Slipway that records its spec\'s sources, can be promoted.' },
   concurrent_change: { status: 409, meaning: 'The secret or deployment changed at the same moment; nothing was written (Retry-After).' },
   lease_lost: { status: 409, meaning: 'The runner no longer holds the deployment\'s lease: stop and claim again.' },

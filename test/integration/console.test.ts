@@ -731,6 +731,24 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal((await page.content()).includes('postgres://configured'), false, 'a secret\'s value is never on the page');
   });
 
+  it('locks an environment with a reason, shows it locked, and unlocks it', async () => {
+    const api = server.owner.http;
+    assert.equal((await api.post('/v1/orgs/default/environments', { name: 'frozen' })).status, 201);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/environments/frozen`);
+    await page.click('summary:has-text("Lock (a deploy freeze)")');
+    await page.fill('#lock-environment input[name=reason]', 'release <b>freeze</b>');
+    await page.click('#lock-environment button[type=submit]');
+    await page.waitForSelector('#environment-lock >> text=release <b>freeze</b>');
+    assert.equal((await api.get('/v1/orgs/default/environments/frozen')).body.lock.reason, 'release <b>freeze</b>');
+    await page.goto(`${server.url}/console/#/o/default/environments`);
+    await page.waitForSelector('tr:has-text("frozen") .badge.failed:has-text("locked")');
+    await page.goto(`${server.url}/console/#/o/default/environments/frozen`);
+    await page.click('#environment-lock button:has-text("Unlock")');
+    await page.waitForSelector('summary:has-text("Lock (a deploy freeze)")');
+    assert.equal((await api.get('/v1/orgs/default/environments/frozen')).body.lock, null);
+  });
+
   it('names what stops, service and environment, when asked a second time to delete an environment in which something serves', async () => {
     const running = await runningDeployment('doomed');
     await running.complete();

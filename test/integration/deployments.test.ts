@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import {
-  createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
+  createEnvironment, createService, deploy, eventsOf, lockWaiters, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
 
 describe('deployments', () => {
@@ -362,11 +362,6 @@ describe('deployments', () => {
     await read(made, new RegExp(`^/v1/orgs/${orgId}/deployments/${id('dep')}$`));
   });
 
-  /** Waits until `n` sessions of the test database wait for a lock: the requests sent have reached it. */
-  const lockWaiters = (n: number) => eventually(`${n} session(s) to wait for a lock`, async () => {
-    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(server.core.db);
-    return rows[0]!.n >= n ? true : undefined;
-  });
 
   it('never loses a deployment created while its environment or service is being deleted, nor answers 500', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
     // Another session holds a row lock that stops the deletion at a chosen step while a deployment
@@ -394,12 +389,12 @@ describe('deployments', () => {
       });
       await taken;
       const deletion = admin.http.delete(kind === 'environment' ? `/v1/orgs/${orgId}/environments/${env.id}?force=true` : `/v1/orgs/${orgId}/services/${svc.id}?force=true`);
-      await lockWaiters(1);
+      await lockWaiters(server, 1);
       const creation = developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id });
       // Held at its logs, the deletion has passed its check and the creation goes through now;
       // held at the row, the creation waits for it too (its foreign key).
       if (step === 'logs') await creation;
-      else await lockWaiters(2);
+      else await lockWaiters(server, 2);
       release();
       await holder;
       const [deleted, created] = await Promise.all([deletion, creation]);
@@ -433,9 +428,9 @@ describe('deployments', () => {
       });
       await taken;
       const deletion = admin.http.delete(path);
-      await lockWaiters(1);
+      await lockWaiters(server, 1);
       const change = admin.http.patch(path, { description: 'changed' });
-      await lockWaiters(2);
+      await lockWaiters(server, 2);
       release();
       await holder;
       const [deleted, changed] = await Promise.all([deletion, change]);

@@ -88,6 +88,14 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
  * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
  * a test that holds a transaction itself gets its answer after the bound, not never.
  */
+/** PostgreSQL: waits until `n` sessions of the test database wait for a lock (the requests sent have reached it). */
+export function lockWaiters(server: TestServer, n: number): Promise<true> {
+  return eventually(`${n} session(s) to wait for a lock`, async () => {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(server.core.db);
+    return rows[0]!.n >= n ? true : undefined;
+  });
+}
+
 export async function eventsSettled(server: TestServer): Promise<void> {
   if (server.core.database.dialect !== 'postgres') return;
   const db = server.core.db;

@@ -3,12 +3,12 @@
 // transaction of a few queries, then a signal wakes a waiting runner.
 import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
-import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { isForeignKeyViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { allows } from '../auth/roles.js';
-import { configurationOf, loadEnvironment } from '../environments/environments.service.js';
+import { assertUnlocked, configurationOf, loadEnvironment } from '../environments/environments.service.js';
 import type { EnvironmentRow } from '../environments/environments.repo.js';
 import { appendEvents } from '../events/event-log.js';
 import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVersionInfo, type SecretVersionSource } from '../services/service-spec.js';
@@ -137,6 +137,7 @@ function servicePartOf(snapshot: Snapshot & { sources: SpecSources }): { spec: S
 
 export interface DeploymentsDeps {
   db: Db;
+  dialect: Dialect;
   secrets: SecretVersionSource & Pick<SecretStore, 'missingVersions' | 'pinnedKeys'>;
   signals: Pick<DeploymentSignals, 'notify'>;
   limits: Pick<Limits, 'specBytes'>;
@@ -161,6 +162,17 @@ function assertVariablesFit(withEnvironment: Record<string, string>, variables: 
 
 export function createDeploymentsService(deps: DeploymentsDeps) {
   const { db, signals } = deps;
+  /**
+   * The environment a deployment goes into, read as a lock or an unlock being made leaves it
+   * (PostgreSQL: they wait for each other), and refused while it is locked or, to roles below
+   * admin, protected.
+   */
+  async function targetEnvironment(trx: Executor, ctx: RequestContext, orgId: string, idOrName: string, pointer?: string): Promise<EnvironmentRow> {
+    const environment = await loadEnvironment(trx, orgId, idOrName, deps.dialect === 'postgres' ? 'deploy' : false, pointer);
+    assertUnlocked(environment);
+    assertMayDeploy(ctx, environment);
+    return environment;
+  }
 
   /**
    * Runs a transaction that enqueues a deployment. PostgreSQL: its service or environment deleted
@@ -242,8 +254,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       const now = new Date().toISOString();
       const deployment = await enqueueing(async (trx) => {
         const service = await loadService(trx, orgId, input.service, false, '/service');
-        const environment = await loadEnvironment(trx, orgId, input.environment, false, '/environment');
-        assertMayDeploy(ctx, environment);
+        const environment = await targetEnvironment(trx, ctx, orgId, input.environment, '/environment');
         const frozen = await freeze(trx, orgId, JSON.parse(service.spec) as ServiceSpec, service.spec, environment, input.variables);
         const snapshot: Snapshot = {
           service: { id: service.id, name: service.name, version: service.version },
@@ -297,8 +308,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
             state: target.state, rollbackFrom: ROLLBACK_FROM,
           });
         }
-        const environment = await loadEnvironment(trx, orgId, target.environment_id);
-        assertMayDeploy(ctx, environment);
+        const environment = await targetEnvironment(trx, ctx, orgId, target.environment_id);
         snapshot = JSON.parse(target.snapshot) as Snapshot;
         // The spec, its version and the secret versions are the earlier deployment's; the names are
         // today's, as a new deployment's are: a service or environment renamed since shows as it is now.
@@ -338,12 +348,11 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
             state: source.state, promoteFrom: ROLLBACK_FROM,
           });
         }
-        const environment = await loadEnvironment(trx, orgId, input.environment, false, '/environment');
+        const environment = await targetEnvironment(trx, ctx, orgId, input.environment, '/environment');
         if (environment.id === source.environment_id) {
           throw errors.invalidRequest(`Deployment ${id} is in ${environment.name} already: a promotion goes into another environment. To run it here again, roll it back to it (POST …/deployments/${id}/rollback).`,
             [{ pointer: '/environment', message: `is the deployment's own environment (${environment.name})` }]);
         }
-        assertMayDeploy(ctx, environment);
         const service = await loadService(trx, orgId, source.service_id);
         serviceName = service.name;
         const part = servicePartOf(from as Snapshot & { sources: SpecSources });

@@ -3,6 +3,8 @@ import type { EnvironmentsTable } from '../../platform/db/schema.js';
 import { isId } from '../../platform/ids.js';
 
 export type EnvironmentRow = EnvironmentsTable;
+/** How a read holds the row (PostgreSQL only; see findInOrg). */
+export type EnvironmentLock = boolean | 'deploy' | 'freeze';
 
 export const environmentsRepo = {
   async insert(db: Executor, row: EnvironmentRow): Promise<void> {
@@ -11,14 +13,18 @@ export const environmentsRepo = {
 
   /**
    * By id or by name, inside one organization; every deployment starts with it, so its SQL is
-   * compiled once. `lock` (PostgreSQL only) holds the row against other changes until the transaction ends
-   * (FOR NO KEY UPDATE: a deployment being created, whose foreign key only shares the row's key, goes on).
+   * compiled once. `lock` (PostgreSQL only) holds the row until the transaction ends: `true`
+   * against other changes (FOR NO KEY UPDATE: a deployment being created, whose foreign key only
+   * shares the row's key, goes on); `'deploy'` for a deployment into it (FOR KEY SHARE, as its
+   * foreign key would take at the insert, taken at the read instead), which waits for a lock or
+   * an unlock being made, and reads the row as that left it; `'freeze'` for a lock or an unlock
+   * (FOR UPDATE), which waits for the deployments being made into it.
    */
-  async findInOrg(db: Executor, orgId: string, idOrName: string, lock = false): Promise<EnvironmentRow | undefined> {
+  async findInOrg(db: Executor, orgId: string, idOrName: string, lock: EnvironmentLock = false): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
     const [row] = await runPrepared(db, `environments.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
-      return lock ? q.forNoKeyUpdate() : q;
+      return lock === true ? q.forNoKeyUpdate() : lock === 'deploy' ? q.forKeyShare() : lock === 'freeze' ? q.forUpdate() : q;
     });
     return row;
   },

@@ -3,7 +3,7 @@ import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { OrgParams, PageQuery } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
-import { createEnvironmentBody, DeleteEnvironmentQuery, EnvironmentList, EnvironmentParams, EnvironmentSchema, updateEnvironmentBody } from './environments.schemas.js';
+import { createEnvironmentBody, DeleteEnvironmentQuery, EnvironmentList, EnvironmentParams, EnvironmentSchema, LockEnvironmentBody, updateEnvironmentBody } from './environments.schemas.js';
 import type { EnvironmentsService } from './environments.service.js';
 
 const tags = ['environments'];
@@ -50,6 +50,29 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
       response: { 200: EnvironmentSchema, ...problems(409, 422) },
     },
   }, async (req) => environments.update(req.ctx, req.org!.id, req.params.env, req.body));
+
+  app.put('/v1/orgs/:orgId/environments/:env/lock', {
+    config: { auth: 'admin', operation: 'environments.lock' },
+    schema: {
+      tags,
+      summary: 'Lock an environment: no deployment into it until it is unlocked (a deploy freeze)',
+      description: 'While it is locked, creating a deployment into it, rolling back to one of its deployments and promoting into it are refused for everyone (409 `environment_locked`, with `lock`), until an admin or owner unlocks it. What is queued or running in it when it is locked goes on (cancel it if it must not), and cancelling stays open. Locking it again with another `reason` says why anew (`environment.locked` again); with the same reason it changes nothing. Once this answers, no deployment into it is created, on any node.',
+      params: EnvironmentParams,
+      body: LockEnvironmentBody,
+      response: { 200: EnvironmentSchema },
+    },
+  }, async (req) => environments.lock(req.ctx, req.org!.id, req.params.env, req.body.reason));
+
+  app.delete('/v1/orgs/:orgId/environments/:env/lock', {
+    config: { auth: 'admin', operation: 'environments.unlock' },
+    schema: {
+      tags,
+      summary: 'Unlock an environment',
+      description: 'Deployments into it are taken again. An environment that is not locked is answered as it is, with no event.',
+      params: EnvironmentParams,
+      response: { 200: EnvironmentSchema },
+    },
+  }, async (req) => environments.unlock(req.ctx, req.org!.id, req.params.env));
 
   app.delete('/v1/orgs/:orgId/environments/:env', {
     config: { auth: 'admin', operation: 'environments.delete' },

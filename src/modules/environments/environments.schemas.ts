@@ -9,6 +9,16 @@ export const EnvironmentName = Type.String({
   description: 'lowercase letters, digits and inner dashes, 1-63 characters (`production`, `staging`, `pr-42`)',
 });
 
+export const EnvironmentLockSchema = Type.Object({
+  reason: Type.String({ description: 'Why, as the one who locked it said.' }),
+  lockedBy: Type.Union([Type.String(), Type.Null()], { description: 'The service user who locked it (null: the CLI).' }),
+  lockedAt: Timestamp,
+}, { additionalProperties: false });
+
+export const LockEnvironmentBody = Type.Object({
+  reason: Type.String({ minLength: 1, maxLength: 500, description: 'Why it is locked: shown to everyone who is refused a deployment into it.' }),
+}, { additionalProperties: false });
+
 export const EnvironmentSchema = Type.Object({
   id: Type.String({ examples: ['env_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
   name: Type.String(),
@@ -16,6 +26,7 @@ export const EnvironmentSchema = Type.Object({
   protected: Type.Boolean({ description: 'Only admins and owners may deploy to a protected environment.' }),
   variables: Type.Record(Type.String(), Type.String(), { description: 'Plain variables every deployment into it gets, over its service\'s plain variables of the same name.' }),
   secrets: Type.Array(SecretReference, { description: 'Secret references every deployment into it gets, besides its service\'s.' }),
+  lock: Type.Union([EnvironmentLockSchema, Type.Null()], { description: 'Set while it is locked (a deploy freeze): no deployment into it is created, rolled back to or promoted into (409 `environment_locked`). Null while it is not.' }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

@@ -12,7 +12,7 @@ import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
 import { configurationSummary, normalizeReferences, pinToCurrentVersions, type Configuration, type SecretVersionSource } from '../services/service-spec.js';
 import type { SecretReferenceT } from '../services/services.schemas.js';
-import { environmentsRepo, type EnvironmentRow } from './environments.repo.js';
+import { environmentsRepo, type EnvironmentLock, type EnvironmentRow } from './environments.repo.js';
 import type { Environment } from './environments.schemas.js';
 
 /** The variables and secret references of an environment's row. */
@@ -23,15 +23,30 @@ export function configurationOf(row: Pick<EnvironmentRow, 'variables' | 'secrets
 export function toEnvironment(row: EnvironmentRow): Environment {
   return {
     id: row.id, name: row.name, description: row.description, protected: row.protected === 1, ...configurationOf(row),
+    lock: lockOf(row),
     createdAt: row.created_at, updatedAt: row.updated_at,
   };
+}
+
+/** Why an environment is locked, by whom and since when; null while it is not. */
+export function lockOf(row: Pick<EnvironmentRow, 'lock_reason' | 'locked_by' | 'locked_at'>): Environment['lock'] {
+  return row.locked_at === null ? null : { reason: row.lock_reason ?? '', lockedBy: row.locked_by, lockedAt: row.locked_at };
+}
+
+/**
+ * A locked environment takes no new deployment (created, rolled back to, promoted into), whoever
+ * asks: it is unlocked first. `what` says what was refused.
+ */
+export function assertUnlocked(environment: EnvironmentRow, what = 'deploy to it'): void {
+  const lock = lockOf(environment);
+  if (lock !== null) throw errors.environmentLocked(environment.name, lock, what);
 }
 
 const nameTaken = (name: string) =>
   errors.conflict('environment_name_taken', `An environment named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
 
 /** The environment, by id or name, or the 404 (pointing at `pointer` when a body names it); `lock` holds its row (PostgreSQL) until the transaction ends. */
-export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string, lock = false, pointer?: string): Promise<EnvironmentRow> {
+export async function loadEnvironment(executor: Executor, orgId: string, idOrName: string, lock: EnvironmentLock = false, pointer?: string): Promise<EnvironmentRow> {
   const row = await environmentsRepo.findInOrg(executor, orgId, idOrName, lock);
   if (!row) throw errors.notFound('environment', idOrName, pointer);
   return row;
@@ -73,6 +88,24 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
    */
   const loadForChange = (executor: Executor, orgId: string, idOrName: string) => loadEnvironment(executor, orgId, idOrName, deps.dialect === 'postgres');
 
+  /** Sets (`reason`) or lifts (null) the lock, with its event; the same lock again, or none lifted, is no change and appends none. */
+  async function changeLock(ctx: RequestContext, orgId: string, idOrName: string, reason: string | null): Promise<Environment> {
+    const now = new Date().toISOString();
+    return db.transaction().execute(async (trx) => {
+      const current = await loadEnvironment(trx, orgId, idOrName, deps.dialect === 'postgres' ? 'freeze' : false);
+      const was = lockOf(current);
+      if (reason === null ? was === null : was?.reason === reason) return toEnvironment(current);
+      const row = await environmentsRepo.update(trx, current.id, reason === null
+        ? { lock_reason: null, locked_by: null, locked_at: null, updated_at: now }
+        : { lock_reason: reason, locked_by: ctx.actor.id, locked_at: now, updated_at: now });
+      if (row === undefined) throw errors.notFound('environment', idOrName);
+      await appendEvents(trx, ctx, [reason === null
+        ? { orgId, type: 'environment.unlocked', subject: { type: 'environment', id: current.id }, data: { name: row.name, lock: was } }
+        : { orgId, type: 'environment.locked', subject: { type: 'environment', id: current.id }, data: { name: row.name, reason, ...(was !== null ? { replaced: was } : {}) } }], now);
+      return toEnvironment(row);
+    });
+  }
+
   return {
     async create(ctx: RequestContext, orgId: string, input: EnvironmentInput): Promise<Environment> {
       const now = new Date().toISOString();
@@ -82,7 +115,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
           const { config, variables, secrets } = await checkedConfiguration(trx, orgId, input);
           row = {
             id: newId('environment'), org_id: orgId, name: input.name, description: input.description ?? '', protected: input.protected ? 1 : 0,
-            variables, secrets, created_at: now, updated_at: now,
+            variables, secrets, lock_reason: null, locked_by: null, locked_at: null, created_at: now, updated_at: now,
           };
           await environmentsRepo.insert(trx, row);
           await appendEvents(trx, ctx, [{
@@ -143,6 +176,20 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
         if (isUniqueViolation(error)) throw nameTaken(patch.name ?? '');
         throw error;
       }
+    },
+
+    /**
+     * Locks it (a deploy freeze), or says why anew; the deployments queued or running in it go on.
+     * Holds the row against the deployments being made into it (PostgreSQL): once this answers, no
+     * deployment into it is created until it is unlocked.
+     */
+    async lock(ctx: RequestContext, orgId: string, idOrName: string, reason: string): Promise<Environment> {
+      return changeLock(ctx, orgId, idOrName, reason);
+    },
+
+    /** Lifts its lock; nothing to do when it has none. */
+    async unlock(ctx: RequestContext, orgId: string, idOrName: string): Promise<Environment> {
+      return changeLock(ctx, orgId, idOrName, null);
     },
 
     /**

@@ -165,6 +165,10 @@ export interface EnvironmentsTable {
   variables: string;
   /** JSON: secret references, added to a service's. */
   secrets: string;
+  /** Why it is locked (no deployment into it is created), by whom and since when; null while it is not. */
+  lock_reason: string | null;
+  locked_by: string | null;
+  locked_at: string | null;
   created_at: string;
   updated_at: string;
 }
