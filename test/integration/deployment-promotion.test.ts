@@ -166,6 +166,23 @@ describe('deployment promotion', () => {
     assert.equal(await count(), before + 1);
   });
 
+  it('hands each reference the version it pinned when the service and the target environment name one secret at two versions', async () => {
+    const shared = await secret({ API_KEY: `v1-${VALUE}`, DATABASE_URL: 'postgres://v1' });
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'], secrets: [{ secret: shared, key: 'API_KEY' }] } });
+    const staging = await createEnvironment(admin.http, orgId);
+    const production = await createEnvironment(admin.http, orgId, { secrets: [{ secret: shared, key: 'DATABASE_URL' }] });
+    const tried = await ship(developer.http, runner, orgId, { service: svc.id, environment: staging.id });
+    assert.equal((await admin.http.put(`/v1/orgs/${orgId}/secrets/${shared}`, { values: { API_KEY: 'v2', DATABASE_URL: `postgres://v2-${VALUE}` } })).status, 200);
+    const res = await promote(developer, tried.deployment.id, { environment: production.id });
+    assert.equal(res.status, 201, res.text);
+    assert.deepEqual(res.body.spec.secrets.map((r: { key: string; version: number }) => [r.key, r.version]), [['API_KEY', 1], ['DATABASE_URL', 2]]);
+    // The service's key at the version carried over, the environment's at the one pinned now.
+    const claim = await runner.take({ environments: [production.id], waitSeconds: 0 });
+    assert.equal(claim.deployment.id, res.body.id);
+    assert.deepEqual(claim.run.secrets, { API_KEY: `v1-${VALUE}`, DATABASE_URL: `postgres://v2-${VALUE}` });
+    assert.equal((await runner.complete(res.body.id, claim.lease.token)).status, 200);
+  });
+
   it('refuses a deployment made before promotions, which did not record what was its environment\'s', async () => {
     const svc = await createService(developer.http, orgId);
     const staging = await createEnvironment(admin.http, orgId);

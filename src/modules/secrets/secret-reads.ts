@@ -7,6 +7,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { appendEvents } from '../events/event-log.js';
 import { checkExpected, type Expected } from './secret-changes.js';
 import { toMetadata, type Values } from './secret-model.js';
+import { pinnedVersionKey } from '../services/service-spec.js';
 import type { SecretStore } from './secret-store.js';
 import { secretsRepo, type SecretVersionRow } from './secrets.repo.js';
 import type { RevealedSecretT, SecretMetadataT, SecretVersionT } from './secrets.schemas.js';
@@ -22,7 +23,7 @@ export interface SecretRef {
   version: number;
 }
 
-const pinKey = (ref: { secretId: string; version: number }) => `${ref.secretId}@${ref.version}`;
+const pinKey = pinnedVersionKey;
 
 /**
  * The version rows of pinned (secret id, version) pairs that still exist, by `secretId@version`:
@@ -144,7 +145,8 @@ export function createSecretReads(store: SecretStore) {
     },
 
     /**
-     * The values of pinned (secret id, version) pairs, for a runner's claim, keyed by secret id.
+     * The values of pinned (secret id, version) pairs, for a runner's claim, keyed by
+     * pinnedVersionKey: two versions of one secret (a promotion's) are two entries.
      * A pinned version stays resolvable while its secret exists, deleted or not (a soft delete
      * frees nothing by surprise, so a queued deployment or a rollback still gets what it pinned);
      * after a permanent delete or a purge it is gone, even if a new secret has taken the name
@@ -155,7 +157,7 @@ export function createSecretReads(store: SecretStore) {
       const missing = missingOf(refs, rows);
       if (missing.length > 0) throw errors.secretVersionsGone(missing);
       const out = new Map<string, Values>();
-      for (const ref of refs) if (!out.has(ref.secretId)) out.set(ref.secretId, await store.open(executor, orgId, rows.get(pinKey(ref))!));
+      for (const ref of refs) if (!out.has(pinKey(ref))) out.set(pinKey(ref), await store.open(executor, orgId, rows.get(pinKey(ref))!));
       return out;
     },
   };

@@ -26,8 +26,10 @@ export interface SecretStore extends SecretVersionSource {
   /** The keys of pinned versions, by secret name (as `pinned` takes them), and `name@version` of each that is gone; none decrypted. */
   pinnedKeys(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<{ versions: Map<string, SecretVersionInfo>; missing: string[] }>;
   /**
-   * Values per secret id, of exact (secret id, version) pairs; throws a problem naming every
-   * `name@version` that is gone (destroyed, purged, or its secret deleted for good).
+   * Values of exact (secret id, version) pairs, keyed by `pinnedVersionKey` (a deployment may pin
+   * two versions of one secret: a promotion's carried-over one and its environment's current
+   * one); throws a problem naming every `name@version` that is gone (destroyed, purged, or its
+   * secret deleted for good).
    */
   resolveValues(executor: Executor, orgId: string, refs: Array<{ secretId: string; name: string; version: number }>): Promise<Map<string, Record<string, string>>>;
 }
@@ -210,6 +212,9 @@ export async function pinToCurrentVersions(
   return pinSecretReferences(config, versions, place);
 }
 
+/** How resolveValues keys the values of one pinned version: its secret's id and the version. */
+export const pinnedVersionKey = (ref: { secretId: string; version: number }): string => `${ref.secretId}@${ref.version}`;
+
 /** A deployment's pinned secret versions, as the secret store takes them. */
 export function pinnedVersions(spec: Pick<DeploymentSpecT, 'secrets'>): Array<{ secretId: string; name: string; version: number }> {
   return spec.secrets.map((r) => ({ secretId: r.secretId, name: r.secret, version: r.version }));
@@ -217,13 +222,14 @@ export function pinnedVersions(spec: Pick<DeploymentSpecT, 'secrets'>): Array<{ 
 
 /**
  * The environment variables a deployment's secrets export, from the values of the pinned versions
- * (keyed by secret id). A version or key that is not there (destroyed since) is a 404 problem,
+ * (keyed by pinnedVersionKey: each reference reads the version it pinned, also when another
+ * reference pins another version of the same secret). A version or key that is not there (destroyed since) is a 404 problem,
  * which fails the deployment.
  */
 export function secretVariables(spec: Pick<DeploymentSpecT, 'secrets'>, values: ReadonlyMap<string, Readonly<Record<string, string>>>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const ref of spec.secrets) {
-    const held = values.get(ref.secretId);
+    const held = values.get(pinnedVersionKey(ref));
     if (held === undefined) throw errors.notFound('secret version', `${ref.secret}@${ref.version}`);
     for (const key of ref.key !== undefined ? [ref.key] : Object.keys(held)) {
       const value = held[key];
