@@ -158,12 +158,19 @@ describe('deployment promotion', () => {
     assert.deepEqual(ok.body.spec.secrets.map((r: { version: number }) => r.version), [1, 1]);
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${ok.body.id}/cancel`, {})).status, 200);
 
+    // A variable the promoted deployment was made with meets one the target environment's secret exports: said so.
+    const dbSecret = await secret({ DATABASE_URL: 'postgres://production' });
+    const withDb = await createEnvironment(admin.http, orgId, { secrets: [{ secret: dbSecret }] });
+    const overridden = await ship(developer.http, runner, orgId, { service: svc.id, environment: staging.id, variables: { DATABASE_URL: 'postgres://staging' } });
+    const carried = assertProblem(await promote(developer, overridden.deployment.id, { environment: withDb.id }), 422, 'variable_conflict');
+    assert.match(String(carried.detail), new RegExp(`the variables deployment ${overridden.deployment.id} was made with, which a promotion carries over`));
+
     // Its versions destroyed (a permanent delete), nothing can be carried over.
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/secrets/${api}?permanent=true`)).status, 204);
     const gone = assertProblem(await promote(developer, tried.deployment.id, { environment: fine.id }), 422, 'secret_versions_gone');
     assert.deepEqual(gone.missing, [`${api}@1`]);
     assert.match(String(gone.detail), /cannot be promoted/);
-    assert.equal(await count(), before + 1);
+    assert.equal(await count(), before + 2);
   });
 
   it('hands each reference the version it pinned when the service and the target environment name one secret at two versions', async () => {

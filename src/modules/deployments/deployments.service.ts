@@ -192,12 +192,12 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
   /**
    * The spec a deployment into `environment` freezes: `spec` (the service's, as `specJson`) with the
    * environment's configuration and `overrides` laid over, checked against the bounds and its
-   * secrets pinned (to `pinned`, by name, for the spec's own references when they keep versions of
-   * their own), and what it was laid from. `spec` becomes the frozen one.
+   * secrets pinned (for a promotion, the spec's own references to the versions `promoted.pinned`
+   * names), and what it was laid from. `spec` becomes the frozen one.
    */
   async function freeze(
     trx: Executor, orgId: string, spec: ServiceSpec, specJson: string, environment: EnvironmentRow,
-    overrides: Record<string, string> | undefined, pinned?: ReadonlyMap<string, SecretVersionInfo>,
+    overrides: Record<string, string> | undefined, promoted?: { pinned: ReadonlyMap<string, SecretVersionInfo>; overridesAre: string },
   ): Promise<{ spec: DeploymentSpecT; sources: SpecSources }> {
     // The environment's configuration goes over the service's, the deployment's own variables over both.
     const configured = environment.variables !== NONE.variables || environment.secrets !== NONE.secrets;
@@ -210,7 +210,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     const withEnvironment = configured ? JSON.stringify({ ...spec, variables: environmentVariables, secrets: allSecrets }) : specJson;
     assertSpecFits(specJson, withEnvironment, overrides === undefined ? withEnvironment : JSON.stringify({ ...spec, variables, secrets: allSecrets }), deps.limits.specBytes);
     // Secrets may have changed since the service was saved: check again, against the versions pinned now.
-    const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides, pinned });
+    const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides, ...promoted });
     const environmentSecrets = envConfig?.secrets.length ?? 0;
     return {
       // The freshly parsed spec becomes the deployment's, with its variables and secrets resolved.
@@ -360,7 +360,9 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         const { versions, missing } = await deps.secrets.pinnedKeys(trx, orgId, pinnedVersions({ secrets: part.pinned }));
         if (missing.length > 0) throw errors.secretVersionsGone(missing, `Deployment ${id} cannot be promoted`);
         const overrides = part.overrides !== undefined || input.variables !== undefined ? { ...part.overrides, ...input.variables } : undefined;
-        const frozen = await freeze(trx, orgId, part.spec, JSON.stringify(part.spec), environment, overrides, versions);
+        // A clash of the variables carried over with the target environment is fixed there, or by deploying instead: said so.
+        const overridesAre = part.overrides !== undefined ? `the variables deployment ${id} was made with${input.variables !== undefined ? ' and this request\'s' : ''}, which a promotion carries over` : 'the deployment\'s variables';
+        const frozen = await freeze(trx, orgId, part.spec, JSON.stringify(part.spec), environment, overrides, { pinned: versions, overridesAre });
         const snapshot: Snapshot = {
           // The service's part is the source's, and so the version it was taken from; the names are today's.
           service: { id: service.id, name: service.name, version: from.service.version },

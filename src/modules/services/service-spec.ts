@@ -104,6 +104,8 @@ export interface SpecPlace {
    * promotion carries its source's over); the environment's are pinned to the current versions.
    */
   pinned?: ReadonlyMap<string, SecretVersionInfo> | undefined;
+  /** How a refusal names `overrides` when they are not only the request's (a promotion carries its source's over). */
+  overridesAre?: string | undefined;
 }
 
 /** What events say about a configuration (a service's spec, an environment's): the names it holds, never a value. */
@@ -126,7 +128,7 @@ interface Layer {
 function layersOf(config: Configuration, versions: ReadonlyMap<string, SecretVersionInfo>, place: SpecPlace): Layer[] {
   const layers: Layer[] = [{ pointer: place.spec, plain: 'a plain variable', variables: config.variables, secrets: config.secrets, versions: place.pinned ?? versions }];
   if (place.environment !== undefined) layers.push({ pointer: ENVIRONMENT, plain: 'the environment\'s variables', variables: place.environment.variables, secrets: place.environment.secrets, versions });
-  if (place.overrides !== undefined) layers.push({ pointer: '', plain: 'the deployment\'s variables', variables: place.overrides, secrets: [], versions });
+  if (place.overrides !== undefined) layers.push({ pointer: '', plain: place.overridesAre ?? 'the deployment\'s variables', variables: place.overrides, secrets: [], versions });
   return layers;
 }
 
