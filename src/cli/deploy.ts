@@ -157,8 +157,10 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
   const settings = deploySettings(flags, env);
   // A signal stops the waiting (and a token request under way), not the deployment.
   const stop = new AbortController();
+  // Whether the create (or the promotion) was sent: a promotion's look-up of its source before it creates nothing.
   let sent = false;
-  const call = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s`, signal: stop.signal }), () => { sent = true; });
+  let lookingUp = false;
+  const call = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s`, signal: stop.signal }), () => { if (!lookingUp) sent = true; });
   const org = encodeURIComponent(settings.orgId);
   const say = (line: string) => { if (!settings.json) process.stderr.write(`${line}\n`); };
 
@@ -177,7 +179,14 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
     const ask = settings.from === null
       ? () => call<Deployment>('POST', `/v1/orgs/${org}/deployments`, created.signal, settings.body, { 'idempotency-key': key })
       : async () => {
-        source ??= await servingIn(settings.from!, service, revision, (path) => call<{ deployments: Deployment[] }>('GET', `/v1/orgs/${org}${path}`, created.signal));
+        if (source === undefined) {
+          lookingUp = true;
+          try {
+            source = await servingIn(settings.from!, service, revision, (path) => call<{ deployments: Deployment[] }>('GET', `/v1/orgs/${org}${path}`, created.signal));
+          } finally {
+            lookingUp = false;
+          }
+        }
         return call<Deployment>('POST', `/v1/orgs/${org}/deployments/${encodeURIComponent(source.id)}/promote`, created.signal, { environment, ...promoted }, { 'idempotency-key': key });
       };
     try {

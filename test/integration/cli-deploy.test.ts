@@ -28,6 +28,22 @@ describe('slipway deploy', () => {
   });
   const deployments = async () => (await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments?service=${service.name}&limit=200`)).body.deployments as Array<{ id: string; state: string }>;
 
+  /** The CLI as a child process of its own (to be signalled) for the developer, deploying the service into the environment. */
+  const spawnDeploy = (args: string[], url: string, tokenUrl: string) => {
+    const child = spawn(process.execPath, [CLI_ENTRY, 'deploy', '--service', service.name, '--environment', env.name, ...args], {
+      env: {
+        PATH: process.env.PATH ?? '', SLIPWAY_URL: url, SLIPWAY_TOKEN_URL: tokenUrl,
+        SLIPWAY_ORG: f.orgId, SLIPWAY_CLIENT_ID: developer.clientId, SLIPWAY_CLIENT_SECRET: developer.clientSecret, SLIPWAY_SCOPE: developer.scope,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => { stderr += c.toString('utf8'); });
+    child.stdout.resume();
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    return { kill: (signal: NodeJS.Signals) => child.kill(signal), exited, stderr: () => stderr };
+  };
+
   before(async () => {
     f = await startWithOrg();
     developer = await f.server.actor(f.orgId, 'developer');
@@ -184,23 +200,40 @@ describe('slipway deploy', () => {
     const silent = net.createServer((socket) => { held.add(socket); socket.resume(); });
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     try {
-      const child = spawn(process.execPath, [CLI_ENTRY, 'deploy', '--service', service.name, '--environment', env.name, '--wait'], {
-        env: {
-          PATH: process.env.PATH ?? '', SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/oauth/v2/token`,
-          SLIPWAY_ORG: f.orgId, SLIPWAY_CLIENT_ID: developer.clientId, SLIPWAY_CLIENT_SECRET: developer.clientSecret, SLIPWAY_SCOPE: developer.scope,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (c: Buffer) => { stderr += c.toString('utf8'); });
-      child.stdout.resume();
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      const child = spawnDeploy(['--wait'], f.server.url, `http://127.0.0.1:${(silent.address() as AddressInfo).port}/oauth/v2/token`);
       await sleep(1_500);
       const signalled = Date.now();
       child.kill('SIGINT');
-      assert.equal(await exited, 130);
+      assert.equal(await child.exited, 130);
       assert.ok(Date.now() - signalled < 5_000, `exited ${Date.now() - signalled} ms after the signal (the token request's own timeout is 15 s)`);
-      assert.match(stderr, /interrupted \(SIGINT\) before the deployment was asked for; nothing was created/);
+      assert.match(child.stderr(), /interrupted \(SIGINT\) before the deployment was asked for; nothing was created/);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+
+  it('says nothing was created when Ctrl-C comes while --from looks up what to promote, and that something may have been when it comes while creating', async () => {
+    // An API that takes the connection and never answers; the token endpoint is the real one.
+    const held = new Set<net.Socket>();
+    const silent = net.createServer((socket) => { held.add(socket); socket.resume(); });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      for (const [extra, said] of [
+        [['--from', 'staging'], /interrupted \(SIGINT\) before the deployment was asked for; nothing was created/],
+        [[], /interrupted \(SIGINT\) before the server answered; the deployment may have been created/],
+      ] as const) {
+        const child = spawnDeploy([...extra], `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, `${f.server.url}/oauth/v2/token`);
+        const before = held.size;
+        for (let waited = 0; held.size === before; waited += 50) {
+          assert.ok(waited < 10_000, 'the command never called the API');
+          await sleep(50);
+        }
+        await sleep(200);
+        child.kill('SIGINT');
+        assert.equal(await child.exited, 130);
+        assert.match(child.stderr(), said, `${extra.join(' ')}: ${child.stderr()}`);
+      }
     } finally {
       for (const socket of held) socket.destroy();
       await new Promise<void>((resolve) => silent.close(() => resolve()));
