@@ -885,6 +885,8 @@ async function secretView(org, name) {
   frame(org, 'secrets');
   const base = `/v1/orgs/${encodeURIComponent(org)}/secrets/${encodeURIComponent(name)}`;
   const { data: secret, etag: secretTag } = await api('GET', base, { etag: true });
+  const usage = await api('GET', `${base}/usage`);
+  const keysOf = (keys) => (keys === null ? 'all keys' : keys.join(', '));
   // Every change says which version it expects: a change made meanwhile by someone else is a 412, not lost.
   const ifMatch = { 'if-match': secretTag };
   const revealArea = h('div');
@@ -941,7 +943,16 @@ async function secretView(org, name) {
             const saved = await api('POST', `${base}/restore`, { headers: ifMatch, body: { version: v.version } });
             notify(saved.result === 'unchanged' ? 'Those are the current values already.' : `Version ${v.version} restored as version ${saved.version}.`);
             render();
-          }) }, 'Restore'))))))));
+          }) }, 'Restore'))))))),
+    h('h2', {}, 'Used by'),
+    h('p', { class: 'muted' }, 'Services and environments that name it (their next deployments pin its current version), and the deployments queued, running or serving that pinned a version of it.'),
+    table(['Used by', 'Name', 'Keys or versions', 'State'], [
+      ...usage.services.map((u) => h('tr', {}, h('td', {}, 'service'), h('td', {}, link(u.name, 'o', org, 'services', u.name)), h('td', {}, keysOf(u.keys)), h('td', {}))),
+      ...usage.environments.map((u) => h('tr', {}, h('td', {}, 'environment'), h('td', {}, link(u.name, 'o', org, 'environments', u.name)), h('td', {}, keysOf(u.keys)), h('td', {}))),
+      ...usage.deployments.map((d) => h('tr', {}, h('td', {}, 'deployment'),
+        h('td', {}, link(d.id, 'o', org, 'deployments', d.id), ` (${d.service.name} in ${d.environment.name})`),
+        h('td', {}, `version ${d.versions.join(', ')}`), h('td', {}, badge(d.state)))),
+    ], 'Nothing uses it.'));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ const SUBCOMMANDS = {
   list: { ...COMMON, prefix: { type: 'string' }, deleted: { type: 'boolean' } },
   show: { ...COMMON, ...NAME },
   versions: { ...COMMON, ...NAME },
+  usage: { ...COMMON, ...NAME },
   import: { ...COMMON, ...NAME, 'from-file': { type: 'string' } },
   set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' } },
   reveal: { ...COMMON, ...NAME, version: { type: 'string' }, format: { type: 'string' } },
@@ -38,6 +39,8 @@ An organization's secrets through the API, as a service user: viewer to list and
 import, set and delete, admin or owner to reveal, restore and delete permanently. Values go to the
 server and come back only from reveal (audited); nothing else prints them.
 
+  usage    where it is used: the services and environments that name it, and the deployments
+           queued, running or serving that pinned a version of it (which versions)
   import   the secret holds exactly the file's keys from now on: created if missing, a new version
            if the values differ, "unchanged" if not (as the console's .env import)
   set      gives some keys new values and removes others (--unset), keeping the rest; creates the
@@ -62,6 +65,12 @@ error. Credentials come from flags, SLIPWAY_* variables or a credentials file, i
 ${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
 
 interface Metadata { name: string; version: number; keys: string[]; createdAt: string; updatedAt: string; deletedAt?: string; restorableUntil?: string }
+interface SecretUsage {
+  name: string;
+  services: Array<{ id: string; name: string; keys: string[] | null }>;
+  environments: Array<{ id: string; name: string; keys: string[] | null }>;
+  deployments: Array<{ id: string; state: string; service: { name: string }; environment: { name: string }; versions: number[] }>;
+}
 interface Change extends Metadata { result: 'created' | 'updated' | 'unchanged' | 'restored' }
 
 function named(flags: Flags): string {
@@ -177,6 +186,19 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       const all = await everyPage<{ version: number; keys: string[]; createdAt: string; createdBy: string | null }>(`${one}/versions`, new URLSearchParams(), 'versions');
       if (json) printJson({ versions: all });
       else printTable(all.map((v) => ({ version: v.version, keys: v.keys.join(' '), created: v.createdAt, by: v.createdBy })), ['version', 'keys', 'created', 'by']);
+      return 0;
+    }
+    case 'usage': {
+      const used = await call<SecretUsage>('GET', `${one}/usage`);
+      if (json) printJson(used);
+      else {
+        const keys = (k: string[] | null) => (k === null ? '(all keys)' : k.join(' '));
+        printTable([
+          ...used.services.map((s) => ({ used_by: 'service', name: s.name, keys: keys(s.keys), versions: '', state: '' })),
+          ...used.environments.map((e) => ({ used_by: 'environment', name: e.name, keys: keys(e.keys), versions: '', state: '' })),
+          ...used.deployments.map((d) => ({ used_by: 'deployment', name: `${d.id} (${d.service.name} in ${d.environment.name})`, keys: '', versions: d.versions.join(' '), state: d.state })),
+        ], ['used_by', 'name', 'keys', 'versions', 'state']);
+      }
       return 0;
     }
     case 'import': {

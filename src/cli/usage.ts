@@ -34,7 +34,7 @@ export const DEPLOY_USAGE = [
 
 export const SECRET_USAGE = [
   'slipway secret list [--prefix P] [--deleted] [--json]',
-  'slipway secret show|versions --name N [--json]',
+  'slipway secret show|versions|usage --name N [--json]',
   'slipway secret import --name N --from-file FILE|- [--json]',
   'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--json]',
   'slipway secret reveal --name N [--version V] [--format env|json] [--json]',

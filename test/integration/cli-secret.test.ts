@@ -128,6 +128,25 @@ describe('slipway secret', () => {
     assert.deepEqual(JSON.parse(await ok(viewer, ['list', '--deleted', '--json'])).secrets, []);
   });
 
+  it('says where a secret is used: services, environments, and the deployments that pinned its versions', async () => {
+    await ok(developer, ['import', '--name', 'used', '--from-file', '-'], `DB_PASSWORD=${sentinel}\nUSER=app\n`);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/services`, { name: 'api', spec: { command: ['x'], secrets: [{ secret: 'used', key: 'DB_PASSWORD', as: 'PASSWORD' }] } })).status, 201);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/environments`, { name: 'staging', secrets: [{ secret: 'used', key: 'USER' }] })).status, 201);
+    const queued = await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: 'api', environment: 'staging' });
+    assert.equal(queued.status, 201, queued.text);
+    const table = await ok(viewer, ['usage', '--name', 'used']);
+    assert.match(table, /^USED_BY\s+NAME\s+KEYS\s+VERSIONS\s+STATE\n/);
+    assert.match(table, /\nservice\s+api\s+DB_PASSWORD as PASSWORD\s*\n/);
+    assert.match(table, /\nenvironment\s+staging\s+USER\s*\n/);
+    assert.match(table, new RegExp(`\\ndeployment\\s+${queued.body.id} \\(api in staging\\)\\s+1\\s+queued\\n$`));
+    const json = JSON.parse(await ok(viewer, ['usage', '--name', 'used', '--json']));
+    assert.deepEqual([json.services[0].keys, json.environments[0].keys, json.deployments[0].versions], [['DB_PASSWORD as PASSWORD'], ['USER'], [1]]);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${queued.body.id}/cancel`, {})).status, 200);
+    const missing = await secretAs(viewer, ['usage', '--name', 'no-such-secret']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /no-such-secret/);
+  });
+
   it('refuses what the caller\'s role does not allow, and reports the API\'s refusals with exit 1', async () => {
     const before = (await f.owner.http.get(`/v1/orgs/${f.orgId}/secrets/api`)).body.version;
     const byDeveloper = await secretAs(developer, ['reveal', '--name', 'api']);

@@ -215,6 +215,11 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('h1:has-text("Secret payments")');
     assert.ok(!(await page.content()).includes(SENTINEL), 'no value on the page before a reveal');
     assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/payments')).body.keys, ['API_KEY', 'REGION']);
+    await page.waitForSelector('p:has-text("Nothing uses it.")');
+    // What uses it, with the keys it takes.
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name: 'billing', spec: { command: ['x'], secrets: [{ secret: 'payments', key: 'API_KEY' }] } })).status, 201);
+    await page.reload();
+    await page.waitForSelector('tr:has-text("service"):has(a:has-text("billing")):has-text("API_KEY")');
 
     await page.click('#reveal');
     await page.waitForSelector(`#revealed >> text=${SENTINEL}`);
