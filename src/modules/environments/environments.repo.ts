@@ -19,9 +19,18 @@ export const environmentsRepo = {
    * foreign key would take at the insert, taken at the read instead), which waits for a lock or
    * an unlock being made, and reads the row as that left it; `'freeze'` for a lock or an unlock
    * (FOR UPDATE), which waits for the deployments being made into it.
+   *
+   * Both of these take the organization's row first (FOR KEY SHARE, as the foreign key and the
+   * event the change appends would later): an organization being deleted holds that row, then
+   * deletes this one, so a change holding this row while it waits for the organization's would
+   * deadlock with it. Taken in the same order, the change waits for the deletion, then finds the
+   * environment gone.
    */
   async findInOrg(db: Executor, orgId: string, idOrName: string, lock: EnvironmentLock = false): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
+    if (lock === 'deploy' || lock === 'freeze') {
+      await runPrepared(db, 'environments.findInOrg.organization', [orgId], () => db.selectFrom('organizations').select('id').where('id', '=', orgId).forKeyShare());
+    }
     const [row] = await runPrepared(db, `environments.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
       return lock === true ? q.forNoKeyUpdate() : lock === 'deploy' ? q.forKeyShare() : lock === 'freeze' ? q.forUpdate() : q;
