@@ -192,6 +192,27 @@ describe('webhooks', () => {
     }
   });
 
+  it('takes an environment\'s locks and unlocks by their types, and delivers them', async () => {
+    const receiver = await startReceiver();
+    try {
+      const { orgId, admin } = await freshOrg();
+      const made = await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['environment.locked', 'environment.unlocked'] });
+      assert.equal(made.status, 201, made.text);
+      assert.equal((await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: 'production' })).status, 201);
+      assert.equal((await admin.http.put(`/v1/orgs/${orgId}/environments/production/lock`, { reason: 'incident 42' })).status, 200);
+      assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/production/lock`)).status, 200);
+      await waitFor('both events delivered', () => (receiver.received.length >= 2 ? true : undefined));
+      assert.deepEqual(receiver.received.map((r) => [r.event.type, r.event.data.reason ?? r.event.data.lock?.reason]), [
+        ['environment.locked', 'incident 42'],
+        ['environment.unlocked', 'incident 42'],
+      ]);
+      const documented = (await server.http().get('/openapi.json')).body.paths['/v1/orgs/{orgId}/events'].get.description as string;
+      assert.match(documented, /`environment\.[^`]*\blocked\|unlocked\b/);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('tries a failing event again with the same id, and nothing after it goes first', async () => {
     const receiver = await startReceiver();
     try {

@@ -6,7 +6,7 @@ export const EVENT_TYPES: Readonly<Record<string, readonly string[]>> = {
   organization: ['created', 'updated', 'deleted'],
   service_user: ['created', 'updated', 'role_changed', 'environments_changed', 'disabled', 'enabled', 'deleted', 'secret_added', 'secret_removed', 'secret_rotated', 'token_revoked'],
   secret: ['created', 'updated', 'revealed', 'deleted', 'restored', 'destroyed', 'purged'],
-  environment: ['created', 'updated', 'deleted'],
+  environment: ['created', 'updated', 'locked', 'unlocked', 'deleted'],
   service: ['created', 'updated', 'deleted'],
   deployment: ['created', 'state_changed', 'adopted', 'process_exited', 'process_stopped'],
   webhook: ['created', 'updated', 'deleted', 'secret_rotated', 'disabled'],
