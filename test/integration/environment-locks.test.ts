@@ -107,6 +107,14 @@ describe('environment locks', () => {
   });
 
 
+  it('documents the refusal on every route that makes a deployment into an environment', async () => {
+    const paths = (await server.http().get('/openapi.json')).body.paths;
+    for (const path of ['/v1/orgs/{orgId}/deployments', '/v1/orgs/{orgId}/deployments/{id}/rollback', '/v1/orgs/{orgId}/deployments/{id}/promote']) {
+      assert.match(paths[path].post.description, /409 `environment_locked`/, path);
+      assert.ok(paths[path].post.responses['409'], path);
+    }
+  });
+
   /** Runs `hold` in a transaction of its own, committed when the returned function is called. */
   async function holding(hold: (trx: typeof server.core.db) => Promise<unknown>): Promise<() => Promise<void>> {
     let release!: () => void;
