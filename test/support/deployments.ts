@@ -82,12 +82,6 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
 }
 
 /** Events of a subject, oldest first (read as the bootstrap owner, an instance administrator). */
-/**
- * Waits until every event written so far can be listed. On PostgreSQL an event is listed once every
- * transaction that was running when it was written has ended, on the whole server: another test
- * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
- * a test that holds a transaction itself gets its answer after the bound, not never.
- */
 /** PostgreSQL: waits until `n` sessions of the test database wait for a lock (the requests sent have reached it). */
 export function lockWaiters(server: TestServer, n: number): Promise<true> {
   return eventually(`${n} session(s) to wait for a lock`, async () => {
@@ -96,6 +90,12 @@ export function lockWaiters(server: TestServer, n: number): Promise<true> {
   });
 }
 
+/**
+ * Waits until every event written so far can be listed. On PostgreSQL an event is listed once every
+ * transaction that was running when it was written has ended, on the whole server: another test
+ * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
+ * a test that holds a transaction itself gets its answer after the bound, not never.
+ */
 export async function eventsSettled(server: TestServer): Promise<void> {
   if (server.core.database.dialect !== 'postgres') return;
   const db = server.core.db;
