@@ -40,6 +40,7 @@ describe('environment locks', () => {
     assertProblem(await developer.http.put(lockPath(env), { reason: 'mine' }), 403, 'forbidden');
     assertProblem(await admin.http.put(lockPath(env), {}), 400, 'invalid_request');
     assertProblem(await admin.http.put(lockPath(env), { reason: '' }), 400, 'invalid_request');
+    assertProblem(await admin.http.put(lockPath(env), { reason: ' \t ' }), 400, 'invalid_request');
     const locked = await admin.http.put(lockPath(env), { reason: 'incident 42: hands off production' });
     assert.equal(locked.status, 200, locked.text);
     const lock = locked.body.lock;
