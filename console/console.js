@@ -576,7 +576,22 @@ async function deploymentView(org, id) {
         location.hash = `#/o/${encodeURIComponent(org)}/deployments/${encodeURIComponent(made.id)}`;
       }));
   }
-  page(`Deployment ${d.id}`, head, promote, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
+  // What it changes from the one it replaced: a reviewer's first question.
+  const changes = await api('GET', `${base}/changes`);
+  const shown = (value) => (value === undefined ? '—' : typeof value === 'string' ? value : JSON.stringify(value));
+  const changeRows = [
+    ...(changes.revision ? [['revision', 'changed', changes.revision.from ?? '—', changes.revision.to ?? '—']] : []),
+    ...changes.spec.map((c) => [c.field, c.change, shown(c.from), shown(c.to)]),
+    ...changes.variables.map((c) => [c.name, c.change, shown(c.from), shown(c.to)]),
+    ...changes.secrets.map((c) => [`secret ${c.secret}${c.key ? ` ${c.key}` : ''}${c.as ? ` as ${c.as}` : ''}`, c.change,
+      c.from === undefined ? '—' : `version ${c.from}`, c.to === undefined ? '—' : `version ${c.to}`]),
+  ];
+  const changesBox = h('div', { id: 'deployment-changes' },
+    h('p', { class: 'muted' }, changes.against
+      ? ['Against ', link(changes.against.id, 'o', org, 'deployments', changes.against.id), ` (${changes.against.revision ?? 'no revision'}, ${changes.against.state}), the last that succeeded here before it.`]
+      : 'The first of its service here to be compared: everything is new.'),
+    table(['What', 'Change', 'From', 'To'], changeRows.map((cells) => h('tr', {}, cells.map((c, i) => h('td', {}, i === 0 ? h('code', {}, c) : c)))), 'Nothing changes.'));
+  page(`Deployment ${d.id}`, head, promote, h('h2', {}, 'Changes'), changesBox, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
 
   // Follows the log while the deployment runs; stops when anything else is drawn.
   let after = 0;

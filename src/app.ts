@@ -29,6 +29,7 @@ import { createTokenVerifier } from './modules/auth/token-verifier.js';
 import { createDeploymentSignals } from './modules/deployments/deployment-signals.js';
 import { deploymentsRoutes } from './modules/deployments/deployments.routes.js';
 import { createSecretUsage, secretUsageRoutes } from './modules/deployments/secret-usage.js';
+import { createDeploymentChanges, deploymentChangesRoutes } from './modules/deployments/deployment-changes.js';
 import { createDeploymentsService } from './modules/deployments/deployments.service.js';
 import { environmentsRoutes } from './modules/environments/environments.routes.js';
 import { createEnvironmentsService } from './modules/environments/environments.service.js';
@@ -189,6 +190,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const services = createServicesService({ db, dialect: database.dialect, secrets, limits: config.limits });
     const deployments = createDeploymentsService({ db, dialect: database.dialect, secrets, signals, limits: config.limits });
     const secretUsage = createSecretUsage({ db, secrets });
+    const deploymentChanges = createDeploymentChanges({ db });
     const runners = createRunnersService({ db, dialect: database.dialect, hostTimeoutSeconds: config.runnerHostTimeoutSeconds, logger });
     const runner = createRunnerService({
       db, dialect: database.dialect, secrets, signals, leaseSeconds: config.runnerLeaseSeconds, maxAttempts: config.deploymentMaxAttempts, hostTimeoutSeconds: config.runnerHostTimeoutSeconds,
@@ -205,7 +207,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       config, logger, ring, database, db, identity, issuer, tokenUrl, scope,
       keys, principals, revocations, verifier, tokens,
       orgs, serviceUsers, dataKeys, secrets, events, idempotency,
-      environments, services, deployments, secretUsage, runner, runners, signals, webhooks,
+      environments, services, deployments, secretUsage, deploymentChanges, runner, runners, signals, webhooks,
       close: async () => {
         await signals.close();
         await database.close();
@@ -306,6 +308,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       servicesRoutes(api, { services: core.services, limits: config.limits });
       deploymentsRoutes(api, { deployments: core.deployments, limits: config.limits });
       secretUsageRoutes(api, { usage: core.secretUsage });
+      deploymentChangesRoutes(api, { changes: core.deploymentChanges });
       runnerRoutes(api, { runner: core.runner, runners: core.runners, issuer: core.issuer });
       runnersRoutes(api, { runners: core.runners });
       webhooksRoutes(api, { webhooks: core.webhooks });

@@ -311,6 +311,9 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'production', variables: { STAGE: 'production' } })).status, 201);
     // Drawn anew (the page is this deployment's already): the form is offered once it has succeeded.
     await page.reload();
+    // What it changes: the first of web in staging to succeed, so everything it has is new.
+    await page.waitForSelector('#deployment-changes >> text=everything is new');
+    await page.waitForSelector('#deployment-changes tr:has(code:has-text("command")):has-text("added")');
     await page.click('summary:has-text("Promote to another environment")');
     await page.selectOption('#promote select[name=environment]', { label: 'production' });
     await page.click('#promote button[type=submit]');
