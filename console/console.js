@@ -782,7 +782,7 @@ async function environmentView(org, name) {
       h('div', { class: 'row' }, toggle, remove))),
     env.lock
       ? h('div', { class: 'card', id: 'environment-lock' }, h('div', { class: 'spread' },
-        h('p', {}, badge('locked', 'failed'), ' No deployment into it until it is unlocked: ', env.lock.reason, h('span', { class: 'muted' }, ' (', env.lock.lockedBy ?? 'the CLI', ', ', when(env.lock.lockedAt), ')')),
+        h('p', {}, badge('locked', 'failed'), ' No deployment into it until it is unlocked: ', env.lock.reason, h('span', { class: 'muted' }, ' (', env.lock.lockedBy ?? '—', ', ', when(env.lock.lockedAt), ')')),
         unlock))
       : h('details', { class: 'card' }, h('summary', {}, 'Lock (a deploy freeze)'), lockForm),
     h('h2', {}, 'Configuration'),

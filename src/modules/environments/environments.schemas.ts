@@ -11,7 +11,7 @@ export const EnvironmentName = Type.String({
 
 export const EnvironmentLockSchema = Type.Object({
   reason: Type.String({ description: 'Why, as the one who locked it said.' }),
-  lockedBy: Type.Union([Type.String(), Type.Null()], { description: 'The service user who locked it (null: the CLI).' }),
+  lockedBy: Type.Union([Type.String(), Type.Null()], { description: 'Who locked it: the id of the service user that asked.' }),
   lockedAt: Timestamp,
 }, { additionalProperties: false });
 
