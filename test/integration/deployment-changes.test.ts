@@ -104,4 +104,25 @@ describe('deployment changes', () => {
     assertProblem(await changes(inStaging.deployment.id, theirs.body.id), 404, 'deployment_not_found');
     assert.equal((await stranger.http.get(`/v1/orgs/${otherOrg}/deployments/${inStaging.deployment.id}/changes`)).status, 404);
   });
+  it('keeps apart two references alike that a promotion pinned at two versions of one secret', async () => {
+    // Version 1 holds A, version 2 only B: the service's whole reference, carried over at 1, and the
+    // environment's, pinned at 2, export different keys and so go together.
+    const s = await createSecret(admin.http, orgId, { A: `${VALUE}-a` });
+    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'], secrets: [{ secret: s }] } });
+    const staging = await createEnvironment(admin.http, orgId);
+    const inStaging = await ship(developer.http, runner, orgId, { service: svc.id, environment: staging.id });
+    assert.equal((await admin.http.put(`/v1/orgs/${orgId}/secrets/${s}`, { values: { B: `${VALUE}-b` } })).status, 200);
+    const production = await createEnvironment(admin.http, orgId, { secrets: [{ secret: s }] });
+    const promoted = await developer.http.post(`/v1/orgs/${orgId}/deployments/${inStaging.deployment.id}/promote`, { environment: production.id });
+    assert.equal(promoted.status, 201, promoted.text);
+    assert.deepEqual(promoted.body.spec.secrets.map((r: { version: number }) => r.version), [1, 2]);
+
+    const first = await changes(promoted.body.id);
+    assert.ok(!first.text.includes(VALUE), 'never a secret value');
+    assert.deepEqual(first.body.secrets, [{ secret: s, change: 'added', to: 1 }, { secret: s, change: 'added', to: 2 }]);
+    // Beside the staging one: the service's reference kept its version, the environment's is new.
+    assert.deepEqual((await changes(promoted.body.id, inStaging.deployment.id)).body.secrets, [{ secret: s, change: 'added', to: 2 }]);
+    assert.deepEqual((await changes(inStaging.deployment.id, promoted.body.id)).body.secrets, [{ secret: s, change: 'removed', from: 2 }]);
+    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${promoted.body.id}/cancel`, {})).status, 200);
+  });
 });

@@ -42,7 +42,7 @@ export const DeploymentChanges = Type.Object({
     change: Change,
     from: Type.Optional(Type.Integer({ description: 'The version pinned before.' })),
     to: Type.Optional(Type.Integer({ description: 'The version pinned now.' })),
-  }), { description: 'Secret references (by secret, key and name) whose pinned version differs, or that one side has and the other not; versions only, never a value. A secret deleted for good and created again under its name is another version line: `changed`.' }),
+  }), { description: 'Secret references (by secret, key and name; two alike, as a promotion may pin, each beside its counterpart in order) whose pinned version differs, or that one side has and the other not; versions only, never a value. A secret deleted for good and created again under its name is another version line: `changed`.' }),
 }, { additionalProperties: false });
 export type DeploymentChangesT = Static<typeof DeploymentChanges>;
 
@@ -54,7 +54,20 @@ function same(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-const referenceKey = (r: PinnedSecretReferenceT) => JSON.stringify([r.secret, r.key ?? null, r.as ?? null]);
+/**
+ * References by secret, key and name, and which of those they are: a promotion may pin two
+ * references alike (its service's and its environment's, each exporting the whole secret, at two
+ * versions with different keys), and each is compared with its counterpart, the first with the first.
+ */
+function byReference(refs: readonly PinnedSecretReferenceT[]): Map<string, PinnedSecretReferenceT> {
+  const seen = new Map<string, number>();
+  return new Map(refs.map((r) => {
+    const alike = JSON.stringify([r.secret, r.key ?? null, r.as ?? null]);
+    const n = seen.get(alike) ?? 0;
+    seen.set(alike, n + 1);
+    return [`${alike}#${n}`, r];
+  }));
+}
 
 /** `from` (null: nothing before) against `to`. */
 export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): Pick<DeploymentChangesT, 'spec' | 'variables' | 'secrets'> {
@@ -74,8 +87,8 @@ export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): 
     variables.push({ name, change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed', ...(was !== undefined ? { from: was } : {}), ...(is !== undefined ? { to: is } : {}) });
   }
   const secrets: DeploymentChangesT['secrets'] = [];
-  const earlier = new Map((from?.secrets ?? []).map((r) => [referenceKey(r), r]));
-  const later = new Map(to.secrets.map((r) => [referenceKey(r), r]));
+  const earlier = byReference(from?.secrets ?? []);
+  const later = byReference(to.secrets);
   for (const key of [...new Set([...earlier.keys(), ...later.keys()])]) {
     const was = earlier.get(key);
     const is = later.get(key);
