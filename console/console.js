@@ -559,12 +559,16 @@ async function deploymentView(org, id) {
       }) }, 'Roll back to this') : null);
   };
   drawHead();
-  // What succeeded here can go on to another environment, with that environment's configuration.
-  let promote = null;
-  if (d.state === 'succeeded' || d.state === 'superseded') {
+  // What succeeded here can go on to another environment, with that environment's configuration:
+  // offered once it has succeeded, also when that happens while the page is open.
+  const promote = h('div');
+  let promoteOffered = false;
+  const offerPromotion = async () => {
+    if (promoteOffered || !(d.state === 'succeeded' || d.state === 'superseded')) return;
+    promoteOffered = true;
     const others = (await everyPage((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/environments`, { query: { limit: 100, cursor } }), 'environments'))
       .filter((e) => e.id !== d.environment.id);
-    promote = others.length === 0 ? null : h('details', { class: 'card' }, h('summary', {}, 'Promote to another environment'),
+    fill(promote, others.length === 0 ? null : h('details', { class: 'card' }, h('summary', {}, 'Promote to another environment'),
       h('p', { class: 'muted' }, 'The same spec, revision, service secret versions and variables, with the other environment\'s variables and secrets instead of this one\'s.'),
       onSubmit(h('form', { id: 'promote' },
         h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
@@ -574,8 +578,9 @@ async function deploymentView(org, id) {
         const made = await api('POST', `${base}/promote`, { body: { environment: form.get('environment'), description: form.get('description') || undefined } });
         notify(`Promoting: deployment ${made.id} into ${made.environment.name} queued.`);
         location.hash = `#/o/${encodeURIComponent(org)}/deployments/${encodeURIComponent(made.id)}`;
-      }));
-  }
+      })));
+  };
+  await offerPromotion();
   // What it changes from the one it replaced: a reviewer's first question.
   const changes = await api('GET', `${base}/changes`);
   const shown = (value) => (value === undefined ? '—' : typeof value === 'string' ? value : JSON.stringify(value));
@@ -615,7 +620,7 @@ async function deploymentView(org, id) {
       trouble?.remove();
       trouble = null;
       // A runner's report on the process moves no updatedAt: compared as well.
-      if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt || JSON.stringify(fresh.process) !== JSON.stringify(d.process)) { d = fresh; drawHead(); }
+      if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt || JSON.stringify(fresh.process) !== JSON.stringify(d.process)) { d = fresh; drawHead(); await offerPromotion(); }
       // Followed while it runs, and more slowly while it serves (a runner sends its service's output).
       if (UNFINISHED.includes(d.state)) setTimeout(follow, 2_000);
       else if (d.state === 'succeeded') setTimeout(follow, 10_000);

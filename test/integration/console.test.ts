@@ -295,6 +295,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.goto(`${server.url}/console/#/o/default/services/web`);
     await page.click('#deploy button[type=submit]');
     await page.waitForSelector('.badge.queued');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'production', variables: { STAGE: 'production' } })).status, 201);
     const runner = await newRunner(server, server.bootstrap.orgId);
     const claim = await runner.take({ environments: ['staging'], waitSeconds: 0 });
     assert.equal(claim.deployment.id, page.url().split('/').pop());
@@ -307,10 +308,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.badge.succeeded');
     await page.waitForSelector('button:has-text("Roll back to this")');
 
-    // What succeeded goes on to another environment, with that environment's configuration.
-    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'production', variables: { STAGE: 'production' } })).status, 201);
-    // Drawn anew (the page is this deployment's already): the form is offered once it has succeeded.
-    await page.reload();
+    // What succeeded goes on to another environment, with that environment's configuration: offered
+    // on the page that watched it succeed.
     // What it changes: the first of web in staging to succeed, so everything it has is new.
     await page.waitForSelector('#deployment-changes >> text=everything is new');
     await page.waitForSelector('#deployment-changes tr:has(code:has-text("command")):has-text("added")');

@@ -105,11 +105,18 @@ export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): 
 
 export function createDeploymentChanges(deps: { db: Db }) {
   const { db } = deps;
-  /** What succeeded last, before `row` was made, of its service in its environment. */
-  const replaced = async (row: DeploymentRow): Promise<DeploymentRow | undefined> => db.selectFrom('deployments').selectAll()
-    .where('service_id', '=', row.service_id).where('environment_id', '=', row.environment_id)
-    .where('state', 'in', ['succeeded', 'superseded']).where('id', '<', row.id)
-    .orderBy('id', 'desc').limit(1).executeTakeFirst();
+  /**
+   * What succeeded last, before `row` was made, of its service in its environment: the newer of the
+   * last succeeded and the last superseded one, each one seek of the pair's index.
+   */
+  const replaced = async (row: DeploymentRow): Promise<DeploymentRow | undefined> => {
+    const last = (state: string) => db.selectFrom('deployments').selectAll()
+      .where('service_id', '=', row.service_id).where('environment_id', '=', row.environment_id)
+      .where('state', '=', state).where('id', '<', row.id)
+      .orderBy('id', 'desc').limit(1).executeTakeFirst();
+    const found = [await last('succeeded'), await last('superseded')].filter((r): r is DeploymentRow => r !== undefined);
+    return found.sort((a, b) => (a.id < b.id ? 1 : -1))[0];
+  };
 
   return async (orgId: string, id: string, against?: string): Promise<DeploymentChangesT> => {
     const row = await loadDeployment(db, orgId, id);
