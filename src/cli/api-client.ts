@@ -143,6 +143,26 @@ export function apiClientSettings(flags: Flags, env: Env, read: (file: string) =
 }
 
 /**
+ * The subcommand and its flags of an API client with subcommands (`slipway secret list …`), or null
+ * when it asked for help, which is then printed; a missing or unknown subcommand is a usage error
+ * that lists them.
+ */
+export function subcommandFlags<S extends string>(
+  argv: string[], subcommands: Record<S, NonNullable<ParseArgsConfig['options']>>, help: string, command: string, article = 'a',
+): { sub: S; flags: Flags } | null {
+  const [sub, ...rest] = argv;
+  if (sub === 'help' || sub === '--help' || sub === '-h') {
+    process.stdout.write(help);
+    return null;
+  }
+  if (sub === undefined || !Object.hasOwn(subcommands, sub)) {
+    throw new UsageError(`${sub === undefined ? `${article} ${command} command is needed` : `unknown ${command} command "${sub}"`}: ${Object.keys(subcommands).join(', ')}; see slipway ${command} --help`);
+  }
+  const flags = commandFlags(rest, subcommands[sub as S], help);
+  return flags === null ? null : { sub: sub as S, flags };
+}
+
+/**
  * The flags of an API client's command line, or null when it asked for help, which is then printed:
  * `--help` wins, even after a flag the command does not know.
  */
@@ -162,13 +182,17 @@ export function commandFlags(argv: string[], options: NonNullable<ParseArgsConfi
 const CALL_TIMEOUT_MS = 30_000;
 const IN_PROGRESS = 'idempotency_request_in_progress';
 
-/** A refusal by the server, as the CLI reports every refusal by the API's rules (see main.ts). */
+/**
+ * A refusal by the server, as the CLI reports every refusal by the API's rules (see main.ts): with
+ * the problem's own members besides the standard ones (`errors`, `conflicts`, `lock`, `missing`, …),
+ * which say what to fix, as `--json` prints them.
+ */
 export function refusal(status: number, text: string): AppError {
-  const problem = (parseJson(text) ?? {}) as { code?: string; title?: string; detail?: string; errors?: FieldError[]; changed?: Array<{ type: string; id: string }> };
-  return new AppError(status, problem.code ?? `http_${status}`, problem.title ?? 'Refused', problem.detail ?? `the server answered ${status}`, {
-    ...(problem.errors !== undefined ? { errors: problem.errors } : {}),
-    ...(problem.changed !== undefined ? { changed: problem.changed } : {}),
-  });
+  const parsed = parseJson(text);
+  const problem = (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {}) as { code?: string; title?: string; detail?: string } & Record<string, unknown>;
+  const { type: _type, title, status: _status, detail, instance: _instance, code, ...extras } = problem;
+  return new AppError(status, typeof code === 'string' ? code : `http_${status}`, typeof title === 'string' ? title : 'Refused',
+    typeof detail === 'string' ? detail : `the server answered ${status}`, extras as { errors?: FieldError[] });
 }
 
 /** One API call as the service user: 2xx is the answer, 4xx a refusal (AppError), the rest Unavailable. */

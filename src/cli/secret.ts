@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { AppError } from '../platform/errors.js';
 import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, everyItem, patientCaller } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
 import { flagTable, printFields, printJson, printTable } from './output.js';
 import { SECRET_USAGE } from './usage.js';
@@ -133,16 +133,9 @@ function formatOf(flags: Flags): 'env' | 'json' {
 }
 
 export async function secretCommand(argv: string[], env: Env): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub === 'help' || sub === '--help' || sub === '-h') {
-    process.stdout.write(SECRET_HELP);
-    return 0;
-  }
-  if (sub === undefined || !Object.hasOwn(SUBCOMMANDS, sub)) {
-    throw new UsageError(`${sub === undefined ? 'a secret command is needed' : `unknown secret command "${sub}"`}: ${Object.keys(SUBCOMMANDS).join(', ')}; see slipway secret --help`);
-  }
-  const flags = commandFlags(rest, SUBCOMMANDS[sub as Subcommand], SECRET_HELP);
-  if (flags === null) return 0;
+  const asked = subcommandFlags(argv, SUBCOMMANDS, SECRET_HELP, 'secret');
+  if (asked === null) return 0;
+  const { sub, flags } = asked;
   const json = flags.json === true;
   for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
 

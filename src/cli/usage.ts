@@ -29,7 +29,13 @@ export const RUNNERS_USAGE = [
 ];
 
 export const DEPLOY_USAGE = [
-  'slipway deploy --service S --environment ENV [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]   (slipway deploy --help)',
+  'slipway deploy --service S --environment ENV [--from ENV] [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]   (slipway deploy --help)',
+];
+
+export const ENVIRONMENT_USAGE = [
+  'slipway environment show --environment ENV [--json]',
+  'slipway environment lock --environment ENV --reason R [--json]',
+  'slipway environment unlock --environment ENV [--json]   (slipway environment --help)',
 ];
 
 export const SECRET_USAGE = [

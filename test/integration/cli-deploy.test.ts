@@ -159,6 +159,44 @@ describe('slipway deploy', () => {
       [claim.deployment.id, 'succeeded', tried.deployment.id, 'abc123', production.name]);
   });
 
+  it('slipway environment locks and unlocks an environment, and deploy is refused with the reason meanwhile', async () => {
+    const creds = (who: Actor) => ({
+      SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
+      SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
+    });
+    const environment = (who: Actor, args: string[]) => runCli(['environment', ...args], creds(who));
+    const frozen = await createEnvironment(f.admin.http, f.orgId);
+
+    for (const [args, message] of [
+      [['lock', '--environment', frozen.name], /--reason is required/],
+      [['lock', '--environment', frozen.name, '--reason', '  '], /--reason is required/],
+      [['unlock'], /--environment is required/],
+      [['freeze', '--environment', frozen.name], /unknown environment command "freeze": show, lock, unlock/],
+    ] as const) {
+      const refused = await environment(f.admin, [...args]);
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.match(refused.stderr, message);
+    }
+    const byDeveloper = await environment(developer, ['lock', '--environment', frozen.name, '--reason', 'mine']);
+    assert.equal(byDeveloper.code, 1);
+    assert.match(byDeveloper.stderr, /admin/);
+
+    const locked = await environment(f.admin, ['lock', '--environment', frozen.name, '--reason', 'release freeze']);
+    assert.equal(locked.code, 0, locked.stderr);
+    assert.match(locked.stdout, new RegExp(`^environment ${frozen.name}: locked since \\S+ by ${f.admin.id}: release freeze\\n$`));
+    const refused = await deployAs(developer, ['--service', service.name, '--environment', frozen.name, '--json']);
+    assert.equal(refused.code, 1);
+    const error = JSON.parse(refused.stderr.trim().split('\n').at(-1)!).error;
+    assert.deepEqual([error.code, error.status, error.lock.reason], ['environment_locked', 409, 'release freeze']);
+    const shown = JSON.parse((await environment(developer, ['show', '--environment', frozen.name, '--json'])).stdout);
+    assert.equal(shown.lock.reason, 'release freeze');
+
+    const unlocked = await environment(f.admin, ['unlock', '--environment', frozen.name]);
+    assert.equal(unlocked.code, 0, unlocked.stderr);
+    assert.equal(unlocked.stdout, `environment ${frozen.name}: not locked\n`);
+    assert.match((await environment(developer, ['show', '--environment', frozen.name])).stdout, /^lock +none$/m);
+  });
+
   it('reports the API\'s refusals with exit 1, and usage errors with exit 2, creating nothing', async () => {
     const before = (await deployments()).length;
     const unknown = await deployAs(developer, ['--service', 'no-such-service', '--environment', env.name, '--json']);
