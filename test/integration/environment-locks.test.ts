@@ -157,8 +157,8 @@ describe('environment locks', () => {
     assert.equal((await locking).status, 200);
   });
 
-  it('lets an organization\'s deletion and a deployment or a lock being made into one of its environments wait for each other without a deadlock', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
-    for (const change of ['deployment', 'lock'] as const) {
+  it('lets an organization\'s deletion and a deployment, a lock or a change of an environment or a service being made wait for each other without a deadlock', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    for (const change of ['deployment', 'lock', 'environment', 'service', 'environment-delete'] as const) {
       const org = await server.createOrg();
       const owner = await server.actor(org.id, 'owner');
       const svc = await createService(owner.http, org.id);
@@ -168,9 +168,13 @@ describe('environment locks', () => {
       const commit = await holding((trx) => sql`select 1 from services where id = ${svc.id} for key share`.execute(trx));
       const deletion = server.owner.http.delete(`/v1/orgs/${org.id}`);
       await lockWaiters(server, 1);
-      const made = change === 'deployment'
-        ? owner.http.post(`/v1/orgs/${org.id}/deployments`, { service: svc.id, environment: env.id })
-        : owner.http.put(`/v1/orgs/${org.id}/environments/${env.id}/lock`, { reason: 'freeze' });
+      const made = {
+        deployment: () => owner.http.post(`/v1/orgs/${org.id}/deployments`, { service: svc.id, environment: env.id }),
+        lock: () => owner.http.put(`/v1/orgs/${org.id}/environments/${env.id}/lock`, { reason: 'freeze' }),
+        environment: () => owner.http.patch(`/v1/orgs/${org.id}/environments/${env.id}`, { description: 'changed' }),
+        service: () => owner.http.patch(`/v1/orgs/${org.id}/services/${svc.id}`, { description: 'changed' }),
+        'environment-delete': () => owner.http.delete(`/v1/orgs/${org.id}/environments/${env.id}`),
+      }[change]();
       await lockWaiters(server, 2);
       await commit();
       const [deleted, answered] = await Promise.all([deletion, made]);

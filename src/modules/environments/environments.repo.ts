@@ -1,6 +1,7 @@
 import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { EnvironmentsTable } from '../../platform/db/schema.js';
 import { isId } from '../../platform/ids.js';
+import { orgsRepo } from '../orgs/orgs.repo.js';
 
 export type EnvironmentRow = EnvironmentsTable;
 /** How a read holds the row (PostgreSQL only; see findInOrg). */
@@ -20,17 +21,12 @@ export const environmentsRepo = {
    * an unlock being made, and reads the row as that left it; `'freeze'` for a lock or an unlock
    * (FOR UPDATE), which waits for the deployments being made into it.
    *
-   * Both of these take the organization's row first (FOR KEY SHARE, as the foreign key and the
-   * event the change appends would later): an organization being deleted holds that row, then
-   * deletes this one, so a change holding this row while it waits for the organization's would
-   * deadlock with it. Taken in the same order, the change waits for the deletion, then finds the
-   * environment gone.
+   * Each takes the organization's row first (orgsRepo.holdForChange), so that it waits for an
+   * organization's deletion instead of deadlocking with it.
    */
   async findInOrg(db: Executor, orgId: string, idOrName: string, lock: EnvironmentLock = false): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
-    if (lock === 'deploy' || lock === 'freeze') {
-      await runPrepared(db, 'environments.findInOrg.organization', [orgId], () => db.selectFrom('organizations').select('id').where('id', '=', orgId).forKeyShare());
-    }
+    if (lock !== false) await orgsRepo.holdForChange(db, orgId);
     const [row] = await runPrepared(db, `environments.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
       return lock === true ? q.forNoKeyUpdate() : lock === 'deploy' ? q.forKeyShare() : lock === 'freeze' ? q.forUpdate() : q;

@@ -1,9 +1,21 @@
-import type { Executor } from '../../platform/db/database.js';
+import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { OrganizationsTable } from '../../platform/db/schema.js';
 
 export type OrgRow = OrganizationsTable;
 
 export const orgsRepo = {
+  /**
+   * PostgreSQL: holds the organization's row (FOR KEY SHARE, as a foreign key to it would) until the
+   * transaction ends, taken before a row of the organization is locked for a change. An
+   * organization being deleted holds its row and then deletes the rows it has: a change that held
+   * one of those while it waited for the organization's (the foreign key of the event it appends)
+   * would deadlock with the deletion. Taken in the same order, it waits for the deletion, then finds
+   * what it changes gone.
+   */
+  async holdForChange(db: Executor, orgId: string): Promise<void> {
+    await runPrepared(db, 'organizations.holdForChange', [orgId], () => db.selectFrom('organizations').select('id').where('id', '=', orgId).forKeyShare());
+  },
+
   async insert(db: Executor, row: OrgRow): Promise<void> {
     await db.insertInto('organizations').values(row).execute();
   },

@@ -1,6 +1,7 @@
 import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { ServicesTable } from '../../platform/db/schema.js';
 import { isId } from '../../platform/ids.js';
+import { orgsRepo } from '../orgs/orgs.repo.js';
 
 export type ServiceRow = ServicesTable;
 
@@ -13,10 +14,13 @@ export const servicesRepo = {
    * By id or by name, inside one organization; every deployment starts with it, so its SQL is
    * compiled once. `lock` (PostgreSQL only: SQLite has no row locks, and writes one transaction
    * at a time) holds the row against other changes until the transaction ends
-   * (FOR NO KEY UPDATE: a deployment being created, whose foreign key only shares the row's key, goes on).
+   * (FOR NO KEY UPDATE: a deployment being created, whose foreign key only shares the row's key, goes on),
+   * after the organization's row (orgsRepo.holdForChange), so that it waits for an organization's
+   * deletion instead of deadlocking with it.
    */
   async findInOrg(db: Executor, orgId: string, idOrName: string, lock = false): Promise<ServiceRow | undefined> {
     const column = isId('service', idOrName) ? 'id' : 'name';
+    if (lock) await orgsRepo.holdForChange(db, orgId);
     const [row] = await runPrepared(db, `services.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('services').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
       return lock ? q.forNoKeyUpdate() : q;
