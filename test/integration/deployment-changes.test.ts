@@ -2,38 +2,25 @@
 // environment that succeeded before it) or beside another deployment; run fields, plain variables
 // with their values, secret references by pinned version, never a secret's value.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Actor, TestServer } from '../support/harness.js';
+import { describe, it } from 'node:test';
 import {
-  createEnvironment, createSecret, createService, ship, startDeployFixture, type DeployFixture, type RunnerClient,
+  createEnvironment, createSecret, createService, ship, useDeployFixture,
 } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
 describe('deployment changes', () => {
-  let f: DeployFixture;
-  let server: TestServer;
-  let orgId: string;
-  let admin: Actor;
-  let developer: Actor;
-  let viewer: Actor;
-  let runner: RunnerClient;
+  const f = useDeployFixture();
   const VALUE = 'deployment-changes-sentinel';
 
-  before(async () => {
-    f = await startDeployFixture();
-    ({ server, orgId, admin, developer, viewer, runner } = f);
-  });
-  after(() => f.close());
-
-  const changes = (id: string, against?: string) => viewer.http.get(`/v1/orgs/${orgId}/deployments/${id}/changes${against !== undefined ? `?against=${against}` : ''}`);
+  const changes = (id: string, against?: string) => f.viewer.http.get(`/v1/orgs/${f.orgId}/deployments/${id}/changes${against !== undefined ? `?against=${against}` : ''}`);
 
   it('compares a deployment with the one it replaced: revision, run fields, variables and pinned versions', async () => {
-    const api = await createSecret(admin.http, orgId, { KEY: `${VALUE}-1` });
-    const svc = await createService(developer.http, orgId, {
+    const api = await createSecret(f.admin.http, f.orgId, { KEY: `${VALUE}-1` });
+    const svc = await createService(f.developer.http, f.orgId, {
       spec: { command: ['serve', 'v1'], variables: { LOG_LEVEL: 'info', OLD: 'x' }, secrets: [{ secret: api, key: 'KEY' }] },
     });
-    const env = await createEnvironment(admin.http, orgId);
-    const first = await ship(developer.http, runner, orgId, { service: svc.id, environment: env.id, revision: 'r1' });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const first = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id, revision: 'r1' });
 
     const initial = await changes(first.deployment.id);
     assert.equal(initial.status, 200, initial.text);
@@ -44,14 +31,14 @@ describe('deployment changes', () => {
       secrets: [{ secret: api, key: 'KEY', change: 'added', to: 1 }],
     });
 
-    assert.equal((await admin.http.put(`/v1/orgs/${orgId}/secrets/${api}`, { values: { KEY: `${VALUE}-2` } })).status, 200);
-    assert.equal((await developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, {
+    assert.equal((await f.admin.http.put(`/v1/orgs/${f.orgId}/secrets/${api}`, { values: { KEY: `${VALUE}-2` } })).status, 200);
+    assert.equal((await f.developer.http.patch(`/v1/orgs/${f.orgId}/services/${svc.id}`, {
       spec: { command: ['serve', 'v2'], healthCheck: { path: '/healthz' }, variables: { LOG_LEVEL: 'debug', NEW: 'y' }, secrets: [{ secret: api, key: 'KEY' }] },
     })).status, 200);
-    const second = await ship(developer.http, runner, orgId, { service: svc.id, environment: env.id, revision: 'r2' });
+    const second = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id, revision: 'r2' });
     // A failed one in between replaced nothing: the next is compared with the one that succeeded.
-    await ship(developer.http, runner, orgId, { service: svc.id, environment: env.id, revision: 'broken' }, 'failed');
-    const third = await ship(developer.http, runner, orgId, { service: svc.id, environment: env.id, revision: 'r2' });
+    await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id, revision: 'broken' }, 'failed');
+    const third = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id, revision: 'r2' });
 
     const res = await changes(second.deployment.id);
     assert.ok(!res.text.includes(VALUE), 'never a secret value');
@@ -79,12 +66,12 @@ describe('deployment changes', () => {
   });
 
   it('compares with a deployment named in `against`, such as what serves in the next environment', async () => {
-    const db = await createSecret(admin.http, orgId, { URL: 'postgres://staging' });
-    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'] } });
-    const staging = await createEnvironment(admin.http, orgId, { variables: { STAGE: 'staging' }, secrets: [{ secret: db }] });
-    const production = await createEnvironment(admin.http, orgId, { variables: { STAGE: 'production' } });
-    const inProduction = await ship(developer.http, runner, orgId, { service: svc.id, environment: production.id, revision: 'r1' });
-    const inStaging = await ship(developer.http, runner, orgId, { service: svc.id, environment: staging.id, revision: 'r2' });
+    const db = await createSecret(f.admin.http, f.orgId, { URL: 'postgres://staging' });
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });
+    const staging = await createEnvironment(f.admin.http, f.orgId, { variables: { STAGE: 'staging' }, secrets: [{ secret: db }] });
+    const production = await createEnvironment(f.admin.http, f.orgId, { variables: { STAGE: 'production' } });
+    const inProduction = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: production.id, revision: 'r1' });
+    const inStaging = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: staging.id, revision: 'r2' });
 
     const res = await changes(inStaging.deployment.id, inProduction.deployment.id);
     assert.equal(res.status, 200, res.text);
@@ -95,8 +82,8 @@ describe('deployment changes', () => {
     ]);
     assertProblem(await changes(inStaging.deployment.id, 'dep_nothing'), 404, 'deployment_not_found');
     // Another organization's deployment is not there for this one, whichever way it is named.
-    const otherOrg = (await server.createOrg()).id;
-    const stranger = await server.actor(otherOrg, 'owner');
+    const otherOrg = (await f.server.createOrg()).id;
+    const stranger = await f.server.actor(otherOrg, 'owner');
     const svc2 = await createService(stranger.http, otherOrg);
     const env2 = await createEnvironment(stranger.http, otherOrg);
     const theirs = await stranger.http.post(`/v1/orgs/${otherOrg}/deployments`, { service: svc2.id, environment: env2.id });
@@ -107,13 +94,13 @@ describe('deployment changes', () => {
   it('keeps apart two references alike that a promotion pinned at two versions of one secret', async () => {
     // Version 1 holds A, version 2 only B: the service's whole reference, carried over at 1, and the
     // environment's, pinned at 2, export different keys and so go together.
-    const s = await createSecret(admin.http, orgId, { A: `${VALUE}-a` });
-    const svc = await createService(developer.http, orgId, { spec: { command: ['serve'], secrets: [{ secret: s }] } });
-    const staging = await createEnvironment(admin.http, orgId);
-    const inStaging = await ship(developer.http, runner, orgId, { service: svc.id, environment: staging.id });
-    assert.equal((await admin.http.put(`/v1/orgs/${orgId}/secrets/${s}`, { values: { B: `${VALUE}-b` } })).status, 200);
-    const production = await createEnvironment(admin.http, orgId, { secrets: [{ secret: s }] });
-    const promoted = await developer.http.post(`/v1/orgs/${orgId}/deployments/${inStaging.deployment.id}/promote`, { environment: production.id });
+    const s = await createSecret(f.admin.http, f.orgId, { A: `${VALUE}-a` });
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'], secrets: [{ secret: s }] } });
+    const staging = await createEnvironment(f.admin.http, f.orgId);
+    const inStaging = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: staging.id });
+    assert.equal((await f.admin.http.put(`/v1/orgs/${f.orgId}/secrets/${s}`, { values: { B: `${VALUE}-b` } })).status, 200);
+    const production = await createEnvironment(f.admin.http, f.orgId, { secrets: [{ secret: s }] });
+    const promoted = await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${inStaging.deployment.id}/promote`, { environment: production.id });
     assert.equal(promoted.status, 201, promoted.text);
     assert.deepEqual(promoted.body.spec.secrets.map((r: { version: number }) => r.version), [1, 2]);
 
@@ -123,6 +110,6 @@ describe('deployment changes', () => {
     // Beside the staging one: the service's reference kept its version, the environment's is new.
     assert.deepEqual((await changes(promoted.body.id, inStaging.deployment.id)).body.secrets, [{ secret: s, change: 'added', to: 2 }]);
     assert.deepEqual((await changes(inStaging.deployment.id, promoted.body.id)).body.secrets, [{ secret: s, change: 'removed', from: 2 }]);
-    assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${promoted.body.id}/cancel`, {})).status, 200);
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${promoted.body.id}/cancel`, {})).status, 200);
   });
 });

@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import {
-  createEnvironment, createService, deploy, eventsOf, lockWaiters, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
+  createEnvironment, createService, deploy, eventsOf, holding, lockWaiters, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
 
 describe('deployments', () => {
@@ -378,16 +378,7 @@ describe('deployments', () => {
       const [table, id] = step === 'logs' ? ['deployment_logs', made.id] : kind === 'environment' ? ['environments', env.id] : ['services', svc.id];
       const column = step === 'logs' ? 'deployment_id' : 'id';
 
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => { release = resolve; });
-      let locked!: () => void;
-      const taken = new Promise<void>((resolve) => { locked = resolve; });
-      const holder = server.core.db.transaction().execute(async (trx) => {
-        await sql`select 1 from ${sql.table(table)} where ${sql.ref(column)} = ${id} for update`.execute(trx);
-        locked();
-        await released;
-      });
-      await taken;
+      const commit = await holding(server, (trx) => sql`select 1 from ${sql.table(table)} where ${sql.ref(column)} = ${id} for update`.execute(trx));
       const deletion = admin.http.delete(kind === 'environment' ? `/v1/orgs/${orgId}/environments/${env.id}?force=true` : `/v1/orgs/${orgId}/services/${svc.id}?force=true`);
       await lockWaiters(server, 1);
       const creation = developer.http.post(`/v1/orgs/${orgId}/deployments`, { service: svc.id, environment: env.id });
@@ -395,8 +386,7 @@ describe('deployments', () => {
       // held at the row, the creation waits for it too (its foreign key).
       if (step === 'logs') await creation;
       else await lockWaiters(server, 2);
-      release();
-      await holder;
+      await commit();
       const [deleted, created] = await Promise.all([deletion, creation]);
 
       const what = `${kind}, held at its ${step}: DELETE ${deleted.status} ${deleted.text}; POST ${created.status} ${created.text}`;
@@ -417,22 +407,12 @@ describe('deployments', () => {
     for (const kind of ['environment', 'service'] as const) {
       const { env, svc } = await pair();
       const [table, id, path] = kind === 'environment' ? ['environments', env.id, `/v1/orgs/${orgId}/environments/${env.id}`] : ['services', svc.id, `/v1/orgs/${orgId}/services/${svc.id}`];
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => { release = resolve; });
-      let locked!: () => void;
-      const taken = new Promise<void>((resolve) => { locked = resolve; });
-      const holder = server.core.db.transaction().execute(async (trx) => {
-        await sql`select 1 from ${sql.table(table)} where id = ${id} for update`.execute(trx);
-        locked();
-        await released;
-      });
-      await taken;
+      const commit = await holding(server, (trx) => sql`select 1 from ${sql.table(table)} where id = ${id} for update`.execute(trx));
       const deletion = admin.http.delete(path);
       await lockWaiters(server, 1);
       const change = admin.http.patch(path, { description: 'changed' });
       await lockWaiters(server, 2);
-      release();
-      await holder;
+      await commit();
       const [deleted, changed] = await Promise.all([deletion, change]);
       assert.equal(deleted.status, 204, deleted.text);
       assert.equal(changed.status, 404, changed.text);

@@ -1,47 +1,36 @@
 // Where a secret is used: the services and environments that name it, and the live deployments
 // (queued, in progress, serving) that pinned its versions, by its id; names and versions, never a value.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Actor } from '../support/harness.js';
 import {
-  createEnvironment, createSecret, createService, deploy, ship, startDeployFixture, type DeployFixture, type RunnerClient,
+  createEnvironment, createSecret, createService, deploy, ship, useDeployFixture,
 } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
 describe('secret usage', () => {
-  let f: DeployFixture;
-  let orgId: string;
-  let admin: Actor;
-  let developer: Actor;
-  let viewer: Actor;
-  let runner: RunnerClient;
+  const f = useDeployFixture();
   const VALUE = 'secret-usage-sentinel-value';
 
-  before(async () => {
-    f = await startDeployFixture();
-    ({ orgId, admin, developer, viewer, runner } = f);
-  });
-  after(() => f.close());
-
-  const usage = (name: string, who: Actor = viewer) => who.http.get(`/v1/orgs/${orgId}/secrets/${name}/usage`);
+  const usage = (name: string, who: Actor = f.viewer) => who.http.get(`/v1/orgs/${f.orgId}/secrets/${name}/usage`);
 
   it('names the services and environments that refer to it and the live deployments that pinned it, with their versions', async () => {
-    const name = await createSecret(admin.http, orgId, { A: VALUE, B: VALUE });
-    const other = await createSecret(admin.http, orgId, { C: 'x' });
-    const whole = await createService(developer.http, orgId, { name: `a-${name}`, spec: { command: ['x'], secrets: [{ secret: name }] } });
-    const keyed = await createService(developer.http, orgId, { name: `b-${name}`, spec: { command: ['x'], secrets: [{ secret: name, key: 'A', as: 'X' }, { secret: other }] } });
-    await createService(developer.http, orgId, { spec: { command: ['x'], secrets: [{ secret: other }] } });
-    const staging = await createEnvironment(admin.http, orgId, { secrets: [{ secret: name, key: 'B' }] });
-    const production = await createEnvironment(admin.http, orgId);
+    const name = await createSecret(f.admin.http, f.orgId, { A: VALUE, B: VALUE });
+    const other = await createSecret(f.admin.http, f.orgId, { C: 'x' });
+    const whole = await createService(f.developer.http, f.orgId, { name: `a-${name}`, spec: { command: ['x'], secrets: [{ secret: name }] } });
+    const keyed = await createService(f.developer.http, f.orgId, { name: `b-${name}`, spec: { command: ['x'], secrets: [{ secret: name, key: 'A', as: 'X' }, { secret: other }] } });
+    await createService(f.developer.http, f.orgId, { spec: { command: ['x'], secrets: [{ secret: other }] } });
+    const staging = await createEnvironment(f.admin.http, f.orgId, { secrets: [{ secret: name, key: 'B' }] });
+    const production = await createEnvironment(f.admin.http, f.orgId);
 
-    const failed = await ship(developer.http, runner, orgId, { service: keyed.id, environment: production.id }, 'failed');
-    const first = await ship(developer.http, runner, orgId, { service: keyed.id, environment: production.id });
-    const serving = await ship(developer.http, runner, orgId, { service: keyed.id, environment: production.id });
-    assert.equal((await admin.http.put(`/v1/orgs/${orgId}/secrets/${name}`, { values: { A: VALUE, B: 'two' } })).status, 200);
+    const failed = await ship(f.developer.http, f.runner, f.orgId, { service: keyed.id, environment: production.id }, 'failed');
+    const first = await ship(f.developer.http, f.runner, f.orgId, { service: keyed.id, environment: production.id });
+    const serving = await ship(f.developer.http, f.runner, f.orgId, { service: keyed.id, environment: production.id });
+    assert.equal((await f.admin.http.put(`/v1/orgs/${f.orgId}/secrets/${name}`, { values: { A: VALUE, B: 'two' } })).status, 200);
     // Promoted into staging: the service's reference keeps version 1, staging's pins version 2.
-    const promoted = await developer.http.post(`/v1/orgs/${orgId}/deployments/${serving.deployment.id}/promote`, { environment: staging.id });
+    const promoted = await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${serving.deployment.id}/promote`, { environment: staging.id });
     assert.equal(promoted.status, 201, promoted.text);
-    const queued = await deploy(developer.http, orgId, { service: whole.id, environment: production.id });
+    const queued = await deploy(f.developer.http, f.orgId, { service: whole.id, environment: production.id });
 
     const res = await usage(name);
     assert.equal(res.status, 200, res.text);
@@ -59,19 +48,19 @@ describe('secret usage', () => {
     // Failed and superseded ones are not live: their versions matter only to a rollback.
     for (const gone of [failed.deployment.id, first.deployment.id]) assert.ok(!res.text.includes(gone), gone);
     assert.deepEqual((await usage(other)).body.services.map((s: { keys: unknown }) => s.keys), [null, null]);
-    for (const id of [queued.id, promoted.body.id]) assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${id}/cancel`, {})).status, 200);
+    for (const id of [queued.id, promoted.body.id]) assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
   });
 
   it('is a 404 for a secret that does not exist or is deleted, and knows one created again under its name for another', async () => {
     assertProblem(await usage('no-such-secret'), 404, 'secret_not_found');
-    const name = await createSecret(admin.http, orgId, { K: 'v' });
-    const svc = await createService(developer.http, orgId, { spec: { command: ['x'], secrets: [{ secret: name }] } });
-    const env = await createEnvironment(admin.http, orgId);
-    await ship(developer.http, runner, orgId, { service: svc.id, environment: env.id });
-    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/secrets/${name}`)).status, 204);
+    const name = await createSecret(f.admin.http, f.orgId, { K: 'v' });
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['x'], secrets: [{ secret: name }] } });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id });
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${name}`)).status, 204);
     assertProblem(await usage(name), 404, 'secret_not_found');
-    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/secrets/${name}?permanent=true`)).status, 204);
-    assert.equal((await admin.http.post(`/v1/orgs/${orgId}/secrets`, { secrets: [{ name, values: { K: 'new' } }] })).status, 201);
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${name}?permanent=true`)).status, 204);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/secrets`, { secrets: [{ name, values: { K: 'new' } }] })).status, 201);
     const again = await usage(name);
     assert.deepEqual([again.body.services.map((s: { id: string }) => s.id), again.body.deployments], [[svc.id], []]);
   });

@@ -2,6 +2,7 @@
 // suites: everything goes over HTTP to the real server, the runner side through the protocol
 // module's own paths and types.
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import {
@@ -96,6 +97,24 @@ export function lockWaiters(server: TestServer, n: number): Promise<true> {
  * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
  * a test that holds a transaction itself gets its answer after the bound, not never.
  */
+/**
+ * Runs `hold` in a transaction of its own, which stays open (holding the row locks it took) until
+ * the returned function commits it.
+ */
+export async function holding(server: TestServer, hold: (trx: TestServer['core']['db']) => Promise<unknown>): Promise<() => Promise<void>> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  let held!: () => void;
+  const taken = new Promise<void>((resolve) => { held = resolve; });
+  const holder = server.core.db.transaction().execute(async (trx) => {
+    await hold(trx);
+    held();
+    await released;
+  });
+  await taken;
+  return async () => { release(); await holder; };
+}
+
 export async function eventsSettled(server: TestServer): Promise<void> {
   if (server.core.database.dialect !== 'postgres') return;
   const db = server.core.db;
@@ -160,6 +179,17 @@ export async function startDeployFixture(options: StartOptions = {}): Promise<De
       await server.close();
     },
   };
+}
+
+/**
+ * The deploy fixture of one `describe`: started before its tests and closed after them, its fields
+ * there from the first test on.
+ */
+export function useDeployFixture(options: StartOptions = {}): DeployFixture {
+  const fixture = {} as DeployFixture;
+  before(async () => { Object.assign(fixture, await startDeployFixture(options)); });
+  after(() => fixture.close());
+  return fixture;
 }
 
 /** Deploys, has `runner` claim exactly that deployment, and completes it. */
