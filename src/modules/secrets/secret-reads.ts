@@ -23,8 +23,6 @@ export interface SecretRef {
   version: number;
 }
 
-const pinKey = pinnedVersionKey;
-
 /**
  * The version rows of pinned (secret id, version) pairs that still exist, by `secretId@version`:
  * of this organization's secrets only, found by id, never by name, which a new secret may have
@@ -35,11 +33,11 @@ async function pinnedRows(executor: Executor, orgId: string, refs: SecretRef[]):
   const ids = [...new Set(refs.map((r) => r.secretId).filter((id): id is string => typeof id === 'string'))];
   const owned = new Set((await secretsRepo.findByIds(executor, orgId, ids)).map((r) => r.id));
   const pinned = refs.filter((ref) => owned.has(ref.secretId)).map((ref) => ({ secretId: ref.secretId, version: ref.version }));
-  return new Map((pinned.length > 0 ? await secretsRepo.findVersions(executor, pinned) : []).map((v) => [pinKey({ secretId: v.secret_id, version: v.version }), v]));
+  return new Map((pinned.length > 0 ? await secretsRepo.findVersions(executor, pinned) : []).map((v) => [pinnedVersionKey({ secretId: v.secret_id, version: v.version }), v]));
 }
 
 const missingOf = (refs: SecretRef[], rows: ReadonlyMap<string, SecretVersionRow>): string[] =>
-  refs.filter((ref) => !rows.has(pinKey(ref))).map((ref) => `${ref.name}@${ref.version}`);
+  refs.filter((ref) => !rows.has(pinnedVersionKey(ref))).map((ref) => `${ref.name}@${ref.version}`);
 
 export function createSecretReads(store: SecretStore) {
   const { db } = store.deps;
@@ -138,7 +136,7 @@ export function createSecretReads(store: SecretStore) {
       const rows = await pinnedRows(executor, orgId, refs);
       const versions = new Map<string, { secretId: string; version: number; keys: string[] }>();
       for (const ref of refs) {
-        const row = rows.get(pinKey(ref));
+        const row = rows.get(pinnedVersionKey(ref));
         if (row !== undefined) versions.set(ref.name, { secretId: ref.secretId, version: ref.version, keys: JSON.parse(row.keys) as string[] });
       }
       return { versions, missing: missingOf(refs, rows) };
@@ -157,7 +155,10 @@ export function createSecretReads(store: SecretStore) {
       const missing = missingOf(refs, rows);
       if (missing.length > 0) throw errors.secretVersionsGone(missing);
       const out = new Map<string, Values>();
-      for (const ref of refs) if (!out.has(pinKey(ref))) out.set(pinKey(ref), await store.open(executor, orgId, rows.get(pinKey(ref))!));
+      for (const ref of refs) {
+        const key = pinnedVersionKey(ref);
+        if (!out.has(key)) out.set(key, await store.open(executor, orgId, rows.get(key)!));
+      }
       return out;
     },
   };
