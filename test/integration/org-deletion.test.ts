@@ -8,7 +8,7 @@ import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { createOrgsService } from '../../src/modules/orgs/orgs.service.js';
 import { cliContext } from '../../src/platform/context.js';
-import { createEnvironment, createService, deploy, eventsOf, newRunner, ship } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventsOf, holding, lockWaiters, newRunner, ship } from '../support/deployments.js';
 import { clientCredentialsGrant, startServer, TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import { cliEnv, cliJson, runCli } from '../support/processes.js';
@@ -167,6 +167,47 @@ describe('deleting an organization', () => {
     // Written before the deletion (201, then deleted with it), or refused: its user gone (401), the
     // organization gone (404), or what the write named deleted under it (409, Retry-After).
     assert.deepEqual([...statuses.keys()].filter((s) => ![201, 204, 401, 404, 409].includes(s)), [], JSON.stringify([...statuses]));
+  });
+
+  it('lets a change of anything the organization holds wait for its deletion, without a deadlock', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const changes = {
+      deployment: (o: Held) => o.owner.http.post(`/v1/orgs/${o.org.id}/deployments`, { service: o.svc.id, environment: o.env.id }),
+      lock: (o: Held) => o.owner.http.put(`/v1/orgs/${o.org.id}/environments/${o.env.id}/lock`, { reason: 'freeze' }),
+      environment: (o: Held) => o.owner.http.patch(`/v1/orgs/${o.org.id}/environments/${o.env.id}`, { description: 'changed' }),
+      'environment-delete': (o: Held) => o.owner.http.delete(`/v1/orgs/${o.org.id}/environments/${o.env.id}`),
+      service: (o: Held) => o.owner.http.patch(`/v1/orgs/${o.org.id}/services/${o.svc.id}`, { description: 'changed' }),
+      secret: (o: Held) => o.owner.http.patch(`/v1/orgs/${o.org.id}/secrets/db`, { set: { PASSWORD: 'changed' } }),
+      'secret-upsert': (o: Held) => o.owner.http.put(`/v1/orgs/${o.org.id}/secrets`, { secrets: [{ name: 'db', values: { PASSWORD: 'changed' } }, { name: 'new', values: { K: 'v' } }] }),
+      'secret-delete': (o: Held) => o.owner.http.delete(`/v1/orgs/${o.org.id}/secrets/db`),
+      'secret-destroy': (o: Held) => o.owner.http.delete(`/v1/orgs/${o.org.id}/secrets/db?permanent=true`),
+      webhook: (o: Held) => o.owner.http.patch(`/v1/orgs/${o.org.id}/webhooks/${o.hook}`, { active: false }),
+      'webhook-delete': (o: Held) => o.owner.http.delete(`/v1/orgs/${o.org.id}/webhooks/${o.hook}`),
+      'service-user': (o: Held) => o.owner.http.patch(`/v1/orgs/${o.org.id}/service-users/${o.developer.id}`, { description: 'changed' }),
+    };
+    type Held = Awaited<ReturnType<typeof holds>>;
+    const holds = async () => {
+      const org = await server.createOrg();
+      const owner = await server.actor(org.id, 'owner');
+      const developer = await server.actor(org.id, 'developer');
+      assert.equal((await owner.http.post(`/v1/orgs/${org.id}/secrets`, { secrets: [{ name: 'db', values: { PASSWORD: 'p' } }] })).status, 201);
+      const hook = (await owner.http.post(`/v1/orgs/${org.id}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['secret.*'] })).body.id as string;
+      return { org, owner, developer, hook, svc: await createService(owner.http, org.id), env: await createEnvironment(owner.http, org.id) };
+    };
+    for (const [change, make] of Object.entries(changes)) {
+      const held = await holds();
+      // The deletion held after it has taken the organization's row and before it deletes anything
+      // the change reads; the change sent then waits for the organization, not the deletion for it.
+      const commit = await holding(server, (trx) => sql`select 1 from services where id = ${held.svc.id} for key share`.execute(trx));
+      const deletion = admin.http.delete(`/v1/orgs/${held.org.id}`);
+      await lockWaiters(server, 1);
+      const made = make(held);
+      await lockWaiters(server, 2);
+      await commit();
+      const [deleted, answered] = await Promise.all([deletion, made]);
+      assert.equal(deleted.status, 204, `${change}: ${deleted.text}`);
+      // Found gone (its organization, its user, or what it names), not stopped as one side of a deadlock.
+      assert.ok([401, 404].includes(answered.status), `${change}: ${answered.status} ${answered.text}`);
+    }
   });
 
   it('slipway org delete does the same, and says what went', async () => {

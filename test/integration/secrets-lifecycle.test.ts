@@ -386,11 +386,20 @@ describe('secrets retention', () => {
     assert.equal(again.status, 200, again.text);
     assert.equal(again.body.secrets[0].result, 'created');
 
-    // The periodic purge removes the rest.
-    assert.equal(await server.core.secrets.purgeExpired(), 1);
+    // Another organization's deletion past retention.
+    const other = await server.createOrg();
+    const otherOwner = await server.actor(other.id, 'owner');
+    assert.equal((await otherOwner.http.post(`/v1/orgs/${other.id}/secrets`, { secrets: [{ name: 'shorter', values: { A: '1' } }] })).status, 201);
+    assert.equal((await otherOwner.http.delete(`/v1/orgs/${other.id}/secrets/shorter`)).status, 204);
+
+    // The periodic purge removes the rest, an organization's at a time, each event in its own log.
+    assert.equal(await server.core.secrets.purgeExpired(), 2);
+    assert.equal(await server.core.secrets.purgeExpired(), 0);
     const rows = await server.core.db.selectFrom('secrets').select('name').where('name', 'in', ['short', 'shorter']).execute();
     assert.deepEqual(rows.map((r) => r.name), ['short']);
     const events = await http.get(`/v1/orgs/default/events?type=secret.purged`);
     assert.deepEqual(events.body.events.map((e: any) => [e.data.name, e.actor]).sort(), [['short', 'system'], ['shorter', 'system']]);
+    const others = await otherOwner.http.get(`/v1/orgs/${other.id}/events?type=secret.purged`);
+    assert.deepEqual(others.body.events.map((e: any) => [e.data.name, e.actor]), [['shorter', 'system']]);
   });
 });

@@ -82,7 +82,6 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
   }
 }
 
-/** Events of a subject, oldest first (read as the bootstrap owner, an instance administrator). */
 /** PostgreSQL: waits until `n` sessions of the test database wait for a lock (the requests sent have reached it). */
 export function lockWaiters(server: TestServer, n: number): Promise<true> {
   return eventually(`${n} session(s) to wait for a lock`, async () => {
@@ -91,12 +90,6 @@ export function lockWaiters(server: TestServer, n: number): Promise<true> {
   });
 }
 
-/**
- * Waits until every event written so far can be listed. On PostgreSQL an event is listed once every
- * transaction that was running when it was written has ended, on the whole server: another test
- * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
- * a test that holds a transaction itself gets its answer after the bound, not never.
- */
 /**
  * Runs `hold` in a transaction of its own, which stays open (holding the row locks it took) until
  * the returned function commits it.
@@ -115,6 +108,12 @@ export async function holding(server: TestServer, hold: (trx: TestServer['core']
   return async () => { release(); await holder; };
 }
 
+/**
+ * Waits until every event written so far can be listed. On PostgreSQL an event is listed once every
+ * transaction that was running when it was written has ended, on the whole server: another test
+ * file's transaction holds the log back for as long as it is open. SQLite lists at once. Bounded:
+ * a test that holds a transaction itself gets its answer after the bound, not never.
+ */
 export async function eventsSettled(server: TestServer): Promise<void> {
   if (server.core.database.dialect !== 'postgres') return;
   const db = server.core.db;
@@ -126,6 +125,7 @@ export async function eventsSettled(server: TestServer): Promise<void> {
   }
 }
 
+/** Events of a subject, oldest first (read as the bootstrap owner, an instance administrator). */
 export async function eventsOf(server: TestServer, orgId: string, subjectId: string): Promise<any[]> {
   await eventsSettled(server);
   const res = await server.owner.http.get(`/v1/orgs/${orgId}/events?subject=${subjectId}&limit=200`);

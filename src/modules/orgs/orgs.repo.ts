@@ -1,5 +1,6 @@
 import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { OrganizationsTable } from '../../platform/db/schema.js';
+import { errors } from '../../platform/errors.js';
 
 export type OrgRow = OrganizationsTable;
 
@@ -9,11 +10,12 @@ export const orgsRepo = {
    * transaction ends, taken before a row of the organization is locked for a change. An
    * organization being deleted holds its row and then deletes the rows it has: a change that held
    * one of those while it waited for the organization's (the foreign key of the event it appends)
-   * would deadlock with the deletion. Taken in the same order, it waits for the deletion, then finds
-   * what it changes gone.
+   * would deadlock with the deletion. Taken in the same order, it waits for the deletion, and then
+   * answers that the organization is gone (404).
    */
   async holdForChange(db: Executor, orgId: string): Promise<void> {
-    await runPrepared(db, 'organizations.holdForChange', [orgId], () => db.selectFrom('organizations').select('id').where('id', '=', orgId).forKeyShare());
+    const [row] = await runPrepared(db, 'organizations.holdForChange', [orgId], () => db.selectFrom('organizations').select('deleted_at').where('id', '=', orgId).forKeyShare());
+    if (row === undefined || row.deleted_at !== null) throw errors.notFound('organization', orgId);
   },
 
   async insert(db: Executor, row: OrgRow): Promise<void> {

@@ -108,18 +108,23 @@ export function createSecretChanges(store: SecretStore) {
       });
     },
 
-    /** Purges every deletion whose retention has ended, a batch per transaction; returns how many. */
+    /**
+     * Purges every deletion whose retention has ended, a batch of one organization's per
+     * transaction (whose row it holds first, as every change to its secrets does); returns how many.
+     */
     async purgeExpired(now = nowIso()): Promise<number> {
       const cutoff = store.keep.cutoff(now);
       let purged = 0;
       for (;;) {
         const n = await db.transaction().execute(async (trx) => {
-          const rows = await secretsRepo.findExpired(trx, cutoff, PURGE_BATCH, store.lock);
+          const orgId = await secretsRepo.orgWithExpired(trx, cutoff);
+          if (orgId === undefined) return null;
+          const rows = await secretsRepo.findExpired(trx, orgId, cutoff, PURGE_BATCH, store.lock);
           await store.purge(trx, rows, null, now);
           return rows.length;
         });
+        if (n === null) return purged;
         purged += n;
-        if (n < PURGE_BATCH) return purged;
       }
     },
   };

@@ -1,6 +1,7 @@
 import { sql, type Compilable } from 'kysely';
 import { insertRows, runPrepared, type Executor } from '../../platform/db/database.js';
 import type { SecretsTable, SecretVersionsTable } from '../../platform/db/schema.js';
+import { orgsRepo } from '../orgs/orgs.repo.js';
 
 export type SecretRow = SecretsTable;
 export type SecretVersionRow = SecretVersionsTable;
@@ -15,7 +16,12 @@ function chunks<T>(items: T[]): T[][] {
 }
 
 
-/** How rows are read before a change: `lock` takes PostgreSQL row locks (SQLite serializes writers anyway). */
+/**
+ * How rows are read before a change: `lock` takes PostgreSQL row locks (SQLite serializes writers
+ * anyway), after the organization's row (orgsRepo.holdForChange): a change holding a secret's row
+ * while it waited for the organization's, to append its event, would deadlock with the
+ * organization's deletion, which holds that row and then deletes the secrets.
+ */
 export interface ReadOptions {
   lock: boolean;
 }
@@ -65,6 +71,7 @@ export const secretsRepo = {
   /** The organization's rows with these names, deleted ones included, ordered by name (the lock order). */
   async findByNames(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<SecretRow[]> {
     const found: SecretRow[] = [];
+    if (opts.lock) await orgsRepo.holdForChange(db, orgId);
     for (const part of chunks([...names].sort())) {
       // Compiled once per list length (and lock mode): a batch of a thousand names is three statements.
       found.push(...await runPrepared(db, `secrets.findByNames:${opts.lock}:${part.length}`, [orgId, ...part], () => {
@@ -84,7 +91,10 @@ export const secretsRepo = {
 
   async findByName(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<SecretRow | undefined> {
     let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', '=', name);
-    if (opts.lock) q = q.forUpdate();
+    if (opts.lock) {
+      await orgsRepo.holdForChange(db, orgId);
+      q = q.forUpdate();
+    }
     return q.executeTakeFirst();
   },
 
@@ -97,6 +107,7 @@ export const secretsRepo = {
    */
   async findWithCurrent(db: Executor, orgId: string, name: string, opts: ReadOptions): Promise<WithCurrent | undefined> {
     if (opts.lock) {
+      await orgsRepo.holdForChange(db, orgId);
       const [locked] = await runPrepared(db, 'secrets.lockByName', [orgId, name], () => db.selectFrom('secrets').select('id').where('org_id', '=', orgId).where('name', '=', name).forUpdate());
       if (locked === undefined) return undefined;
       const [row] = await runPrepared(db, 'secrets.findWithCurrentById', [locked.id], () => withCurrent(db).where('secrets.id', '=', locked.id));
@@ -109,6 +120,7 @@ export const secretsRepo = {
   /** The organization's secrets with these names (deleted ones included), each with its current version's row, by name; locked as findWithCurrent. */
   async findManyWithCurrent(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<WithCurrent[]> {
     const found: WithCurrent[] = [];
+    if (opts.lock) await orgsRepo.holdForChange(db, orgId);
     for (const part of chunks([...names].sort())) {
       if (opts.lock) {
         // As findWithCurrent: what is read is what was locked, by id.
@@ -162,10 +174,19 @@ export const secretsRepo = {
     return q.orderBy('name', 'asc').limit(opts.limit + 1).execute();
   },
 
-  /** Deleted secrets whose retention ended before `cutoff`, oldest first, locked for purging. */
-  async findExpired(db: Executor, cutoff: string, limit: number, opts: ReadOptions): Promise<SecretRow[]> {
-    let q = db.selectFrom('secrets').selectAll().where('deleted_at', 'is not', null).where('deleted_at', '<', cutoff).orderBy('deleted_at').limit(limit);
-    if (opts.lock) q = q.forUpdate();
+  /** The organization of the oldest deletion whose retention ended before `cutoff`, if any. */
+  async orgWithExpired(db: Executor, cutoff: string): Promise<string | undefined> {
+    const row = await db.selectFrom('secrets').select('org_id').where('deleted_at', 'is not', null).where('deleted_at', '<', cutoff).orderBy('deleted_at').limit(1).executeTakeFirst();
+    return row?.org_id;
+  },
+
+  /** One organization's deleted secrets whose retention ended before `cutoff`, oldest first, locked for purging (see ReadOptions). */
+  async findExpired(db: Executor, orgId: string, cutoff: string, limit: number, opts: ReadOptions): Promise<SecretRow[]> {
+    let q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('deleted_at', 'is not', null).where('deleted_at', '<', cutoff).orderBy('deleted_at').limit(limit);
+    if (opts.lock) {
+      await orgsRepo.holdForChange(db, orgId);
+      q = q.forUpdate();
+    }
     return q.execute();
   },
 

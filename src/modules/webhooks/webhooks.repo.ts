@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Dialect, Executor } from '../../platform/db/database.js';
 import { COMMITTED_HORIZON } from '../events/events.repo.js';
+import { orgsRepo } from '../orgs/orgs.repo.js';
 import type { WebhookDeliveriesTable, WebhooksTable } from '../../platform/db/schema.js';
 
 export type WebhookRow = WebhooksTable;
@@ -19,10 +20,16 @@ export const webhooksRepo = {
     return Number(row.n);
   },
 
-  /** `lock` (PostgreSQL) holds the row until the transaction ends. */
+  /**
+   * `lock` (PostgreSQL) holds the row until the transaction ends, after the organization's row
+   * (orgsRepo.holdForChange), so that a change waits for an organization's deletion instead of
+   * deadlocking with it.
+   */
   async find(db: Executor, orgId: string, id: string, lock = false): Promise<WebhookRow | undefined> {
     const q = db.selectFrom('webhooks').selectAll().where('org_id', '=', orgId).where('id', '=', id);
-    return (lock ? q.forUpdate() : q).executeTakeFirst();
+    if (!lock) return q.executeTakeFirst();
+    await orgsRepo.holdForChange(db, orgId);
+    return q.forUpdate().executeTakeFirst();
   },
 
   async list(db: Executor, orgId: string, opts: { after: string | null; limit: number }): Promise<WebhookRow[]> {
