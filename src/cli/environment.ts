@@ -5,7 +5,7 @@ import { unknownVariables, unknownVariableWarning } from '../platform/unknown-va
 import type { Environment } from '../modules/environments/environments.schemas.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
-import { flagTable, printFields, printJson } from './output.js';
+import { flagTable, printable, printFields, printJson } from './output.js';
 import { ENVIRONMENT_USAGE } from './usage.js';
 
 const RETRY_MS = 60_000;
@@ -62,6 +62,6 @@ export async function environmentCommand(argv: string[], env: Record<string, str
       lock: answer.lock === null ? 'none' : `since ${answer.lock.lockedAt} by ${answer.lock.lockedBy ?? '—'}: ${answer.lock.reason}`,
       variables: Object.keys(answer.variables).join(' '), secrets: answer.secrets.map((r) => r.secret).join(' '),
     });
-  } else process.stdout.write(`${lockLine(answer)}\n`);
+  } else process.stdout.write(`${printable(lockLine(answer))}\n`);
   return 0;
 }

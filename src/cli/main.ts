@@ -6,7 +6,7 @@ import { AppError } from '../platform/errors.js';
 import { errorMessage, isDatabaseBusy } from '../platform/db/facts.js';
 import { parse, printWarning, UsageError } from './args.js';
 import { unknownVariableWarning } from '../platform/unknown-variables.js';
-import { printJson } from './output.js';
+import { printable, printJson } from './output.js';
 import { VERSION } from '../platform/version.js';
 import { catchStopSignals } from './stop-signals.js';
 import { BACKUP_USAGE, DEPLOY_USAGE, ENVIRONMENT_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
@@ -99,7 +99,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
   } catch (error) {
     // With --json, every failure is JSON too (on stderr, as always): a script can read its code.
     const refuse = (exitCode: number, code: string, message: string, extras: Record<string, unknown> = {}): number => {
-      process.stderr.write(rest.includes('--json') ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${message}\n`);
+      process.stderr.write(rest.includes('--json') ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${printable(message)}\n`);
       return exitCode;
     };
     if (error instanceof UsageError || error instanceof ConfigError) return refuse(2, 'usage', error.message);

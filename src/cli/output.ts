@@ -1,5 +1,19 @@
 // Human output as aligned columns; --json prints the same data for scripts.
 
+/**
+ * Text from the server (a log line a service printed, a lock's reason, a refusal's detail) as it may
+ * go to a terminal: control characters but the tab, escape sequences' ESC included, shown as \xNN or
+ * \u{NNNN} instead of sent, so that what others wrote cannot move the cursor, rewrite lines already
+ * printed, retitle the window or reach the clipboard of whoever reads it. JSON output needs none of
+ * this: JSON.stringify escapes them.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
+  });
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }
@@ -9,7 +23,7 @@ export function printTable(rows: Array<Record<string, string | number | boolean 
     process.stdout.write('(none)\n');
     return;
   }
-  const cells = rows.map((r) => columns.map((c) => String(r[c] ?? '')));
+  const cells = rows.map((r) => columns.map((c) => printable(String(r[c] ?? ''))));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]!.length)));
   const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
   process.stdout.write(line(columns.map((c) => c.toUpperCase())));
@@ -18,7 +32,7 @@ export function printTable(rows: Array<Record<string, string | number | boolean 
 
 export function printFields(fields: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(fields).map((k) => k.length));
-  for (const [key, value] of Object.entries(fields)) process.stdout.write(`${key.padEnd(width)}  ${String(value)}\n`);
+  for (const [key, value] of Object.entries(fields)) process.stdout.write(`${key.padEnd(width)}  ${printable(String(value))}\n`);
 }
 
 /** Help text rows (`--flag ARG`, its variable, what it does) in columns as wide as their widest cell. */

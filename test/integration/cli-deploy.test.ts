@@ -73,13 +73,18 @@ describe('slipway deploy', () => {
     const cli = deployAs(developer, ['--service', service.name, '--environment', env.name, '--wait', '--json']);
     const claim = await runner.take({ environments: [env.name], waitSeconds: 20 });
     const lease = claim.lease.token;
-    assert.equal((await runner.logs(claim.deployment.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'listening on the port given' }, { stream: 'stderr', line: 'a warning' }] })).status, 200);
+    assert.equal((await runner.logs(claim.deployment.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'listening on the port given' }, { stream: 'stderr', line: 'a warning' },
+      // A service's output that would retitle the terminal, clear a line and move up over one printed already.
+      { stream: 'stdout', line: 'hi \u001b]0;owned\u0007\u001b[2K\u001b[1Adeployment succeeded' }] })).status, 200);
     assert.equal((await runner.complete(claim.deployment.id, lease, 'succeeded')).status, 200);
     const result = await cli;
     assert.equal(result.code, 0, result.stderr);
     assert.equal(JSON.parse(result.stdout).state, 'succeeded');
     assert.equal(JSON.parse(result.stdout).id, claim.deployment.id);
     assert.match(result.stderr, /listening on the port given\na warning\n/);
+    // Shown, not sent to the terminal.
+    assert.ok(result.stderr.includes('hi \\x1b]0;owned\\x07\\x1b[2K\\x1b[1Adeployment succeeded\n'), result.stderr);
+    assert.ok(!/[\u001b\u0007]/.test(result.stderr), 'no control character reaches the terminal');
   });
 
   it('--wait exits 1 with the reason when the deployment fails', async () => {
@@ -195,6 +200,18 @@ describe('slipway deploy', () => {
     assert.equal(unlocked.code, 0, unlocked.stderr);
     assert.equal(unlocked.stdout, `environment ${frozen.name}: not locked\n`);
     assert.match((await environment(developer, ['show', '--environment', frozen.name])).stdout, /^lock +none$/m);
+
+    // A reason is shown as written, its control characters too, but never sent to the terminal as such.
+    assert.equal((await f.admin.http.put(`/v1/orgs/${f.orgId}/environments/${frozen.name}/lock`, { reason: 'freeze \u001b]52;c;ZWNobyBvd25lZA==\u0007\u001b[31mred' })).status, 200);
+    const escaped = 'freeze \\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[31mred';
+    const plainShow = await environment(developer, ['show', '--environment', frozen.name]);
+    const plainDeploy = await deployAs(developer, ['--service', service.name, '--environment', frozen.name]);
+    assert.equal(plainDeploy.code, 1);
+    for (const printed of [plainShow.stdout, plainDeploy.stderr]) {
+      assert.ok(printed.includes(escaped), printed);
+      assert.ok(!/[\u001b\u0007]/.test(printed), printed);
+    }
+    assert.equal((await environment(f.admin, ['unlock', '--environment', frozen.name])).code, 0);
   });
 
   it('reports the API\'s refusals with exit 1, and usage errors with exit 2, creating nothing', async () => {

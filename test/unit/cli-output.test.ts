@@ -1,0 +1,14 @@
+// What the CLI prints of text from the server: control characters shown, never sent to the terminal.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { printable } from '../../src/cli/output.js';
+
+describe('printable', () => {
+  it('shows every control character but the tab as an escape, and leaves other text as it is', () => {
+    assert.equal(printable('plain text, tab\there, ünïcödé ✓'), 'plain text, tab\there, ünïcödé ✓');
+    assert.equal(printable('a\u001b[2Kb'), 'a\\x1b[2Kb');
+    assert.equal(printable('\u0000\u0007\n\r\u007f'), '\\x00\\x07\\x0a\\x0d\\x7f');
+    // C1 controls: CSI and OSC by their one-character forms, which some terminals obey.
+    assert.equal(printable('\u009b31m\u009d0;t\u009c'), '\\x9b31m\\x9d0;t\\x9c');
+  });
+});
