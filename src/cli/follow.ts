@@ -5,6 +5,7 @@
 // it may wait when it stays queued, and then answers its final state as an exit status.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { LogLineT } from '../modules/deployments/deployments.schemas.js';
 import { AppError } from '../platform/errors.js';
 import { untilAvailable } from '../runner-agent/http-call.js';
 import { createTokenSource } from '../runner-agent/token-source.js';
@@ -27,7 +28,7 @@ export interface FollowedDeployment {
 }
 
 interface LogPage {
-  lines: Array<{ seq: number; attempt: number; stream: string; line: string }>;
+  lines: LogLineT[];
   nextAfter: number;
   hasMore: boolean;
   state: string;
@@ -80,11 +81,13 @@ export function deploymentLine(d: FollowedDeployment): string {
 }
 
 /**
- * Follows the deployment's log from line `after` (0: the start), each line to `out`, until it ended
+ * Follows the deployment's log from line `after` (0: the start), each line to `out` (`format`: its
+ * text, printable by default), until it ended
  * and every line was read, `waitMs` ran out, or `stop` aborted. A deployment still queued after a
  * while gets a line on why it may be (is a runner for its environment up?).
  */
-export async function followLog(f: Follower, deployment: FollowedDeployment, options: { waitMs: number; out: NodeJS.WritableStream; after?: number }): Promise<{ state: string; end: 'finished' | 'timed-out' | 'interrupted'; hint?: string }> {
+export async function followLog(f: Follower, deployment: FollowedDeployment, options: { waitMs: number; out: NodeJS.WritableStream; after?: number; format?: (line: LogLineT) => string }): Promise<{ state: string; end: 'finished' | 'timed-out' | 'interrupted'; hint?: string }> {
+  const format = options.format ?? ((line: LogLineT) => printable(line.line));
   const waiting = within(f.stop, options.waitMs);
   const path = deploymentPath(f.org, deployment.id);
   let after = options.after ?? 0;
@@ -101,7 +104,7 @@ export async function followLog(f: Follower, deployment: FollowedDeployment, opt
         signal: waiting.signal,
         onRetry: (error, n) => { if (n === 1) f.say(`slipway: the server is unavailable, still waiting: ${error.message}`); },
       });
-      for (const line of page.lines) options.out.write(`${printable(line.line)}\n`);
+      for (const line of page.lines) options.out.write(`${format(line)}\n`);
       after = page.nextAfter;
       if (page.state !== state) f.say(`deployment ${deployment.id}: ${state = page.state}`);
       if (page.hasMore) continue;
@@ -268,6 +271,9 @@ export function deploymentSession(settings: ApiClientSettings, json: boolean) {
       }
       return waitForEnd(follower, deployment, waitSeconds, json, () => signalled);
     },
+
+    /** The signal that stopped it, if one did. */
+    signalled: () => signalled,
 
     close(): void {
       process.off('SIGINT', onSignal);

@@ -9,19 +9,19 @@ import { unknownVariableWarning } from '../platform/unknown-variables.js';
 import { printable, printJson } from './output.js';
 import { VERSION } from '../platform/version.js';
 import { catchStopSignals } from './stop-signals.js';
-import { BACKUP_USAGE, DEPLOY_USAGE, ENVIRONMENT_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { BACKUP_USAGE, DEPLOY_USAGE, DEPLOYMENT_USAGE, ENVIRONMENT_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...ENVIRONMENT_USAGE, ...SECRET_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...DEPLOYMENT_USAGE, ...ENVIRONMENT_USAGE, ...SECRET_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
   slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
 matching flags (SLIPWAY_DATA_DIR = --data-dir); but the API clients, runner, runners, deploy,
-environment and secret, which sign in as a service user and read their own settings (see their
+deployment, environment and secret, which sign in as a service user and read their own settings (see their
 --help). See the README for the full list. --master-key and --master-key-previous show the key to anyone who can list processes
 (ps): prefer the variables or the key file.
 `;
@@ -74,6 +74,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await (await import('./runners.js')).runnersCommand(rest, env);
       case 'deploy':
         return await (await import('./deploy.js')).deployCommand(rest, env);
+      case 'deployment':
+        return await (await import('./deployment.js')).deploymentCommand(rest, env);
       case 'secret':
         return await (await import('./secret.js')).secretCommand(rest, env);
       case 'environment':
@@ -81,7 +83,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, environment, secret, backup or version; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, deployment, environment, secret, backup or version; see slipway --help');
       case 'help':
       case '--help':
       case '-h':

@@ -32,6 +32,15 @@ export const DEPLOY_USAGE = [
   'slipway deploy --service S --environment ENV [--from ENV] [--revision R] [--var K=V]… [--wait [--timeout S]] [--json]   (slipway deploy --help)',
 ];
 
+export const DEPLOYMENT_USAGE = [
+  'slipway deployment list [--service S] [--environment ENV] [--state STATE]… [--limit N] [--json]',
+  'slipway deployment show --id DEP [--json]',
+  'slipway deployment changes --id DEP [--against DEP] [--json]',
+  'slipway deployment logs --id DEP [--follow [--timeout S]] [--json]',
+  'slipway deployment cancel --id DEP [--reason R] [--json]',
+  'slipway deployment rollback (--service S --environment ENV | --to DEP) [--description D] [--wait [--timeout S]] [--json]   (slipway deployment --help)',
+];
+
 export const ENVIRONMENT_USAGE = [
   'slipway environment show --environment ENV [--json]',
   'slipway environment lock --environment ENV --reason R [--json]',

@@ -1,0 +1,281 @@
+// `slipway deployment`: an organization's deployments through the API, as a service user, for an
+// on-call shell or a pipeline: list them, show one, read or follow its log, see what it changes,
+// cancel it, and roll a service back in an environment in one command (to what served there before,
+// or to a deployment named), following the rollback to its end with --wait as `slipway deploy` does.
+import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
+import { untilAvailable } from '../runner-agent/http-call.js';
+import type { Deployment, LogLineT } from '../modules/deployments/deployments.schemas.js';
+import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags } from './api-client.js';
+import { printWarning, UsageError } from './args.js';
+import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, waitSecondsOf, type FollowedDeployment } from './follow.js';
+import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
+import { DEPLOYMENT_USAGE } from './usage.js';
+
+/** How long a call is tried again while the server is unavailable. */
+const RETRY_MS = 60_000;
+const LIST_DEFAULT = 20;
+const LIST_MAX = 200;
+const LOG_PAGE = 1_000;
+/** `logs --follow` without --timeout: a day, as long as `deploy --wait --timeout` may. */
+const FOLLOW_SECONDS = 86_400;
+const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'];
+
+type Env = Record<string, string | undefined>;
+type Flags = Partial<Record<string, string | string[] | boolean>>;
+
+const COMMON = { ...API_CLIENT_FLAGS, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+const ID = { id: { type: 'string' } } as const;
+const WAIT = { wait: { type: 'boolean' }, timeout: { type: 'string' } } as const;
+
+const SUBCOMMANDS = {
+  list: { ...COMMON, service: { type: 'string' }, environment: { type: 'string' }, state: { type: 'string', multiple: true }, limit: { type: 'string' } },
+  show: { ...COMMON, ...ID },
+  logs: { ...COMMON, ...ID, follow: { type: 'boolean' }, timeout: { type: 'string' } },
+  changes: { ...COMMON, ...ID, against: { type: 'string' } },
+  cancel: { ...COMMON, ...ID, reason: { type: 'string' } },
+  rollback: { ...COMMON, ...WAIT, to: { type: 'string' }, service: { type: 'string' }, environment: { type: 'string' }, description: { type: 'string' } },
+} as const;
+
+export const DEPLOYMENT_HELP = `usage:
+${DEPLOYMENT_USAGE.map((line) => `  ${line}\n`).join('')}
+An organization's deployments through the API, as a service user: viewer and above to list, show,
+read logs and changes; developer and above to cancel and roll back (admin or owner in a protected
+environment).
+
+  list      newest first, ${LIST_DEFAULT} by default (--limit up to ${LIST_MAX}); --service, --environment and
+            --state (repeatable: ${STATES.join(', ')}) narrow it
+  show      one deployment: what it runs, its state and why, who made it, its process
+  logs      its log from the start, on stdout; --follow keeps reading until the deployment ended
+            (for --timeout seconds at most, a day by default)
+  changes   what it changes against what it replaced (--against DEP: another deployment)
+  cancel    a queued or in-progress deployment (--reason says why)
+  rollback  a new deployment of an earlier one's exact snapshot. With --service and --environment,
+            to what served there before what serves now (the newest superseded deployment: a
+            second rollback goes back again); --to DEP names the deployment instead. --wait follows
+            it to its end as slipway deploy --wait does (exit 0 only when it succeeded)
+
+Exit status: 0 done (rollback --wait: succeeded); 1 refused by the server, unreachable (tried again
+for ${RETRY_MS / 1000} s), nothing to roll back to, or a rollback that failed, was cancelled or was still
+running when --timeout ran out; 2 a usage error; 130 or 143 interrupted (a rollback goes on).
+Credentials come from flags, SLIPWAY_* variables or a credentials file, in that order:
+
+${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
+
+/** A flag's text: undefined when absent; an empty one (an unset variable) is a usage error. */
+function text(flags: Flags, flag: string, what: string): string | undefined {
+  const value = flags[flag];
+  if (value === '') throw new UsageError(`--${flag} is empty (an unset variable?): give ${what}, or leave the flag out`);
+  return typeof value === 'string' ? value : undefined;
+}
+
+function required(flags: Flags, flag: string, what: string): string {
+  const value = text(flags, flag, what);
+  if (value === undefined) throw new UsageError(`--${flag} is required: ${what}`);
+  return value;
+}
+
+function limitOf(flags: Flags): number {
+  const given = flags.limit;
+  if (typeof given !== 'string') return LIST_DEFAULT;
+  if (!/^\d+$/.test(given) || Number(given) < 1 || Number(given) > LIST_MAX) throw new UsageError(`--limit must be a whole number from 1 to ${LIST_MAX}, got "${given}"`);
+  return Number(given);
+}
+
+/** Seconds to follow a log for (`--follow`, `--timeout S`), or null: print what there is and end. */
+function followSecondsOf(flags: Flags): number | null {
+  if (flags.follow !== true) {
+    if (flags.timeout !== undefined) throw new UsageError('--timeout needs --follow: without it, logs prints the log as it is and ends');
+    return null;
+  }
+  return flags.timeout === undefined ? FOLLOW_SECONDS : waitSecondsOf({ wait: true, timeout: flags.timeout }, 'logs');
+}
+
+/** Where to roll back to: a deployment named, or what served before in a service's environment. */
+function rollbackTarget(flags: Flags): { to: string } | { service: string; environment: string } {
+  const to = text(flags, 'to', 'the deployment to roll back to (dep_…)');
+  const service = text(flags, 'service', 'the service, by name or id');
+  const environment = text(flags, 'environment', 'the environment, by name or id');
+  if (to !== undefined) {
+    if (service !== undefined || environment !== undefined) throw new UsageError('--to names the deployment to roll back to: leave --service and --environment out, or give them instead of --to');
+    return { to };
+  }
+  if (service === undefined || environment === undefined) throw new UsageError('rollback needs --service and --environment (to what served there before), or --to DEP');
+  return { service, environment };
+}
+
+function oneLine(d: Deployment): Record<string, string> {
+  return {
+    id: d.id, service: d.service.name, environment: d.environment.name, revision: d.revision ?? '', state: d.state,
+    created: ago(d.createdAt), by: d.createdBy ?? '',
+  };
+}
+
+function printDeployment(d: Deployment): void {
+  printFields({
+    id: d.id,
+    service: `${d.service.name} (version ${d.service.version})`,
+    environment: d.environment.name,
+    revision: d.revision ?? '—',
+    state: `${d.state}${d.attempt > 1 ? ` (attempt ${d.attempt})` : ''}${d.reason !== undefined ? `: ${d.reason}` : ''}`,
+    ...(d.description !== '' ? { description: d.description } : {}),
+    ...(d.rollbackOf !== undefined ? { 'rollback to': d.rollbackOf } : {}),
+    ...(d.promotedFrom !== undefined ? { 'promoted from': d.promotedFrom } : {}),
+    created: `${d.createdAt} by ${d.createdBy ?? '—'}`,
+    ...(d.startedAt !== undefined ? { started: d.startedAt } : {}),
+    ...(d.finishedAt !== undefined ? { finished: d.finishedAt } : {}),
+    ...(d.lease !== undefined ? { runner: `${d.lease.runner} (lease until ${d.lease.expiresAt})` } : {}),
+    ...(d.process !== undefined ? { process: `${d.process.state}${d.process.address !== undefined ? ` at ${d.process.address.hostname}:${d.process.address.port}` : ''}, reported ${ago(d.process.reportedAt)}` } : {}),
+    command: d.spec.command !== undefined ? d.spec.command.join(' ') : '—',
+    ...(d.spec.image !== undefined ? { image: d.spec.image } : {}),
+  });
+}
+
+/** Changes as rows: what, before, after. */
+function printChanges(c: DeploymentChangesT): void {
+  const show = (value: unknown) => value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value);
+  process.stdout.write(c.against === null
+    ? `${c.deployment}: the first of its service in its environment; everything is added\n`
+    : `${c.deployment} against ${c.against.id} (${c.against.state}${c.against.revision !== null ? ` at ${c.against.revision}` : ''} in ${c.against.environment.name})\n`);
+  const rows: Array<Record<string, string>> = [];
+  if (c.revision !== null) rows.push({ what: 'revision', change: 'changed', from: c.revision.from ?? '—', to: c.revision.to ?? '—' });
+  for (const s of c.spec) rows.push({ what: s.field, change: s.change, from: show(s.from), to: show(s.to) });
+  for (const v of c.variables) rows.push({ what: `variable ${v.name}`, change: v.change, from: show(v.from), to: show(v.to) });
+  for (const s of c.secrets) {
+    const ref = `secret ${s.secret}${s.key !== undefined ? `.${s.key}` : ''}${s.as !== undefined ? ` as ${s.as}` : ''}`;
+    rows.push({ what: ref, change: s.change, from: s.from !== undefined ? `version ${s.from}` : '', to: s.to !== undefined ? `version ${s.to}` : '' });
+  }
+  if (rows.length === 0) process.stdout.write('no changes\n');
+  else printTable(rows, ['what', 'change', 'from', 'to']);
+}
+
+export async function deploymentCommand(argv: string[], env: Env): Promise<number> {
+  const asked = subcommandFlags(argv, SUBCOMMANDS, DEPLOYMENT_HELP, 'deployment');
+  if (asked === null) return 0;
+  const { sub } = asked;
+  const flags = asked.flags as Flags;
+  const json = flags.json === true;
+  for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
+
+  if (sub === 'rollback') return rollback(flags, env, json);
+  // Every flag is checked before the first call.
+  const id = sub === 'list' ? '' : required(flags, 'id', 'the deployment (dep_…)');
+  const limit = sub === 'list' ? limitOf(flags) : 0;
+  const states = sub === 'list' && Array.isArray(flags.state) ? flags.state : [];
+  for (const state of states) if (!STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}, got "${state}"`);
+  const followSeconds = sub === 'logs' ? followSecondsOf(flags) : null;
+
+  const settings = apiClientSettings(flags, env);
+  const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: 'check with slipway deployment show whether it was made' });
+  const org = encodeURIComponent(settings.orgId);
+  const one = deploymentPath(org, id);
+  switch (sub) {
+    case 'list': {
+      const query = new URLSearchParams({ limit: String(limit) });
+      for (const flag of ['service', 'environment'] as const) {
+        const value = text(flags, flag, `the ${flag}, by name or id`);
+        if (value !== undefined) query.set(flag, value);
+      }
+      for (const state of states) query.append('state', state);
+      const { deployments } = await call<{ deployments: Deployment[] }>('GET', `/v1/orgs/${org}/deployments?${query}`);
+      if (json) printJson({ deployments });
+      else printTable(deployments.map(oneLine), ['id', 'service', 'environment', 'revision', 'state', 'created', 'by']);
+      return 0;
+    }
+    case 'show': {
+      const deployment = await call<Deployment>('GET', one);
+      if (json) printJson(deployment);
+      else printDeployment(deployment);
+      return 0;
+    }
+    case 'changes': {
+      const against = text(flags, 'against', 'the deployment to compare with (dep_…)');
+      const changes = await call<DeploymentChangesT>('GET', `${one}/changes${against !== undefined ? `?against=${encodeURIComponent(against)}` : ''}`);
+      if (json) printJson(changes);
+      else printChanges(changes);
+      return 0;
+    }
+    case 'cancel': {
+      const reason = text(flags, 'reason', 'why it is cancelled');
+      const cancelled = await call<Deployment>('POST', `${one}/cancel`, reason !== undefined ? { reason } : {});
+      if (json) printJson(cancelled);
+      else process.stdout.write(`deployment ${cancelled.id}: ${cancelled.state}${cancelled.reason !== undefined ? ` (${printable(cancelled.reason)})` : ''}\n`);
+      return 0;
+    }
+    case 'logs':
+      return logs(settings, one, id, followSeconds, json, call);
+  }
+}
+
+/**
+ * The whole log from the start, then (with `followSeconds`) on until the deployment ended. With
+ * --json, one JSON line per log line (seq, attempt, stream, line, at), which a script reads as it
+ * comes.
+ */
+async function logs(settings: Parameters<typeof deploymentSession>[0], path: string, id: string, followSeconds: number | null, json: boolean, call: ReturnType<typeof patientCaller>): Promise<number> {
+  let after = 0;
+  let state = '';
+  const print = (line: LogLineT) => process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${printable(line.line)}\n`);
+  for (;;) {
+    const page = await call<{ lines: LogLineT[]; nextAfter: number; hasMore: boolean; state: string }>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`);
+    for (const line of page.lines) print(line);
+    after = page.nextAfter;
+    state = page.state;
+    if (!page.hasMore) break;
+  }
+  if (followSeconds === null || FINISHED_STATES.has(state)) return 0;
+  const session = deploymentSession(settings, json);
+  try {
+    const format = json ? (line: LogLineT) => JSON.stringify(line) : undefined;
+    let followed: Awaited<ReturnType<typeof followLog>>;
+    try {
+      const deployment = await untilAvailable(() => session.call<FollowedDeployment>('GET', path, session.stop), { signal: session.stop });
+      followed = await followLog(session, deployment, { waitMs: followSeconds * 1000, out: process.stdout, after, ...(format !== undefined ? { format } : {}) });
+    } catch (error) {
+      if (session.signalled() === null) throw error;
+      followed = { state, end: 'interrupted' };
+    }
+    if (followed.end === 'interrupted') return interrupted(json, session.signalled() ?? 'SIGTERM', `while following deployment ${id} (${followed.state}); it goes on`, id);
+    if (followed.end === 'timed-out') return failed(json, 'wait_timeout', `stopped following after ${followSeconds} s: deployment ${id} is still ${followed.state}, and goes on`, id);
+    return 0;
+  } finally {
+    session.close();
+  }
+}
+
+/** A rollback: to the deployment named, or to what served in the service's environment before what serves now. */
+async function rollback(flags: Flags, env: Env, json: boolean): Promise<number> {
+  const target = rollbackTarget(flags);
+  const waitSeconds = waitSecondsOf(flags, 'rollback');
+  const description = text(flags, 'description', 'a description of the rollback');
+  const settings = apiClientSettings(flags, env);
+  const session = deploymentSession(settings, json);
+  try {
+    let to: FollowedDeployment | undefined;
+    const made = await session.make(async (signal, key) => {
+      to ??= 'to' in target ? { id: target.to } as FollowedDeployment : await session.lookUp(() => servedBefore(session, signal, target.service, target.environment));
+      return session.call<FollowedDeployment>('POST', `${deploymentPath(session.org, to.id)}/rollback`, signal, description !== undefined ? { description } : {}, { 'idempotency-key': key });
+    });
+    if (typeof made === 'number') return made;
+    return await session.finish(made, waitSeconds);
+  } finally {
+    session.close();
+  }
+}
+
+/**
+ * What served `service` in `environment` before what serves it now: its newest superseded
+ * deployment there. Said on stderr, with what serves now, before anything is asked for.
+ */
+async function servedBefore(session: ReturnType<typeof deploymentSession>, signal: AbortSignal, service: string, environment: string): Promise<FollowedDeployment> {
+  const list = (state: string) => session.call<{ deployments: FollowedDeployment[] }>('GET',
+    `/v1/orgs/${session.org}/deployments?${new URLSearchParams({ service, environment, state, limit: '1' })}`, signal);
+  const [current] = (await list('succeeded')).deployments;
+  const [before] = (await list('superseded')).deployments;
+  if (before === undefined) {
+    throw new Error(`nothing to roll back to: no deployment of ${service} in ${environment} served before ${current !== undefined ? `${current.id}${current.revision !== null ? ` (${current.revision})` : ''}, which serves now` : 'now (none serves)'}; nothing was created`);
+  }
+  const label = (d: FollowedDeployment) => `${d.id}${d.revision !== null ? ` (${d.revision})` : ''}`;
+  session.say(`rolling ${service} in ${environment} back${current !== undefined ? ` from ${label(current)}` : ''} to ${label(before)}`);
+  return before;
+}

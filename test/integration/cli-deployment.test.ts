@@ -1,0 +1,163 @@
+// `slipway deployment` as a real child process against a real server, as a service user: it lists,
+// shows, reads and follows a deployment's log, says what a deployment changes, cancels one, and
+// rolls a service back in an environment to what served there before (or to a deployment named),
+// following the rollback with --wait; the runner's side is played over the protocol.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createEnvironment, createService, deploy, newRunner, ship, type RunnerClient } from '../support/deployments.js';
+import type { Actor } from '../support/harness.js';
+import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
+import { runCli, type CliResult } from '../support/processes.js';
+
+describe('slipway deployment', () => {
+  let f: OrgFixture;
+  let developer: Actor;
+  let viewer: Actor;
+  let runner: RunnerClient;
+
+  const as = (who: Actor, args: string[]): Promise<CliResult> => runCli(['deployment', ...args], {
+    SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
+    SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
+  });
+
+  before(async () => {
+    f = await startWithOrg();
+    developer = await f.server.actor(f.orgId, 'developer');
+    viewer = await f.server.actor(f.orgId, 'viewer');
+    runner = await newRunner(f.server, f.orgId);
+  });
+  after(async () => { await f.close(); });
+
+  it('lists deployments newest first, narrowed by service, environment and state, and shows one', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    const first = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v1' })).deployment;
+    const queued = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name, revision: 'v2', description: 'second' });
+
+    const listed = await as(viewer, ['list', '--service', svc.name, '--environment', env.name]);
+    assert.equal(listed.code, 0, listed.stderr);
+    const lines = listed.stdout.trim().split('\n');
+    assert.match(lines[0]!, /^ID +SERVICE +ENVIRONMENT +REVISION +STATE +CREATED +BY$/);
+    assert.deepEqual(lines.slice(1).map((l) => l.split(/ +/).slice(0, 5)), [
+      [queued.id, svc.name, env.name, 'v2', 'queued'], [first.id, svc.name, env.name, 'v1', 'succeeded'],
+    ]);
+    const succeeded = JSON.parse((await as(viewer, ['list', '--service', svc.name, '--state', 'succeeded', '--state', 'failed', '--limit', '5', '--json'])).stdout);
+    assert.deepEqual(succeeded.deployments.map((d: { id: string }) => d.id), [first.id]);
+
+    const shown = await as(viewer, ['show', '--id', queued.id]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, new RegExp(`^id +${queued.id}$`, 'm'));
+    assert.match(shown.stdout, /^state +queued$/m);
+    assert.match(shown.stdout, /^description +second$/m);
+    assert.match(shown.stdout, new RegExp(`^created +\\S+ by ${developer.id}$`, 'm'));
+    assert.equal(JSON.parse((await as(viewer, ['show', '--id', queued.id, '--json'])).stdout).revision, 'v2');
+
+    const cancelled = await as(developer, ['cancel', '--id', queued.id, '--reason', 'not today']);
+    assert.equal(cancelled.code, 0, cancelled.stderr);
+    assert.equal(cancelled.stdout, `deployment ${queued.id}: cancelled (not today)\n`);
+    const again = await as(developer, ['cancel', '--id', queued.id, '--json']);
+    assert.equal(again.code, 1);
+    assert.equal(JSON.parse(again.stderr).error.status, 409);
+  });
+
+  it('prints a deployment\'s log, and follows it to the deployment\'s end', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    const created = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name });
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 0 });
+    const lease = claim.lease.token;
+    assert.equal((await runner.logs(created.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'one' }, { stream: 'stderr', line: 'two \u001b[2Kthree' }] })).status, 200);
+
+    const now = await as(viewer, ['logs', '--id', created.id]);
+    assert.equal(now.code, 0, now.stderr);
+    assert.equal(now.stdout, 'one\ntwo \\x1b[2Kthree\n');
+    const asJson = await as(viewer, ['logs', '--id', created.id, '--json']);
+    assert.deepEqual(asJson.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((l) => [l.seq, l.stream, l.line]), [[1, 'stdout', 'one'], [2, 'stderr', 'two \u001b[2Kthree']]);
+
+    // Followed: the lines written after it started reach it, and it ends when the deployment does.
+    const following = as(viewer, ['logs', '--id', created.id, '--follow']);
+    await sleep(1_500);
+    assert.equal((await runner.logs(created.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'healthy' }] })).status, 200);
+    assert.equal((await runner.complete(created.id, lease, 'succeeded')).status, 200);
+    const followed = await following;
+    assert.equal(followed.code, 0, followed.stderr);
+    assert.equal(followed.stdout, 'one\ntwo \\x1b[2Kthree\nhealthy\n');
+
+    const stillRunning = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name });
+    const gaveUp = await as(viewer, ['logs', '--id', stillRunning.id, '--follow', '--timeout', '1']);
+    assert.equal(gaveUp.code, 1);
+    assert.match(gaveUp.stderr, new RegExp(`stopped following after 1 s: deployment ${stillRunning.id} is still queued`));
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${stillRunning.id}/cancel`, {})).status, 200);
+  });
+
+  it('says what a deployment changes against what it replaced, or another deployment', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId, { spec: { command: ['node', 'server.js'], variables: { GREETING: 'hi' } } });
+    const v1 = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v1' })).deployment;
+    const v2 = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v2', variables: { GREETING: 'hello' } })).deployment;
+    const changes = await as(viewer, ['changes', '--id', v2.id]);
+    assert.equal(changes.code, 0, changes.stderr);
+    assert.match(changes.stdout, new RegExp(`^${v2.id} against ${v1.id} \\(superseded at v1 in ${env.name}\\)$`, 'm'));
+    assert.match(changes.stdout, /^revision +changed +v1 +v2$/m);
+    assert.match(changes.stdout, /^variable GREETING +changed +hi +hello$/m);
+    assert.equal((await as(viewer, ['changes', '--id', v2.id, '--against', v2.id])).stdout, `${v2.id} against ${v2.id} (succeeded at v2 in ${env.name})\nno changes\n`);
+    assert.deepEqual(JSON.parse((await as(viewer, ['changes', '--id', v1.id, '--json'])).stdout).against, null);
+  });
+
+  it('rolls a service back to what served before, again back, and to a deployment named; --wait follows it', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    const nothing = await as(developer, ['rollback', '--service', svc.name, '--environment', env.name]);
+    assert.equal(nothing.code, 1);
+    assert.match(nothing.stderr, /nothing to roll back to: no deployment of .* served before now \(none serves\); nothing was created/);
+    const v1 = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v1' })).deployment;
+    const v2 = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v2' })).deployment;
+
+    // Back to v1, followed to its end.
+    const rolling = as(developer, ['rollback', '--service', svc.name, '--environment', env.name, '--wait']);
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 20 });
+    assert.equal(claim.deployment.rollbackOf, v1.id);
+    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token, 'succeeded')).status, 200);
+    const rolled = await rolling;
+    assert.equal(rolled.code, 0, rolled.stderr);
+    assert.equal(rolled.stdout, `${claim.deployment.id}\n`);
+    assert.match(rolled.stderr, new RegExp(`rolling ${svc.name} in ${env.name} back from ${v2.id} \\(v2\\) to ${v1.id} \\(v1\\)`));
+    assert.match(rolled.stderr, new RegExp(`deployment ${claim.deployment.id}: ${svc.name} into ${env.name} at v1, a rollback to ${v1.id}, queued`));
+
+    // A second rollback goes back to what served before the first: v2.
+    const second = await as(developer, ['rollback', '--service', svc.name, '--environment', env.name, '--json']);
+    assert.equal(second.code, 0, second.stderr);
+    const back = JSON.parse(second.stdout);
+    assert.deepEqual([back.rollbackOf, back.revision, back.state], [v2.id, 'v2', 'queued']);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${back.id}/cancel`, {})).status, 200);
+
+    // To a deployment named; a viewer may not.
+    const named = await as(developer, ['rollback', '--to', v1.id, '--description', 'named']);
+    assert.equal(named.code, 0, named.stderr);
+    const made = (await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments/${named.stdout.trim()}`)).body;
+    assert.deepEqual([made.rollbackOf, made.description], [v1.id, 'named']);
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${made.id}/cancel`, {})).status, 200);
+    const refused = await as(viewer, ['rollback', '--to', v1.id]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^slipway: .*developer/m);
+  });
+
+  it('refuses bad usage with exit 2 before calling anything', async () => {
+    for (const [args, message] of [
+      [['show'], /--id is required/],
+      [['show', '--id', ''], /--id is empty/],
+      [['list', '--state', 'running'], /--state must be one of queued, in_progress/],
+      [['list', '--limit', '0'], /--limit must be a whole number from 1 to 200/],
+      [['logs', '--id', 'dep_x', '--timeout', '5'], /--timeout needs --follow/],
+      [['rollback', '--service', 'api'], /rollback needs --service and --environment/],
+      [['rollback', '--to', 'dep_x', '--service', 'api'], /--to names the deployment to roll back to/],
+      [['rollback', '--to', 'dep_x', '--timeout', '5'], /--timeout needs --wait/],
+      [['promote'], /unknown deployment command "promote": list, show, logs, changes, cancel, rollback/],
+    ] as const) {
+      const refused = await as(developer, [...args]);
+      assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stderr}`);
+      assert.match(refused.stderr, message);
+    }
+  });
+});
