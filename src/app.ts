@@ -85,12 +85,6 @@ export interface CoreOptions {
   adoptProjectId?: boolean;
   /** SQLite: checkpoint in a worker thread, off the event loop (servers do; short CLI commands need not). */
   backgroundCheckpoints?: boolean;
-  /**
-   * Refuse to open when rows are wrapped under a master key the configuration lacks (default).
-   * The `keys` commands open anyway: `status` shows which keys rows are under, and `rotate-master`
-   * checks against the keys it rotates with, which may include one from --new-key-file.
-   */
-  requireEveryMasterKey?: boolean;
 }
 
 /** The database a configuration names, for messages: its file, or its URL without a password. */
@@ -114,8 +108,13 @@ async function requireCurrentSchema(database: Database, config: Config): Promise
   }
 }
 
-/** Everything but HTTP: what the CLI needs to act on the same database as the server. */
-export async function openCore(config: Config, options: CoreOptions = {}) {
+/**
+ * The database, brought to (or checked against) this build's schema, the master keyring and the
+ * signing keys: what the `keys` commands work with, which must open on a database whose instance
+ * keys are wrapped under a master key not given (a backup restored without its key), to say so.
+ * Nothing is unwrapped here.
+ */
+export async function openKeyStore(config: Config, options: CoreOptions = {}) {
   const logger = options.logger ?? createLogger(config.logLevel, options.logStream);
   const database: Database = openDatabase({
     databaseUrl: config.databaseUrl,
@@ -153,8 +152,23 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
       if (error instanceof MissingKeyFileError) throw new ConfigError(error.message);
       throw error;
     }
+    const keys = createSigningKeys({ db: database.db, ring, tokenTtlSeconds: config.tokenTtlSeconds });
+    return { config, logger, database, db: database.db, ring, keys, close: () => database.close() };
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+}
+
+/** Everything but HTTP: what the CLI needs to act on the same database as the server. */
+export async function openCore(config: Config, options: CoreOptions = {}) {
+  const { logger, database, ring, keys } = await openKeyStore(config, options);
+  try {
     const { db } = database;
-    if (options.requireEveryMasterKey !== false) await refuseUnheldMasterKeys(db, ring);
+    // Rows wrapped under a master key the configuration lacks: refused, in one line naming it. The
+    // `keys` commands open anyway (openKeyStore): `status` shows which keys rows are under, and
+    // `rotate-master` checks against the keys it rotates with, one from --new-key-file included.
+    await refuseUnheldMasterKeys(db, ring);
     const identity = await loadInstanceIdentity(db, ring, config.projectId, {
       adopt: options.adoptProjectId === true,
       onIgnored: (stored, configured) => logger.warn({ stored, configured }, 'SLIPWAY_PROJECT_ID differs from the instance\'s project id and is ignored: only slipway serve and slipway migrate change it'),
@@ -163,7 +177,6 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const tokenUrl = `${issuer}/oauth/v2/token`;
     const scope = fullScope(config.idpName, identity.projectId);
 
-    const keys = createSigningKeys({ db, ring, tokenTtlSeconds: config.tokenTtlSeconds });
     await keys.ensureActiveKey();
     const principals = createPrincipalDirectory({ db });
     const revocations = createRevocationList({ db });

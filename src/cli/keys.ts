@@ -69,8 +69,10 @@ async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T
   assertDatabaseExists(config);
   // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
   // Loaded only when a command gets this far: help and usage errors answer without them.
-  const [{ openCore }, { createKeysService }] = await Promise.all([import('../app.js'), import('../modules/keys/keys.service.js')]);
-  const core = await openCore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require', requireEveryMasterKey: false });
+  const [{ openKeyStore }, { createKeysService }] = await Promise.all([import('../app.js'), import('../modules/keys/keys.service.js')]);
+  // The key store alone, which unwraps nothing: it opens on a database whose instance keys are under
+  // a master key not given (a backup restored without its key), so that status can say which.
+  const core = await openKeyStore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require' });
   try {
     return await run(createKeysService({ config, database: core.database, ring: core.ring, signingKeys: core.keys, logger: core.logger }));
   } finally {
@@ -115,7 +117,13 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
         return 0;
       }
       const m = status.masterKey;
-      printFields({ 'master key': m.currentId, source: m.keyFile ?? 'SLIPWAY_MASTER_KEY', accepted: m.acceptedIds.join(', '), rotation: m.rotationPending ? 'unfinished: run slipway keys rotate-master' : 'none pending' });
+      // Rows under a key nobody gave (a backup restored without its key) need that key, not a rotation.
+      const missing = m.usage.filter((u) => !u.configured && u.total > 0).map((u) => u.masterKeyId);
+      printFields({
+        'master key': m.currentId, source: m.keyFile ?? 'SLIPWAY_MASTER_KEY', accepted: m.acceptedIds.join(', '),
+        ...(missing.length > 0 ? { missing: `rows under ${missing.join(', ')}, a key not given: add it to SLIPWAY_MASTER_KEY_PREVIOUS or to the key file (a line at its end); nothing else opens until then` } : {}),
+        rotation: missing.length > 0 ? 'once every key is given, see whether one is still pending' : m.rotationPending ? 'unfinished: run slipway keys rotate-master' : 'none pending',
+      });
       process.stdout.write('\n');
       printTable(m.usage.map((u) => ({ masterKeyId: u.masterKeyId, current: u.current, configured: u.configured, ...u.rows, total: u.total })),
         ['masterKeyId', 'current', 'configured', 'org_data_keys', 'signing_keys', 'instance_keys', 'total']);

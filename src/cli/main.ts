@@ -91,6 +91,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'version':
       case '--version':
       case '-v': {
+        if (wantsHelp(rest) || rest[0] === 'help') {
+          process.stdout.write('usage:\n  slipway version [--json]\n');
+          return 0;
+        }
         if (rest.includes('--json')) printJson({ version: VERSION, node: process.versions.node });
         else process.stdout.write(`slipway ${VERSION} (Node.js ${process.versions.node})\n`);
         return 0;
@@ -99,9 +103,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
         throw new UsageError(`unknown command "${command}"; see slipway --help`);
     }
   } catch (error) {
-    // With --json, every failure is JSON too (on stderr, as always): a script can read its code.
+    // With --json, every failure is JSON too (on stderr, as always): a script can read its code. The
+    // runner takes no --json: refused, it says so in a line like its other usage errors.
     const refuse = (exitCode: number, code: string, message: string, extras: Record<string, unknown> = {}): number => {
-      process.stderr.write(rest.includes('--json') ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${printable(message)}\n`);
+      process.stderr.write(rest.includes('--json') && command !== 'runner' ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${printable(message)}\n`);
       return exitCode;
     };
     if (error instanceof UsageError || error instanceof ConfigError) return refuse(2, 'usage', error.message);

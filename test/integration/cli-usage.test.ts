@@ -35,6 +35,8 @@ describe('slipway CLI: usage, help and errors', () => {
       [['service-user', 'rotate-secret', '--org', 'cli-org'], /--user ID\|NAME is required/],
       [['service-user', 'explode'], /unknown service-user command "explode"/],
       [['frobnicate'], /unknown command "frobnicate"/],
+      // The runner takes no --json: its refusal is a line like any other of its usage errors.
+      [['runner', '--json'], /^slipway: Unknown option '--json'/],
       // What the API would refuse, the CLI refuses too, naming the flag.
       [['org', 'create', '--slug', 'Has Space/x', '--name', 'y'], /^slipway: --slug must match /],
       [['org', 'create', '--slug', 'ok-slug', '--name', 'x'.repeat(300)], /^slipway: --name /],
@@ -157,7 +159,7 @@ describe('slipway CLI: usage, help and errors', () => {
       // --help wins, after a flag the command does not know too.
       for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
         ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help'],
-        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help']]) {
+        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help'], ['version', '--help'], ['version', 'help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stdout, /usage/i, args.join(' '));
@@ -263,19 +265,23 @@ describe('slipway CLI: usage, help and errors', () => {
     try {
       assert.equal((await runCli(['migrate'], own)).code, 0);
       // The key that wrapped the data is gone; another one cannot unwrap it. Most commands refuse
-      // that at start (exit 2); `keys status` opens anyway, and fails at the first unwrap.
+      // that at start (exit 2); `keys status` opens and names the key missing; `rotate-master`
+      // refuses, with exit 1, as it cannot re-wrap what it cannot open.
       fs.rmSync(path.join(dir, 'master.key'));
       const other = { ...own, SLIPWAY_MASTER_KEY: Buffer.alloc(32, 9).toString('base64') };
       const refused = await runCli(['org', 'list', '--json'], other);
       assert.equal(refused.code, 2, refused.stderr);
       assert.equal(JSON.parse(refused.stderr).error.code, 'usage');
-      const plain = await runCli(['keys', 'status'], other);
+      const status = await runCli(['keys', 'status', '--json'], other);
+      assert.equal(status.code, 0, status.stderr);
+      assert.equal(JSON.parse(status.stdout).masterKey.usage.filter((u: { configured: boolean }) => !u.configured).length, 1);
+      const plain = await runCli(['keys', 'rotate-master'], other);
       assert.equal(plain.code, 1);
-      assert.match(plain.stderr, /^slipway: data wrapped by master key mk_\w+, which is not configured/);
-      const unwrap = await runCli(['keys', 'status', '--json'], other);
+      assert.match(plain.stderr, /^slipway: Rows are wrapped under master key mk_\w+, which is not configured/);
+      const unwrap = await runCli(['keys', 'rotate-master', '--json'], other);
       assert.equal(unwrap.code, 1);
       assert.equal(unwrap.stdout, '');
-      assert.deepEqual(JSON.parse(unwrap.stderr), { error: { code: 'failed', message: plain.stderr.replace(/^slipway: /, '').trim() } });
+      assert.deepEqual(JSON.parse(unwrap.stderr), { error: { code: 'master_key_unavailable', status: 409, message: plain.stderr.replace(/^slipway: /, '').trim() } });
       // A database out of reach.
       const unreachable = await runCli(['org', 'list', '--json'], { SLIPWAY_DATA_DIR: dir, SLIPWAY_DATABASE_URL: 'postgres://slipway:x@127.0.0.1:1/slipway', SLIPWAY_MASTER_KEY: other.SLIPWAY_MASTER_KEY });
       assert.equal(unreachable.code, 1, unreachable.stderr);

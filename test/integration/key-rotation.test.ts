@@ -286,6 +286,26 @@ describe('a missing or foreign master key file beside a database in use', () => 
     }
   });
 
+  it('keys status opens when every row is under a key not given (a backup restored without its key), and says which key to add', async () => {
+    const saved = fs.readFileSync(keyFile());
+    const ids = await usageIds(server);
+    fs.rmSync(keyFile());
+    const only = { SLIPWAY_MASTER_KEY: generateMasterKey().toString('base64') };
+    try {
+      const refused = await runCli(['org', 'list'], cliEnv(server, only));
+      assert.equal(refused.code, 2, refused.stderr);
+      const status = await cliJson(['keys', 'status'], cliEnv(server, only));
+      assert.deepEqual(status.masterKey.usage.filter((u: any) => !u.configured).map((u: any) => u.masterKeyId), ids);
+      assert.ok(status.masterKey.usage.filter((u: any) => !u.configured).every((u: any) => u.rows.instance_keys > 0 || u.rows.signing_keys > 0));
+      const plain = await runCli(['keys', 'status'], cliEnv(server, only));
+      assert.equal(plain.code, 0, plain.stderr);
+      assert.match(plain.stdout, new RegExp(`^missing +rows under ${ids.join(', ')}, a key not given: add it to SLIPWAY_MASTER_KEY_PREVIOUS or to the key file`, 'm'));
+      assert.equal(fs.existsSync(keyFile()), false, 'no key file made');
+    } finally {
+      fs.writeFileSync(keyFile(), saved, { mode: 0o600 });
+    }
+  });
+
   it('a running server wraps nothing new while the key file holds none of its keys, keeps opening what it has, and logs an error naming the file', async () => {
     const saved = fs.readFileSync(keyFile());
     const [real] = readKeyFile(keyFile());
@@ -321,11 +341,9 @@ describe('a missing or foreign master key file beside a database in use', () => 
   it('SLIPWAY_PROJECT_ID changes the stored project id only through serve and migrate; other commands warn and ignore it', async () => {
     const stored = (await instanceRepo.getSetting(server.core.db, 'project_id'))!;
     const other = stored === '123456789012345678' ? '223456789012345678' : '123456789012345678';
-    const status = await runCli(['keys', 'status', '--json'], cliEnv(server, { SLIPWAY_PROJECT_ID: other }));
-    assert.equal(status.code, 0, status.stderr);
-    assert.match(status.stderr, /SLIPWAY_PROJECT_ID differs from the instance's project id and is ignored/);
     const list = await runCli(['org', 'list'], cliEnv(server, { SLIPWAY_PROJECT_ID: other }));
     assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stderr, /SLIPWAY_PROJECT_ID differs from the instance's project id and is ignored/);
     assert.equal(await instanceRepo.getSetting(server.core.db, 'project_id'), stored);
     try {
       assert.equal((await cliJson(['migrate'], cliEnv(server, { SLIPWAY_PROJECT_ID: other }))).projectId, other);
