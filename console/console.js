@@ -1125,6 +1125,11 @@ async function webhookView(org, id) {
         notify(w.active ? 'Webhook turned off: nothing is delivered until it is turned on.' : 'Webhook turned on: it delivers from the event it stopped at.');
         render();
       }) }, w.active ? 'Turn off' : 'Turn on'),
+      h('button', { type: 'button', id: 'test-webhook', onclick: (e) => act(e.target, card, async () => {
+        const t = await api('POST', `${path}/test`, { body: {} });
+        if (t.delivered) notify(`Test delivery ${t.eventId} taken: ${t.status} in ${t.durationMs} ms.`);
+        else card.append(h('div', { class: 'problem', role: 'alert' }, h('strong', {}, 'The receiver did not take the test delivery.'), ` ${t.error} (${t.durationMs} ms; webhook-id ${t.eventId})`));
+      }) }, 'Send a test'),
       h('button', { type: 'button', id: 'rotate-webhook-secret', onclick: (e) => {
         if (!confirm('Give this webhook a new signing secret? Deliveries carry a signature by the old one too for 24 hours.')) return;
         act(e.target, card, async () => {

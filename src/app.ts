@@ -347,7 +347,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
   // Every node delivers webhooks; a lease in the database gives each webhook to one node at a time.
   const dispatcher = createWebhookDispatcher({
     db: core.db, dialect: core.database.dialect, dataKeys: core.dataKeys, logger: core.logger,
-    allowPrivate: config.webhookAllowPrivate, disableAfterSeconds: config.webhookDisableAfterSeconds, userAgent: `Slipway-Webhooks/${VERSION}`,
+    allowPrivate: config.webhookAllowPrivate, disableAfterSeconds: config.webhookDisableAfterSeconds,
     ...(metrics === null ? {} : { metrics }),
   });
   const stopSweeper = core.runner.startSweeper(Math.max(1000, Math.min(5000, config.runnerLeaseSeconds * 500)),

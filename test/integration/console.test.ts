@@ -430,6 +430,13 @@ describe('console in a browser', { skip: browserSkip }, () => {
       await page.click('#toggle-webhook');
       await page.waitForSelector('#toggle-webhook:has-text("Turn on")');
       await page.waitForSelector('.badge.cancelled:has-text("disabled")');
+      // A test delivery goes out, turned off as it is, and says how it was answered.
+      const before = received.length;
+      await page.click('#test-webhook');
+      await page.waitForSelector('#notice:has-text("Test delivery evt_")');
+      assert.match(await page.locator('#notice').innerText(), /taken: 200 in \d+ ms/);
+      assert.equal(received.length, before + 1);
+      assert.equal(JSON.parse(received.at(-1)!.body).type, 'webhook.test');
       page.once('dialog', (dialog) => void dialog.accept());
       await page.click('button:has-text("Delete webhook")');
       await page.waitForSelector('h1:has-text("Webhooks")');

@@ -349,6 +349,47 @@ describe('webhooks', () => {
     }
   });
 
+  it('sends a test delivery on request, signed, off or on and whatever it subscribes to, outside the log and the deliveries', async () => {
+    const receiver = await startReceiver();
+    try {
+      const { orgId, admin } = await freshOrg();
+      const hook = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: receiver.url, events: ['secret.*'] })).body;
+      assert.equal((await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { active: false })).status, 200);
+      const tested = await admin.http.post(`/v1/orgs/${orgId}/webhooks/${hook.id}/test`);
+      assert.equal(tested.status, 200, tested.text);
+      assert.deepEqual({ ...tested.body, durationMs: 0 }, { eventId: tested.body.eventId, delivered: true, status: 200, error: null, durationMs: 0 });
+      assert.match(tested.body.eventId, /^evt_/);
+      assert.equal(receiver.received.length, 1);
+      const [r] = receiver.received;
+      verify(hook.secret, r!);
+      assert.equal(r!.headers['webhook-id'], tested.body.eventId);
+      assert.deepEqual({ ...r!.event, createdAt: null }, {
+        id: tested.body.eventId, type: 'webhook.test', actor: admin.id, requestId: r!.event.requestId, subject: { type: 'webhook', id: hook.id },
+        data: { test: true }, createdAt: null, orgId,
+      });
+
+      receiver.answerWith(() => 503);
+      const refused = await admin.http.post(`/v1/orgs/${orgId}/webhooks/${hook.id}/test`, {});
+      assert.equal(refused.status, 200, refused.text);
+      assert.deepEqual([refused.body.delivered, refused.body.status, refused.body.error], [false, 503, 'answered 503']);
+      assert.notEqual(refused.body.eventId, tested.body.eventId);
+
+      // Neither the webhook's state nor its deliveries moved, and the log holds no test.
+      const after = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
+      assert.deepEqual([after.state, after.lastAttempt], ['disabled', hook.lastAttempt]);
+      assert.deepEqual((await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`)).body.deliveries, []);
+      assert.deepEqual((await eventsOf(server, orgId, hook.id)).map((e) => e.type), ['webhook.created', 'webhook.updated']);
+
+      const developer = await server.actor(orgId, 'developer');
+      assert.equal((await developer.http.post(`/v1/orgs/${orgId}/webhooks/${hook.id}/test`)).status, 403);
+      const other = await freshOrg();
+      assert.equal((await other.admin.http.post(`/v1/orgs/${other.orgId}/webhooks/${hook.id}/test`)).status, 404);
+      assert.equal(receiver.received.length, 2);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('keeps its place in the log when a restore into another PostgreSQL cluster renumbers the events', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only' }, async () => {
     const receiver = await startReceiver();
     try {

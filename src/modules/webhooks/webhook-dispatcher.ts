@@ -17,7 +17,7 @@ import { toEvent } from '../events/events.service.js';
 import type { DataKeys } from '../secrets/data-keys.js';
 import { sendWebhook } from './webhook-sender.js';
 import { webhooksRepo, type WebhookRow } from './webhooks.repo.js';
-import { positionColumns, positionFrom, positionOf, secretBinding, subscribes } from './webhooks.service.js';
+import { DELIVERY_TIMEOUT_MS, positionColumns, positionFrom, positionOf, signingSecrets, subscribes, WEBHOOK_USER_AGENT } from './webhooks.service.js';
 
 /** How long a node holds a webhook it delivers; each attempt it records renews it. */
 const LEASE_MS = 60_000;
@@ -37,7 +37,8 @@ export interface DispatcherOptions {
   logger: Logger;
   allowPrivate: boolean;
   disableAfterSeconds: number;
-  userAgent: string;
+  /** WEBHOOK_USER_AGENT by default. */
+  userAgent?: string;
   /** Counts each attempt recorded, and each webhook disabled. */
   metrics?: Pick<Metrics, 'webhookAttempt' | 'webhookDisabled'>;
   pollMs?: number;
@@ -49,22 +50,11 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
   const metrics = deps.metrics ?? NO_METRICS;
   const owner = randomUUID();
   const pollMs = deps.pollMs ?? 1000;
-  const timeoutMs = deps.timeoutMs ?? 10_000;
+  const timeoutMs = deps.timeoutMs ?? DELIVERY_TIMEOUT_MS;
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let round: Promise<void> | null = null;
   const inFlight = new Map<string, { orgId: string; delivery: Promise<void> }>();
-
-  /** The secrets that sign a delivery: the current one, and the one before it while it is in force. */
-  async function secretsOf(w: WebhookRow, now: number): Promise<string[]> {
-    const current = await dataKeys.openBound(db, w.data_key_id, secretBinding(w.org_id, w.id, w.secret_generation), w.secret_sealed);
-    const secrets = [current.toString('utf8')];
-    if (w.previous_secret_sealed !== null && w.previous_secret_expires_at !== null && Date.parse(w.previous_secret_expires_at) > now) {
-      const previous = await dataKeys.openBound(db, w.data_key_id, secretBinding(w.org_id, w.id, w.secret_generation, true), w.previous_secret_sealed);
-      secrets.push(previous.toString('utf8'));
-    }
-    return secrets;
-  }
 
   /**
    * Delivers one round of what a webhook has waiting, in order: up to EVENTS_PER_ROUND events,
@@ -74,7 +64,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
     const events = (await eventsRepo.list(db, dialect, webhook.org_id, { after: positionFrom(webhook), newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
     if (events.length === 0) return false;
     const types = JSON.parse(webhook.event_types) as string[];
-    const secrets = await secretsOf(webhook, Date.now());
+    const secrets = await signingSecrets(db, dataKeys, webhook, Date.now());
     let w = webhook;
     // Events it does not subscribe to are passed over: the position moves past them with the next
     // write. The failures on record are the first event's (the one the position stops before):
@@ -92,7 +82,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
         continue;
       }
       const body = JSON.stringify({ ...toEvent(event), orgId: w.org_id });
-      const result = await sendWebhook(w.url, { id: event.id, body, secrets }, { timeoutMs, allowPrivate: deps.allowPrivate, userAgent: deps.userAgent, signal: stopping.signal });
+      const result = await sendWebhook(w.url, { id: event.id, body, secrets }, { timeoutMs, allowPrivate: deps.allowPrivate, userAgent: deps.userAgent ?? WEBHOOK_USER_AGENT, signal: stopping.signal });
       if (stopping.signal.aborted && result.error !== null) return false;
       const at = Date.now();
       const atIso = new Date(at).toISOString();

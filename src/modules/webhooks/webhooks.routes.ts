@@ -3,7 +3,7 @@ import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
 import { noStore, optionalBody, OrgParams, PageQuery } from '../../http/schemas.js';
-import { CreatedWebhookSchema, CreateWebhookBody, DeliveryList, RotatedSecretSchema, UpdateWebhookBody, WebhookList, WebhookParams, WebhookSchema } from './webhooks.schemas.js';
+import { CreatedWebhookSchema, CreateWebhookBody, DeliveryList, RotatedSecretSchema, UpdateWebhookBody, WebhookList, WebhookParams, WebhookSchema, WebhookTestSchema } from './webhooks.schemas.js';
 import type { WebhooksService } from './webhooks.service.js';
 
 const tags = ['webhooks'];
@@ -80,6 +80,21 @@ export function webhooksRoutes(app: App, deps: { webhooks: WebhooksService }): v
     reply.header('cache-control', 'no-store');
     return webhooks.rotateSecret(req.ctx, req.org!.id, req.params.id);
   });
+
+  app.post('/v1/orgs/:orgId/webhooks/:id/test', {
+    config: { auth: 'admin', operation: 'webhooks.test' },
+    schema: {
+      tags,
+      summary: 'Send a test delivery now, and see how the receiver answers',
+      description: 'One POST to the webhook\'s URL, signed as every delivery is, whether the webhook is on or off and whatever it subscribes to: '
+        + 'its body has an event\'s form, of type `webhook.test`, with `data` `{"test": true}` and an id of its own (its `webhook-id`). '
+        + 'It is not in the event log, and changes neither the webhook\'s state nor its deliveries. The answer waits for the receiver\'s, up to 10 seconds: '
+        + '`delivered` is true for a 2xx; otherwise `status` and `error` say what came back, or why nothing did.',
+      params: WebhookParams,
+      body: optionalBody(Type.Object({}, { additionalProperties: false })),
+      response: { 200: WebhookTestSchema },
+    },
+  }, async (req) => webhooks.test(req.ctx, req.org!.id, req.params.id));
 
   app.get('/v1/orgs/:orgId/webhooks/:id/deliveries', {
     config: { auth: 'admin', operation: 'webhooks.deliveries' },

@@ -67,6 +67,15 @@ export const RotatedSecretSchema = Type.Object({
   previousSecretExpiresAt: Type.Union([Timestamp, Type.Null()], { description: 'Until then deliveries carry a signature by the previous secret too.' }),
 });
 
+export const WebhookTestSchema = Type.Object({
+  eventId: Type.String({ description: 'The test delivery\'s `webhook-id` (and its body\'s `id`): one of its own, not an event of the log.' }),
+  delivered: Type.Boolean({ description: 'Whether the receiver took it: a 2xx within 10 seconds.' }),
+  status: Type.Union([Type.Integer(), Type.Null()], { description: 'The status the receiver answered, or null when none came.' }),
+  error: Type.Union([Type.String(), Type.Null()], { description: 'Why it is not a delivery (a status other than 2xx, a redirect, no answer in time, an address webhooks do not reach), or null.' }),
+  durationMs: Type.Integer(),
+});
+export type WebhookTestT = Static<typeof WebhookTestSchema>;
+
 export const DeliverySchema = Type.Object({
   id: Type.String(),
   eventId: Type.String({ description: 'The event delivered: also the `webhook-id` header, the same on every attempt.' }),

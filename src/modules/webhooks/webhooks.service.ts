@@ -12,17 +12,36 @@ import { eventsRepo, type EventPosition, type StoredEvent } from '../events/even
 import { isKnownEventType } from '../events/events.schemas.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
 import type { DataKeys } from '../secrets/data-keys.js';
+import { VERSION } from '../../platform/version.js';
 import { webhookUrlProblem } from './webhook-address.js';
-import { newWebhookSecret } from './webhook-sender.js';
+import { newWebhookSecret, sendWebhook } from './webhook-sender.js';
 import { webhooksRepo, type DeliveryRow, type WebhookRow } from './webhooks.repo.js';
-import type { Delivery, Webhook } from './webhooks.schemas.js';
+import type { Delivery, Webhook, WebhookTestT } from './webhooks.schemas.js';
 
 /** How long a rotated-out secret still signs deliveries, beside the new one. */
 export const PREVIOUS_SECRET_SECONDS = 24 * 3600;
 
+/** How a delivery introduces itself, and how long its answer is waited for. */
+export const WEBHOOK_USER_AGENT = `Slipway-Webhooks/${VERSION}`;
+export const DELIVERY_TIMEOUT_MS = 10_000;
+
+/** The type of a test delivery's body: never an event of the log, nor one a webhook subscribes to. */
+export const TEST_DELIVERY_TYPE = 'webhook.test';
+
 /** What a signing secret's sealing is bound to: the webhook and the secret's generation. */
 export const secretBinding = (orgId: string, id: string, generation: number, previous = false) =>
   `webhook/${orgId}/${id}/${generation}${previous ? '/previous' : ''}`;
+
+/** The secrets that sign a delivery: the current one, and the one before it while it is in force. */
+export async function signingSecrets(db: Executor, dataKeys: DataKeys, w: WebhookRow, now: number): Promise<string[]> {
+  const current = await dataKeys.openBound(db, w.data_key_id, secretBinding(w.org_id, w.id, w.secret_generation), w.secret_sealed);
+  const secrets = [current.toString('utf8')];
+  if (w.previous_secret_sealed !== null && w.previous_secret_expires_at !== null && Date.parse(w.previous_secret_expires_at) > now) {
+    const previous = await dataKeys.openBound(db, w.data_key_id, secretBinding(w.org_id, w.id, w.secret_generation, true), w.previous_secret_sealed);
+    secrets.push(previous.toString('utf8'));
+  }
+  return secrets;
+}
 
 export function positionOf(dialect: Dialect, row: StoredEvent): EventPosition {
   return dialect === 'postgres' ? { txId: String(row.tx_id), id: row.id } : { seq: Number(row.seq) };
@@ -203,6 +222,24 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
      * A new signing secret, in force at once. The one it replaces still signs, beside it, for
      * PREVIOUS_SECRET_SECONDS, so receivers can switch without refusing a delivery.
      */
+    /**
+     * Sends one test delivery now, signed as deliveries are, to the webhook's URL (off or on,
+     * whatever it subscribes to), and says how the receiver answered. Its body has the form of an
+     * event, of type `webhook.test`, with an id of its own; it is not in the event log, and it
+     * changes neither the webhook's state nor its deliveries.
+     */
+    async test(ctx: RequestContext, orgId: string, id: string): Promise<WebhookTestT> {
+      const w = await load(db, orgId, id);
+      const secrets = await signingSecrets(db, dataKeys, w, Date.now());
+      const eventId = newId('event');
+      const body = JSON.stringify({
+        id: eventId, type: TEST_DELIVERY_TYPE, actor: ctx.actor.id, requestId: ctx.requestId, subject: { type: 'webhook', id: w.id },
+        data: { test: true }, createdAt: new Date().toISOString(), orgId,
+      });
+      const result = await sendWebhook(w.url, { id: eventId, body, secrets }, { timeoutMs: DELIVERY_TIMEOUT_MS, allowPrivate: deps.allowPrivate, userAgent: WEBHOOK_USER_AGENT });
+      return { eventId, delivered: result.error === null, status: result.status, error: result.error, durationMs: result.durationMs };
+    },
+
     async rotateSecret(ctx: RequestContext, orgId: string, id: string): Promise<{ secret: string; previousSecretExpiresAt: string | null }> {
       const now = new Date();
       const secret = newWebhookSecret();
