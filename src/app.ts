@@ -338,6 +338,11 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     core.idempotency.prune().catch((err: unknown) => core.logger.warn({ err }, 'pruning expired idempotency keys failed'));
     core.secrets.purgeExpired().catch((err: unknown) => core.logger.warn({ err }, 'purging deleted secrets past retention failed'));
     core.runners.prune().catch((err: unknown) => core.logger.warn({ err }, 'forgetting runners long gone failed'));
+    if (config.deploymentLogRetentionDays > 0) {
+      core.deployments.removeExpiredLogs(config.deploymentLogRetentionDays)
+        .then((n) => { if (n > 0) core.logger.info({ deployments: n, retentionDays: config.deploymentLogRetentionDays }, 'removed the logs of deployments that ended past their retention'); })
+        .catch((err: unknown) => core.logger.warn({ err }, 'removing deployment logs past retention failed'));
+    }
   };
   const firstHousekeeping = setTimeout(housekeeping, HOUSEKEEPING_FIRST_MS);
   firstHousekeeping.unref();

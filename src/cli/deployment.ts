@@ -217,10 +217,11 @@ async function logs(settings: Parameters<typeof deploymentSession>[0], path: str
   let state = '';
   const print = (line: LogLineT) => process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${printable(line.line)}\n`);
   for (;;) {
-    const page = await call<{ lines: LogLineT[]; nextAfter: number; hasMore: boolean; state: string }>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`);
+    const page = await call<{ lines: LogLineT[]; nextAfter: number; hasMore: boolean; state: string; removedAt?: string }>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`);
     for (const line of page.lines) print(line);
     after = page.nextAfter;
     state = page.state;
+    if (page.removedAt !== undefined && !json) process.stderr.write(`slipway: the log of deployment ${id} was removed at ${page.removedAt}, its retention over (SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS)\n`);
     if (!page.hasMore) break;
   }
   if (followSeconds === null || FINISHED_STATES.has(state)) return 0;

@@ -56,6 +56,8 @@ export interface Config {
   rateLimits: RateLimits;
   /** Days a deleted secret can still be restored before it is purged. */
   secretRetentionDays: number;
+  /** Days a finished deployment's log is kept after it ended; 0: for good. */
+  deploymentLogRetentionDays: number;
   /** Seconds a runner lease lasts without a heartbeat. */
   runnerLeaseSeconds: number;
   /** Claims of one deployment before a lost or given-back lease fails it. */
@@ -118,6 +120,7 @@ export const CONFIG_VARIABLES = {
   rateLimitApi: 'SLIPWAY_RATE_LIMIT_API_PER_MINUTE',
   rateLimitRevoke: 'SLIPWAY_RATE_LIMIT_REVOKE_PER_HOUR',
   secretRetentionDays: 'SLIPWAY_SECRET_RETENTION_DAYS',
+  deploymentLogRetentionDays: 'SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS',
   runnerLeaseSeconds: 'SLIPWAY_RUNNER_LEASE_SECONDS',
   deploymentMaxAttempts: 'SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS',
   runnerHostTimeoutSeconds: 'SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS',
@@ -299,6 +302,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
       revokePerHour: int('rateLimitRevoke', 120, 1, 1_000_000_000),
     },
     secretRetentionDays: int('secretRetentionDays', 30, 0, 3650),
+    deploymentLogRetentionDays: int('deploymentLogRetentionDays', 0, 0, 36_500),
     runnerLeaseSeconds: int('runnerLeaseSeconds', 30, 2, 3600),
     deploymentMaxAttempts: int('deploymentMaxAttempts', 3, 1, 100),
     runnerHostTimeoutSeconds: int('runnerHostTimeoutSeconds', 60, 2, 86_400),

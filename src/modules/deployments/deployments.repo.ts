@@ -31,6 +31,12 @@ const orphanedSince = (cutoff: string) => (eb: ExpressionBuilder<Schema, 'deploy
   eb.or([eb('process_state', 'is', null), eb('process_state', '!=', 'stopped')]),
 ]);
 
+/**
+ * The predicate of the partial index deployments_logs_kept (migration 0024), word for word and with
+ * literals, not parameters: a query uses a partial index only when its WHERE clause says as much.
+ */
+export const LOGS_KEPT_AND_ENDED = sql<boolean>`logs_removed_at is null and state in ('failed', 'cancelled', 'superseded')`;
+
 export const deploymentsRepo = {
   /** Through the shared insert of SQL compiled once: every deployment created or rolled back comes here. */
   async insert(db: Executor, row: DeploymentRow): Promise<void> {
@@ -252,6 +258,22 @@ export const deploymentsRepo = {
 
   async insertLogs(db: Executor, rows: LogRow[]): Promise<void> {
     await insertRows(db, 'deployment_logs', rows);
+  },
+
+  /**
+   * Removes the logs of up to `limit` deployments that failed, were cancelled or were superseded
+   * before `cutoff` (their last change), oldest first, and says when on each; returns how many.
+   * Those serving keep theirs. Read through the partial index of those whose log is kept.
+   */
+  async removeLogsEndedBefore(db: Executor, cutoff: string, now: string, limit: number): Promise<number> {
+    const ended = await db.selectFrom('deployments').select('id')
+      .where(LOGS_KEPT_AND_ENDED).where('updated_at', '<', cutoff)
+      .orderBy('updated_at').limit(limit).execute();
+    if (ended.length === 0) return 0;
+    const ids = ended.map((r) => r.id);
+    await db.deleteFrom('deployment_logs').where('deployment_id', 'in', ids).execute();
+    await db.updateTable('deployments').set({ logs_removed_at: now }).where('id', 'in', ids).where('logs_removed_at', 'is', null).execute();
+    return ids.length;
   },
 
   async readLogs(db: Executor, deploymentId: string, after: number, limit: number): Promise<LogRow[]> {

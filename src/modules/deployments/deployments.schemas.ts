@@ -55,6 +55,7 @@ export const DeploymentSchema = Type.Object({
   startedAt: Type.Optional({ ...Timestamp, description: 'When a runner claimed the current attempt.' }),
   finishedAt: Type.Optional({ ...Timestamp, description: 'When it succeeded, failed or was cancelled.' }),
   reason: Type.Optional(Type.String({ description: 'Why it failed, was cancelled, re-queued or superseded, or why its process is stopped.' })),
+  logsRemovedAt: Type.Optional({ ...Timestamp, description: 'When its log was removed, SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS after it ended (failed, cancelled or superseded). Absent while it is kept.' }),
   lease: Type.Optional(Type.Object({
     runner: Type.String({ description: 'The runner service user holding the lease.' }),
     expiresAt: Timestamp,
@@ -134,4 +135,5 @@ export const LogPage = Type.Object({
   nextAfter: Type.Integer({ description: 'The sequence number to pass as `after` for the next page (or to follow the log).' }),
   hasMore: Type.Boolean({ description: 'More lines are already stored after this page.' }),
   state: { ...DeploymentStateSchema, description: 'The deployment\'s state now: a follower stops once it is final and `hasMore` is false.' },
+  removedAt: Type.Optional({ ...Timestamp, description: 'When the log was removed, its retention over (SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS): there are no lines to read. Absent while it is kept.' }),
 });

@@ -42,6 +42,9 @@ export interface SpecSources {
 }
 
 /** `snapshot` when the caller has it parsed already (it is the row's `snapshot` column). */
+/** Deployments whose logs are removed in one transaction (SQLite holds its write lock meanwhile). */
+const LOG_REMOVAL_BATCH = 50;
+
 export function toDeployment(row: DeploymentRow, snapshot = JSON.parse(row.snapshot) as Snapshot): Deployment {
   return {
     id: row.id,
@@ -60,6 +63,7 @@ export function toDeployment(row: DeploymentRow, snapshot = JSON.parse(row.snaps
     ...(row.started_at !== null ? { startedAt: row.started_at } : {}),
     ...(row.finished_at !== null ? { finishedAt: row.finished_at } : {}),
     ...(row.reason !== null ? { reason: row.reason } : {}),
+    ...(row.logs_removed_at !== null ? { logsRemovedAt: row.logs_removed_at } : {}),
     ...(row.state === 'in_progress' && row.claimed_by !== null && row.lease_expires_at !== null
       ? { lease: { runner: row.claimed_by, expiresAt: row.lease_expires_at } } : {}),
     ...(row.state === 'succeeded' && row.process_state !== null && row.host_seen_at !== null ? { process: processOf(row, row.process_reported_at ?? row.host_seen_at) } : {}),
@@ -233,7 +237,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       id: newId('deployment'), org_id: orgId, service_id: snapshot.service.id, environment_id: snapshot.environment.id,
       state: 'queued', attempt: 1, revision: fields.revision, description: fields.description, snapshot: JSON.stringify(snapshot),
       rollback_of: fields.rollback_of, promoted_from: fields.promoted_from ?? null, reason: null, lease_token: null, lease_expires_at: null, claimed_by: null,
-      log_seq: 0, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
+      log_seq: 0, logs_removed_at: null, created_by: ctx.actor.id, created_at: now, updated_at: now, started_at: null, finished_at: null, host_id: null, host_seen_at: null,
       process_state: null, process_exits: null, process_last_exit: null, process_reported_at: null, process_hostname: null, process_port: null,
     };
     await deploymentsRepo.insert(trx, full);
@@ -401,7 +405,23 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
         nextAfter: page.length > 0 ? page[page.length - 1]!.seq : after,
         hasMore: lines.length > limit,
         state: row.state as DeploymentState,
+        ...(row.logs_removed_at !== null ? { removedAt: row.logs_removed_at } : {}),
       };
+    },
+
+    /**
+     * Removes the logs of deployments that ended (failed, cancelled, superseded) more than
+     * `retentionDays` ago, a batch per transaction; those serving keep theirs. Returns how many
+     * deployments' logs went.
+     */
+    async removeExpiredLogs(retentionDays: number, now = new Date()): Promise<number> {
+      const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
+      let removed = 0;
+      for (;;) {
+        const n = await db.transaction().execute((trx) => deploymentsRepo.removeLogsEndedBefore(trx, cutoff, now.toISOString(), LOG_REMOVAL_BATCH));
+        removed += n;
+        if (n < LOG_REMOVAL_BATCH) return removed;
+      }
     },
 
     /** Across every organization: deployments waiting and running, and the oldest one waiting (metrics). */

@@ -207,6 +207,8 @@ export interface DeploymentsTable {
   claimed_by: string | null;
   /** Sequence number of the last log line. */
   log_seq: number;
+  /** When its log was removed, its retention over (SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS); null while it is kept. */
+  logs_removed_at: string | null;
   created_by: string | null;
   created_at: string;
   updated_at: string;
