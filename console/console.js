@@ -533,7 +533,9 @@ async function deploymentView(org, id) {
   const base = `/v1/orgs/${encodeURIComponent(org)}/deployments/${encodeURIComponent(id)}`;
   let d = await api('GET', base);
   const head = h('div', { class: 'card' });
-  const logBox = h('pre', { class: 'log', id: 'deployment-log' }, 'No log lines yet: they appear here as the runner sends them.');
+  const logBox = h('pre', { class: 'log', id: 'deployment-log' }, d.logsRemovedAt
+    ? `Its log was removed at ${d.logsRemovedAt}, its retention over (SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS).`
+    : 'No log lines yet: they appear here as the runner sends them.');
   const actions = h('div', { class: 'row' });
   const drawHead = () => {
     fill(head,

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { chromium, type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, TEST_DB, type TestServer } from '../support/harness.js';
@@ -322,6 +323,10 @@ describe('console in a browser', { skip: browserSkip }, () => {
 
     await page.goto(`${server.url}/console/#/o/default/deployments?state=cancelled`);
     await page.waitForSelector(`a:has-text("${id}")`);
+    // A log removed past its retention says so where the log would be.
+    await sql`update deployments set logs_removed_at = ${'2026-01-02T03:04:05.000Z'} where id = ${id}`.execute(server.core.db);
+    await page.goto(`${server.url}/console/#/o/default/deployments/${id}`);
+    await page.waitForSelector('#deployment-log >> text=Its log was removed at 2026-01-02T03:04:05.000Z');
     await page.goto(`${server.url}/console/#/o/default/events?type=deployment.state_changed`);
     await page.waitForSelector('td >> text=deployment.state_changed');
     // Newest first: the success just reported heads the log; oldest first, it does not.
