@@ -41,6 +41,10 @@ export const DEPLOYMENT_USAGE = [
   'slipway deployment rollback (--service S --environment ENV | --to DEP) [--description D] [--wait [--timeout S]] [--json]   (slipway deployment --help)',
 ];
 
+export const EVENTS_USAGE = [
+  'slipway events [--type T] [--subject ID] [--limit N] [--follow] [--json]   (the audit log; slipway events --help)',
+];
+
 export const ENVIRONMENT_USAGE = [
   'slipway environment show --environment ENV [--json]',
   'slipway environment lock --environment ENV --reason R [--json]',

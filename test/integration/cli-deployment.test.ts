@@ -3,12 +3,13 @@
 // rolls a service back in an environment to what served there before (or to a deployment named),
 // following the rollback with --wait; the runner's side is played over the protocol.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createEnvironment, createService, deploy, newRunner, ship, type RunnerClient } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventually, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
-import { runCli, type CliResult } from '../support/processes.js';
+import { CLI_ENTRY, runCli, type CliResult } from '../support/processes.js';
 
 describe('slipway deployment', () => {
   let f: OrgFixture;
@@ -16,10 +17,12 @@ describe('slipway deployment', () => {
   let viewer: Actor;
   let runner: RunnerClient;
 
-  const as = (who: Actor, args: string[]): Promise<CliResult> => runCli(['deployment', ...args], {
-    SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
+  /** A service user's credentials in the environment, as a CI job or a shell has them. */
+  const credentials = (who: Actor) => ({
+    PATH: process.env.PATH ?? '', SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
     SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
   });
+  const as = (who: Actor, args: string[]): Promise<CliResult> => runCli(['deployment', ...args], credentials(who));
 
   before(async () => {
     f = await startWithOrg();
@@ -141,6 +144,41 @@ describe('slipway deployment', () => {
     const refused = await as(viewer, ['rollback', '--to', v1.id]);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /^slipway: .*developer/m);
+  });
+
+  it('slipway events prints the last events, oldest first, and follows those committed from then on', async () => {
+    const first = await createEnvironment(f.admin.http, f.orgId);
+    const second = await createEnvironment(f.admin.http, f.orgId);
+    const last = await runCli(['events', '--type', 'environment.*', '--limit', '2'], credentials(f.admin));
+    assert.equal(last.code, 0, last.stderr);
+    const lines = last.stdout.trim().split('\n');
+    assert.equal(lines.length, 2);
+    assert.match(lines[0]!, new RegExp(`^\\S+  environment\\.created  environment ${first.id}  by ${f.admin.id}  \\{.*"name":"${first.name}"`));
+    assert.match(lines[1]!, new RegExp(`  environment\\.created  environment ${second.id}  `));
+    const asJson = await runCli(['events', '--subject', second.id, '--json'], credentials(f.admin));
+    assert.deepEqual(asJson.stdout.trim().split('\n').map((l) => JSON.parse(l).type), ['environment.created']);
+
+    // Followed: what is committed after it started comes, in order, a JSON object a line.
+    const follower = spawn(process.execPath, [CLI_ENTRY, 'events', '--follow', '--type', 'environment.*', '--limit', '1', '--json'], { env: credentials(f.admin), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    follower.stdout.on('data', (c: Buffer) => { out += c.toString('utf8'); });
+    const exited = new Promise<NodeJS.Signals | number | null>((resolve) => follower.on('exit', (code, signal) => resolve(signal ?? code)));
+    const seen = (id: string) => eventually(`${id} followed`, async () => (out.includes(id) ? true : undefined));
+    await seen(second.id);
+    const third = await createEnvironment(f.admin.http, f.orgId);
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${third.id}`, { description: 'changed' })).status, 200);
+    await seen(`"type":"environment.updated"`);
+    follower.kill('SIGINT');
+    assert.equal(await exited, 'SIGINT');
+    assert.deepEqual(out.trim().split('\n').map((l) => JSON.parse(l)).map((e) => [e.type, e.subject.id]),
+      [['environment.created', second.id], ['environment.created', third.id], ['environment.updated', third.id]]);
+
+    const refused = await runCli(['events'], credentials(developer));
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^slipway: .*admin/m);
+    const usage = await runCli(['events', '--limit', '500'], credentials(f.admin));
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /--limit must be a whole number from 1 to 200/);
   });
 
   it('refuses bad usage with exit 2 before calling anything', async () => {

@@ -159,7 +159,7 @@ describe('slipway CLI: usage, help and errors', () => {
       // --help wins, after a flag the command does not know too.
       for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
         ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help'],
-        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help'], ['version', '--help'], ['version', 'help']]) {
+        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help'], ['version', '--help'], ['version', 'help'], ['events', 'help'], ['events', '--follow', '--help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stdout, /usage/i, args.join(' '));
@@ -232,7 +232,7 @@ describe('slipway CLI: usage, help and errors', () => {
     const readme = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
     const sentence = /^Environment variables, each also a flag of every command but (.*)$/m.exec(readme)?.[1] ?? '';
     const help = (await runCli(['--help'], {})).stdout;
-    for (const [command, ...sub] of [['runner'], ['deploy'], ['deployment', 'list'], ['environment', 'show'], ['secret', 'list']]) {
+    for (const [command, ...sub] of [['runner'], ['deploy'], ['deployment', 'list'], ['environment', 'show'], ['secret', 'list'], ['events']]) {
       const refused = await runCli([command!, ...sub, '--data-dir', dataDir], {});
       assert.equal(refused.code, 2, `${command}: ${refused.stderr}`);
       assert.match(refused.stderr, /Unknown option '--data-dir'/, command);

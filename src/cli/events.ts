@@ -1,0 +1,89 @@
+// `slipway events`: an organization's event log through the API, as a service user of admin's role
+// or above: what happened lately, oldest first, and with --follow what happens from then on, as it
+// is committed, a line an event (with --json, a JSON object a line, for a log shipper or a SIEM).
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Event } from '../modules/events/events.schemas.js';
+import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, patientCaller } from './api-client.js';
+import { printWarning, UsageError } from './args.js';
+import { flagTable, printable } from './output.js';
+import { EVENTS_USAGE } from './usage.js';
+
+/** How long a call is tried again while the server is unavailable. */
+const RETRY_MS = 60_000;
+const LIMIT_DEFAULT = 20;
+const LIMIT_MAX = 200;
+/** Between two looks for events appended since, when following. */
+const FOLLOW_PAUSE_MS = 2_000;
+
+const FLAGS = {
+  ...API_CLIENT_FLAGS,
+  type: { type: 'string' },
+  subject: { type: 'string' },
+  limit: { type: 'string' },
+  follow: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const EVENTS_HELP = `usage:
+${EVENTS_USAGE.map((line) => `  ${line}\n`).join('')}
+The organization's event log (its audit log) through the API, as a service user of admin's role or
+above: the last ${LIMIT_DEFAULT} events (--limit up to ${LIMIT_MAX}), oldest first, a line each: when, the type,
+what it is about, who, and its data (events never hold a secret value). --type takes a type or a
+family (secret.*); --subject an id (dep_…, whk_…, a secret's id). With --follow it goes on printing
+the events committed from then on, in commit order, until it is stopped (Ctrl-C). With --json each
+event is one JSON object on a line, as GET …/events shows it.
+
+Exit status: 0 done; 1 refused by the server or unreachable (tried again for ${RETRY_MS / 1000} s); 2 a usage
+error; 130 or 143 stopped by a signal while following. Credentials come from flags, SLIPWAY_*
+variables or a credentials file, in that order:
+
+${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
+
+interface EventPage {
+  events: Event[];
+  nextCursor: string | null;
+  resumeCursor: string | null;
+}
+
+/** One event as a line: when, type, subject, actor, data. */
+function eventLine(e: Event): string {
+  return printable(`${e.createdAt}  ${e.type}  ${e.subject.type} ${e.subject.id}  by ${e.actor ?? '—'}  ${JSON.stringify(e.data)}`);
+}
+
+export async function eventsCommand(argv: string[], env: Record<string, string | undefined>): Promise<number> {
+  const flags = commandFlags(argv, FLAGS, EVENTS_HELP);
+  if (flags === null) return 0;
+  const json = flags.json === true;
+  for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
+  const filter = new URLSearchParams();
+  for (const flag of ['type', 'subject'] as const) {
+    const value = flags[flag];
+    if (value === '') throw new UsageError(`--${flag} is empty (an unset variable?): give one, or leave the flag out`);
+    if (typeof value === 'string') filter.set(flag, value);
+  }
+  let limit = LIMIT_DEFAULT;
+  if (typeof flags.limit === 'string') {
+    if (!/^\d+$/.test(flags.limit) || Number(flags.limit) < 1 || Number(flags.limit) > LIMIT_MAX) throw new UsageError(`--limit must be a whole number from 1 to ${LIMIT_MAX}, got "${flags.limit}"`);
+    limit = Number(flags.limit);
+  }
+  const settings = apiClientSettings(flags, env);
+  const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: '' });
+  const path = `/v1/orgs/${encodeURIComponent(settings.orgId)}/events`;
+  const print = (e: Event) => process.stdout.write(json ? `${JSON.stringify(e)}\n` : `${eventLine(e)}\n`);
+
+  // The last `limit`, read newest first and printed oldest first; its resume cursor is where following starts.
+  const latest = await call<EventPage>('GET', `${path}?${new URLSearchParams([...filter, ['order', 'newest'], ['limit', String(limit)]])}`);
+  for (const e of [...latest.events].reverse()) print(e);
+  if (flags.follow !== true) return 0;
+  let cursor = latest.resumeCursor;
+  for (;;) {
+    const query = new URLSearchParams([...filter, ['limit', String(LIMIT_MAX)]]);
+    if (cursor !== null) query.set('cursor', cursor);
+    const page = await call<EventPage>('GET', `${path}?${query}`);
+    for (const e of page.events) print(e);
+    cursor = page.nextCursor ?? page.resumeCursor ?? cursor;
+    if (page.nextCursor === null) await sleep(FOLLOW_PAUSE_MS);
+  }
+}
