@@ -2,9 +2,10 @@
 // while a deployment is queued or in progress.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Actor, TestServer } from '../support/harness.js';
+import { sql } from 'kysely';
+import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import {
-  assertHiddenFromOtherOrgs, assertOneChain, createEnvironment, createService, deploy, eventsOf, ship, startDeployFixture, unique, type DeployFixture,
+  assertHiddenFromOtherOrgs, assertOneChain, createEnvironment, createService, deploy, eventsOf, holding, lockWaiters, ship, startDeployFixture, unique, type DeployFixture,
 } from '../support/deployments.js';
 
 describe('environments', () => {
@@ -186,6 +187,32 @@ describe('environments', () => {
     assert.equal((await developer.http.post(`/v1/orgs/${orgId}/deployments/${made.id}/cancel`)).status, 200);
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 204);
     assert.equal((await viewer.http.get(`/v1/orgs/${orgId}/deployments/${made.id}`)).status, 404);
+  });
+
+  it('deletes an environment and one of its services at the same moment without a deadlock, each with its deployments', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    // By id: two that succeeded, then two that failed, each with a log line. The environment's
+    // deletion reaches them by id; the service's by state (failed first), then id.
+    const ids: string[] = [];
+    for (const outcome of ['succeeded', 'succeeded', 'failed', 'failed'] as const) {
+      const made = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+      const claim = await f.runner.take({ environments: [env.name], waitSeconds: 0 });
+      assert.equal((await f.runner.logs(made.id, { leaseToken: claim.lease.token, lines: [{ stream: 'stdout', line: 'a line' }] })).status, 200);
+      assert.equal((await f.runner.complete(made.id, claim.lease.token, outcome, outcome === 'failed' ? 'it failed' : undefined)).status, 200);
+      ids.push(made.id);
+    }
+    // The second one's log held, so that both deletions are under way when it is let go.
+    const commit = await holding(server, (trx) => sql`select 1 from deployment_logs where deployment_id = ${ids[1]} for key share`.execute(trx));
+    const envDeleted = admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}?force=true`);
+    await lockWaiters(server, 1);
+    const svcDeleted = admin.http.delete(`/v1/orgs/${orgId}/services/${svc.id}?force=true`);
+    await lockWaiters(server, 2);
+    await commit();
+    const [e, s] = await Promise.all([envDeleted, svcDeleted]);
+    assert.deepEqual([e.status, s.status], [204, 204], `${e.text} ${s.text}`);
+    const left = await server.core.db.selectFrom('deployments').select('id').where('id', 'in', ids).execute();
+    assert.deepEqual(left, []);
   });
 
   it('shows the active (succeeded) deployment of each service', async () => {

@@ -3,7 +3,7 @@
 // otherwise the finished ones and their logs go with it. The event log keeps the record of what
 // was deployed.
 import type { RequestContext } from '../../platform/context.js';
-import { isForeignKeyViolation, type Db, type Executor } from '../../platform/db/database.js';
+import { isForeignKeyViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { UNFINISHED_STATES } from './deployment-state.js';
@@ -40,7 +40,7 @@ function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, '
  * in one transaction. The event names the deployments that served until then (`stoppedServing`):
  * a reader of the event log learns there that they no longer run.
  */
-export async function deleteWithDeployments<R extends { id: string; name: string }>(db: Db, ctx: RequestContext, orgId: string, idOrName: string, owner: DeploymentOwner<R>): Promise<void> {
+export async function deleteWithDeployments<R extends { id: string; name: string }>(db: Db, dialect: Dialect, ctx: RequestContext, orgId: string, idOrName: string, owner: DeploymentOwner<R>): Promise<void> {
   const { kind } = owner;
   const column = kind === 'environment' ? 'environment_id' : 'service_id';
   const now = new Date().toISOString();
@@ -51,7 +51,7 @@ export async function deleteWithDeployments<R extends { id: string; name: string
       const blocking = await deploymentsRepo.withStates(trx, column, row.id, owner.refuseServing ? [...UNFINISHED_STATES, 'succeeded'] : UNFINISHED_STATES, 20);
       if (blocking.length > 0) throw inUse(kind, row.name, blocking);
       const serving = owner.refuseServing ? [] : await deploymentsRepo.withStates(trx, column, row.id, ['succeeded'], MAX_SERVING_LISTED);
-      const deleted = await deploymentsRepo.deleteAllOf(trx, column, row.id, UNFINISHED_STATES);
+      const deleted = await deploymentsRepo.deleteAllOf(trx, column, row.id, UNFINISHED_STATES, dialect === 'postgres');
       await owner.delete(trx, row.id);
       await appendEvents(trx, ctx, [{
         orgId, type: `${kind}.deleted`, subject: { type: kind, id: row.id },

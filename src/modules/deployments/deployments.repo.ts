@@ -217,7 +217,11 @@ export const deploymentsRepo = {
    * logs. A deployment in such a state that a concurrent request created stays, and then blocks
    * the service's or environment's own deletion by its foreign key.
    */
-  async deleteAllOf(db: Executor, column: 'service_id' | 'environment_id', id: string, keep: readonly string[]): Promise<number> {
+  async deleteAllOf(db: Executor, column: 'service_id' | 'environment_id', id: string, keep: readonly string[], lock: boolean): Promise<number> {
+    // PostgreSQL: the rows locked first, in id order. An environment's deletion and a service's
+    // share the deployments of that pair, which each would otherwise reach through its own index
+    // (by id, or by state and id), locking their logs in orders that can cross: a deadlock.
+    if (lock) await db.selectFrom('deployments').select('id').where(column, '=', id).where('state', 'not in', keep).orderBy('id').forUpdate().execute();
     await db.deleteFrom('deployment_logs')
       .where('deployment_id', 'in', (eb) => eb.selectFrom('deployments').select('id').where(column, '=', id).where('state', 'not in', keep))
       .execute();

@@ -197,7 +197,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
      * service serves in it; its finished deployments go with it.
      */
     async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
-      await deleteWithDeployments(db, ctx, orgId, idOrName, { kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force });
+      await deleteWithDeployments(db, deps.dialect, ctx, orgId, idOrName, { kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force });
     },
   };
 }

@@ -135,7 +135,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
      * serves somewhere; its finished deployments go with it.
      */
     async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean; expected?: Expected } = { force: false }): Promise<void> {
-      await deleteWithDeployments(db, ctx, orgId, idOrName, {
+      await deleteWithDeployments(db, deps.dialect, ctx, orgId, idOrName, {
         kind: 'service', load: loadForChange, delete: servicesRepo.delete, refuseServing: !opts.force,
         check: (row) => checkExpected(tagOf(row), opts.expected),
       });
