@@ -118,14 +118,20 @@ describe('environment locks', () => {
     assert.deepEqual((await f.viewer.http.get(`/v1/orgs/${f.orgId}/deployments?environment=${env.id}`)).body.deployments, []);
   });
 
-  it('makes a lock wait for a deployment being made, which it then does not refuse', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
-    const svc = await createService(f.developer.http, f.orgId);
+  it('makes a lock, and a change of protection or configuration, wait for a deployment being made', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
     const env = await createEnvironment(f.admin.http, f.orgId);
-    // A deployment between its read of the environment and its commit.
-    const commit = await holding(f.server, (trx) => sql`select 1 from environments where id = ${env.id} for key share`.execute(trx));
-    const locking = f.admin.http.put(lockPath(env), { reason: 'freeze' });
-    await lockWaiters(f.server, 1);
-    await commit();
-    assert.equal((await locking).status, 200);
+    for (const change of [
+      () => f.admin.http.put(lockPath(env), { reason: 'freeze' }),
+      () => f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${env.id}`, { protected: true }),
+      () => f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${env.id}`, { variables: { STAGE: 'frozen' } }),
+    ]) {
+      // A deployment between its read of the environment and its commit: made as the environment
+      // was, so the change waits for it, not answering before a deployment it would have refused.
+      const commit = await holding(f.server, (trx) => sql`select 1 from environments where id = ${env.id} for key share`.execute(trx));
+      const changing = change();
+      await lockWaiters(f.server, 1);
+      await commit();
+      assert.equal((await changing).status, 200);
+    }
   });
 });

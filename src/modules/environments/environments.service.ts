@@ -144,7 +144,10 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
       const now = new Date().toISOString();
       try {
         return await db.transaction().execute(async (trx) => {
-          const current = await loadForChange(trx, orgId, idOrName);
+          // Held as a lock is (FOR UPDATE): a change of its protection or its configuration waits for
+          // the deployments being made into it, which read the row FOR KEY SHARE, and they for it.
+          // Once it has answered, none is made as the environment was before.
+          const current = await loadEnvironment(trx, orgId, idOrName, deps.dialect === 'postgres' ? 'freeze' : false);
           // As an organization's: the event says what changed from what, and no change appends none.
           const before = toEnvironment(current);
           const changes = changesOf(['name', 'description', 'protected'], before, patch);
