@@ -40,10 +40,12 @@ export const orgsRepo = {
   /**
    * Holds the organization's row until the transaction ends (an UPDATE that changes nothing, which
    * works alike on both databases): changes that must see each other's outcome, such as removing
-   * owners, take it first and so run one after another.
+   * owners, take it first and so run one after another. One deleted meanwhile (the change waited
+   * for its deletion) is the 404 its requests get from then on.
    */
   async hold(db: Executor, id: string): Promise<void> {
-    await db.updateTable('organizations').set((eb) => ({ updated_at: eb.ref('updated_at') })).where('id', '=', id).execute();
+    const held = await db.updateTable('organizations').set((eb) => ({ updated_at: eb.ref('updated_at') })).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
+    if (Number(held.numUpdatedRows) === 0) throw errors.notFound('organization', id);
   },
 
   async update(db: Executor, id: string, patch: Partial<Pick<OrgRow, 'slug' | 'name' | 'external_id'>>, at: string): Promise<OrgRow | undefined> {
