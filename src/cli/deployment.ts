@@ -6,9 +6,9 @@ import { unknownVariables, unknownVariableWarning } from '../platform/unknown-va
 import { untilAvailable } from '../runner-agent/http-call.js';
 import type { Deployment, LogLineT } from '../modules/deployments/deployments.schemas.js';
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags, within } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
-import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, waitSecondsOf, type FollowedDeployment } from './follow.js';
+import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { DEPLOYMENT_USAGE } from './usage.js';
 
@@ -29,7 +29,7 @@ const ID = { id: { type: 'string' } } as const;
 const WAIT = { wait: { type: 'boolean' }, timeout: { type: 'string' } } as const;
 
 const SUBCOMMANDS = {
-  list: { ...COMMON, service: { type: 'string' }, environment: { type: 'string' }, state: { type: 'string', multiple: true }, limit: { type: 'string' } },
+  list: { ...COMMON, service: { type: 'string' }, environment: { type: 'string' }, state: { type: 'string', multiple: true }, limit: { type: 'string' }, cursor: { type: 'string' } },
   show: { ...COMMON, ...ID },
   logs: { ...COMMON, ...ID, follow: { type: 'boolean' }, timeout: { type: 'string' } },
   changes: { ...COMMON, ...ID, against: { type: 'string' } },
@@ -44,20 +44,24 @@ read logs and changes; developer and above to cancel and roll back (admin or own
 environment).
 
   list      newest first, ${LIST_DEFAULT} by default (--limit up to ${LIST_MAX}); --service, --environment and
-            --state (repeatable: ${STATES.join(', ')}) narrow it
+            --state (repeatable: ${STATES.join(', ')}) narrow it. When more
+            follow, it says which --cursor gets them (--json: nextCursor)
   show      one deployment: what it runs, its state and why, who made it, its process
-  logs      its log from the start, on stdout; --follow keeps reading until the deployment ended
-            (for --timeout seconds at most, a day by default)
+  logs      its log from the start, on stdout (--json: one JSON object a line, with seq, attempt,
+            stream and at); --follow keeps reading until the deployment ended, for --timeout
+            seconds at most (a day by default)
   changes   what it changes against what it replaced (--against DEP: another deployment)
   cancel    a queued or in-progress deployment (--reason says why)
   rollback  a new deployment of an earlier one's exact snapshot. With --service and --environment,
             to what served there before what serves now (the newest superseded deployment: a
-            second rollback goes back again); --to DEP names the deployment instead. --wait follows
-            it to its end as slipway deploy --wait does (exit 0 only when it succeeded)
+            second rollback undoes the first), refused while one of them there is queued or in
+            progress; --to DEP names the deployment instead. --wait follows it to its end as
+            slipway deploy --wait does (exit 0 only when it succeeded)
 
 Exit status: 0 done (rollback --wait: succeeded); 1 refused by the server, unreachable (tried again
-for ${RETRY_MS / 1000} s), nothing to roll back to, or a rollback that failed, was cancelled or was still
-running when --timeout ran out; 2 a usage error; 130 or 143 interrupted (a rollback goes on).
+for ${RETRY_MS / 1000} s), nothing to roll back to or a deployment in flight, a rollback that failed, was
+cancelled or was still running when --timeout ran out, or a log still followed then; 2 a usage
+error; 130 or 143 interrupted (a rollback, a deployment followed, goes on).
 Credentials come from flags, SLIPWAY_* variables or a credentials file, in that order:
 
 ${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
@@ -134,9 +138,9 @@ function printDeployment(d: Deployment): void {
 /** Changes as rows: what, before, after. */
 function printChanges(c: DeploymentChangesT): void {
   const show = (value: unknown) => value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value);
-  process.stdout.write(c.against === null
-    ? `${c.deployment}: the first of its service in its environment; everything is added\n`
-    : `${c.deployment} against ${c.against.id} (${c.against.state}${c.against.revision !== null ? ` at ${c.against.revision}` : ''} in ${c.against.environment.name})\n`);
+  process.stdout.write(`${printable(c.against === null
+    ? `${c.deployment}: the first of its service in its environment; everything is added`
+    : `${c.deployment} against ${c.against.id} (${c.against.state}${c.against.revision !== null ? ` at ${c.against.revision}` : ''} in ${c.against.environment.name})`)}\n`);
   const rows: Array<Record<string, string>> = [];
   if (c.revision !== null) rows.push({ what: 'revision', change: 'changed', from: c.revision.from ?? '—', to: c.revision.to ?? '—' });
   for (const s of c.spec) rows.push({ what: s.field, change: s.change, from: show(s.from), to: show(s.to) });
@@ -177,9 +181,14 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
         if (value !== undefined) query.set(flag, value);
       }
       for (const state of states) query.append('state', state);
-      const { deployments } = await call<{ deployments: Deployment[] }>('GET', `/v1/orgs/${org}/deployments?${query}`);
-      if (json) printJson({ deployments });
-      else printTable(deployments.map(oneLine), ['id', 'service', 'environment', 'revision', 'state', 'created', 'by']);
+      const cursor = text(flags, 'cursor', 'the cursor a list before said');
+      if (cursor !== undefined) query.set('cursor', cursor);
+      const { deployments, nextCursor } = await call<{ deployments: Deployment[]; nextCursor: string | null }>('GET', `/v1/orgs/${org}/deployments?${query}`);
+      if (json) printJson({ deployments, nextCursor });
+      else {
+        printTable(deployments.map(oneLine), ['id', 'service', 'environment', 'revision', 'state', 'created', 'by']);
+        if (nextCursor !== null) process.stderr.write(`slipway: more follow: the same command with --cursor ${nextCursor}\n`);
+      }
       return 0;
     }
     case 'show': {
@@ -229,12 +238,20 @@ async function logs(settings: Parameters<typeof deploymentSession>[0], path: str
   try {
     const format = json ? (line: LogLineT) => JSON.stringify(line) : undefined;
     let followed: Awaited<ReturnType<typeof followLog>>;
+    const reading = within(session.stop, RETRY_MS);
     try {
-      const deployment = await untilAvailable(() => session.call<FollowedDeployment>('GET', path, session.stop), { signal: session.stop });
+      const deployment = await untilAvailable(() => session.call<FollowedDeployment>('GET', path, reading.signal), {
+        signal: reading.signal,
+        onRetry: (error, n) => { if (n === 1) session.say(`slipway: the server is unavailable, trying again for up to ${RETRY_MS / 1000} s: ${error.message}`); },
+      });
+      reading.clear();
       followed = await followLog(session, deployment, { waitMs: followSeconds * 1000, out: process.stdout, after, ...(format !== undefined ? { format } : {}) });
     } catch (error) {
+      if (reading.timedOut()) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s: stopped following deployment ${id}, which goes on`);
       if (session.signalled() === null) throw error;
       followed = { state, end: 'interrupted' };
+    } finally {
+      reading.clear();
     }
     if (followed.end === 'interrupted') return interrupted(json, session.signalled() ?? 'SIGTERM', `while following deployment ${id} (${followed.state}); it goes on`, id);
     if (followed.end === 'timed-out') return failed(json, 'wait_timeout', `stopped following after ${followSeconds} s: deployment ${id} is still ${followed.state}, and goes on`, id);
@@ -252,31 +269,44 @@ async function rollback(flags: Flags, env: Env, json: boolean): Promise<number> 
   const settings = apiClientSettings(flags, env);
   const session = deploymentSession(settings, json);
   try {
-    let to: FollowedDeployment | undefined;
+    let plan: RollbackPlan | undefined;
     const made = await session.make(async (signal, key) => {
-      to ??= 'to' in target ? { id: target.to } as FollowedDeployment : await session.lookUp(() => servedBefore(session, signal, target.service, target.environment));
-      return session.call<FollowedDeployment>('POST', `${deploymentPath(session.org, to.id)}/rollback`, signal, description !== undefined ? { description } : {}, { 'idempotency-key': key });
+      plan ??= 'to' in target ? { to: target.to, said: null } : await session.lookUp(() => servedBefore(session, signal, target.service, target.environment));
+      return session.call<FollowedDeployment>('POST', `${deploymentPath(session.org, plan.to)}/rollback`, signal, description !== undefined ? { description } : {}, { 'idempotency-key': key });
     });
     if (typeof made === 'number') return made;
+    if (plan?.said) session.say(plan.said);
     return await session.finish(made, waitSeconds);
   } finally {
     session.close();
   }
 }
 
+/** The deployment to roll back to, and what to say of it once the rollback is made. */
+interface RollbackPlan {
+  to: string;
+  said: string | null;
+}
+
 /**
  * What served `service` in `environment` before what serves it now: its newest superseded
- * deployment there. Said on stderr, with what serves now, before anything is asked for.
+ * deployment there. Refused while one of the pair is queued or in progress: what serves is about to
+ * change, and a rollback worked out now would skip what comes (or roll a good one back for a
+ * deployment that fails).
  */
-async function servedBefore(session: ReturnType<typeof deploymentSession>, signal: AbortSignal, service: string, environment: string): Promise<FollowedDeployment> {
-  const list = (state: string) => session.call<{ deployments: FollowedDeployment[] }>('GET',
-    `/v1/orgs/${session.org}/deployments?${new URLSearchParams({ service, environment, state, limit: '1' })}`, signal);
-  const [current] = (await list('succeeded')).deployments;
-  const [before] = (await list('superseded')).deployments;
-  if (before === undefined) {
-    throw new Error(`nothing to roll back to: no deployment of ${service} in ${environment} served before ${current !== undefined ? `${current.id}${current.revision !== null ? ` (${current.revision})` : ''}, which serves now` : 'now (none serves)'}; nothing was created`);
-  }
+async function servedBefore(session: ReturnType<typeof deploymentSession>, signal: AbortSignal, service: string, environment: string): Promise<RollbackPlan> {
+  const list = async (...states: string[]) => (await session.call<{ deployments: FollowedDeployment[] }>('GET',
+    `/v1/orgs/${session.org}/deployments?${new URLSearchParams([['service', service], ['environment', environment], ...states.map((s): [string, string] => ['state', s]), ['limit', '1']])}`, signal)).deployments[0];
   const label = (d: FollowedDeployment) => `${d.id}${d.revision !== null ? ` (${d.revision})` : ''}`;
-  session.say(`rolling ${service} in ${environment} back${current !== undefined ? ` from ${label(current)}` : ''} to ${label(before)}`);
-  return before;
+  const coming = await list('queued', 'in_progress');
+  if (coming !== undefined) {
+    throw new Refused('deployment_in_flight', `${label(coming)} is ${coming.state === 'queued' ? 'queued' : 'in progress'} for ${service} in ${environment}, so what serves there is about to change: `
+      + `wait for it (slipway deployment logs --id ${coming.id} --follow) or cancel it, then roll back, or name the deployment to roll back to with --to; nothing was created`);
+  }
+  const current = await list('succeeded');
+  const before = await list('superseded');
+  if (before === undefined) {
+    throw new Refused('nothing_to_roll_back', `nothing to roll back to: no deployment of ${service} in ${environment} served before ${current !== undefined ? `${label(current)}, which serves now` : 'now (none serves)'}; nothing was created`);
+  }
+  return { to: before.id, said: `rolling ${service} in ${environment} back${current !== undefined ? ` from ${label(current)}` : ''} to ${label(before)}` };
 }

@@ -41,7 +41,7 @@ export interface Follower {
   org: string;
   /** Aborted by a signal: the following stops, not the deployment. */
   stop: AbortSignal;
-  /** A line for the person watching (stderr), unless the command prints JSON. */
+  /** A line for the person watching (stderr, printable), unless the command prints JSON. */
   say: (line: string) => void;
 }
 
@@ -58,6 +58,16 @@ export function waitSecondsOf(flags: { wait?: unknown; timeout?: unknown }, comm
     throw new UsageError(`--timeout must be a whole number of seconds from 1 to ${WAIT_MAX_SECONDS}, got "${flags.timeout}"`);
   }
   return Number(flags.timeout);
+}
+
+/**
+ * What a command refuses to do by its own rules, with a code for --json (`nothing_to_roll_back`),
+ * before it asked the server for anything.
+ */
+export class Refused extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
 }
 
 export const FINISHED_STATES = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
@@ -197,7 +207,8 @@ export function deploymentSession(settings: ApiClientSettings, json: boolean) {
   let lookingUp = false;
   const call: ApiCall = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s`, signal: stop.signal }), () => { if (!lookingUp) sent = true; });
   const org = encodeURIComponent(settings.orgId);
-  const say = (line: string) => { if (!json) process.stderr.write(`${line}\n`); };
+  // What the server holds (a revision, a reason) shown, not sent to the terminal.
+  const say = (line: string) => { if (!json) process.stderr.write(`${printable(line)}\n`); };
   const onSignal = (signal: NodeJS.Signals) => { signalled ??= signal; stop.abort(new Error(`interrupted (${signal})`)); };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -236,6 +247,8 @@ export function deploymentSession(settings: ApiClientSettings, json: boolean) {
         });
       } catch (error) {
         if (signalled !== null) return interrupted(json, signalled, sent ? 'before the server answered; the deployment may have been created' : 'before the deployment was asked for; nothing was created');
+        if (error instanceof Refused) return failed(json, error.code, error.message);
+        if (created.timedOut() && !sent) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s (${lastTrouble || 'no answer in time'}); the deployment was not asked for: nothing was created`);
         if (created.timedOut()) {
           throw new Error(lastTrouble.includes(' 409')
             ? `the server was still creating the deployment after ${RETRY_MS / 1000} s (its first try holds the Idempotency-Key); GET /v1/orgs/{orgId}/deployments lists it once made`

@@ -115,7 +115,18 @@ describe('slipway deployment', () => {
     assert.equal(nothing.code, 1);
     assert.match(nothing.stderr, /nothing to roll back to: no deployment of .* served before now \(none serves\); nothing was created/);
     const v1 = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v1' })).deployment;
+    assert.deepEqual(JSON.parse((await as(developer, ['rollback', '--service', svc.name, '--environment', env.name, '--json'])).stderr).error.code, 'nothing_to_roll_back');
     const v2 = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'v2' })).deployment;
+
+    // While another deployment of it there is on its way, what serves is about to change: refused, nothing made.
+    const coming = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name, revision: 'v3' });
+    const inFlight = await as(developer, ['rollback', '--service', svc.name, '--environment', env.name, '--json']);
+    assert.equal(inFlight.code, 1);
+    const refusal = JSON.parse(inFlight.stderr).error;
+    assert.equal(refusal.code, 'deployment_in_flight');
+    assert.match(refusal.message, new RegExp(`^${coming.id} \\(v3\\) is queued for ${svc.name} in ${env.name}, so what serves there is about to change: .*--to; nothing was created$`));
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${coming.id}/cancel`, {})).status, 200);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/deployments?service=${svc.name}&state=queued`)).body.deployments.length, 0);
 
     // Back to v1, followed to its end.
     const rolling = as(developer, ['rollback', '--service', svc.name, '--environment', env.name, '--wait']);
@@ -141,9 +152,49 @@ describe('slipway deployment', () => {
     const made = (await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments/${named.stdout.trim()}`)).body;
     assert.deepEqual([made.rollbackOf, made.description], [v1.id, 'named']);
     assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${made.id}/cancel`, {})).status, 200);
-    const refused = await as(viewer, ['rollback', '--to', v1.id]);
+    const refused = await as(viewer, ['rollback', '--service', svc.name, '--environment', env.name]);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /^slipway: .*developer/m);
+    assert.ok(!refused.stderr.includes('rolling'), 'nothing said to be rolled back when it was refused');
+  });
+
+  it('shows a revision as written, never sending its control characters to the terminal', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    const odd = 'r1\u001b]0;PWNED\u0007\u001b[31mRED';
+    const first = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: odd })).deployment;
+    const second = (await ship(developer.http, runner, f.orgId, { service: svc.name, environment: env.name, revision: 'r2' })).deployment;
+    const changes = await as(viewer, ['changes', '--id', second.id]);
+    const rolled = await as(developer, ['rollback', '--service', svc.name, '--environment', env.name]);
+    assert.equal(rolled.code, 0, rolled.stderr);
+    for (const printed of [changes.stdout, rolled.stderr]) {
+      assert.ok(printed.includes('r1\\x1b]0;PWNED\\x07\\x1b[31mRED'), printed);
+      assert.ok(!/[\u001b\u0007]/.test(printed), printed);
+    }
+    assert.match(rolled.stderr, new RegExp(`rolling ${svc.name} in ${env.name} back from ${second.id} \\(r2\\) to ${first.id} \\(r1`));
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${rolled.stdout.trim()}/cancel`, {})).status, 200);
+  });
+
+  it('lists a page at a time, saying which cursor gets the next', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push((await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name })).id as string);
+    const ids: string[] = [];
+    let args = ['list', '--service', svc.name, '--limit', '2'];
+    for (;;) {
+      const page = await as(viewer, args);
+      assert.equal(page.code, 0, page.stderr);
+      ids.push(...page.stdout.trim().split('\n').slice(1).map((l) => l.split(' ')[0]!));
+      const more = /--cursor (\S+)/.exec(page.stderr);
+      if (more === null) break;
+      args = ['list', '--service', svc.name, '--limit', '2', '--cursor', more[1]!];
+    }
+    assert.deepEqual(ids, [...made].reverse());
+    const asJson = JSON.parse((await as(viewer, ['list', '--service', svc.name, '--limit', '2', '--json'])).stdout);
+    assert.equal(asJson.deployments.length, 2);
+    assert.equal(typeof asJson.nextCursor, 'string');
+    for (const id of made) assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${id}/cancel`, {})).status, 200);
   });
 
   it('slipway events prints the last events, oldest first, and follows those committed from then on', async () => {

@@ -10,5 +10,7 @@ describe('printable', () => {
     assert.equal(printable('\u0000\u0007\n\r\u007f'), '\\x00\\x07\\x0a\\x0d\\x7f');
     // C1 controls: CSI and OSC by their one-character forms, which some terminals obey.
     assert.equal(printable('\u009b31m\u009d0;t\u009c'), '\\x9b31m\\x9d0;t\\x9c');
+    // Marks that reorder what follows, so that text reads otherwise than it is.
+    assert.equal(printable('ok \u202egnp.exe\u202c \u2066x\u2069 \u200f'), 'ok \\u{202e}gnp.exe\\u{202c} \\u{2066}x\\u{2069} \\u{200f}');
   });
 });
