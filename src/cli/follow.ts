@@ -116,8 +116,9 @@ export async function followLog(f: Follower, deployment: FollowedDeployment, opt
       });
       for (const line of page.lines) options.out.write(`${format(line)}\n`);
       after = page.nextAfter;
-      if (page.state !== state) f.say(`deployment ${deployment.id}: ${state = page.state}`);
+      // A new state is said once the lines before it are out, not in the middle of them.
       if (page.hasMore) continue;
+      if (page.state !== state) f.say(`deployment ${deployment.id}: ${state = page.state}`);
       if (FINISHED_STATES.has(page.state)) return { state, end: 'finished' };
       if (page.state === 'queued' && !hinted && Date.now() - waitStarted >= hintAfterMs) {
         hinted = true;
