@@ -64,16 +64,23 @@ besides it, never used to wrap):
      still wrapped under refuses to start, naming the key.
 `;
 
-async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T>): Promise<T> {
+/**
+ * Runs a keys command on the key store. `status` and `rotate-master` open on a database with rows
+ * under a master key not given (status says which; rotate-master checks against the keys it rotates
+ * with); the signing-key commands (`everyKey`) refuse it first, as every other command does, since
+ * what they wrap under a mistyped key no node holding the real one could open.
+ */
+async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T>, opts: { everyKey?: boolean } = {}): Promise<T> {
   const config = parsed.config();
   assertDatabaseExists(config);
   // Rotations are instance operations worth an info line each (on stderr: stdout is the result).
   // Loaded only when a command gets this far: help and usage errors answer without them.
-  const [{ openKeyStore }, { createKeysService }] = await Promise.all([import('../app.js'), import('../modules/keys/keys.service.js')]);
+  const [{ openKeyStore }, { createKeysService }, { refuseUnheldMasterKeys }] = await Promise.all([import('../app.js'), import('../modules/keys/keys.service.js'), import('../modules/keys/held-keys.js')]);
   // The key store alone, which unwraps nothing: it opens on a database whose instance keys are under
   // a master key not given (a backup restored without its key), so that status can say which.
   const core = await openKeyStore(config, { logger: createLogger(config.logLevel, pino.destination(2)), migrate: 'require' });
   try {
+    if (opts.everyKey === true) await refuseUnheldMasterKeys(core.db, core.ring);
     return await run(createKeysService({ config, database: core.database, ring: core.ring, signingKeys: core.keys, logger: core.logger }));
   } finally {
     await core.close();
@@ -157,7 +164,7 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
     }
     case 'rotate-signing': {
       const p = parse(rest, { 'revoke-previous': { type: 'boolean' } }, env);
-      const result = await withKeys(p, (keys) => keys.rotateSigning({ revokePrevious: p.values['revoke-previous'] === true }));
+      const result = await withKeys(p, (keys) => keys.rotateSigning({ revokePrevious: p.values['revoke-previous'] === true }), { everyKey: true });
       if (p.values.json) printJson(result);
       else {
         printFields({
@@ -172,7 +179,7 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       const p = parse(rest, { kid: { type: 'string' } }, env);
       const kid = p.values.kid;
       if (typeof kid !== 'string' || kid === '') throw new UsageError('revoke-signing needs --kid=KID (slipway keys status lists the keys)');
-      const result = await withKeys(p, (keys) => keys.revokeSigning(kid));
+      const result = await withKeys(p, (keys) => keys.revokeSigning(kid), { everyKey: true });
       if (p.values.json) printJson(result);
       else printFields({ 'signing key': result.key.kid, state: result.key.state, revoked: result.key.revokedAt!, result: result.result });
       return 0;

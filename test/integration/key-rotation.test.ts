@@ -300,6 +300,14 @@ describe('a missing or foreign master key file beside a database in use', () => 
       const plain = await runCli(['keys', 'status'], cliEnv(server, only));
       assert.equal(plain.code, 0, plain.stderr);
       assert.match(plain.stdout, new RegExp(`^missing +rows under ${ids.join(', ')}, a key not given: add it to SLIPWAY_MASTER_KEY_PREVIOUS or to the key file`, 'm'));
+      // What would wrap a signing key under the key given is refused, as every other command is.
+      const usage = JSON.stringify(await keysRepo.usage(server.core.db));
+      for (const args of [['keys', 'rotate-signing'], ['keys', 'revoke-signing', '--kid=no-such-kid']]) {
+        const refused = await runCli(args, cliEnv(server, only));
+        assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stderr}`);
+        assert.match(refused.stderr, new RegExp(`^slipway: the database holds data wrapped under master key ${ids.join(', ')}, which SLIPWAY_MASTER_KEY and SLIPWAY_MASTER_KEY_PREVIOUS do not hold`));
+      }
+      assert.equal(JSON.stringify(await keysRepo.usage(server.core.db)), usage, 'nothing wrapped');
       assert.equal(fs.existsSync(keyFile()), false, 'no key file made');
     } finally {
       fs.writeFileSync(keyFile(), saved, { mode: 0o600 });
