@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { LOGS_KEPT_AND_ENDED } from '../../src/modules/deployments/deployments.repo.js';
 import { TEST_DB } from '../support/harness.js';
-import { createEnvironment, createService, deploy, ship, useDeployFixture } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, holding, lockWaiters, useDeployFixture } from '../support/deployments.js';
 import { runCli } from '../support/processes.js';
 
 describe('deployment log retention', () => {
@@ -67,6 +67,27 @@ describe('deployment log retention', () => {
     assert.equal(cli.code, 0, cli.stderr);
     assert.equal(cli.stdout, '');
     assert.match(cli.stderr, new RegExp(`^slipway: the log of deployment ${failed} was removed at ${now.toISOString()}, its retention over \\(SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS\\)\\n$`));
+  });
+
+  it('lets an environment\'s deletion go on while removing logs waits, without a deadlock', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time', timeout: 60_000 }, async () => {
+    const svc = await createService(f.developer.http, f.orgId);
+    const kept = await createEnvironment(f.admin.http, f.orgId);
+    const doomed = await createEnvironment(f.admin.http, f.orgId);
+    // By id: one in an environment that stays, then one in the environment to delete.
+    const first = await withLog(svc, kept, 'failed', 'kept line');
+    const second = await withLog(svc, doomed, 'failed', 'doomed line');
+    const now = new Date();
+    await setEnded([first, second], new Date(now.getTime() - 3 * DAY));
+    // The removal waits at the first (held): it must not hold the second's log meanwhile, which the
+    // deletion, having locked the second, needs.
+    const commit = await holding(f.server, (trx) => sql`select 1 from deployments where id = ${first} for share`.execute(trx));
+    const removing = f.server.core.deployments.removeExpiredLogs(2, now);
+    await lockWaiters(f.server, 1);
+    const deleted = await f.admin.http.delete(`/v1/orgs/${f.orgId}/environments/${doomed.id}?force=true`);
+    assert.equal(deleted.status, 204, deleted.text);
+    await commit();
+    assert.equal(await removing, 1);
+    assert.equal((await logOf(first)).removedAt, now.toISOString());
   });
 
   it('finds what to remove through the partial index, not by reading every deployment', { skip: TEST_DB !== 'sqlite' && 'SQLite\'s plan' }, async () => {

@@ -266,18 +266,25 @@ export const deploymentsRepo = {
 
   /**
    * Removes the logs of up to `limit` deployments that failed, were cancelled or were superseded
-   * before `cutoff` (their last change), oldest first, and says when on each; returns how many.
-   * Those serving keep theirs. Read through the partial index of those whose log is kept.
+   * before `cutoff` (their last change), oldest first, and says when on each; returns how many it
+   * marked (those another node took meanwhile are not counted). Those serving keep theirs. Read
+   * through the partial index of those whose log is kept. With `lock` (PostgreSQL) the deployments
+   * are locked first, in id order, before their logs, as their environment's or service's deletion
+   * locks them (deleteAllOf): in the other order the two could deadlock.
    */
-  async removeLogsEndedBefore(db: Executor, cutoff: string, now: string, limit: number): Promise<number> {
+  async removeLogsEndedBefore(db: Executor, cutoff: string, now: string, limit: number, lock: boolean): Promise<{ found: number; removed: number }> {
     const ended = await db.selectFrom('deployments').select('id')
       .where(LOGS_KEPT_AND_ENDED).where('updated_at', '<', cutoff)
       .orderBy('updated_at').limit(limit).execute();
-    if (ended.length === 0) return 0;
-    const ids = ended.map((r) => r.id);
+    if (ended.length === 0) return { found: 0, removed: 0 };
+    let ids = ended.map((r) => r.id);
+    if (lock) {
+      ids = (await db.selectFrom('deployments').select('id').where('id', 'in', ids).where('logs_removed_at', 'is', null).orderBy('id').forUpdate().execute()).map((r) => r.id);
+      if (ids.length === 0) return { found: ended.length, removed: 0 };
+    }
     await db.deleteFrom('deployment_logs').where('deployment_id', 'in', ids).execute();
-    await db.updateTable('deployments').set({ logs_removed_at: now }).where('id', 'in', ids).where('logs_removed_at', 'is', null).execute();
-    return ids.length;
+    const marked = await db.updateTable('deployments').set({ logs_removed_at: now }).where('id', 'in', ids).where('logs_removed_at', 'is', null).executeTakeFirst();
+    return { found: ended.length, removed: Number(marked.numUpdatedRows) };
   },
 
   async readLogs(db: Executor, deploymentId: string, after: number, limit: number): Promise<LogRow[]> {

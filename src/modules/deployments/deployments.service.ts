@@ -418,9 +418,9 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
       let removed = 0;
       for (;;) {
-        const n = await db.transaction().execute((trx) => deploymentsRepo.removeLogsEndedBefore(trx, cutoff, now.toISOString(), LOG_REMOVAL_BATCH));
-        removed += n;
-        if (n < LOG_REMOVAL_BATCH) return removed;
+        const batch = await db.transaction().execute((trx) => deploymentsRepo.removeLogsEndedBefore(trx, cutoff, now.toISOString(), LOG_REMOVAL_BATCH, deps.dialect === 'postgres'));
+        removed += batch.removed;
+        if (batch.found < LOG_REMOVAL_BATCH) return removed;
       }
     },
 

@@ -3,7 +3,7 @@
 // one transaction that reads the secret locked, checks If-Match, and appends its event.
 import type { RequestContext } from '../../platform/context.js';
 import { nowIso, type Executor } from '../../platform/db/database.js';
-import { errors } from '../../platform/errors.js';
+import { AppError, errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { checkExpected as checkTagged, type Expected } from '../../platform/etags.js';
 import { applyPatch, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
@@ -122,6 +122,10 @@ export function createSecretChanges(store: SecretStore) {
           const rows = await secretsRepo.findExpired(trx, orgId, cutoff, PURGE_BATCH, store.lock);
           await store.purge(trx, rows, null, now);
           return rows.length;
+        }).catch((error: unknown) => {
+          // Its organization deleted meanwhile, its secrets with it: on to the next one.
+          if (error instanceof AppError && error.code === 'organization_not_found') return 0;
+          throw error;
         });
         if (n === null) return purged;
         purged += n;
