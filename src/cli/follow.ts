@@ -84,7 +84,7 @@ const LOG_PAGE = 1_000;
 
 export const deploymentPath = (org: string, id: string) => `/v1/orgs/${org}/deployments/${encodeURIComponent(id)}`;
 
-/** "deployment dep_…: hello into staging at v2, rollback to dep_…, queued". */
+/** "deployment dep_…: hello into staging at v1, a rollback to dep_…, queued". */
 export function deploymentLine(d: FollowedDeployment): string {
   return `deployment ${d.id}: ${d.service.name} into ${d.environment.name}${d.revision !== null ? ` at ${d.revision}` : ''}`
     + `${d.rollbackOf !== undefined ? `, a rollback to ${d.rollbackOf}` : ''}${d.promotedFrom !== undefined ? `, promoted from ${d.promotedFrom}` : ''}, ${d.state}`;
@@ -92,9 +92,9 @@ export function deploymentLine(d: FollowedDeployment): string {
 
 /**
  * Follows the deployment's log from line `after` (0: the start), each line to `out` (`format`: its
- * text, printable by default), until it ended
- * and every line was read, `waitMs` ran out, or `stop` aborted. A deployment still queued after a
- * while gets a line on why it may be (is a runner for its environment up?).
+ * text, printable by default), until it ended and every line was read, `waitMs` ran out, or `stop`
+ * aborted. A deployment still queued after a while gets a line on why it may be (is a runner for
+ * its environment up?).
  */
 export async function followLog(f: Follower, deployment: FollowedDeployment, options: { waitMs: number; out: NodeJS.WritableStream; after?: number; format?: (line: LogLineT) => string }): Promise<{ state: string; end: 'finished' | 'timed-out' | 'interrupted'; hint?: string }> {
   const format = options.format ?? ((line: LogLineT) => printable(line.line));

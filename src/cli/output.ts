@@ -3,13 +3,14 @@
 /**
  * Text from the server (a log line a service printed, a lock's reason, a refusal's detail) as it may
  * go to a terminal: control characters but the tab, escape sequences' ESC included, shown as \xNN,
- * and the marks that reorder text (bidirectional overrides and isolates), shown as \u{NNNN},
+ * and the marks that reorder text or break lines unseen (bidirectional marks, overrides and
+ * isolates, line and paragraph separators, the zero-width no-break space), shown as \u{NNNN},
  * instead of sent, so that what others wrote cannot move the cursor, rewrite lines already printed,
  * retitle the window, reach the clipboard or read otherwise than it is, for whoever reads it.
  * JSON output, for programs, needs none of this: JSON.stringify escapes the control characters.
  */
 export function printable(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+  return text.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, (c) => {
     const code = c.charCodeAt(0);
     return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
   });
