@@ -35,7 +35,7 @@ const orphanedSince = (cutoff: string) => (eb: ExpressionBuilder<Schema, 'deploy
  * The predicate of the partial index deployments_logs_kept (migration 0024), word for word and with
  * literals, not parameters: a query uses a partial index only when its WHERE clause says as much.
  */
-export const LOGS_KEPT_AND_ENDED = sql<boolean>`logs_removed_at is null and state in ('failed', 'cancelled', 'superseded')`;
+export const LOGS_KEPT_AND_ENDED = sql<boolean>`logs_removed_at is null and (state = 'failed' or state = 'cancelled' or state = 'superseded')`;
 
 export const deploymentsRepo = {
   /** Through the shared insert of SQL compiled once: every deployment created or rolled back comes here. */
