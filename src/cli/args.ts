@@ -10,6 +10,31 @@ import { unknownVariables, unknownVariableWarning, type UnknownVariable } from '
 
 export class UsageError extends Error {}
 
+type FlagValues = Partial<Record<string, string | string[] | boolean | undefined>>;
+
+/**
+ * A flag's text, or undefined when it is absent. An empty one is refused rather than taken for
+ * absent: it is usually a variable that was not set (`--revision "$GIT_SHA"` outside the CI).
+ * `what` says what to give.
+ */
+export function flagText(flags: FlagValues, flag: string, what: string): string | undefined {
+  const value = flags[flag];
+  if (value === '') throw new UsageError(`--${flag} is empty (an unset variable?): give ${what}, or leave the flag out`);
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * A flag's whole number from `min` to `max`, `fallback` when it is absent; anything else is a usage
+ * error naming the flag, its bounds and what was given (`unit` reads after "whole number").
+ */
+export function wholeNumberFlag(value: unknown, flag: string, bounds: { min: number; max: number; fallback: number }, unit = ''): number {
+  if (value === undefined) return bounds.fallback;
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < bounds.min || Number(value) > bounds.max) {
+    throw new UsageError(`--${flag} must be a whole number${unit} from ${bounds.min} to ${bounds.max}, got "${String(value)}"`);
+  }
+  return Number(value);
+}
+
 type FlagSpec = Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>;
 
 const CONFIG_FLAGS: FlagSpec = Object.fromEntries((Object.keys(CONFIG_VARIABLES) as ConfigKey[]).map((k) => [flagName(k), { type: 'string' as const }]));

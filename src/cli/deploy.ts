@@ -5,7 +5,7 @@
 // (a server restarting, a connection cut) never makes a second deployment.
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
-import { printWarning, UsageError } from './args.js';
+import { flagText, printWarning, UsageError } from './args.js';
 import { deploymentPath, deploymentSession, WAIT_DEFAULT_SECONDS, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { flagTable } from './output.js';
 
@@ -64,7 +64,7 @@ type Flags = Partial<Record<keyof typeof FLAGS, string | string[] | boolean>>;
 type Env = Record<string, string | undefined>;
 
 export function deploySettings(flags: Flags, env: Env, read?: (file: string) => string): DeploySettings {
-  const text = (flag: 'service' | 'environment' | 'from' | 'revision' | 'description'): string | undefined => {
+  const text = (flag: 'service' | 'environment' | 'description'): string | undefined => {
     const value = flags[flag];
     return typeof value === 'string' && value !== '' ? value : undefined;
   };
@@ -72,8 +72,7 @@ export function deploySettings(flags: Flags, env: Env, read?: (file: string) => 
   const environment = text('environment');
   if (service === undefined) throw new UsageError('--service is required: the service to deploy, by name or id');
   if (environment === undefined) throw new UsageError('--environment is required: where to deploy it, by name or id');
-  if (flags.from === '') throw new UsageError('--from is empty (an unset variable?): give the environment to promote from, or leave the flag out');
-  const from = text('from') ?? null;
+  const from = flagText(flags, 'from', 'the environment to promote from') ?? null;
   if (from !== null && from === environment) throw new UsageError(`--from and --environment are both ${from}: a promotion goes into another environment`);
   const variables: Record<string, string> = {};
   for (const pair of Array.isArray(flags.var) ? flags.var : []) {
@@ -86,8 +85,7 @@ export function deploySettings(flags: Flags, env: Env, read?: (file: string) => 
   const waitSeconds = waitSecondsOf(flags, 'deploy');
   // An empty --revision is a variable that was not set ("$GIT_SHA" outside the CI that sets it):
   // refused, as a deployment without its label would go unnoticed. No --revision at all is none.
-  if (flags.revision === '') throw new UsageError('--revision is empty (an unset variable?): give what is deployed, or leave the flag out');
-  const revision = text('revision');
+  const revision = flagText(flags, 'revision', 'what is deployed');
   const description = text('description');
   return {
     ...apiClientSettings(flags, env, read),

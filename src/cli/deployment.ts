@@ -7,7 +7,7 @@ import { untilAvailable } from '../runner-agent/http-call.js';
 import type { Deployment, LogLineT } from '../modules/deployments/deployments.schemas.js';
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags, within } from './api-client.js';
-import { printWarning, UsageError } from './args.js';
+import { flagText, printWarning, UsageError, wholeNumberFlag } from './args.js';
 import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { DEPLOYMENT_USAGE } from './usage.js';
@@ -66,24 +66,10 @@ Credentials come from flags, SLIPWAY_* variables or a credentials file, in that 
 
 ${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
 
-/** A flag's text: undefined when absent; an empty one (an unset variable) is a usage error. */
-function text(flags: Flags, flag: string, what: string): string | undefined {
-  const value = flags[flag];
-  if (value === '') throw new UsageError(`--${flag} is empty (an unset variable?): give ${what}, or leave the flag out`);
-  return typeof value === 'string' ? value : undefined;
-}
-
 function required(flags: Flags, flag: string, what: string): string {
-  const value = text(flags, flag, what);
+  const value = flagText(flags, flag, what);
   if (value === undefined) throw new UsageError(`--${flag} is required: ${what}`);
   return value;
-}
-
-function limitOf(flags: Flags): number {
-  const given = flags.limit;
-  if (typeof given !== 'string') return LIST_DEFAULT;
-  if (!/^\d+$/.test(given) || Number(given) < 1 || Number(given) > LIST_MAX) throw new UsageError(`--limit must be a whole number from 1 to ${LIST_MAX}, got "${given}"`);
-  return Number(given);
 }
 
 /** Seconds to follow a log for (`--follow`, `--timeout S`), or null: print what there is and end. */
@@ -97,9 +83,9 @@ function followSecondsOf(flags: Flags): number | null {
 
 /** Where to roll back to: a deployment named, or what served before in a service's environment. */
 function rollbackTarget(flags: Flags): { to: string } | { service: string; environment: string } {
-  const to = text(flags, 'to', 'the deployment to roll back to (dep_…)');
-  const service = text(flags, 'service', 'the service, by name or id');
-  const environment = text(flags, 'environment', 'the environment, by name or id');
+  const to = flagText(flags, 'to', 'the deployment to roll back to (dep_…)');
+  const service = flagText(flags, 'service', 'the service, by name or id');
+  const environment = flagText(flags, 'environment', 'the environment, by name or id');
   if (to !== undefined) {
     if (service !== undefined || environment !== undefined) throw new UsageError('--to names the deployment to roll back to: leave --service and --environment out, or give them instead of --to');
     return { to };
@@ -164,7 +150,7 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
   if (sub === 'rollback') return rollback(flags, env, json);
   // Every flag is checked before the first call.
   const id = sub === 'list' ? '' : required(flags, 'id', 'the deployment (dep_…)');
-  const limit = sub === 'list' ? limitOf(flags) : 0;
+  const limit = sub === 'list' ? wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIST_MAX, fallback: LIST_DEFAULT }) : 0;
   const states = sub === 'list' && Array.isArray(flags.state) ? flags.state : [];
   for (const state of states) if (!STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}, got "${state}"`);
   const followSeconds = sub === 'logs' ? followSecondsOf(flags) : null;
@@ -177,11 +163,11 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
     case 'list': {
       const query = new URLSearchParams({ limit: String(limit) });
       for (const flag of ['service', 'environment'] as const) {
-        const value = text(flags, flag, `the ${flag}, by name or id`);
+        const value = flagText(flags, flag, `the ${flag}, by name or id`);
         if (value !== undefined) query.set(flag, value);
       }
       for (const state of states) query.append('state', state);
-      const cursor = text(flags, 'cursor', 'the cursor a list before said');
+      const cursor = flagText(flags, 'cursor', 'the cursor a list before said');
       if (cursor !== undefined) query.set('cursor', cursor);
       const { deployments, nextCursor } = await call<{ deployments: Deployment[]; nextCursor: string | null }>('GET', `/v1/orgs/${org}/deployments?${query}`);
       if (json) printJson({ deployments, nextCursor });
@@ -198,14 +184,14 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
       return 0;
     }
     case 'changes': {
-      const against = text(flags, 'against', 'the deployment to compare with (dep_…)');
+      const against = flagText(flags, 'against', 'the deployment to compare with (dep_…)');
       const changes = await call<DeploymentChangesT>('GET', `${one}/changes${against !== undefined ? `?against=${encodeURIComponent(against)}` : ''}`);
       if (json) printJson(changes);
       else printChanges(changes);
       return 0;
     }
     case 'cancel': {
-      const reason = text(flags, 'reason', 'why it is cancelled');
+      const reason = flagText(flags, 'reason', 'why it is cancelled');
       const cancelled = await call<Deployment>('POST', `${one}/cancel`, reason !== undefined ? { reason } : {});
       if (json) printJson(cancelled);
       else process.stdout.write(`deployment ${cancelled.id}: ${cancelled.state}${cancelled.reason !== undefined ? ` (${printable(cancelled.reason)})` : ''}\n`);
@@ -265,7 +251,7 @@ async function logs(settings: Parameters<typeof deploymentSession>[0], path: str
 async function rollback(flags: Flags, env: Env, json: boolean): Promise<number> {
   const target = rollbackTarget(flags);
   const waitSeconds = waitSecondsOf(flags, 'rollback');
-  const description = text(flags, 'description', 'a description of the rollback');
+  const description = flagText(flags, 'description', 'a description of the rollback');
   const settings = apiClientSettings(flags, env);
   const session = deploymentSession(settings, json);
   try {

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Event } from '../modules/events/events.schemas.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, patientCaller } from './api-client.js';
-import { printWarning, UsageError } from './args.js';
+import { flagText, printWarning, wholeNumberFlag } from './args.js';
 import { flagTable, printable } from './output.js';
 import { EVENTS_USAGE } from './usage.js';
 
@@ -59,15 +59,10 @@ export async function eventsCommand(argv: string[], env: Record<string, string |
   for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
   const filter = new URLSearchParams();
   for (const flag of ['type', 'subject'] as const) {
-    const value = flags[flag];
-    if (value === '') throw new UsageError(`--${flag} is empty (an unset variable?): give one, or leave the flag out`);
-    if (typeof value === 'string') filter.set(flag, value);
+    const value = flagText(flags, flag, 'one');
+    if (value !== undefined) filter.set(flag, value);
   }
-  let limit = LIMIT_DEFAULT;
-  if (typeof flags.limit === 'string') {
-    if (!/^\d+$/.test(flags.limit) || Number(flags.limit) < 1 || Number(flags.limit) > LIMIT_MAX) throw new UsageError(`--limit must be a whole number from 1 to ${LIMIT_MAX}, got "${flags.limit}"`);
-    limit = Number(flags.limit);
-  }
+  const limit = wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIMIT_MAX, fallback: LIMIT_DEFAULT });
   const settings = apiClientSettings(flags, env);
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: '' });
   const path = `/v1/orgs/${encodeURIComponent(settings.orgId)}/events`;

@@ -10,7 +10,7 @@ import { AppError } from '../platform/errors.js';
 import { untilAvailable } from '../runner-agent/http-call.js';
 import { createTokenSource } from '../runner-agent/token-source.js';
 import { apiCaller, within, type ApiClientSettings } from './api-client.js';
-import { UsageError } from './args.js';
+import { UsageError, wholeNumberFlag } from './args.js';
 import { ago, printable, printJson } from './output.js';
 
 /** One call to the API as the service user (apiCaller's). */
@@ -54,10 +54,7 @@ export function waitSecondsOf(flags: { wait?: unknown; timeout?: unknown }, comm
   const wait = flags.wait === true;
   if (typeof flags.timeout !== 'string') return wait ? WAIT_DEFAULT_SECONDS : null;
   if (!wait) throw new UsageError(`--timeout needs --wait: without it, ${command} returns once the deployment is queued`);
-  if (!/^\d+$/.test(flags.timeout) || Number(flags.timeout) < 1 || Number(flags.timeout) > WAIT_MAX_SECONDS) {
-    throw new UsageError(`--timeout must be a whole number of seconds from 1 to ${WAIT_MAX_SECONDS}, got "${flags.timeout}"`);
-  }
-  return Number(flags.timeout);
+  return wholeNumberFlag(flags.timeout, 'timeout', { min: 1, max: WAIT_MAX_SECONDS, fallback: WAIT_DEFAULT_SECONDS }, ' of seconds');
 }
 
 /**

@@ -5,7 +5,7 @@ import { looseKeyFileWarning, readKeyFile } from '../platform/crypto/master-key.
 import { createLogger } from '../platform/logging.js';
 import type { KeysService } from '../modules/keys/keys.service.js';
 import type { RewrapProgress } from '../modules/keys/master-key-rotation.js';
-import { parse, printWarning, UsageError, type Parsed } from './args.js';
+import { parse, printWarning, UsageError, wholeNumberFlag, type Parsed } from './args.js';
 import { assertDatabaseExists } from './commands.js';
 import { printFields, printJson, printTable } from './output.js';
 
@@ -87,14 +87,6 @@ async function withKeys<T>(parsed: Parsed, run: (keys: KeysService) => Promise<T
   }
 }
 
-function wholeNumber(value: string | boolean | undefined, flag: string, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-    throw new UsageError(`--${flag} must be a whole number from ${min} to ${max}`);
-  }
-  return Number(value);
-}
-
 function newKeyFrom(file: string | boolean | undefined, json: boolean): Buffer | undefined {
   if (typeof file !== 'string') return undefined;
   let keys: Buffer[];
@@ -142,8 +134,8 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       const p = parse(rest, { 'new-key-file': { type: 'string' }, 'batch-size': { type: 'string' }, 'pause-ms': { type: 'string' } }, env);
       const json = p.values.json === true;
       const newKey = newKeyFrom(p.values['new-key-file'], json);
-      const batchSize = wholeNumber(p.values['batch-size'], 'batch-size', 100, 1, 10_000);
-      const pauseMs = wholeNumber(p.values['pause-ms'], 'pause-ms', 0, 0, 3_600_000);
+      const batchSize = wholeNumberFlag(p.values['batch-size'], 'batch-size', { min: 1, max: 10_000, fallback: 100 });
+      const pauseMs = wholeNumberFlag(p.values['pause-ms'], 'pause-ms', { min: 0, max: 3_600_000, fallback: 0 });
       // Progress goes to stderr, as every log line of the CLI does: stdout holds only the result.
       // With --json, as a JSON line too, so that everything the command writes can be parsed.
       const progress = (r: RewrapProgress) => process.stderr.write(json
