@@ -54,6 +54,11 @@ function same(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/** What became of a value that differs: added, removed or changed, with the sides it has. */
+function difference<T>(was: T | undefined, is: T | undefined): { change: 'added' | 'removed' | 'changed'; from?: T; to?: T } {
+  return { change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed', ...(was !== undefined ? { from: was } : {}), ...(is !== undefined ? { to: is } : {}) };
+}
+
 /**
  * References by secret, key and name, and which of those they are: a promotion may pin two
  * references alike (its service's and its environment's, each exporting the whole secret, at two
@@ -76,7 +81,7 @@ export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): 
     const was = from?.[field];
     const is = to[field];
     if (same(was, is)) continue;
-    spec.push({ field, change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed', ...(was !== undefined ? { from: was } : {}), ...(is !== undefined ? { to: is } : {}) });
+    spec.push({ field, ...difference(was, is) });
   }
   const variables: DeploymentChangesT['variables'] = [];
   const before = from?.variables ?? {};
@@ -84,7 +89,7 @@ export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): 
     const was = Object.hasOwn(before, name) ? before[name] : undefined;
     const is = Object.hasOwn(to.variables, name) ? to.variables[name] : undefined;
     if (was === is) continue;
-    variables.push({ name, change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed', ...(was !== undefined ? { from: was } : {}), ...(is !== undefined ? { to: is } : {}) });
+    variables.push({ name, ...difference(was, is) });
   }
   const secrets: DeploymentChangesT['secrets'] = [];
   const earlier = byReference(from?.secrets ?? []);
@@ -96,8 +101,7 @@ export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): 
     const ref = (is ?? was)!;
     secrets.push({
       secret: ref.secret, ...(ref.key !== undefined ? { key: ref.key } : {}), ...(ref.as !== undefined ? { as: ref.as } : {}),
-      change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed',
-      ...(was !== undefined ? { from: was.version } : {}), ...(is !== undefined ? { to: is.version } : {}),
+      ...difference(was?.version, is?.version),
     });
   }
   return { spec, variables, secrets };
