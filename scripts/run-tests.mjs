@@ -1,12 +1,18 @@
 // Test entry point (`npm test`, after tsc has compiled test/ into dist/test/).
 //
-// Runs, in order and each as one `node --test` child process:
+// Runs, each as one `node --test` child process:
 //   1. unit                    dist/test/unit/**/*.test.js
 //   2. integration (sqlite)    dist/test/integration/**/*.test.js, SLIPWAY_TEST_DB=sqlite
 //   3. integration (postgres)  the same files, SLIPWAY_TEST_DB=postgres against a
 //                              throwaway cluster (SLIPWAY_TEST_PG_ADMIN_URL), or
 //                              against the developer's own database when
 //                              SLIPWAY_TEST_DATABASE_URL / SLIPWAY_TEST_PG_ADMIN_URL is set.
+// The unit suite runs first; the two integration suites then run side by side
+// (their tests wait on disks, timers and child processes more than they compute,
+// so two suites on two cores take little longer than one). The sqlite suite
+// prints as it goes; the postgres suite's output is kept in a file and printed
+// whole once it ends. SLIPWAY_TEST_SERIAL=1 runs them one after the other instead,
+// each printing as it goes.
 //
 // Usage: node scripts/run-tests.mjs [substring ...]
 //   Only files whose path (e.g. dist/test/integration/secrets.test.js)
@@ -88,25 +94,27 @@ function applyFilters(files, filters) {
 // Running one suite
 // ---------------------------------------------------------------------------
 
-let currentChild = null;
+const children = new Set();
 let interruptedBy = null;
+let runs = 0;
 
-function runNodeTest(files, extraEnv) {
+// `output`: a file descriptor the child's stdout and stderr go to, instead of ours.
+function runNodeTest(files, extraEnv, output) {
   return new Promise((resolve) => {
-    const tap = path.join(os.tmpdir(), `slipway-tests-${process.pid}-${Date.now()}.tap`);
+    const tap = path.join(os.tmpdir(), `slipway-tests-${process.pid}-${++runs}.tap`);
     const child = spawn(process.execPath, [...NODE_TEST_ARGS, '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files], {
       cwd: ROOT,
-      stdio: 'inherit',
+      stdio: output === undefined ? 'inherit' : ['ignore', output, output],
       env: { ...process.env, ...extraEnv },
     });
-    currentChild = child;
+    children.add(child);
     child.on('error', (err) => {
       console.error(`run-tests: could not start node: ${err.message}`);
-      currentChild = null;
+      children.delete(child);
       resolve(1);
     });
     child.on('exit', (code, signal) => {
-      currentChild = null;
+      children.delete(child);
       countTap(tap);
       fs.rmSync(tap, { force: true });
       resolve(code ?? (signal ? 1 : 0));
@@ -126,17 +134,22 @@ function runNodeTest(files, extraEnv) {
 function onSignal(signal) {
   if (interruptedBy) {
     console.error(`\nrun-tests: ${signal} again, exiting immediately`);
-    currentChild?.kill('SIGKILL');
+    for (const child of children) child.kill('SIGKILL');
     process.exit(SIGNAL_EXIT_CODES[signal] ?? 1);
   }
   interruptedBy = signal;
   console.error(`\nrun-tests: ${signal} received, stopping (send again to force)`);
-  if (signal !== 'SIGINT') currentChild?.kill(signal);
+  if (signal !== 'SIGINT') for (const child of children) child.kill(signal);
 }
 
 // ---------------------------------------------------------------------------
 // PostgreSQL
 // ---------------------------------------------------------------------------
+
+function isSerial() {
+  const value = (process.env.SLIPWAY_TEST_SERIAL ?? '').trim().toLowerCase();
+  return value !== '' && value !== '0' && value !== 'false';
+}
 
 function isCI() {
   const value = (process.env.CI ?? '').trim().toLowerCase();
@@ -206,51 +219,89 @@ async function main() {
   const results = [];
   const record = (name, status, detail = '') => results.push({ name, status, detail });
 
-  const runSuite = async (name, files, env) => {
+  // `buffered`: run with the output kept in a file, printed whole (under the suite's banner) once it ends.
+  const runSuite = async (name, files, env, buffered = false) => {
     if (interruptedBy) return record(name, 'not run', `interrupted by ${interruptedBy}`);
     if (files.length === 0) return record(name, 'skipped', 'no test files');
-    banner(`${name}: ${files.length} file(s)`);
+    let log = null;
+    if (buffered) {
+      log = path.join(os.tmpdir(), `slipway-tests-${process.pid}-${++runs}.log`);
+      console.log(`\nrun-tests: ${name} is running too (${files.length} file(s)); its output follows once it ends`);
+    } else {
+      banner(`${name}: ${files.length} file(s)`);
+    }
     const started = Date.now();
-    const code = await runNodeTest(files, env);
+    let code;
+    if (log) {
+      const fd = fs.openSync(log, 'w');
+      try {
+        code = await runNodeTest(files, env, fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+    } else {
+      code = await runNodeTest(files, env);
+    }
     const detail = `${files.length} file(s), ${formatDuration(Date.now() - started)}`;
-    if (interruptedBy) return record(name, 'interrupted', detail);
-    return record(name, code === 0 ? 'passed' : 'failed', code === 0 ? detail : `exit code ${code}, ${detail}`);
+    const result = () => {
+      if (interruptedBy) return record(name, 'interrupted', detail);
+      return record(name, code === 0 ? 'passed' : 'failed', code === 0 ? detail : `exit code ${code}, ${detail}`);
+    };
+    if (!log) return result();
+    // Printed once the suite running in the foreground has finished, so the two never interleave.
+    return () => {
+      banner(`${name}: ${files.length} file(s)`);
+      process.stdout.write(fs.readFileSync(log));
+      fs.rmSync(log, { force: true });
+      return result();
+    };
   };
 
-  let cluster = null;
-  try {
-    await runSuite('unit', unitFiles, {});
-    await runSuite('integration (sqlite)', integrationFiles, { SLIPWAY_TEST_DB: 'sqlite' });
-
+  const postgresSuite = async (buffered) => {
     const pgName = 'integration (postgres)';
-    if (interruptedBy) {
-      record(pgName, 'not run', `interrupted by ${interruptedBy}`);
-    } else if (postgres.kind === 'none') {
-      record(pgName, 'skipped', 'no test files');
-    } else if (postgres.kind === 'unavailable') {
+    if (interruptedBy) return record(pgName, 'not run', `interrupted by ${interruptedBy}`);
+    if (postgres.kind === 'none') return record(pgName, 'skipped', 'no test files');
+    if (postgres.kind === 'unavailable') {
       const line = `PostgreSQL suite SKIPPED: ${postgres.reason}`;
       console.error(`\n${'!'.repeat(line.length)}\n${line}\n${'!'.repeat(line.length)}`);
-      record(pgName, 'skipped', postgres.reason);
-    } else if (postgres.kind === 'external') {
+      return record(pgName, 'skipped', postgres.reason);
+    }
+    if (postgres.kind === 'external') {
       console.log('\nrun-tests: using the PostgreSQL given by SLIPWAY_TEST_DATABASE_URL / SLIPWAY_TEST_PG_ADMIN_URL');
-      await runSuite(pgName, integrationFiles, { SLIPWAY_TEST_DB: 'postgres' });
+      return runSuite(pgName, integrationFiles, { SLIPWAY_TEST_DB: 'postgres' }, buffered);
+    }
+    const started = await postgres.starting;
+    if (started.error) {
+      // The binaries exist, so a failure to start is a broken setup, not a
+      // reason to quietly skip.
+      console.error(`\nrun-tests: ${started.error.message}`);
+      return record(pgName, 'failed', 'could not start PostgreSQL');
+    }
+    console.log(`\nrun-tests: throwaway PostgreSQL at ${started.cluster.adminUrl}`);
+    return runSuite(
+      pgName,
+      integrationFiles,
+      {
+        SLIPWAY_TEST_DB: 'postgres',
+        SLIPWAY_TEST_PG_ADMIN_URL: started.cluster.adminUrl,
+        // Lets the tests read the cluster's raw files (no secret value may be stored in plain text).
+        SLIPWAY_TEST_PG_DATA_DIR: path.join(started.cluster.dir, 'data'),
+      },
+      buffered,
+    );
+  };
+
+  try {
+    await runSuite('unit', unitFiles, {});
+    if (isSerial()) {
+      await runSuite('integration (sqlite)', integrationFiles, { SLIPWAY_TEST_DB: 'sqlite' });
+      await postgresSuite(false);
     } else {
-      const started = await postgres.starting;
-      cluster = started.cluster ?? null;
-      if (started.error) {
-        // The binaries exist, so a failure to start is a broken setup, not a
-        // reason to quietly skip.
-        console.error(`\nrun-tests: ${started.error.message}`);
-        record(pgName, 'failed', 'could not start PostgreSQL');
-      } else {
-        console.log(`\nrun-tests: throwaway PostgreSQL at ${cluster.adminUrl}`);
-        await runSuite(pgName, integrationFiles, {
-          SLIPWAY_TEST_DB: 'postgres',
-          SLIPWAY_TEST_PG_ADMIN_URL: cluster.adminUrl,
-          // Lets the tests read the cluster's raw files (no secret value may be stored in plain text).
-          SLIPWAY_TEST_PG_DATA_DIR: path.join(cluster.dir, 'data'),
-        });
-      }
+      const [, pgDone] = await Promise.all([
+        runSuite('integration (sqlite)', integrationFiles, { SLIPWAY_TEST_DB: 'sqlite' }),
+        postgresSuite(true),
+      ]);
+      if (typeof pgDone === 'function') pgDone();
     }
   } finally {
     // Covers interrupts during the earlier suites too: a cluster still
