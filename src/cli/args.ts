@@ -23,6 +23,13 @@ export function flagText(flags: FlagValues, flag: string, what: string): string 
   return typeof value === 'string' ? value : undefined;
 }
 
+/** A flag's text, which must be given and not empty: `what` says what it is. */
+export function requiredFlagText(flags: FlagValues, flag: string, what: string): string {
+  const value = flagText(flags, flag, what);
+  if (value === undefined) throw new UsageError(`--${flag} is required: ${what}`);
+  return value;
+}
+
 /**
  * A flag's whole number from `min` to `max`, `fallback` when it is absent; anything else is a usage
  * error naming the flag, its bounds and what was given (`unit` reads after "whole number").

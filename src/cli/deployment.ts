@@ -7,7 +7,7 @@ import { untilAvailable } from '../runner-agent/http-call.js';
 import type { Deployment, LogLineT } from '../modules/deployments/deployments.schemas.js';
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags, within } from './api-client.js';
-import { flagText, printWarning, UsageError, wholeNumberFlag } from './args.js';
+import { flagText, printWarning, requiredFlagText, UsageError, wholeNumberFlag } from './args.js';
 import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { DEPLOYMENT_USAGE } from './usage.js';
@@ -65,12 +65,6 @@ error; 130 or 143 interrupted (a rollback, a deployment followed, goes on).
 Credentials come from flags, SLIPWAY_* variables or a credentials file, in that order:
 
 ${flagTable(apiClientFlagHelp('calling').map(([flag, arg, text]) => [`--${flag} ${arg}`, flag in API_CLIENT_VARIABLES ? API_CLIENT_VARIABLES[flag as keyof typeof API_CLIENT_VARIABLES] : '', text]))}`;
-
-function required(flags: Flags, flag: string, what: string): string {
-  const value = flagText(flags, flag, what);
-  if (value === undefined) throw new UsageError(`--${flag} is required: ${what}`);
-  return value;
-}
 
 /** Seconds to follow a log for (`--follow`, `--timeout S`), or null: print what there is and end. */
 function followSecondsOf(flags: Flags): number | null {
@@ -149,7 +143,7 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
 
   if (sub === 'rollback') return rollback(flags, env, json);
   // Every flag is checked before the first call.
-  const id = sub === 'list' ? '' : required(flags, 'id', 'the deployment (dep_…)');
+  const id = sub === 'list' ? '' : requiredFlagText(flags, 'id', 'the deployment (dep_…)');
   const limit = sub === 'list' ? wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIST_MAX, fallback: LIST_DEFAULT }) : 0;
   const states = sub === 'list' && Array.isArray(flags.state) ? flags.state : [];
   for (const state of states) if (!STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}, got "${state}"`);

@@ -1,27 +1,44 @@
-// `slipway environment`: lock an environment (a deploy freeze) and unlock it through the API, as a
-// service user of admin's role or above, from an incident channel's bot or a release pipeline; and
-// show one, with its lock, as a viewer.
+// `slipway environment`: an organization's environments through the API, as a service user: list
+// and show them as a viewer; as an admin or owner, apply one from a JSON file kept in a repository,
+// delete one, and lock one (a deploy freeze) and unlock it, from an incident channel's bot or a
+// release pipeline.
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Environment } from '../modules/environments/environments.schemas.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags } from './api-client.js';
-import { printWarning, UsageError } from './args.js';
-import { flagTable, printable, printFields, printJson } from './output.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
+import { appliedLine, applyResource, readJsonObject } from './apply.js';
+import { printWarning, requiredFlagText, UsageError } from './args.js';
+import { flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { ENVIRONMENT_USAGE } from './usage.js';
 
 const RETRY_MS = 60_000;
 
-const COMMON = { ...API_CLIENT_FLAGS, environment: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+const BASE = { ...API_CLIENT_FLAGS, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+const COMMON = { ...BASE, environment: { type: 'string' } } as const;
 const SUBCOMMANDS = {
+  list: BASE,
   show: COMMON,
+  apply: { ...BASE, file: { type: 'string' } },
+  delete: { ...COMMON, force: { type: 'boolean' } },
   lock: { ...COMMON, reason: { type: 'string' } },
   unlock: COMMON,
 } as const;
 
 export const ENVIRONMENT_HELP = `usage:
 ${ENVIRONMENT_USAGE.map((line) => `  ${line}\n`).join('')}
-An environment through the API, as a service user.
+Environments through the API, as a service user.
 
+  list     every environment, oldest first, protected or not, locked or not (viewer and above)
   show     its protection, its lock and its configuration's names (viewer and above)
+  apply    makes the environment the file describes exist as it says (admin, owner): created when
+           none has its name, changed to match when it differs, left alone when it does not
+           ("unchanged"); says what changed. The file is one JSON object, the body of
+           POST /v1/orgs/{orgId}/environments: {"name", "description", "protected", "variables",
+           "secrets"}. It is the whole environment: what it leaves out takes a new one's value
+           (no description, not protected, no variables, no secrets). A lock is not part of it.
+           --file - reads standard input
+  delete   deletes it and its finished deployments (admin, owner); refused while a deployment
+           into it is queued or running, and while a service serves in it unless --force (the
+           runners then stop what runs there)
   lock     a deploy freeze: from now on no one creates a deployment into it, rolls back to one of
            its deployments or promotes into it, until it is unlocked; what is queued or running
            there goes on (admin, owner). --reason says why, to everyone refused
@@ -44,24 +61,56 @@ export async function environmentCommand(argv: string[], env: Record<string, str
   const flags = asked.flags as Partial<Record<string, string | boolean>>;
   const json = flags.json === true;
   for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
-  const name = flags.environment;
-  if (typeof name !== 'string' || name === '') throw new UsageError('--environment is required: the environment, by name or id');
+  // Everything the command line can get wrong is refused before a token is asked for.
+  const name = sub === 'list' || sub === 'apply' ? '' : requiredFlagText(flags, 'environment', 'the environment, by name or id');
   const reason = flags.reason;
   if (sub === 'lock' && (typeof reason !== 'string' || reason.trim() === '')) throw new UsageError('--reason is required: why the environment is locked, shown to everyone refused a deployment into it');
+  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the environment (- for standard input)')) : undefined;
 
   const settings = apiClientSettings(flags, env);
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: 'check with slipway environment show whether it was made' });
-  const path = `/v1/orgs/${encodeURIComponent(settings.orgId)}/environments/${encodeURIComponent(name)}`;
-  const answer = sub === 'show' ? await call<Environment>('GET', path)
-    : sub === 'lock' ? await call<Environment>('PUT', `${path}/lock`, { reason })
-      : await call<Environment>('DELETE', `${path}/lock`);
-  if (json) printJson(answer);
-  else if (sub === 'show') {
-    printFields({
-      name: answer.name, id: answer.id, protected: answer.protected,
-      lock: answer.lock === null ? 'none' : `since ${answer.lock.lockedAt} by ${answer.lock.lockedBy ?? '—'}: ${answer.lock.reason}`,
-      variables: Object.keys(answer.variables).join(' '), secrets: answer.secrets.map((r) => r.secret).join(' '),
-    });
-  } else process.stdout.write(`${printable(lockLine(answer))}\n`);
-  return 0;
+  const environments = `/v1/orgs/${encodeURIComponent(settings.orgId)}/environments`;
+  const path = `${environments}/${encodeURIComponent(name)}`;
+  switch (sub) {
+    case 'list': {
+      const all = await everyItem<Environment>(call, environments, new URLSearchParams(), 'environments');
+      if (json) printJson({ environments: all });
+      else printTable(all.map((e) => ({ name: e.name, protected: e.protected ? 'yes' : 'no', locked: e.lock === null ? 'no' : `since ${e.lock.lockedAt}`, updated: e.updatedAt })), ['name', 'protected', 'locked', 'updated']);
+      return 0;
+    }
+    case 'apply': {
+      const applied = await applyResource<Environment>(call, {
+        kind: 'environment',
+        collection: environments,
+        name: file!.name as string,
+        create: file!,
+        // The whole environment: what the file leaves out is what a new one has.
+        update: () => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! } }),
+        fields: (e) => ({ description: e.description, protected: e.protected, variables: e.variables, secrets: e.secrets }),
+      });
+      if (json) printJson({ result: applied.result, changes: applied.changes, environment: applied.resource });
+      else process.stdout.write(`${printable(appliedLine('environment', applied.resource.name, applied))}\n`);
+      return 0;
+    }
+    case 'delete': {
+      await call('DELETE', `${path}${flags.force === true ? '?force=true' : ''}`);
+      if (json) printJson({ environment: name, deleted: true });
+      else process.stdout.write(`${printable(`environment ${name}: deleted, with its finished deployments`)}\n`);
+      return 0;
+    }
+    default: {
+      const answer = sub === 'show' ? await call<Environment>('GET', path)
+        : sub === 'lock' ? await call<Environment>('PUT', `${path}/lock`, { reason })
+          : await call<Environment>('DELETE', `${path}/lock`);
+      if (json) printJson(answer);
+      else if (sub === 'show') {
+        printFields({
+          name: answer.name, id: answer.id, protected: answer.protected,
+          lock: answer.lock === null ? 'none' : `since ${answer.lock.lockedAt} by ${answer.lock.lockedBy ?? '—'}: ${answer.lock.reason}`,
+          variables: Object.keys(answer.variables).join(' '), secrets: answer.secrets.map((r) => r.secret).join(' '),
+        });
+      } else process.stdout.write(`${printable(lockLine(answer))}\n`);
+      return 0;
+    }
+  }
 }

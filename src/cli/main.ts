@@ -9,19 +9,19 @@ import { unknownVariableWarning } from '../platform/unknown-variables.js';
 import { printable, printJson } from './output.js';
 import { VERSION } from '../platform/version.js';
 import { catchStopSignals } from './stop-signals.js';
-import { BACKUP_USAGE, DEPLOY_USAGE, DEPLOYMENT_USAGE, ENVIRONMENT_USAGE, EVENTS_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { BACKUP_USAGE, DEPLOY_USAGE, DEPLOYMENT_USAGE, ENVIRONMENT_USAGE, EVENTS_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...DEPLOYMENT_USAGE, ...ENVIRONMENT_USAGE, ...SECRET_USAGE, ...EVENTS_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...DEPLOYMENT_USAGE, ...ENVIRONMENT_USAGE, ...SERVICE_USAGE, ...SECRET_USAGE, ...EVENTS_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
   slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
 matching flags (SLIPWAY_DATA_DIR = --data-dir); but the API clients, runner, runners, deploy,
-deployment, environment, secret and events, which sign in as a service user and read their own settings (see their
+deployment, environment, service, secret and events, which sign in as a service user and read their own settings (see their
 --help). See the README for the full list. --master-key and --master-key-previous show the key to anyone who can list processes
 (ps): prefer the variables or the key file.
 `;
@@ -82,10 +82,12 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await (await import('./events.js')).eventsCommand(rest, env);
       case 'environment':
         return await (await import('./environment.js')).environmentCommand(rest, env);
+      case 'service':
+        return await (await import('./service.js')).serviceCommand(rest, env);
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, deployment, environment, secret, events, backup or version; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, deployment, environment, service, secret, events, backup or version; see slipway --help');
       case 'help':
       case '--help':
       case '-h':

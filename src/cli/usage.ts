@@ -46,9 +46,19 @@ export const EVENTS_USAGE = [
 ];
 
 export const ENVIRONMENT_USAGE = [
+  'slipway environment list [--json]',
   'slipway environment show --environment ENV [--json]',
+  'slipway environment apply --file FILE|- [--json]',
+  'slipway environment delete --environment ENV [--force] [--json]',
   'slipway environment lock --environment ENV --reason R [--json]',
   'slipway environment unlock --environment ENV [--json]   (slipway environment --help)',
+];
+
+export const SERVICE_USAGE = [
+  'slipway service list [--json]',
+  'slipway service show --service S [--json]',
+  'slipway service apply --file FILE|- [--json]',
+  'slipway service delete --service S [--force] [--json]   (slipway service --help)',
 ];
 
 export const SECRET_USAGE = [

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createEnvironment, createService, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
-import { CLI_ENTRY, runCli, type CliResult } from '../support/processes.js';
+import { CLI_ENTRY, runCli, type CliResult, clientVariables } from '../support/processes.js';
 
 describe('slipway deploy', () => {
   let f: OrgFixture;
@@ -22,10 +22,7 @@ describe('slipway deploy', () => {
   let runner: RunnerClient;
 
   /** The CLI with a service user's credentials in the environment, as a CI job has them. */
-  const deployAs = (who: Actor, args: string[], url = f.server.url): Promise<CliResult> => runCli(['deploy', ...args], {
-    SLIPWAY_URL: url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
-    SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
-  });
+  const deployAs = (who: Actor, args: string[], url = f.server.url): Promise<CliResult> => runCli(['deploy', ...args], clientVariables(f.server.url, f.orgId, who, url));
   const deployments = async () => (await f.owner.http.get(`/v1/orgs/${f.orgId}/deployments?service=${service.name}&limit=200`)).body.deployments as Array<{ id: string; state: string }>;
 
   /** The CLI as a child process of its own (to be signalled) for the developer, deploying the service into the environment. */
@@ -165,18 +162,14 @@ describe('slipway deploy', () => {
   });
 
   it('slipway environment locks and unlocks an environment, and deploy is refused with the reason meanwhile', async () => {
-    const creds = (who: Actor) => ({
-      SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
-      SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
-    });
-    const environment = (who: Actor, args: string[]) => runCli(['environment', ...args], creds(who));
+    const environment = (who: Actor, args: string[]) => runCli(['environment', ...args], clientVariables(f.server.url, f.orgId, who));
     const frozen = await createEnvironment(f.admin.http, f.orgId);
 
     for (const [args, message] of [
       [['lock', '--environment', frozen.name], /--reason is required/],
       [['lock', '--environment', frozen.name, '--reason', '  '], /--reason is required/],
       [['unlock'], /--environment is required/],
-      [['freeze', '--environment', frozen.name], /unknown environment command "freeze": show, lock, unlock/],
+      [['freeze', '--environment', frozen.name], /unknown environment command "freeze": list, show, apply, delete, lock, unlock/],
     ] as const) {
       const refused = await environment(f.admin, [...args]);
       assert.equal(refused.code, 2, refused.stderr);

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createEnvironment, createService, deploy, eventually, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
-import { CLI_ENTRY, runCli, type CliResult } from '../support/processes.js';
+import { CLI_ENTRY, runCli, type CliResult, clientVariables } from '../support/processes.js';
 
 describe('slipway deployment', () => {
   let f: OrgFixture;
@@ -18,10 +18,7 @@ describe('slipway deployment', () => {
   let runner: RunnerClient;
 
   /** A service user's credentials in the environment, as a CI job or a shell has them. */
-  const credentials = (who: Actor) => ({
-    PATH: process.env.PATH ?? '', SLIPWAY_URL: f.server.url, SLIPWAY_TOKEN_URL: `${f.server.url}/oauth/v2/token`, SLIPWAY_ORG: f.orgId,
-    SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
-  });
+  const credentials = (who: Actor) => clientVariables(f.server.url, f.orgId, who);
   const as = (who: Actor, args: string[]): Promise<CliResult> => runCli(['deployment', ...args], credentials(who));
 
   before(async () => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { tempDir, type Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
-import { runCli, type CliResult } from '../support/processes.js';
+import { runCli, type CliResult, clientVariables } from '../support/processes.js';
 
 describe('slipway secret', () => {
   let f: OrgFixture;
@@ -21,10 +21,7 @@ describe('slipway secret', () => {
   const printed: string[] = [];
 
   const secretAs = async (who: Actor, args: string[], input?: string): Promise<CliResult> => {
-    const result = await runCli(['secret', ...args], {
-      SLIPWAY_URL: f.server.url, SLIPWAY_ORG: f.orgId,
-      SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
-    }, input);
+    const result = await runCli(['secret', ...args], clientVariables(f.server.url, f.orgId, who), input);
     if (args[0] !== 'reveal') printed.push(result.stdout, result.stderr);
     return result;
   };

@@ -2,7 +2,7 @@
 // running in the background with its log lines collected.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { TestServer } from './harness.js';
+import type { Actor, TestServer } from './harness.js';
 
 /** The compiled CLI entry of this build (test/support → src/cli in the same output directory). */
 export const CLI_ENTRY = fileURLToPath(new URL('../../src/cli/run.js', import.meta.url));
@@ -31,6 +31,17 @@ export function runCli(args: string[], env: Record<string, string>, input?: stri
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/**
+ * A service user's credentials as SLIPWAY_* variables, as a CI job or a shell has them, for the API
+ * of the server at `serverUrl` (or at `url`, a proxy in front of it: the token URL stays the server's).
+ */
+export function clientVariables(serverUrl: string, orgId: string, who: Pick<Actor, 'clientId' | 'clientSecret' | 'scope'>, url = serverUrl): Record<string, string> {
+  return {
+    SLIPWAY_URL: url, SLIPWAY_TOKEN_URL: `${serverUrl}/oauth/v2/token`, SLIPWAY_ORG: orgId,
+    SLIPWAY_CLIENT_ID: who.clientId, SLIPWAY_CLIENT_SECRET: who.clientSecret, SLIPWAY_SCOPE: who.scope,
+  };
 }
 
 /** Runs a command that must succeed with --json and returns what it printed. */

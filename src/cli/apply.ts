@@ -1,0 +1,110 @@
+// Configuration as code: `slipway service apply` and `slipway environment apply` make what a JSON
+// file describes true on the server, as a pipeline run from a repository wants: create it when it is
+// missing, change it to match when it differs, leave it alone when it does not, and say which of
+// those it did and what changed. The file is the whole resource: what it leaves out takes the value
+// a create would give it. It names the resource; a file with another name is another resource.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import { AppError } from '../platform/errors.js';
+import type { PatientCall } from './api-client.js';
+import { UsageError } from './args.js';
+
+/** A JSON file's object (`-`: standard input); never a quote of the file in a refusal. */
+export function readJsonObject(file: string, read: (file: string | number) => string = (f) => fs.readFileSync(f, 'utf8')): Record<string, unknown> {
+  const where = file === '-' ? 'standard input' : file;
+  let text: string;
+  try {
+    text = read(file === '-' ? 0 : file);
+  } catch (error) {
+    throw new UsageError(`--file ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    // Only where: Node's own message quotes the text around it.
+    const at = /position (\d+)/.exec((error as Error).message);
+    const place = at === null ? '' : (() => {
+      const before = text.slice(0, Number(at[1]));
+      const line = before.split('\n').length;
+      return ` (line ${line}, column ${before.length - before.lastIndexOf('\n')})`;
+    })();
+    throw new UsageError(`--file ${where} is not valid JSON${place}; nothing was sent`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--file ${where} must hold one JSON object; nothing was sent`);
+  const object = parsed as Record<string, unknown>;
+  if (typeof object.name !== 'string' || object.name === '') throw new UsageError(`--file ${where} needs a "name": what it describes is found by it; nothing was sent`);
+  return object;
+}
+
+/** A field that an apply changed, and how; a variable is a field of its own (`variables.DEBUG`). */
+export type FieldChange = { field: string; change: 'added' | 'removed' | 'changed' };
+export type Applied<T> = { result: 'created' | 'updated' | 'unchanged'; changes: FieldChange[]; resource: T };
+
+/** The fields of `before` and `after` that differ, and how; variables one by one, never their values. */
+export function fieldChanges(before: Record<string, unknown>, after: Record<string, unknown>): FieldChange[] {
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  const isMap = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const how = (field: string, was: unknown, is: unknown): FieldChange => ({ field, change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed' });
+  const changes: FieldChange[] = [];
+  for (const field of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const was = before[field];
+    const is = after[field];
+    if (same(was, is)) continue;
+    if (isMap(was) && isMap(is) && field === 'variables') {
+      for (const name of [...new Set([...Object.keys(was), ...Object.keys(is)])].sort()) {
+        if (!same(was[name], is[name])) changes.push(how(`${field}.${name}`, was[name], is[name]));
+      }
+    } else changes.push(how(field, was, is));
+  }
+  return changes;
+}
+
+const ATTEMPTS = 5;
+
+/**
+ * Creates the `kind` named `name` under `collection` from `create`, or brings the one there to
+ * `update(current)` (a PATCH; `headers` may hold its If-Match). Another client's create, change or
+ * delete in between (a name just taken, a 412, a 404) makes it read again and go on from what is
+ * there, five times at most. `fields` is what the changes are reported on.
+ */
+export async function applyResource<T>(call: PatientCall, o: {
+  kind: 'service' | 'environment';
+  collection: string;
+  name: string;
+  create: Record<string, unknown>;
+  update: (current: T) => { body: Record<string, unknown>; headers?: Record<string, string> };
+  fields: (resource: T) => Record<string, unknown>;
+}): Promise<Applied<T>> {
+  const one = `${o.collection}/${encodeURIComponent(o.name)}`;
+  const raced = (error: unknown, ...codes: string[]) => error instanceof AppError && codes.includes(error.code);
+  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    let current: T | null;
+    try {
+      current = await call<T>('GET', one);
+    } catch (error) {
+      if (!raced(error, `${o.kind}_not_found`)) throw error;
+      current = null;
+    }
+    try {
+      if (current === null) {
+        const made = await call<T>('POST', o.collection, o.create, { 'idempotency-key': randomUUID() });
+        return { result: 'created', changes: [], resource: made };
+      }
+      const { body, headers } = o.update(current);
+      const after = await call<T>('PATCH', one, body, headers);
+      const changes = fieldChanges(o.fields(current), o.fields(after));
+      return { result: changes.length === 0 ? 'unchanged' : 'updated', changes, resource: after };
+    } catch (error) {
+      if (!raced(error, `${o.kind}_name_taken`, `${o.kind}_not_found`, 'precondition_failed')) throw error;
+    }
+  }
+  throw new Error(`the ${o.kind} ${o.name} was created, changed or deleted by someone else each of the ${ATTEMPTS} times it was read; nothing more was sent: run the apply again`);
+}
+
+/** The line a human reads: `service web: updated, version 4 (command changed, variables.DEBUG added)`. */
+export function appliedLine(kind: string, name: string, applied: Applied<unknown>, version?: number): string {
+  const at = version === undefined ? '' : applied.result === 'unchanged' ? `, still version ${version}` : `, version ${version}`;
+  const changes = applied.changes.map((c) => `${c.field} ${c.change}`).join(', ');
+  return `${kind} ${name}: ${applied.result}${at}${changes !== '' ? ` (${changes})` : ''}`;
+}

@@ -1,0 +1,167 @@
+// `slipway service` and `slipway environment list|apply|delete` as real child processes against a
+// real server, as service users: a JSON file kept in a repository is applied (created, changed to
+// match, or left alone, saying which and what changed), and services and environments are listed,
+// shown and deleted, each within its role.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createSecret, eventsOf, unique } from '../support/deployments.js';
+import type { Actor } from '../support/harness.js';
+import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
+import { runCli, type CliResult, clientVariables } from '../support/processes.js';
+
+describe('slipway service and environment apply', () => {
+  let f: OrgFixture;
+  let developer: Actor;
+  let viewer: Actor;
+
+  /** The command as `who`, a file given on standard input (`--file -`) when `input` is. */
+  const as = (who: Actor, args: string[], input?: unknown): Promise<CliResult> =>
+    runCli([...args, ...(input !== undefined ? ['--file', '-'] : [])], clientVariables(f.server.url, f.orgId, who), input === undefined ? undefined : typeof input === 'string' ? input : JSON.stringify(input));
+  const jsonOf = (result: CliResult) => {
+    assert.equal(result.code, 0, result.stderr);
+    return JSON.parse(result.stdout);
+  };
+
+  before(async () => {
+    f = await startWithOrg();
+    developer = await f.server.actor(f.orgId, 'developer');
+    viewer = await f.server.actor(f.orgId, 'viewer');
+  });
+  after(async () => { await f.close(); });
+
+  it('applies a service file: created, then unchanged, then updated with what changed; each change an event, none for unchanged', async () => {
+    const db = await createSecret(developer.http, f.orgId, { URL: 'postgres://db' });
+    const name = unique('web');
+    const file = {
+      name, description: 'the front',
+      spec: { command: ['node', 'server.js'], port: 3000, healthCheck: { path: '/health' }, variables: { LOG_LEVEL: 'info', REGION: 'eu' }, secrets: [{ secret: db, key: 'URL', as: 'DATABASE_URL' }] },
+    };
+
+    const created = await as(developer, ['service', 'apply'], file);
+    assert.equal(created.code, 0, created.stderr);
+    assert.equal(created.stdout, `service ${name}: created, version 1\n`);
+    const unchanged = await as(developer, ['service', 'apply'], file);
+    assert.equal(unchanged.stdout, `service ${name}: unchanged, still version 1\n`);
+
+    // The file is the whole service: a description left out is emptied.
+    const { description: _description, ...withoutDescription } = file;
+    const changed = { ...withoutDescription, spec: { ...file.spec, command: ['node', 'server.js', '--fast'], variables: { LOG_LEVEL: 'debug', DEBUG: '1' } } };
+    const updated = await as(developer, ['service', 'apply'], changed);
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.equal(updated.stdout, `service ${name}: updated, version 2 (description changed, command changed, variables.DEBUG added, variables.LOG_LEVEL changed, variables.REGION removed)\n`);
+    const now = (await developer.http.get(`/v1/orgs/${f.orgId}/services/${name}`)).body;
+    assert.deepEqual([now.version, now.description, now.spec.command, now.spec.variables, now.spec.healthCheck], [2, '', changed.spec.command, changed.spec.variables, { path: '/health', timeoutSeconds: 30 }]);
+
+    const asJson = jsonOf(await as(developer, ['service', 'apply', '--json'], changed));
+    assert.deepEqual([asJson.result, asJson.changes, asJson.service.version], ['unchanged', [], 2]);
+    const again = jsonOf(await as(developer, ['service', 'apply', '--json'], file));
+    assert.deepEqual([again.result, again.service.version, again.changes.map((c: { field: string; change: string }) => `${c.field} ${c.change}`)],
+      ['updated', 3, ['description changed', 'command changed', 'variables.DEBUG removed', 'variables.LOG_LEVEL changed', 'variables.REGION added']]);
+
+    assert.deepEqual((await eventsOf(f.server, f.orgId, now.id)).map((e) => e.type), ['service.created', 'service.updated', 'service.updated']);
+  });
+
+  it('lists and shows services as a viewer, printable; deletes as an admin', async () => {
+    const name = unique('api');
+    assert.equal((await as(developer, ['service', 'apply'], { name, description: 'api \u001b[2Jgone', spec: { image: 'registry.example/api:1', variables: { A: '1' } } })).code, 0);
+    const listed = await as(viewer, ['service', 'list']);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /^NAME +VERSION +RUNS +UPDATED$/m);
+    assert.match(listed.stdout, new RegExp(`^${name} +1 +registry\\.example/api:1 +\\S+$`, 'm'));
+    assert.ok(jsonOf(await as(viewer, ['service', 'list', '--json'])).services.some((s: { name: string }) => s.name === name));
+
+    const shown = await as(viewer, ['service', 'show', '--service', name]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, /^description +api \\x1b\[2Jgone$/m);
+    assert.match(shown.stdout, /^image +registry\.example\/api:1$/m);
+    assert.match(shown.stdout, /^health +none \(running is healthy\)$/m);
+    assert.ok(!shown.stdout.includes('\u001b'));
+
+    const byViewer = await as(viewer, ['service', 'apply', '--json'], { name, spec: { image: 'x' } });
+    assert.equal(byViewer.code, 1);
+    assert.equal(JSON.parse(byViewer.stderr).error.status, 403);
+    const byDeveloper = await as(developer, ['service', 'delete', '--service', name, '--json']);
+    assert.equal(byDeveloper.code, 1);
+    assert.equal(JSON.parse(byDeveloper.stderr).error.status, 403);
+    const deleted = await as(f.admin, ['service', 'delete', '--service', name]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.equal(deleted.stdout, `service ${name}: deleted, with its finished deployments\n`);
+    const gone = await as(viewer, ['service', 'show', '--service', name, '--json']);
+    assert.equal(gone.code, 1);
+    assert.equal(JSON.parse(gone.stderr).error.code, 'service_not_found');
+  });
+
+  it('refuses a file it cannot read, or one the server refuses, and nothing is written', async () => {
+    const name = unique('bad');
+    for (const [input, message] of [
+      [`{"name": "${name}", "spec": `, /--file standard input is not valid JSON; nothing was sent/],
+      ['[1]', /must hold one JSON object/],
+      [{ spec: { command: ['x'] } }, /needs a "name"/],
+      [{ name, spec: [] }, /needs a "spec" object: an apply gives the whole service/],
+    ] as const) {
+      const refused = await as(developer, ['service', 'apply'], input);
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.match(refused.stderr, message);
+    }
+    const missingFile = await as(developer, ['service', 'apply', '--file', 'no-such-file.json']);
+    assert.equal(missingFile.code, 2);
+    assert.match(missingFile.stderr, /--file no-such-file\.json: cannot read it \(ENOENT\)/);
+    const noFile = await as(developer, ['service', 'apply']);
+    assert.equal(noFile.code, 2);
+    assert.match(noFile.stderr, /--file is required/);
+
+    const unknownField = await as(developer, ['service', 'apply', '--json'], { name, spec: { command: ['x'], prot: 1 } });
+    assert.equal(unknownField.code, 1);
+    assert.equal(JSON.parse(unknownField.stderr).error.status, 400);
+    const unknownSecret = await as(developer, ['service', 'apply', '--json'], { name, spec: { command: ['x'], secrets: [{ secret: 'no-such-secret' }] } });
+    assert.equal(unknownSecret.code, 1);
+    const error = JSON.parse(unknownSecret.stderr).error;
+    assert.deepEqual([error.status, error.code, error.missing], [422, 'unknown_secrets', ['no-such-secret']]);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/services/${name}`)).status, 404);
+  });
+
+  it('applies of one file racing one another create it once, and each ends in a state one of them describes', async () => {
+    const name = unique('race');
+    const files = Array.from({ length: 4 }, (_, i) => ({ name, spec: { command: ['node', `v${i}.js`] } }));
+    const results = await Promise.all(files.map((file) => as(developer, ['service', 'apply', '--json'], file)));
+    const answers = results.map(jsonOf);
+    assert.equal(answers.filter((a) => a.result === 'created').length, 1, JSON.stringify(answers.map((a) => a.result)));
+    const now = (await developer.http.get(`/v1/orgs/${f.orgId}/services/${name}`)).body;
+    assert.ok(files.some((file) => file.spec.command[1] === now.spec.command[1]));
+    assert.equal(now.version, 1 + answers.filter((a) => a.result === 'updated').length);
+  });
+
+  it('applies an environment file as an admin: created, unchanged, updated; lists and deletes it; a developer is refused', async () => {
+    const db = await createSecret(developer.http, f.orgId, { URL: 'postgres://db' });
+    const name = unique('staging');
+    const file = { name, description: 'staging', variables: { REGION: 'eu' }, secrets: [{ secret: db }] };
+    const created = await as(f.admin, ['environment', 'apply'], file);
+    assert.equal(created.code, 0, created.stderr);
+    assert.equal(created.stdout, `environment ${name}: created\n`);
+    assert.equal((await as(f.admin, ['environment', 'apply'], file)).stdout, `environment ${name}: unchanged\n`);
+    // What the file leaves out is what a new environment has: no variables, no secrets.
+    const updated = await as(f.admin, ['environment', 'apply'], { name, description: 'staging', protected: true });
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.equal(updated.stdout, `environment ${name}: updated (protected changed, variables.REGION removed, secrets changed)\n`);
+    const now = jsonOf(await as(viewer, ['environment', 'show', '--environment', name, '--json']));
+    assert.deepEqual([now.protected, now.variables, now.secrets], [true, {}, []]);
+
+    const listed = await as(viewer, ['environment', 'list']);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(`^${name} +yes +no +\\S+$`, 'm'));
+    assert.ok(jsonOf(await as(viewer, ['environment', 'list', '--json'])).environments.some((e: { name: string }) => e.name === name));
+
+    const byDeveloper = await as(developer, ['environment', 'apply', '--json'], file);
+    assert.equal(byDeveloper.code, 1);
+    assert.equal(JSON.parse(byDeveloper.stderr).error.status, 403);
+    assert.equal(jsonOf(await as(viewer, ['environment', 'show', '--environment', name, '--json'])).protected, true);
+
+    const deleted = await as(f.admin, ['environment', 'delete', '--environment', name]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.equal(deleted.stdout, `environment ${name}: deleted, with its finished deployments\n`);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/environments/${name}`)).status, 404);
+    const noName = await as(f.admin, ['environment', 'delete']);
+    assert.equal(noName.code, 2);
+    assert.match(noName.stderr, /--environment is required/);
+  });
+});
