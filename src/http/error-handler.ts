@@ -2,7 +2,7 @@
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, errorDescription, errors, isAppError, pointerSegment, type FieldError } from '../platform/errors.js';
+import { AppError, errorDescription, errors, isAppError, MAX_FIELD_ERRORS, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
 import { KeyFileRefusedError, MasterKeyNotHeldError } from '../platform/crypto/master-key.js';
 import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isForeignKeyViolation, isOrganizationDeleted, isTransactionAborted } from '../platform/db/facts.js';
@@ -78,11 +78,6 @@ function messageOf(error: AjvError, context?: string): string {
   }
 }
 
-/**
- * Field errors a problem lists at most: a body of a few MiB can hold hundreds of thousands of bad
- * keys, and a problem listing each would be ten times the body's size.
- */
-export const MAX_FIELD_ERRORS = 100;
 
 // Keywords whose failure means a documented limit was hit rather than a malformed request.
 const LIMIT_KEYWORDS = new Set(['maxItems', 'maxProperties', 'maxLength']);

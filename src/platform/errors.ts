@@ -59,6 +59,12 @@ const bearer = (error: string, description: string, extra = ''): Record<string, 
 const cursorProblem = (detail: string, message: string) =>
   new AppError(400, 'invalid_cursor', 'Invalid cursor', detail, { errors: [{ pointer: '/query/cursor', message }] });
 
+/**
+ * Field errors a problem lists at most: a body of a few MiB can hold hundreds of thousands of bad
+ * keys, and a problem listing each would be ten times the body's size.
+ */
+export const MAX_FIELD_ERRORS = 100;
+
 export const errors = {
   // 400
   invalidRequest: (detail: string, fieldErrors: FieldError[] = []) =>
@@ -91,7 +97,9 @@ export const errors = {
     new AppError(400, 'invalid_request', 'Invalid request', `${where} contains a NUL character (U+0000), which no name, key, value or parameter may hold.`, fieldErrors.length ? { errors: fieldErrors } : {}),
   /** `taken`: names of the request that are taken besides, said and listed in the same problem. */
   duplicateNames: (pointers: FieldError[], taken?: { also: string; conflicts: unknown[] }) =>
-    new AppError(400, 'duplicate_names', 'Duplicate names in request', `Each name may appear only once in one request.${taken ? ` Besides: ${taken.also}` : ''}`, { errors: pointers, ...(taken ? { conflicts: taken.conflicts } : {}) }),
+    new AppError(400, 'duplicate_names', 'Duplicate names in request',
+      `Each name may appear only once in one request${pointers.length > MAX_FIELD_ERRORS ? ` (${pointers.length} items repeat a name; errors lists the first ${MAX_FIELD_ERRORS})` : ''}.${taken ? ` Besides: ${taken.also}` : ''}`,
+      { errors: pointers.slice(0, MAX_FIELD_ERRORS), ...(taken ? { conflicts: taken.conflicts } : {}) }),
   /**
    * A token of the external issuer sent to be revoked here: revoking it is that issuer's business
    * (as RFC 7009 §2.2.1's unsupported_token_type, a 400: no retry can succeed).

@@ -54,6 +54,14 @@ describe('runners kept to environments', () => {
     }
     const adopt = await runner.actor.http.post(runnerUrl('adopt', f.orgId), { host: 'rh_kept-adopt-1', environments: [production.name] });
     assert.equal(adopt.status, 403, adopt.text);
+    // A claim or an adoption refused for its environments (403, 404) records no runner: none that
+    // will never take a deployment is listed as up.
+    const refusedHost = 'rh_kept-refused-1';
+    for (const environments of [[production.name], [staging.name, 'no-such-environment']]) {
+      assert.notEqual((await runner.claim({ environments, waitSeconds: 0, host: refusedHost })).status, 200);
+      assert.notEqual((await runner.actor.http.post(runnerUrl('adopt', f.orgId), { host: refusedHost, environments })).status, 200);
+    }
+    assert.deepEqual((await f.admin.http.get(`/v1/orgs/${f.orgId}/runners`)).body.runners.filter((r: { host: string }) => r.host === refusedHost), []);
     assert.equal((await runner.actor.http.post(runnerUrl('adopt', f.orgId), { host: 'rh_kept-adopt-1' })).status, 200);
 
     // Production's waits for a runner that may take it; its secret value went nowhere else.

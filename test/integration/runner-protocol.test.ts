@@ -237,10 +237,14 @@ describe('runner protocol', () => {
     const svc = await createService(developer.http, orgId);
     const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
     const c = await runner.take({ environments: [env.id], waitSeconds: 0 });
-    const zoned = await runner.logs(d.id, { leaseToken: c.lease.token, lines: [{ line: 'zoned', at: '2026-11-27T07:00:00+02:00' }, { line: 'fine', at: '2026-11-27t05:00:00.123456789z' }] });
+    const zoned = await runner.logs(d.id, { leaseToken: c.lease.token, lines: [
+      { line: 'zoned', at: '2026-11-27T07:00:00+02:00' }, { line: 'fine', at: '2026-11-27t05:00:00.123456789z' },
+      // A leap second, which RFC 3339 allows and a Date cannot hold: its second's last millisecond.
+      { line: 'leap', at: '2026-06-30T23:59:60Z' }, { line: 'leap, zoned', at: '2026-07-01T01:59:60.25+02:00' },
+    ] });
     assert.equal(zoned.status, 200, zoned.text);
     const lines = (await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs`)).body.lines;
-    assert.deepEqual(lines.map((l: any) => l.at), ['2026-11-27T05:00:00.000Z', '2026-11-27T05:00:00.123Z']);
+    assert.deepEqual(lines.map((l: any) => l.at), ['2026-11-27T05:00:00.000Z', '2026-11-27T05:00:00.123Z', '2026-06-30T23:59:59.999Z', '2026-06-30T23:59:59.999Z']);
     assert.equal((await runner.complete(d.id, c.lease.token)).status, 200);
   });
 
@@ -683,6 +687,21 @@ describe('runner protocol: hosts and adoption', () => {
     assert.equal(back.reason, undefined);
     // The exits it had reported before are not news.
     assert.equal((await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_exited').length, 1);
+  });
+
+  it('refuses process reports without a host, or two of one deployment, recording nothing', async () => {
+    const { id } = await served(f.runner, hostA, 'refused-report-value');
+    const seen = () => f.server.core.db.selectFrom('deployments').select(['host_seen_at', 'process_state', 'process_exits']).where('id', '=', id).executeTakeFirstOrThrow();
+    const before = await seen();
+    await sleep(5);
+    const report = (exits: number) => ({ deployment: id, state: 'running', exits });
+    const noHost = await post(f.runner, 'serving', { deployments: [id], processes: [report(7)] });
+    assert.equal(noHost.status, 400, noHost.text);
+    assert.deepEqual(noHost.body.errors, [{ pointer: '/host', message: 'is required with processes' }]);
+    const twice = await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [report(3), report(1)] });
+    assert.equal(twice.status, 400, twice.text);
+    assert.deepEqual(twice.body.errors.map((e: { pointer: string }) => e.pointer), ['/processes/1/deployment']);
+    assert.deepEqual(await seen(), before);
   });
 
   it('keeps a serving report whole or not at all: a process report that fails leaves the host report unmoved too', async () => {

@@ -8,6 +8,14 @@ describe('bulk create secrets', () => {
   before(async () => { server = await startServer(); });
   after(async () => { await server.close(); });
 
+  it('lists 100 of a thousand names given twice, as every problem lists 100 items at most, and says how many there were', async () => {
+    const many = await server.owner.http.post('/v1/orgs/default/secrets', { secrets: Array.from({ length: 1000 }, () => ({ name: 'same', values: { A: '1' } })) });
+    assert.equal(many.status, 400, many.text);
+    assert.equal(many.body.code, 'duplicate_names');
+    assert.equal(many.body.errors.length, 100);
+    assert.match(many.body.detail, /\(1000 items repeat a name; errors lists the first 100\)/);
+  });
+
   it('creates every secret in request order with version 1 and key names only', async () => {
     const res = await server.owner.http.post('/v1/orgs/default/secrets', {
       secrets: [

@@ -6,7 +6,7 @@ import {
   HeartbeatResponse, ReleaseRequest, ReleaseResponse, RUNNER_ROUTES, RunnerDeploymentParams, ServingRequest, ServingResponse,
 } from './runner.protocol.js';
 import { keptByReference } from '../idempotency/idempotency.schemas.js';
-import type { RunnerService } from './runner.service.js';
+import { assertServingReport, type RunnerService } from './runner.service.js';
 import type { RunnersService } from './runners.service.js';
 import type { FastifyRequest } from 'fastify';
 import type { RequestContext } from '../../platform/context.js';
@@ -54,9 +54,9 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
     // A runner that hangs up stops waiting, so it is not handed a deployment it will never see.
     const gone = new AbortController();
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) gone.abort(); });
-    await sighted(req, req.body);
-    // A runner disabled, deleted or revoked while it waits is not handed a deployment either.
-    const claimed = await runner.claim(caller(req), req.org!.id, req.body, gone.signal, () => req.reauthenticate());
+    // A runner disabled, deleted or revoked while it waits is not handed a deployment either. It is
+    // seen once its environments are found its own: a claim refused for them records no runner.
+    const claimed = await runner.claim(caller(req), req.org!.id, req.body, gone.signal, () => req.reauthenticate(), () => sighted(req, req.body));
     // Still there after a long wait (written only if the wait was long). What the claim took is
     // handed out whatever becomes of this: failing it now would leave a deployment under a lease
     // nobody was told of, until it runs out.
@@ -125,12 +125,13 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
       summary: 'Which of these succeeded deployments still serve',
       description: 'A runner asks this about the deployments whose processes it runs, every few seconds. The others were superseded (by a deployment this or another runner carried out) or deleted with their service or environment: the runner stops their processes. Ids that are not deployments of this organization are simply not serving. '
         + 'With `host`, it also says that it runs them (they are not orphans); one that another runner has adopted is not answered, and its process here is to stop. '
-        + 'With `processes`, it says how each process is doing: the deployment shows it as `process`, and a report of new exits appends a `deployment.process_exited` event.',
+        + 'With `processes`, it says how each process is doing: the deployment shows it as `process`, and a report of new exits appends a `deployment.process_exited` event. `processes` need `host`, and name each deployment once (otherwise 400, and nothing is recorded).',
       params: OrgParams,
       body: ServingRequest,
       response: { 200: ServingResponse },
     },
   }, async (req) => {
+    assertServingReport(req.body);
     // It says nothing of itself here: what its claims said stays.
     if (req.body.host !== undefined) await runners.present(req.ctx, req.org!.id, req.body.host, req.ip ?? null);
     return { serving: await runner.serving(caller(req), req.org!.id, req.body) };
@@ -148,9 +149,8 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
       response: { 200: noStore(AdoptResponse) },
     },
   }, async (req, reply) => {
-    await sighted(req, req.body);
     reply.header('cache-control', 'no-store');
-    return runner.adopt(caller(req), req.org!.id, req.body);
+    return runner.adopt(caller(req), req.org!.id, req.body, () => sighted(req, req.body));
   });
 
   app.post(RUNNER_ROUTES.release, {

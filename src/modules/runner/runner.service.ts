@@ -4,7 +4,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
-import { errors, isAppError, type AppError } from '../../platform/errors.js';
+import { errors, isAppError, MAX_FIELD_ERRORS, type AppError } from '../../platform/errors.js';
 import type { DeploymentSignals } from '../deployments/deployment-signals.js';
 import { compareAndSet, transitionConflict, type DeploymentState } from '../deployments/deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from '../deployments/deployments.repo.js';
@@ -48,11 +48,32 @@ function shuffled<T>(items: T[]): T[] {
 
 /**
  * A time a runner reports, as every time Slipway answers with: UTC with milliseconds (an offset,
- * a lower-case `t`, nanoseconds are converted). One Date cannot hold (a leap second) is `otherwise`.
+ * a lower-case `t`, nanoseconds are converted). A leap second (`23:59:60`, which RFC 3339 allows and
+ * a Date cannot hold) is its second's last millisecond before, `23:59:59.999`; `otherwise` stands
+ * only for what Date.parse still cannot read (the schema's date-time format lets nothing else by).
  */
 function utc(at: string, otherwise: string): string {
-  const time = Date.parse(at);
+  let time = Date.parse(at);
+  if (Number.isNaN(time)) time = Date.parse(at.replace(/:60(?:\.\d+)?(?=[zZ+-]|$)/, ':59.999'));
   return Number.isNaN(time) ? otherwise : new Date(time).toISOString();
+}
+
+/**
+ * What the schema cannot say of a serving report, refused before anything is recorded: process
+ * reports need `host` (they are a host's), and say one thing of each deployment.
+ */
+export function assertServingReport(request: ServingRequestT): void {
+  const processes = request.processes ?? [];
+  if (processes.length > 0 && request.host === undefined) {
+    throw errors.invalidRequest('`processes` are reports of the runner named by `host`: send `host` with them (or leave them out).', [{ pointer: '/host', message: 'is required with processes' }]);
+  }
+  const first = new Map<string, number>();
+  const again = processes.flatMap((report, i) => {
+    const at = first.get(report.deployment);
+    if (at === undefined) first.set(report.deployment, i);
+    return at === undefined ? [] : [{ pointer: `/processes/${i}/deployment`, message: `reports on ${report.deployment} again (first at /processes/${at}): one report per deployment` }];
+  });
+  if (again.length > 0) throw errors.invalidRequest(`A report names a deployment once: ${again[0]!.pointer} ${again[0]!.message}.`, again.slice(0, MAX_FIELD_ERRORS));
 }
 
 export function createRunnerService(deps: RunnerDeps) {
@@ -270,10 +291,13 @@ export function createRunnerService(deps: RunnerDeps) {
      * After each wait `reauthenticate` checks the caller again (it throws if it may no longer
      * claim): a runner disabled while it waited must not receive secret values. The environments
      * its service user is kept to are read again then too: one narrowed while it waited is handed
-     * nothing of the environments taken from it (403 once it names one of them).
+     * nothing of the environments taken from it (403 once it names one of them). `accepted` runs
+     * once the claim's environments are known to be the runner's to take, before any wait: a claim
+     * refused for them records nothing.
      */
-    async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>): Promise<ClaimResponseT | null> {
+    async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>, accepted?: () => Promise<void>): Promise<ClaimResponseT | null> {
       let envIds = await environmentIds(ctx, orgId, request?.environments);
+      await accepted?.();
       const deadline = Date.now() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
       let sweep = true;
       for (let waited = false; ; waited = true) {
@@ -416,9 +440,11 @@ export function createRunnerService(deps: RunnerDeps) {
      * Hands orphans (serving deployments whose runner went away) to `host`, each to one runner, with
      * what to run. Their state stays `succeeded`; each adoption is a `deployment.adopted` event. One
      * whose pinned secret versions are gone cannot run again: it is marked stopped instead (see adoptOne).
+     * `accepted` runs once the environments are known to be the runner's: a refused adoption records nothing.
      */
-    async adopt(ctx: RequestContext, orgId: string, request: AdoptRequestT): Promise<AdoptResponseT> {
+    async adopt(ctx: RequestContext, orgId: string, request: AdoptRequestT, accepted?: () => Promise<void>): Promise<AdoptResponseT> {
       const envIds = await environmentIds(ctx, orgId, request.environments);
+      await accepted?.();
       const now = new Date();
       const at = now.toISOString();
       const cutoff = new Date(now.getTime() - startedAt >= hostTimeoutMs ? now.getTime() - hostTimeoutMs : 0).toISOString();
