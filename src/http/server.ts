@@ -12,7 +12,7 @@ import FindMyWay from 'find-my-way';
 import { routePrefix } from '../platform/config.js';
 import { NO_METRICS, type Metrics } from '../platform/metrics.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
-import { errors, pointerSegment } from '../platform/errors.js';
+import { errors, pointerSegment, type FieldError } from '../platform/errors.js';
 import { allows, type Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
 import type { TokenVerifier } from '../modules/auth/token-verifier.js';
@@ -101,6 +101,29 @@ function admitToOrg(req: FastifyRequest, access: Access, principal: Principal, o
 
 function trustNearest(hops: number): (address: string, hop: number) => boolean {
   return (_address, hop) => hop < hops;
+}
+
+const WHOLE_NUMBER = /^-?(?:0|[1-9]\d*)$/;
+const DECIMAL_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?$/;
+
+/** Refuses a query with a percent-encoding that is not UTF-8, naming the parameter when its name can be read. */
+function assertQueryEncoding(query: string): void {
+  const decodes = (text: string) => {
+    try {
+      decodeURIComponent(text);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (decodes(query)) return;
+  for (const pair of query.split('&')) {
+    if (decodes(pair)) continue;
+    const at = pair.indexOf('=');
+    const name = at < 0 ? pair : pair.slice(0, at);
+    throw errors.malformedQuery(decodes(name) ? decodeURIComponent(name.replace(/\+/g, ' ')) : null);
+  }
+  throw errors.malformedQuery(null);
 }
 
 export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) => Promise<void> | void): Promise<App> {
@@ -214,6 +237,10 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
     if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
     if (req.url.includes('%00')) throw errors.nulCharacter('The URL');
+    // The query parser reads a malformed escape as it is (`?service=caf%E9` would look for "caf%E9"),
+    // where the router refuses one in the path: the query's is refused the same way.
+    const query = req.url.indexOf('?');
+    if (query >= 0 && req.url.includes('%', query)) assertQueryEncoding(req.url.slice(query + 1));
     const headers = req.headers;
     // No body (neither a length nor chunks): a Content-Type describes nothing (`curl -d ''`, clients
     // that always send a form type) and is dropped, so an operation that takes no body goes on.
@@ -319,6 +346,33 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const schema = (route.schema ??= {}) as { querystring?: Record<string, unknown> };
     if (schema.querystring !== undefined && schema.querystring.type !== 'object') throw new Error(`${route.url}: a query schema must be one object (Type.Composite, not Type.Intersect), to refuse what it does not name`);
     schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
+  });
+
+  // A number in the query or the path is written in decimal digits: the validator's coercion alone
+  // would read `?limit=0x10` as 16, `%201` as 1 and `/versions/1e3` as version 1000.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.auth === undefined) return;
+    type Properties = { properties?: Record<string, { type?: unknown }> } | undefined;
+    const schema = route.schema as { querystring?: Properties; params?: Properties } | undefined;
+    const numeric = (part: Properties) => Object.entries(part?.properties ?? {}).flatMap(([name, p]) => (p.type === 'integer' || p.type === 'number' ? [[name, p.type] as const] : []));
+    const fields = [
+      ...numeric(schema?.querystring).map(([name, type]) => ({ part: 'query' as const, name, type })),
+      ...numeric(schema?.params).map(([name, type]) => ({ part: 'params' as const, name, type })),
+    ];
+    if (fields.length === 0) return;
+    const digits = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      const wrong: FieldError[] = [];
+      for (const { part, name, type } of fields) {
+        const value = (part === 'query' ? req.query : req.params) as Record<string, unknown>;
+        const given = value[name];
+        if (typeof given !== 'string' || (type === 'integer' ? WHOLE_NUMBER : DECIMAL_NUMBER).test(given)) continue;
+        const shown = given.length > 40 ? `${given.slice(0, 40)}…` : given;
+        wrong.push({ pointer: `/${part}/${pointerSegment(name)}`, message: `must be ${type === 'integer' ? 'a whole number' : 'a number'} in decimal digits, got ${JSON.stringify(shown)}` });
+      }
+      if (wrong.length > 0) throw errors.invalidRequest(`The request is not valid: ${wrong[0]!.pointer} ${wrong[0]!.message}.`, wrong);
+      done();
+    };
+    route.preValidation = [route.preValidation ?? []].flat().concat(digits);
   });
 
   // An operation that takes no body refuses one rather than ignore it: `{"permanent": true}` sent to

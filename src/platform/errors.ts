@@ -92,6 +92,9 @@ export const errors = {
     new AppError(400, 'malformed_http', 'Malformed HTTP request', `The request is not valid HTTP/1.1${parserCode ? ` (${parserCode})` : ''}; nothing was done. Check the request line, the headers and Content-Length or Transfer-Encoding.`),
   malformedPath: (path: string) =>
     new AppError(400, 'malformed_path', 'Malformed path', `The path ${JSON.stringify(path)} has a malformed percent-encoding: % must be followed by two hex digits, and the bytes they spell must be UTF-8.`),
+  malformedQuery: (parameter: string | null) =>
+    new AppError(400, 'malformed_query', 'Malformed query', `The query ${parameter === null ? '' : `parameter ${JSON.stringify(parameter)} `}has a malformed percent-encoding: % must be followed by two hex digits, and the bytes they spell must be UTF-8 (a % of its own is %25); nothing was done.`,
+      { errors: [{ pointer: parameter === null ? '/query' : `/query/${pointerSegment(parameter)}`, message: 'has a malformed percent-encoding' }] }),
   /** PostgreSQL text cannot hold U+0000, and no name, key, value or variable of a process can either. */
   nulCharacter: (where: string, fieldErrors: FieldError[] = []) =>
     new AppError(400, 'invalid_request', 'Invalid request', `${where} contains a NUL character (U+0000), which no name, key, value or parameter may hold.`, fieldErrors.length ? { errors: fieldErrors } : {}),
@@ -262,7 +265,7 @@ export const errors = {
       `This Idempotency-Key was already used for a different request (${firstUse}). Send a new key for a new request; a retry must repeat the first request exactly, body included.`),
   // 431
   headersTooLarge: (limitBytes: number) =>
-    new AppError(431, 'headers_too_large', 'Request header fields too large', `The request's headers are larger than the ${limitBytes} bytes the server reads; nothing was done. Send fewer or shorter headers.`),
+    new AppError(431, 'headers_too_large', 'Request header fields too large', `The request's URL and headers together are larger than the ${limitBytes} bytes the server reads; nothing was done. Send a shorter URL (a long query string counts), or fewer or shorter headers.`),
   // 429
   rateLimited: (retryAfterSeconds: number) =>
     new AppError(429, 'rate_limited', 'Too many requests', `Rate limit reached; retry after ${retryAfterSeconds} s.`, {}, {

@@ -19,6 +19,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   malformed_json: { status: 400, meaning: 'The body is not I-JSON: not JSON, not UTF-8, a name twice in one object, an unpaired surrogate.' },
   malformed_http: { status: 400, meaning: 'Not valid HTTP/1.1 (the parser\'s code is in `detail`); the connection is closed.' },
   malformed_path: { status: 400, meaning: 'A percent-encoding in the path that is not UTF-8.' },
+  malformed_query: { status: 400, meaning: 'A percent-encoding in the query that is not UTF-8.' },
   invalid_cursor: { status: 400, meaning: 'A cursor this API did not return, or returned for other filters.' },
   limit_exceeded: { status: 400, meaning: 'A configured limit; `limit` names the setting and its value.' },
   empty_batch: { status: 400, meaning: 'A bulk request with no items.' },
@@ -97,7 +98,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   idempotency_key_reused: { status: 422, meaning: 'The Idempotency-Key was used for another request.' },
   // 429, 431, 5xx
   rate_limited: { status: 429, meaning: 'Too many requests (Retry-After, RateLimit).' },
-  headers_too_large: { status: 431, meaning: 'The request\'s headers are over 16 KiB.' },
+  headers_too_large: { status: 431, meaning: 'The request\'s URL and headers together are over 16 KiB.' },
   internal: { status: 500, meaning: 'A fault on the server\'s side; quote `requestId`.' },
   unavailable: { status: 503, meaning: 'Overloaded, shutting down, or the database is out of reach (Retry-After).' },
   master_key_missing: { status: 503, meaning: 'Data the request needs is wrapped under a master key the server is not configured with (`masterKeyId`): an operator must add it.' },

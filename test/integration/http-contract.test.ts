@@ -176,6 +176,28 @@ describe('HTTP contract', () => {
     const escape = await server.owner.http.get('/v1/orgs/default/secrets/%zz');
     assert.match(String(assertProblem(escape, 400, 'malformed_path').detail), /percent-encoding/);
     assert.match(escape.headers.get('x-request-id') ?? '', UUID);
+    // The query's are refused as the path's, not looked up as written.
+    for (const [query, pointer] of [['prefix=caf%E9', '/query/prefix'], ['limit=5&prefix=%', '/query/prefix'], ['pre%ZZfix=a', '/query'], ['prefix=%C3%A9%ff', '/query/prefix']] as const) {
+      const refused = await server.owner.http.get(`/v1/orgs/default/secrets?${query}`);
+      assert.deepEqual(assertProblem(refused, 400, 'malformed_query').errors, [{ pointer, message: 'has a malformed percent-encoding' }], query);
+    }
+    assert.equal((await server.owner.http.get('/v1/orgs/default/secrets?prefix=caf%C3%A9%25')).status, 200);
+  });
+
+  it('reads numbers in the query and the path only as decimal digits', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'numbered', values: { A: '1' } }] })).status, 201);
+    for (const limit of ['0x10', '%201', '1e1', '01', '1.0', '']) {
+      const refused = await server.owner.http.get(`/v1/orgs/default/secrets?limit=${limit}`);
+      const [first] = assertProblem(refused, 400, 'invalid_request').errors as Array<{ pointer: string; message: string }>;
+      assert.equal(first!.pointer, '/query/limit', limit);
+      if (limit !== '') assert.match(first!.message, /must be a whole number in decimal digits, got/);
+    }
+    for (const version of ['01', '1e0', '0x1', '%201']) {
+      const refused = await server.owner.http.get(`/v1/orgs/default/secrets/numbered/versions/${version}`);
+      assert.deepEqual((assertProblem(refused, 400, 'invalid_request').errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/params/version'], version);
+    }
+    assert.equal((await server.owner.http.get('/v1/orgs/default/secrets/numbered/versions/1')).status, 200);
+    assert.equal((await server.owner.http.get('/v1/orgs/default/secrets?limit=10')).status, 200);
   });
 
   it('answers what the HTTP parser refuses with problems, and logs nothing of the request even at trace', async () => {

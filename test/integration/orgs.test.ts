@@ -97,6 +97,12 @@ describe('organizations', () => {
     const noName = await server.owner.http.post('/v1/orgs', { slug: 'nameless' });
     assert.equal(noName.status, 400);
     assert.deepEqual(noName.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
+    // A name is read in lists: not blank, not padded, no control characters or reordering marks.
+    for (const name of ['   ', ' Acme', 'Acme ', 'Acme\u0007\u001b[2J', 'Acme \u202egnp.exe']) {
+      const invalid = await server.owner.http.post('/v1/orgs', { slug: 'padded', name });
+      assert.equal(invalid.status, 400, `${JSON.stringify(name)}: ${invalid.text}`);
+      assert.deepEqual(invalid.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
+    }
 
     const refused = await owner.http.post('/v1/orgs', { slug: 'by-an-owner', name: 'Nope' });
     assert.equal(refused.status, 403);

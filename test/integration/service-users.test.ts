@@ -288,9 +288,11 @@ describe('service users', () => {
     assert.equal(rename.body.code, 'service_user_name_taken');
     assert.deepEqual(rename.body.conflicts, [{ pointer: '/name', name: 'taken' }]);
 
-    const bad = await admin.http.post(base(), { name: '-bad/name', role: 'viewer' });
-    assert.equal(bad.status, 400);
-    assert.deepEqual(bad.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
+    for (const name of ['-bad/name', 'taken ', ' taken']) {
+      const bad = await admin.http.post(base(), { name, role: 'viewer' });
+      assert.equal(bad.status, 400, name);
+      assert.deepEqual(bad.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
+    }
     const unknownRole = await admin.http.post(base(), { name: 'x', role: 'superuser' });
     assert.equal(unknownRole.status, 400);
     assert.ok(unknownRole.body.errors.some((e: { pointer: string }) => e.pointer === '/role'));

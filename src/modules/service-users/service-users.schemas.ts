@@ -2,8 +2,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import { NullableCursor, OrgIdParam, Timestamp } from '../../http/schemas.js';
 import { RoleSchema } from '../auth/roles.js';
 
-export const SERVICE_USER_NAME_PATTERN = '^(?!su_[0-9a-hjkmnp-tv-z]{26}$)[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$';
-const Name = Type.String({ pattern: SERVICE_USER_NAME_PATTERN, description: 'letters, digits, spaces, dots, dashes and underscores; 1-100 characters; not shaped like a service user id (`su_` and 26 characters), which would name another user' });
+export const SERVICE_USER_NAME_PATTERN = '^(?!su_[0-9a-hjkmnp-tv-z]{26}$)[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,98}[A-Za-z0-9._-])?$';
+const Name = Type.String({ pattern: SERVICE_USER_NAME_PATTERN, description: 'letters, digits, spaces, dots, dashes and underscores, starting with a letter or digit and not ending with a space; 1-100 characters; not shaped like a service user id (`su_` and 26 characters), which would name another user' });
 
 export const ClientSecretInfo = Type.Object({
   id: Type.String({ examples: ['cs_01jd6xq0m3b8c2v4w5x6y7z8a9'] }),
