@@ -48,14 +48,15 @@ server and come back only from reveal (audited); nothing else prints them.
   reveal   prints the values as .env lines (--format env, the default), which import and set read
            back unchanged, or as a JSON object (--format json); --json prints the API's answer.
            A value with $, \` or ~ is single-quoted, which a shell or Compose reading the file
-           leaves as it is (one with a quote, a backslash or a line break is double-quoted, with
-           escapes that only a .env reader undoes)
+           leaves as it is; one with a quote, a backslash or a line break is double-quoted, with
+           \\$ and \\\` escaped, so that a shell sourcing the file runs and expands nothing (it
+           keeps \\n and \\t as written: only a .env reader turns them back)
   delete   restorable by an admin for SLIPWAY_SECRET_RETENTION_DAYS; --permanent destroys every
            version now (admin, owner)
   restore  brings back a deleted secret, or with --version N makes version N's values current again
 
 .env files follow dotenv's rules: KEY=value lines, \`export\` allowed, # comments, single quotes as
-written, double quotes with \\n \\r \\t \\" \\\\ escapes. A line that cannot be read, or a key given
+written, double quotes with \\n \\r \\t \\" \\\\ \\$ \\\` escapes. A line that cannot be read, or a key given
 twice, refuses the whole file with its line number. --from-file - reads standard input: prefer it
 to --set for values, which anyone who can list processes (ps) sees on the command line.
 

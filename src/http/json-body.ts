@@ -10,6 +10,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { App } from './app-types.js';
 import { errors, pointerSegment } from '../platform/errors.js';
+import { syntaxErrorOffset } from './json-syntax.js';
 
 // Only bodies that could hold a dangerous key (possibly \u-escaped) pay for the reviver pass.
 const MAYBE_POISONED = /__proto__|constructor|\\u/;
@@ -51,15 +52,21 @@ function poisoned(text: string, key: string): Error {
  * around the error, and a body may carry secret values: no character of the body is repeated.
  */
 function syntaxError(text: string, error: SyntaxError): Error {
-  const at = /^(.*?) in JSON at position (\d+)/.exec(error.message);
-  if (at && !at[1]!.startsWith('Unexpected token')) {
-    const position = Number(at[2]);
-    const line = text.slice(0, position).split('\n').length;
-    const column = position - text.lastIndexOf('\n', position - 1);
-    return errors.malformedJson(`The body is not valid JSON: ${at[1]!.toLowerCase()} at line ${line}, column ${column}.`);
+  if (text.charCodeAt(0) === 0xfeff) {
+    return errors.malformedJson('The body is not valid JSON: it begins with a byte order mark (U+FEFF), which JSON sent over a network must not (RFC 8259 §8.1); remove it.');
   }
-  if (/end of JSON input/.test(error.message)) return errors.malformedJson('The body is not valid JSON: it ends before the value is complete.');
-  return errors.malformedJson('The body is not valid JSON: it has an unexpected character (every key and string value needs double quotes).');
+  const offset = syntaxErrorOffset(text);
+  if (offset >= text.length) return errors.malformedJson('The body is not valid JSON: it ends before the value is complete.');
+  if (offset < 0) return errors.malformedJson('The body is not valid JSON: it has an unexpected character (every key and string value needs double quotes).');
+  // V8's own words where they are only words ("expected double-quoted property name"); its
+  // "unexpected token" messages name, or quote around, a character of the body.
+  const said = /^(.*?) in JSON at position \d+/.exec(error.message)?.[1];
+  const what = /after JSON at position/.test(error.message) ? 'text after the JSON value'
+    : said !== undefined && !said.startsWith('Unexpected token') ? said.toLowerCase() : 'an unexpected character';
+  const line = text.slice(0, offset).split('\n').length;
+  const column = offset - text.lastIndexOf('\n', offset - 1);
+  const hint = what === 'an unexpected character' ? ' (every key and string value needs double quotes, and no comma may precede a closing bracket)' : '';
+  return errors.malformedJson(`The body is not valid JSON: ${what} at line ${line}, column ${column}${hint}.`);
 }
 
 /**

@@ -7,12 +7,13 @@ export interface DotenvProblem {
   message: string;
 }
 
-const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', '"': '"', '\\': '\\' };
+const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', '"': '"', '\\': '\\', $: '$', '`': '`' };
 
 /**
  * `KEY=value` lines, `export` allowed, blank lines and `#` comments skipped, a ` #` comment after an
  * unquoted value dropped (`KEY= # note` is empty); single quotes keep their text as it is, double
- * quotes expand \n, \r, \t, \" and \\. A line that is none of these, or a key given twice, is a
+ * quotes expand \n, \r, \t, \", \\, and \$ and \` (a shell's escapes of what it would expand, as
+ * dotenv-expand reads \$). A line that is none of these, or a key given twice, is a
  * problem with its line number rather than a value stored otherwise than meant; with any problem,
  * `values` is not to be used.
  */
@@ -68,13 +69,15 @@ const LITERAL = /^[^'\\\x00-\x1f\x7f]*$/;
  * Values as `.env` lines that parseDotenv reads back to exactly these values: bare when nothing in
  * them needs quotes, else in single quotes, in which nothing is expanded (a `$`, a backquote: a
  * secret revealed into a file that a shell or Compose reads stays as it is, and runs nothing), else
- * (a value with a quote, a backslash or a line break) in double quotes with escapes.
+ * (a value with a quote, a backslash or a line break) in double quotes with escapes, `$` and the
+ * backquote escaped too: a shell sourcing the file expands nothing there either, and runs nothing
+ * (it keeps \n, \r and \t as written, which only a `.env` reader turns into line breaks and tabs).
  */
 export function formatDotenv(values: Record<string, string>): string {
   return Object.entries(values).map(([key, value]) => {
     if (BARE.test(value)) return `${key}=${value}\n`;
     if (LITERAL.test(value)) return `${key}='${value}'\n`;
-    const escaped = value.replace(/[\\"\n\r\t]/g, (c) => ({ '\\': '\\\\', '"': '\\"', '\n': '\\n', '\r': '\\r', '\t': '\\t' })[c]!);
+    const escaped = value.replace(/[\\"\n\r\t$`]/g, (c) => ({ '\\': '\\\\', '"': '\\"', '\n': '\\n', '\r': '\\r', '\t': '\\t', $: '\\$', '`': '\\`' })[c]!);
     return `${key}="${escaped}"\n`;
   }).join('');
 }

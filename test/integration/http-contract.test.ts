@@ -76,6 +76,17 @@ describe('HTTP contract', () => {
   it('refuses malformed JSON with a 400 that says where, without repeating the body', async () => {
     const res = await server.owner.http.request('POST', '/v1/orgs', { raw: '{"slug": "x",\n  , }', contentType: 'application/json' });
     assert.match(String(assertProblem(res, 400, 'malformed_json').detail), /not valid JSON: expected double-quoted property name at line 2, column 3\./);
+    // Wherever the syntax breaks, the detail says where (a trailing comma, a bare word, text after the value).
+    for (const [raw, where] of [
+      ['{"secrets":[{"name":"a","values":{"A":"b"}},]}', /an unexpected character at line 1, column 45 /],
+      ['{"slug": "x",\n "name": hunter2}', /an unexpected character at line 2, column 10 /],
+      ['{"slug": "x"} {}', /text after the JSON value at line 1, column 15\./],
+      ['\ufeff{"slug": "x"}', /begins with a byte order mark/],
+    ] as const) {
+      const refused = await server.owner.http.request('POST', '/v1/orgs', { raw, contentType: 'application/json' });
+      assert.match(String(assertProblem(refused, 400, 'malformed_json').detail), where, raw);
+      assert.ok(!refused.text.includes('hunter2'), refused.text);
+    }
     // JSON.parse's own message quotes the text around an unexpected token; a body may hold secret values.
     for (const raw of ['{"slug": "x", "name": hunter2secret}', '{"slug": "hunter2secret"', '{"slug": "hunter2secret"}}']) {
       const refused = await server.owner.http.request('POST', '/v1/orgs', { raw, contentType: 'application/json' });

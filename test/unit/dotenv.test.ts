@@ -57,6 +57,27 @@ describe('.env text', () => {
     assert.equal(formatDotenv({ A: 'plain-1.2:3/4@5+6=7%', B: 'two words', C: '' }), 'A=plain-1.2:3/4@5+6=7%\nB=\'two words\'\nC=\n');
   });
 
+  it('escapes $ and ` in a double-quoted value too: a shell sourcing it runs nothing and reads it as it is', { skip: process.platform === 'win32' }, () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dotenv-'));
+    try {
+      const ran = path.join(dir, 'ran');
+      // A quote or a backslash forces double quotes; what a shell would expand is escaped there.
+      const values = { V: `it's $(touch ${ran})`, W: 'a"b`touch ' + ran + '`$HOME\\', X: "it's $x" };
+      const text = formatDotenv(values);
+      assert.equal(text, `V="it's \\$(touch ${ran})"\nW="a\\"b\\\`touch ${ran}\\\`\\$HOME\\\\"\nX="it's \\$x"\n`);
+      assert.deepEqual(parseDotenv(text).values, values);
+      fs.writeFileSync(path.join(dir, 'x.env'), text);
+      const script = `set -a; . ./x.env; ${Object.keys(values).map((k) => `printf '%s\\0' "$${k}"`).join('; ')}`;
+      const out = execFileSync('/bin/sh', ['-c', script], { cwd: dir, encoding: 'utf8', env: { HOME: '/nowhere', PATH: process.env.PATH } });
+      assert.deepEqual(out.split('\0').slice(0, -1), Object.values(values));
+      assert.equal(fs.existsSync(ran), false, 'sourcing the file ran a command');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    // A hand-written file's \$ is a $, as dotenv-expand and a shell read it.
+    assert.deepEqual(parseDotenv('A="\\$HOME \\`x\\`"\n').values, { A: '$HOME `x`' });
+  });
+
   it('writes a value that a shell or Compose would expand ($, `, ~) in single quotes, which they read as written', { skip: process.platform === 'win32' }, () => {
     const values = { P: 'pa$$w0rd$HOME', C: '$(echo run)`echo run`', T: '~/x', U: 'a:~/b', Q: 'two "words" # not a comment' };
     const text = formatDotenv(values);
