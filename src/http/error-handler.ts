@@ -22,6 +22,8 @@ function pointerOf(error: AjvError, context: string | undefined): string {
   let pointer = prefix + error.instancePath;
   if (error.keyword === 'required') pointer += `/${pointerSegment(String(error.params.missingProperty))}`;
   if (error.keyword === 'additionalProperties') pointer += `/${pointerSegment(String(error.params.additionalProperty))}`;
+  // The later of two equal items: the one to remove.
+  if (error.keyword === 'uniqueItems') pointer += `/${Math.max(Number(error.params.i), Number(error.params.j))}`;
   // A failure inside propertyNames names the offending key on the error itself.
   const key = (error as { propertyName?: string }).propertyName;
   if (key !== undefined) pointer += `/${pointerSegment(key)}`;
@@ -34,6 +36,12 @@ const listOf = (values: unknown[]) => values.map((v) => JSON.stringify(v)).join(
 function constChoices(schema: Record<string, unknown>): unknown[] | undefined {
   const branches = schema.anyOf as Array<Record<string, unknown>> | undefined;
   return branches?.every((b) => 'const' in b) ? branches.map((b) => b.const) : undefined;
+}
+
+/** A union of one schema and null, as TypeBox writes `Type.Union([X, Type.Null()])`. */
+function isNullable(schema: Record<string, unknown>): boolean {
+  const branches = schema.anyOf as Array<Record<string, unknown>> | undefined;
+  return branches?.length === 2 && branches.some((b) => b.type === 'null') && !constChoices(schema);
 }
 
 function messageOf(error: AjvError, context?: string): string {
@@ -73,6 +81,13 @@ function messageOf(error: AjvError, context?: string): string {
       return error.message ?? 'is too short';
     case 'minProperties':
       return Number(error.params.limit) === 1 ? 'must not be empty' : `must hold at least ${String(error.params.limit)} entries`;
+    case 'uniqueItems':
+      return `repeats item ${Math.min(Number(error.params.i), Number(error.params.j))}: give each once`;
+    case 'type': {
+      const types = String(error.params.type).split(',');
+      const named = types.map((t) => (t === 'null' ? 'null' : t === 'integer' ? 'a whole number' : `${/^[aeiou]/.test(t) ? 'an' : 'a'} ${t}`));
+      return `must be ${named.length > 1 ? `${named.slice(0, -1).join(', ')} or ${named.at(-1)}` : named[0]}`;
+    }
     default:
       return error.message ?? 'is invalid';
   }
@@ -91,7 +106,11 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
   // propertyNames reports the key's own failure and then once more for the object; keep the first.
   // A union of literals fails once per literal and then as a whole: the whole names the choices.
   const unions = new Set(ajvErrors.filter((e) => e.keyword === 'anyOf' && constChoices(e.parentSchema ?? {})).map((e) => e.instancePath));
-  const relevant = ajvErrors.filter((e) => e.keyword !== 'propertyNames' && e.keyword !== 'if' && !(e.keyword === 'const' && unions.has(e.instancePath)));
+  // A nullable value (anyOf: a schema, or null) that fails the schema fails `null` too, and the
+  // anyOf as a whole: the schema's own failure is the one that says what to fix.
+  const nullable = new Set(ajvErrors.filter((e) => e.keyword === 'anyOf' && isNullable(e.parentSchema ?? {})).map((e) => e.instancePath));
+  const relevant = ajvErrors.filter((e) => e.keyword !== 'propertyNames' && e.keyword !== 'if' && !(e.keyword === 'const' && unions.has(e.instancePath))
+    && !(nullable.has(e.instancePath) && (e.keyword === 'anyOf' || (e.keyword === 'type' && e.params.type === 'null'))));
   const seen = new Set<string>();
   const fieldErrors: FieldError[] = [];
   const found = relevant.length ? relevant : ajvErrors;
@@ -101,7 +120,8 @@ export function validationProblem(ajvErrors: AjvError[], context: string | undef
       unlisted = found.length - index;
       break;
     }
-    const item = { pointer: pointerOf(e, context), message: messageOf(e, context) };
+    const message = messageOf(e, context);
+    const item = { pointer: pointerOf(e, context), message: e.keyword === 'type' && nullable.has(e.instancePath) ? `${message} or null` : message };
     const key = `${item.pointer}\0${item.message}`;
     if (!seen.has(key)) {
       seen.add(key);

@@ -160,8 +160,12 @@ export const errors = {
   /** Writes to one secret change it, never create it: the detail says what does. */
   secretNotFound: (name: string) =>
     new AppError(404, 'secret_not_found', 'Not found', `No secret "${name}" in this organization. Create it with POST …/secrets, or PUT …/secrets (which creates the missing and updates the rest).`),
-  secretDeleted: (name: string, restorableUntil: string) =>
-    new AppError(404, 'secret_deleted', 'Not found', `The secret "${name}" is deleted. An admin or owner can restore it until ${restorableUntil} (POST …/secrets/${name}/restore); after that it is purged.`, { restorableUntil }),
+  /** `versionGiven`: a restore of one of its versions, which a deleted secret does not take. */
+  secretDeleted: (name: string, restorableUntil: string, versionGiven = false) =>
+    versionGiven
+      ? new AppError(404, 'secret_deleted', 'Not found', `The secret "${name}" is deleted, and a deleted secret is restored whole, as it was: send this restore without \`version\` (until ${restorableUntil}, when it is purged), then restore a version of it if need be.`,
+        { restorableUntil, errors: [{ pointer: '/version', message: 'is not taken while the secret is deleted: leave it out to restore the secret' }] })
+      : new AppError(404, 'secret_deleted', 'Not found', `The secret "${name}" is deleted. An admin or owner can restore it until ${restorableUntil} (POST …/secrets/${name}/restore); after that it is purged.`, { restorableUntil }),
   routeNotFound: (method: string, url: string, reference: string, why?: string) =>
     new AppError(404, 'route_not_found', 'Not found', `There is no route ${method} ${url}${why === undefined ? '' : `: ${why}`}. See ${reference} for the API.`),
 

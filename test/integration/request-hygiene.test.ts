@@ -105,6 +105,17 @@ describe('request hygiene', () => {
     }
   });
 
+  it('says in words what a field is wrong by: a repeat points at the repeated item, a type names the types, a nullable field fails once', async () => {
+    const repeated = assertProblem(await server.owner.http.post(`${org}/service-users`, { name: 'repeats', role: 'runner', environments: ['a', 'b', 'b'] }), 400, 'invalid_request');
+    assert.deepEqual(repeated.errors, [{ pointer: '/environments/2', message: 'repeats item 1: give each once' }]);
+    const empty = assertProblem(await server.owner.http.post(`${org}/deployments`, { service: 'x', environment: 'y', revision: '' }), 400, 'invalid_request');
+    assert.deepEqual(empty.errors, [{ pointer: '/revision', message: 'must not be empty' }]);
+    const typed = assertProblem(await server.owner.http.post(`${org}/deployments`, { service: 'x', environment: 'y', revision: 7 }), 400, 'invalid_request');
+    assert.deepEqual(typed.errors, [{ pointer: '/revision', message: 'must be a string or null' }]);
+    const flag = assertProblem(await server.owner.http.get(`${org}/secrets?deleted=1`), 400, 'invalid_request');
+    assert.deepEqual(flag.errors, [{ pointer: '/query/deleted', message: 'must be a boolean' }]);
+  });
+
   it('refuses a service-user name that begins like an id, and fields where a route takes none', async () => {
     const res = await server.owner.http.post(`${org}/service-users`, { name: 'su_01m80ztq5jm5vg4dm9s179yk06', role: 'viewer' });
     assert.equal((assertProblem(res, 400, 'invalid_request').errors as Array<{ pointer: string }>)[0]!.pointer, '/name');

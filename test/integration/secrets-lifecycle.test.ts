@@ -312,6 +312,12 @@ describe('secrets lifecycle', () => {
     assert.equal((await dev.http.put(base, { secrets: [{ name: 'doomed', values: { A: 'x' } }] })).body.code, 'secret_deleted');
     assert.equal((await dev.http.put(`${base}/doomed`, { values: { A: 'x' } })).status, 404);
     assert.equal((await dev.http.delete(`${base}/doomed`)).status, 404);
+    // Restoring one of its versions is not what a deleted secret takes: the problem says which restore is.
+    const aVersion = await admin.http.post(`${base}/doomed/restore`, { version: 1 });
+    assert.equal(aVersion.status, 404, aVersion.text);
+    assert.equal(aVersion.body.code, 'secret_deleted');
+    assert.match(aVersion.body.detail, /restored whole, as it was: send this restore without `version`/);
+    assert.deepEqual(aVersion.body.errors.map((e: { pointer: string }) => e.pointer), ['/version']);
 
     const restored = await admin.http.post(`${base}/doomed/restore`);
     assert.equal(restored.status, 200, restored.text);

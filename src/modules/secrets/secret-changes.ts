@@ -3,7 +3,7 @@
 // one transaction that reads the secret locked, checks If-Match, and appends its event.
 import type { RequestContext } from '../../platform/context.js';
 import { nowIso, type Executor } from '../../platform/db/database.js';
-import { AppError, errors } from '../../platform/errors.js';
+import { AppError, errors, isAppError } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { checkExpected as checkTagged, type Expected } from '../../platform/etags.js';
 import { applyPatch, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
@@ -62,11 +62,17 @@ export function createSecretChanges(store: SecretStore) {
     },
 
     /** A new version holding an earlier version's values (none if they are the current ones). */
-    restoreVersion(ctx: RequestContext, orgId: string, name: string, from: number, expected?: Expected) {
-      return change(ctx, orgId, name, expected, {
-        kind: 'restore', data: { restoredFrom: from },
-        next: async (_current, trx, row) => store.open(trx, orgId, await store.version(trx, row, from)),
-      });
+    async restoreVersion(ctx: RequestContext, orgId: string, name: string, from: number, expected?: Expected) {
+      try {
+        return await change(ctx, orgId, name, expected, {
+          kind: 'restore', data: { restoredFrom: from },
+          next: async (_current, trx, row) => store.open(trx, orgId, await store.version(trx, row, from)),
+        });
+      } catch (error) {
+        // Deleted: the restore it asks for is the other one.
+        if (isAppError(error) && error.code === 'secret_deleted') throw errors.secretDeleted(name, String(error.extras.restorableUntil), true);
+        throw error;
+      }
     },
 
     /**
