@@ -672,6 +672,9 @@ describe('runner protocol: hosts and adoption', () => {
     assert.equal(stopped.state, 'succeeded');
     assert.deepEqual({ state: stopped.process.state, exits: stopped.process.exits, lastExit: stopped.process.lastExit }, { state: 'stopped', exits: 2, lastExit: crashed });
     assert.equal(stopped.process.address, undefined, 'a process that cannot be started again answers nowhere');
+    // The runner it stays with let it go, and no runner runs it: none counts it as serving.
+    const runners = (await f.admin.http.get(`/v1/orgs/${f.orgId}/runners`)).body.runners as Array<{ host: string; serving: number }>;
+    assert.deepEqual([hostA, hostB].map((host) => runners.find((r) => r.host === host)?.serving), [0, 0]);
     assert.match(stopped.reason, new RegExp(`^Its runner went away, and it cannot be started again: the pinned secret version ${secret}@1 no longer exists .*Deploy the service again`));
     const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped' || e.type === 'deployment.adopted');
     assert.deepEqual(events.map((e) => [e.type, e.data.host, e.data.previousHost]), [['deployment.process_stopped', hostB, hostA]]);

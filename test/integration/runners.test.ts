@@ -68,6 +68,11 @@ describe('runners list', () => {
     assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
     const serving = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
     assert.deepEqual([serving.inProgress, serving.serving], [[], 1]);
+    // What it lets go of (it stops) it no longer runs; adopted again, it does.
+    assert.deepEqual((await runner.actor.http.post(`/v1/orgs/${orgId}/runner/release`, { host, deployments: [d.id] })).body, { released: [d.id] });
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host).serving, 0);
+    assert.deepEqual((await runner.actor.http.post(`/v1/orgs/${orgId}/runner/adopt`, { host, environments: [env.id] })).body.adopted.map((a: any) => a.deployment.id), [d.id]);
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host).serving, 1);
 
     // An environment renamed shows its new name; one deleted is left out.
     const renamed = unique('renamed');

@@ -58,7 +58,8 @@ export const runnersRepo = {
 
   /**
    * What these runners carry out now (ids: those their own service user claimed under their host),
-   * and how many serving deployments each runs.
+   * and how many serving deployments each runs: not those it let go of (released, orphans for
+   * another runner to adopt) nor those whose process is stopped for good.
    */
   async workOf(db: Executor, orgId: string, runners: Array<Pick<RunnersTable, 'host' | 'service_user_id'>>): Promise<{ inProgress: Map<string, string[]>; serving: Map<string, number> }> {
     const inProgress = new Map<string, string[]>();
@@ -73,7 +74,9 @@ export const runnersRepo = {
       inProgress.set(row.host_id!, [...(inProgress.get(row.host_id!) ?? []), row.id]);
     }
     const counts = await db.selectFrom('deployments').select(['host_id', (eb) => eb.fn.countAll<number | string>().as('n')])
-      .where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'in', hosts).groupBy('host_id').execute();
+      .where('org_id', '=', orgId).where('state', '=', 'succeeded').where('host_id', 'in', hosts)
+      .where('host_seen_at', 'is not', null).where((eb) => eb.or([eb('process_state', 'is', null), eb('process_state', '!=', 'stopped')]))
+      .groupBy('host_id').execute();
     for (const row of counts) serving.set(row.host_id!, Number(row.n));
     return { inProgress, serving };
   },
