@@ -125,12 +125,14 @@ export async function openKeyStore(config: Config, options: CoreOptions = {}) {
   try {
     // PostgreSQL is first asked here: out of reach, or refusing the credentials, it is said so.
     if (database.dialect === 'postgres') await sql`select 1`.execute(database.db).catch((error: unknown) => { throw cannotConnect(config.databaseUrl!, error); });
+    // The migrations this opening applied (for `slipway migrate` to say so).
+    let migrationsApplied: string[] = [];
     if (options.migrate === 'require') await requireCurrentSchema(database, config);
     else if (options.migrate !== false) {
       const state = await schemaState(database);
       if (state.kind === 'ahead') throw newerSchema(databaseNamed(config), state.unknown);
-      const { applied } = await migrateToLatest(database);
-      if (applied.length > 0) logger.info({ migrations: applied }, 'brought the database schema up to date');
+      migrationsApplied = (await migrateToLatest(database)).applied;
+      if (migrationsApplied.length > 0) logger.info({ migrations: migrationsApplied }, 'brought the database schema up to date');
     }
     // The database first: a missing key file is replaced by a new key only when nothing is wrapped yet.
     const keyFileMissing = config.masterKey === null && !fs.existsSync(path.join(config.dataDir, KEY_FILE));
@@ -153,7 +155,7 @@ export async function openKeyStore(config: Config, options: CoreOptions = {}) {
       throw error;
     }
     const keys = createSigningKeys({ db: database.db, ring, tokenTtlSeconds: config.tokenTtlSeconds });
-    return { config, logger, database, db: database.db, ring, keys, close: () => database.close() };
+    return { config, logger, database, db: database.db, ring, keys, migrationsApplied, close: () => database.close() };
   } catch (error) {
     await database.close();
     throw error;
@@ -162,7 +164,7 @@ export async function openKeyStore(config: Config, options: CoreOptions = {}) {
 
 /** Everything but HTTP: what the CLI needs to act on the same database as the server. */
 export async function openCore(config: Config, options: CoreOptions = {}) {
-  const { logger, database, ring, keys } = await openKeyStore(config, options);
+  const { logger, database, ring, keys, migrationsApplied } = await openKeyStore(config, options);
   try {
     const { db } = database;
     // Rows wrapped under a master key the configuration lacks: refused, in one line naming it. The
@@ -217,7 +219,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const idempotency = createIdempotencyService({ db, sealKey: await loadInstanceKey(db, ring, IDEMPOTENCY_SEAL_KEY) });
 
     return {
-      config, logger, ring, database, db, identity, issuer, tokenUrl, scope,
+      config, logger, ring, database, db, identity, issuer, tokenUrl, scope, migrationsApplied,
       keys, principals, revocations, verifier, tokens,
       orgs, serviceUsers, dataKeys, secrets, events, idempotency,
       environments, services, deployments, secretUsage, deploymentChanges, runner, runners, signals, webhooks,

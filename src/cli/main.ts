@@ -57,9 +57,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
         if (wantsHelp(rest)) return help();
         const p = parse(rest, {}, env);
         const { withCore } = await import('./commands.js');
-        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId }), { create: true, adoptProjectId: true });
+        const result = await withCore(p, async (core) => ({ database: core.database.dialect, projectId: core.identity.projectId, applied: core.migrationsApplied }), { create: true, adoptProjectId: true });
         if (p.values.json) printJson({ ok: true, ...result });
-        else process.stdout.write(`database is up to date (${result.database})\n`);
+        else if (result.applied.length === 0) process.stdout.write(`database is up to date (${result.database}); no migration was needed\n`);
+        else process.stdout.write(`database brought up to date (${result.database}): applied ${result.applied.length} migration(s), ${result.applied[0]} to ${result.applied.at(-1)}\n`);
         return 0;
       }
       case 'org':

@@ -2,6 +2,7 @@
 // configuration with exit 2 and one line, help that runs nothing, refusals and failures as JSON
 // with --json, a reader that went away, and the warning that a key given as a flag is visible.
 import assert from 'node:assert/strict';
+import { MIGRATIONS } from '../../src/platform/db/migrations/index.js';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -19,7 +20,12 @@ describe('slipway CLI: usage, help and errors', () => {
     dataDir = tempDir('slipway-cli-usage-db-');
     database = await testDatabase();
     env = { SLIPWAY_DATA_DIR: dataDir, ...(database.url ? { SLIPWAY_DATABASE_URL: database.url } : {}) };
-    assert.equal((await runCli(['migrate'], env)).code, 0);
+    const first = await runCli(['migrate'], env);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, new RegExp(`^database brought up to date \\((sqlite|postgres)\\): applied ${MIGRATIONS.length} migration\\(s\\), ${MIGRATIONS[0]!.name} to ${MIGRATIONS.at(-1)!.name}\n$`));
+    const again = await runCli(['migrate'], env);
+    assert.match(again.stdout, /^database is up to date \((sqlite|postgres)\); no migration was needed\n$/);
+    assert.deepEqual(JSON.parse((await runCli(['migrate', '--json'], env)).stdout).applied, []);
   });
   after(async () => {
     await database.drop();
