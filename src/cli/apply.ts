@@ -66,7 +66,9 @@ const ATTEMPTS = 5;
  * Creates the `kind` named `name` under `collection` from `create`, or brings the one there to
  * `update(current)` (a PATCH; `headers` may hold its If-Match). Another client's create, change or
  * delete in between (a name just taken, a 412, a 404) makes it read again and go on from what is
- * there, five times at most. `fields` is what the changes are reported on.
+ * there, five times at most. What changed is measured from the first read to the last answer, on
+ * `fields`, and by `revision` (its version, or when it last changed): a PATCH whose answer was lost
+ * and that a retry found done, or one that undid a change made meanwhile, still changed it.
  */
 export async function applyResource<T>(call: PatientCall, o: {
   kind: 'service' | 'environment';
@@ -75,9 +77,12 @@ export async function applyResource<T>(call: PatientCall, o: {
   create: Record<string, unknown>;
   update: (current: T) => { body: Record<string, unknown>; headers?: Record<string, string> };
   fields: (resource: T) => Record<string, unknown>;
+  revision: (resource: T) => string;
 }): Promise<Applied<T>> {
   const one = `${o.collection}/${encodeURIComponent(o.name)}`;
   const raced = (error: unknown, ...codes: string[]) => error instanceof AppError && codes.includes(error.code);
+  // What there was when the apply began (null: nothing; undefined: not read yet).
+  let first: T | null | undefined;
   for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
     let current: T | null;
     try {
@@ -86,6 +91,7 @@ export async function applyResource<T>(call: PatientCall, o: {
       if (!raced(error, `${o.kind}_not_found`)) throw error;
       current = null;
     }
+    if (first === undefined) first = current;
     try {
       if (current === null) {
         const made = await call<T>('POST', o.collection, o.create, { 'idempotency-key': randomUUID() });
@@ -93,8 +99,11 @@ export async function applyResource<T>(call: PatientCall, o: {
       }
       const { body, headers } = o.update(current);
       const after = await call<T>('PATCH', one, body, headers);
-      const changes = fieldChanges(o.fields(current), o.fields(after));
-      return { result: changes.length === 0 ? 'unchanged' : 'updated', changes, resource: after };
+      // Created by another client meanwhile: what changed is measured from what it made.
+      const before = first ?? current;
+      const changes = fieldChanges(o.fields(before), o.fields(after));
+      const moved = changes.length > 0 || o.revision(before) !== o.revision(after);
+      return { result: moved ? 'updated' : 'unchanged', changes, resource: after };
     } catch (error) {
       if (!raced(error, `${o.kind}_name_taken`, `${o.kind}_not_found`, 'precondition_failed')) throw error;
     }

@@ -25,8 +25,9 @@ export function flagText(flags: FlagValues, flag: string, what: string): string 
 
 /** A flag's text, which must be given and not empty: `what` says what it is. */
 export function requiredFlagText(flags: FlagValues, flag: string, what: string): string {
-  const value = flagText(flags, flag, what);
-  if (value === undefined) throw new UsageError(`--${flag} is required: ${what}`);
+  const value = flags[flag];
+  if (value === '') throw new UsageError(`--${flag} is empty (an unset variable?): give ${what}`);
+  if (typeof value !== 'string') throw new UsageError(`--${flag} is required: ${what}`);
   return value;
 }
 

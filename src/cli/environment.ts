@@ -87,6 +87,7 @@ export async function environmentCommand(argv: string[], env: Record<string, str
         // The whole environment: what the file leaves out is what a new one has.
         update: () => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! } }),
         fields: (e) => ({ description: e.description, protected: e.protected, variables: e.variables, secrets: e.secrets }),
+        revision: (e) => `${e.createdAt} ${e.updatedAt}`,
       });
       if (json) printJson({ result: applied.result, changes: applied.changes, environment: applied.resource });
       else process.stdout.write(`${printable(appliedLine('environment', applied.resource.name, applied))}\n`);

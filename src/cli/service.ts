@@ -104,6 +104,7 @@ export async function serviceCommand(argv: string[], env: Record<string, string 
         update: (current) => ({ body: { description: '', ...file! }, headers: { 'if-match': etagOf(current.version, current.createdAt) } }),
         // In this order, whatever order the server's answer has its spec in.
         fields: ({ description, spec }) => ({ description, command: spec.command, image: spec.image, port: spec.port, healthCheck: spec.healthCheck, variables: spec.variables, secrets: spec.secrets }),
+        revision: (s) => etagOf(s.version, s.createdAt),
       });
       if (json) printJson({ result: applied.result, changes: applied.changes, service: applied.resource });
       else process.stdout.write(`${printable(appliedLine('service', applied.resource.name, applied, applied.resource.version))}\n`);

@@ -4,13 +4,13 @@
 // answer was lost is retried under its Idempotency-Key without a second deployment.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createEnvironment, createService, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
+import { lossyProxy } from '../support/lossy-proxy.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { CLI_ENTRY, runCli, type CliResult, clientVariables } from '../support/processes.js';
 
@@ -291,35 +291,21 @@ describe('slipway deploy', () => {
   it('retries a create whose answer was lost under the same Idempotency-Key: one deployment', async () => {
     // A proxy that lets the first create through to the server and then cuts the connection
     // instead of answering: the server made the deployment, the CLI never heard.
-    let cut = 0;
-    const keys: string[] = [];
-    const proxy = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
-        const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length'].includes(k))) as Record<string, string>;
-        const upstream = await fetch(`${f.server.url}${req.url}`, { method: req.method!, headers, ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}) });
-        const text = await upstream.text();
-        if (req.method === 'POST' && req.url!.endsWith('/deployments')) {
-          keys.push(String(req.headers['idempotency-key']));
-          if (cut++ === 0) return req.socket.destroy();
-        }
-        res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(text);
-      });
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    let creates = 0;
+    const isCreate = (req: { method: string; url: string }) => req.method === 'POST' && req.url.endsWith('/deployments');
+    const proxy = await lossyProxy(f.server.url, (req) => isCreate(req) && creates++ === 0);
     try {
       const before = await deployments();
-      const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--json'], `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+      const result = await deployAs(developer, ['--service', service.name, '--environment', env.name, '--json'], proxy.url);
       assert.equal(result.code, 0, result.stderr);
+      const keys = proxy.seen.filter(isCreate).map((r) => String(r.headers['idempotency-key']));
       assert.equal(keys.length, 2, 'asked twice');
       assert.equal(keys[0], keys[1], 'under one key');
       const made = (await deployments()).filter((d) => !before.some((b) => b.id === d.id));
       assert.deepEqual(made.map((d) => d.id), [JSON.parse(result.stdout).id], 'one deployment, the one printed');
       assert.equal((await f.owner.http.post(`/v1/orgs/${f.orgId}/deployments/${made[0]!.id}/cancel`, {})).status, 200);
     } finally {
-      proxy.closeAllConnections();
-      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      await proxy.close();
     }
   });
 });

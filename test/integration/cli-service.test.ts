@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createSecret, eventsOf, unique } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
+import { lossyProxy } from '../support/lossy-proxy.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { runCli, type CliResult, clientVariables } from '../support/processes.js';
 
@@ -61,6 +62,28 @@ describe('slipway service and environment apply', () => {
     assert.deepEqual((await eventsOf(f.server, f.orgId, now.id)).map((e) => e.type), ['service.created', 'service.updated', 'service.updated']);
   });
 
+  it('says updated when its change was made, even when the answer was lost and a retry found it done; variables in another order are no change', async () => {
+    const name = unique('lost');
+    assert.equal((await as(developer, ['service', 'apply'], { name, spec: { command: ['v1'], variables: { A: '1', B: '2' } } })).code, 0);
+    // The first PATCH reaches the server, its answer never comes back: the retry is a 412, read again, nothing left to change.
+    let patches = 0;
+    const proxy = await lossyProxy(f.server.url, (req) => req.method === 'PATCH' && patches++ === 0);
+    try {
+      const lost = await runCli(['service', 'apply', '--file', '-'], clientVariables(f.server.url, f.orgId, developer, proxy.url), JSON.stringify({ name, spec: { command: ['v2'], variables: { A: '1', B: '2' } } }));
+      assert.equal(lost.code, 0, lost.stderr);
+      assert.equal(lost.stdout, `service ${name}: updated, version 2 (command changed)\n`);
+      assert.ok(proxy.seen.filter((r) => r.method === 'PATCH').length >= 2, 'the PATCH was sent again');
+    } finally {
+      await proxy.close();
+    }
+    // The same variables in another order: the same service, no version, no event.
+    const reordered = await as(developer, ['service', 'apply'], { name, spec: { command: ['v2'], variables: { B: '2', A: '1' } } });
+    assert.equal(reordered.stdout, `service ${name}: unchanged, still version 2\n`);
+    const now = (await developer.http.get(`/v1/orgs/${f.orgId}/services/${name}`)).body;
+    assert.equal(now.version, 2);
+    assert.deepEqual((await eventsOf(f.server, f.orgId, now.id)).map((e) => e.type), ['service.created', 'service.updated']);
+  });
+
   it('lists and shows services as a viewer, printable; deletes as an admin', async () => {
     const name = unique('api');
     assert.equal((await as(developer, ['service', 'apply'], { name, description: 'api \u001b[2Jgone', spec: { image: 'registry.example/api:1', variables: { A: '1' } } })).code, 0);
@@ -109,6 +132,9 @@ describe('slipway service and environment apply', () => {
     const noFile = await as(developer, ['service', 'apply']);
     assert.equal(noFile.code, 2);
     assert.match(noFile.stderr, /--file is required/);
+    const emptyName = await as(developer, ['service', 'show', '--service', '']);
+    assert.equal(emptyName.code, 2);
+    assert.equal(emptyName.stderr, 'slipway: --service is empty (an unset variable?): give the service, by name or id\n');
 
     const unknownField = await as(developer, ['service', 'apply', '--json'], { name, spec: { command: ['x'], prot: 1 } });
     assert.equal(unknownField.code, 1);

@@ -98,10 +98,15 @@ describe('organizations', () => {
     assert.equal(noName.status, 400);
     assert.deepEqual(noName.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
     // A name is read in lists: not blank, not padded, no control characters or reordering marks.
-    for (const name of ['   ', ' Acme', 'Acme ', 'Acme\u0007\u001b[2J', 'Acme \u202egnp.exe']) {
+    for (const name of ['   ', ' Acme', 'Acme ', 'Acme\u0007\u001b[2J', 'Acme \u202egnp.exe', '\u200b', '\u3164', 'Acme\u200b', '\u200fAcme', '\u200d']) {
       const invalid = await server.owner.http.post('/v1/orgs', { slug: 'padded', name });
       assert.equal(invalid.status, 400, `${JSON.stringify(name)}: ${invalid.text}`);
       assert.deepEqual(invalid.body.errors.map((e: { pointer: string }) => e.pointer), ['/name']);
+    }
+    for (const [slug, name] of [['family', '\u{1F468}\u200d\u{1F469}\u200d\u{1F467} Family'], ['kabushiki', '日本 株式会社']]) {
+      const named = await server.owner.http.post('/v1/orgs', { slug, name });
+      assert.equal(named.status, 201, named.text);
+      assert.equal(named.body.name, name);
     }
 
     const refused = await owner.http.post('/v1/orgs', { slug: 'by-an-owner', name: 'Nope' });

@@ -10,7 +10,7 @@ import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
-import { configurationSummary, normalizeReferences, pinToCurrentVersions, type Configuration, type SecretVersionSource } from '../services/service-spec.js';
+import { byName, configurationSummary, normalizeReferences, pinToCurrentVersions, type Configuration, type SecretVersionSource } from '../services/service-spec.js';
 import type { SecretReferenceT } from '../services/services.schemas.js';
 import { environmentsRepo, type EnvironmentLock, type EnvironmentRow } from './environments.repo.js';
 import type { Environment } from './environments.schemas.js';
@@ -71,7 +71,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
   async function checkedConfiguration(executor: Executor, orgId: string, input: Partial<Configuration>, current?: Configuration): Promise<{ config: Configuration; variables: string; secrets: string }> {
     const config: Configuration = {
       // By name: the same variables given in another order are no change.
-      variables: input.variables !== undefined ? Object.fromEntries(Object.entries(input.variables).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : current?.variables ?? {},
+      variables: input.variables !== undefined ? byName(input.variables) : current?.variables ?? {},
       secrets: input.secrets !== undefined ? normalizeReferences(input.secrets, '') : current?.secrets ?? [],
     };
     const variables = JSON.stringify(config.variables);

@@ -5,11 +5,13 @@ export const SLUG_PATTERN = '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$';
 
 export const Slug = Type.String({ pattern: SLUG_PATTERN, description: 'lowercase letters, digits and inner dashes, 1-63 characters' });
 /**
- * A name people read in lists: not blank, no space at either end, no control character and none of
- * the marks that reorder text unseen (bidi overrides and isolates) or break lines.
+ * A name people read in lists: something visible (a letter, digit, mark of punctuation or symbol),
+ * no space at either end, no control or format character (zero-width spaces, bidi marks, overrides
+ * and isolates; the zero-width joiner of an emoji sequence excepted), line separator or filler
+ * that shows as blank.
  */
-export const DISPLAY_NAME_PATTERN = '^(?!\\s)(?!.*\\s$)[^\\p{Cc}\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]+$';
-export const OrgName = Type.String({ minLength: 1, maxLength: 200, pattern: DISPLAY_NAME_PATTERN, description: 'Not blank, no space at either end, no control characters or bidirectional overrides; up to 200 characters.' });
+export const DISPLAY_NAME_PATTERN = '^(?!\\s)(?!.*\\s$)(?=.*[\\p{L}\\p{N}\\p{P}\\p{S}])(?:[^\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\u115f\\u1160\\u2800\\u3164\\uffa0]|\\u200d)+$';
+export const OrgName = Type.String({ minLength: 1, maxLength: 200, pattern: DISPLAY_NAME_PATTERN, description: 'Something visible, no space at either end, no control or format characters (zero-width spaces, bidirectional marks); up to 200 characters.' });
 /** An organization id of the external issuer (a ZITADEL organization id is numeric). */
 export const EXTERNAL_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$';
 export const ExternalId = Type.String({

@@ -54,6 +54,11 @@ export function normalizeReferences(refs: readonly SecretReferenceT[] | undefine
   return (refs ?? []).map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) }));
 }
 
+/** Variables in the order of their names: the same variables given in another order are the same, and stored alike. */
+export function byName(variables: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(variables).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
 /** Defaults filled in, and the structural rules checked; `pointer` is where the spec sits in the body. */
 export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): ServiceSpec {
   const problems: FieldError[] = [];
@@ -65,7 +70,7 @@ export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): Servi
     ...(input.image !== undefined ? { image: input.image } : {}),
     ...(input.port !== undefined ? { port: input.port } : {}),
     ...(input.healthCheck !== undefined ? { healthCheck: { path: input.healthCheck.path, timeoutSeconds: input.healthCheck.timeoutSeconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS } } : {}),
-    variables: input.variables ?? {},
+    variables: byName(input.variables ?? {}),
     secrets: normalizeReferences(input.secrets, pointer),
   };
 }

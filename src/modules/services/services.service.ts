@@ -10,7 +10,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { checkExpected, type Expected } from '../../platform/etags.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
-import { configurationSummary, normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
+import { byName, configurationSummary, normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
 import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
 
@@ -33,6 +33,12 @@ export async function loadService(executor: Executor, orgId: string, idOrName: s
 
 /** A service as its preconditions see it. */
 const tagOf = (row: ServiceRow) => ({ kind: 'service', name: row.name, version: row.version, createdAt: row.created_at });
+
+/** A stored spec as it would be saved now (its variables in the order of their names). */
+function resaved(json: string): string {
+  const spec = JSON.parse(json) as ServiceSpec;
+  return JSON.stringify({ ...spec, variables: byName(spec.variables) });
+}
 
 const nameTaken = (name: string) =>
   errors.conflict('service_name_taken', `A service named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
@@ -104,7 +110,9 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
           checkExpected(tagOf(current), expected);
           const checked = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
           const { changed, from, to } = changesOf(['name', 'description'] as const, current, patch);
-          const specChanged = checked !== undefined && checked.json !== current.spec;
+          // Against the stored spec as it would be saved now: one saved before its variables were
+          // kept in the order of their names is no change for being given in another order.
+          const specChanged = checked !== undefined && checked.json !== resaved(current.spec);
           if (changed.length === 0 && !specChanged) return toService(current);
           const row = await servicesRepo.update(trx, current.id, current.version, {
             ...(changed.includes('name') ? { name: patch.name! } : {}),
