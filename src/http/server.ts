@@ -12,7 +12,7 @@ import FindMyWay from 'find-my-way';
 import { routePrefix } from '../platform/config.js';
 import { NO_METRICS, type Metrics } from '../platform/metrics.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
-import { errors, pointerSegment, type FieldError } from '../platform/errors.js';
+import { errors, pointerSegment } from '../platform/errors.js';
 import { allows, type Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
 import type { TokenVerifier } from '../modules/auth/token-verifier.js';
@@ -102,9 +102,6 @@ function admitToOrg(req: FastifyRequest, access: Access, principal: Principal, o
 function trustNearest(hops: number): (address: string, hop: number) => boolean {
   return (_address, hop) => hop < hops;
 }
-
-const WHOLE_NUMBER = /^-?(?:0|[1-9]\d*)$/;
-const DECIMAL_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?$/;
 
 /** Refuses a query with a percent-encoding that is not UTF-8, naming the parameter when its name can be read. */
 function assertQueryEncoding(query: string): void {
@@ -346,33 +343,6 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const schema = (route.schema ??= {}) as { querystring?: Record<string, unknown> };
     if (schema.querystring !== undefined && schema.querystring.type !== 'object') throw new Error(`${route.url}: a query schema must be one object (Type.Composite, not Type.Intersect), to refuse what it does not name`);
     schema.querystring = { type: 'object', properties: {}, ...schema.querystring, additionalProperties: false };
-  });
-
-  // A number in the query or the path is written in decimal digits: the validator's coercion alone
-  // would read `?limit=0x10` as 16, `%201` as 1 and `/versions/1e3` as version 1000.
-  app.addHook('onRoute', (route) => {
-    if (route.config?.auth === undefined) return;
-    type Properties = { properties?: Record<string, { type?: unknown }> } | undefined;
-    const schema = route.schema as { querystring?: Properties; params?: Properties } | undefined;
-    const numeric = (part: Properties) => Object.entries(part?.properties ?? {}).flatMap(([name, p]) => (p.type === 'integer' || p.type === 'number' ? [[name, p.type] as const] : []));
-    const fields = [
-      ...numeric(schema?.querystring).map(([name, type]) => ({ part: 'query' as const, name, type })),
-      ...numeric(schema?.params).map(([name, type]) => ({ part: 'params' as const, name, type })),
-    ];
-    if (fields.length === 0) return;
-    const digits = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
-      const wrong: FieldError[] = [];
-      for (const { part, name, type } of fields) {
-        const value = (part === 'query' ? req.query : req.params) as Record<string, unknown>;
-        const given = value[name];
-        if (typeof given !== 'string' || (type === 'integer' ? WHOLE_NUMBER : DECIMAL_NUMBER).test(given)) continue;
-        const shown = given.length > 40 ? `${given.slice(0, 40)}…` : given;
-        wrong.push({ pointer: `/${part}/${pointerSegment(name)}`, message: `must be ${type === 'integer' ? 'a whole number' : 'a number'} in decimal digits, got ${JSON.stringify(shown)}` });
-      }
-      if (wrong.length > 0) throw errors.invalidRequest(`The request is not valid: ${wrong[0]!.pointer} ${wrong[0]!.message}.`, wrong);
-      done();
-    };
-    route.preValidation = [route.preValidation ?? []].flat().concat(digits);
   });
 
   // An operation that takes no body refuses one rather than ignore it: `{"permanent": true}` sent to

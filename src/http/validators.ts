@@ -27,12 +27,43 @@ export const ALL_ERRORS_UP_TO = 20_000;
 
 type Validate = ((data: unknown) => boolean) & { errors?: unknown };
 
+const WHOLE_NUMBER = /^-?(?:0|[1-9]\d*)$/;
+const DECIMAL_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?$/;
+
+/**
+ * A query's or a path's validator that first reads its numbers as decimal digits only: the
+ * validator's coercion alone would take `?limit=0x10` for 16, `%201` for 1 and `/versions/1e3` for
+ * version 1000. Each refused one is an error at its parameter, as the validator's own are.
+ */
+function decimalNumbers(schema: object, validate: Validate): Validate {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const numeric = Object.entries(properties).flatMap(([name, p]) => (p.type === 'integer' || p.type === 'number' ? [{ name, pattern: p.type === 'integer' ? WHOLE_NUMBER : DECIMAL_NUMBER }] : []));
+  if (numeric.length === 0) return validate;
+  const checked: Validate = (data) => {
+    const values = data as Record<string, unknown>;
+    const wrong = numeric.flatMap(({ name, pattern }) => {
+      const given = values[name];
+      if (typeof given !== 'string' || pattern.test(given)) return [];
+      const shown = given.length > 40 ? `${given.slice(0, 40)}…` : given;
+      return [{ keyword: 'decimal', instancePath: `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`, params: {}, message: `must be ${pattern === WHOLE_NUMBER ? 'a whole number' : 'a number'} in decimal digits, got ${JSON.stringify(shown)}` }];
+    });
+    if (wrong.length > 0) {
+      checked.errors = wrong;
+      return false;
+    }
+    const valid = validate(data);
+    checked.errors = validate.errors;
+    return valid;
+  };
+  return checked;
+}
+
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const forBody = makeAjv(false);
   const forLargeBody = makeAjv(false, false);
   const forText = makeAjv('array');
   return ({ schema, httpPart }) => {
-    if (httpPart !== 'body') return forText.compile(schema as object) as never;
+    if (httpPart !== 'body') return (httpPart === 'querystring' || httpPart === 'params' ? decimalNumbers(schema as object, forText.compile(schema as object)) : forText.compile(schema as object)) as never;
     const every = forBody.compile(schema as object);
     const first = forLargeBody.compile(schema as object);
     const validate: Validate = (data) => {
