@@ -9,8 +9,12 @@ import { AppError } from '../platform/errors.js';
 import type { PatientCall } from './api-client.js';
 import { UsageError } from './args.js';
 
-/** A JSON file's object (`-`: standard input); never a quote of the file in a refusal. */
-export function readJsonObject(file: string, read: (file: string | number) => string = (f) => fs.readFileSync(f, 'utf8')): Record<string, unknown> {
+/**
+ * A JSON file's object (`-`: standard input); never a quote of the file in a refusal. What `show
+ * --json` prints applies as it is: the fields the server keeps itself (`readOnly`: an id, a version,
+ * a lock, when it was made and changed) are left out, as they are not the file's to set.
+ */
+export function readJsonObject(file: string, readOnly: readonly string[], read: (file: string | number) => string = (f) => fs.readFileSync(f, 'utf8')): Record<string, unknown> {
   const where = file === '-' ? 'standard input' : file;
   let text: string;
   try {
@@ -34,7 +38,7 @@ export function readJsonObject(file: string, read: (file: string | number) => st
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--file ${where} must hold one JSON object; nothing was sent`);
   const object = parsed as Record<string, unknown>;
   if (typeof object.name !== 'string' || object.name === '') throw new UsageError(`--file ${where} needs a "name": what it describes is found by it; nothing was sent`);
-  return object;
+  return Object.fromEntries(Object.entries(object).filter(([key]) => !readOnly.includes(key)));
 }
 
 /** A field that an apply changed, and how; a variable is a field of its own (`variables.DEBUG`). */

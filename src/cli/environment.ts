@@ -34,7 +34,8 @@ Environments through the API, as a service user.
            ("unchanged"); says what changed. The file is one JSON object, the body of
            POST /v1/orgs/{orgId}/environments: {"name", "description", "protected", "variables",
            "secrets"}. It is the whole environment: what it leaves out takes a new one's value
-           (no description, not protected, no variables, no secrets). A lock is not part of it.
+           (no description, not protected, no variables, no secrets). A lock is not part of it:
+           what show --json prints applies as it is (its id, lock and times are left out).
            --file - reads standard input
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment
            into it is queued or running, and while a service serves in it unless --force (the
@@ -65,7 +66,7 @@ export async function environmentCommand(argv: string[], env: Record<string, str
   const name = sub === 'list' || sub === 'apply' ? '' : requiredFlagText(flags, 'environment', 'the environment, by name or id');
   const reason = flags.reason;
   if (sub === 'lock' && (typeof reason !== 'string' || reason.trim() === '')) throw new UsageError('--reason is required: why the environment is locked, shown to everyone refused a deployment into it');
-  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the environment (- for standard input)')) : undefined;
+  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the environment (- for standard input)'), ['id', 'lock', 'createdAt', 'updatedAt']) : undefined;
 
   const settings = apiClientSettings(flags, env);
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: 'check with slipway environment show whether it was made' });

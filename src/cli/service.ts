@@ -33,6 +33,7 @@ An organization's services through the API, as a service user.
            the body of POST /v1/orgs/{orgId}/services: {"name", "description", "spec"}. It is the
            whole service: a description it leaves out is emptied, and the spec replaces the one
            there. A change made by someone else meanwhile is read and applied over (If-Match).
+           What show --json prints applies as it is (its id, version and times are left out).
            --file - reads standard input
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment of
            it is queued or running, and while it serves unless --force (its runners then stop it)
@@ -60,7 +61,7 @@ export async function serviceCommand(argv: string[], env: Record<string, string 
 
   // Everything the command line can get wrong is refused before a token is asked for.
   const name = sub === 'show' || sub === 'delete' ? requiredFlagText(flags, 'service', 'the service, by name or id') : '';
-  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the service (- for standard input)')) : undefined;
+  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the service (- for standard input)'), ['id', 'version', 'createdAt', 'updatedAt']) : undefined;
   if (file !== undefined && (file.spec === null || typeof file.spec !== 'object' || Array.isArray(file.spec))) {
     throw new UsageError(`--file ${String(flags.file)} needs a "spec" object: an apply gives the whole service; nothing was sent`);
   }

@@ -60,6 +60,12 @@ describe('slipway service and environment apply', () => {
       ['updated', 3, ['description changed', 'command changed', 'variables.DEBUG removed', 'variables.LOG_LEVEL changed', 'variables.REGION added']]);
 
     assert.deepEqual((await eventsOf(f.server, f.orgId, now.id)).map((e) => e.type), ['service.created', 'service.updated', 'service.updated']);
+
+    // What show --json prints applies as it is, to another name as to its own.
+    const shown = (await as(developer, ['service', 'show', '--service', name, '--json'])).stdout;
+    assert.equal((await as(developer, ['service', 'apply'], shown)).stdout, `service ${name}: unchanged, still version 3\n`);
+    const copy = unique('copy');
+    assert.equal((await as(developer, ['service', 'apply'], { ...JSON.parse(shown), name: copy })).stdout, `service ${copy}: created, version 1\n`);
   });
 
   it('says updated when its change was made, even when the answer was lost and a retry found it done; variables in another order are no change', async () => {
@@ -165,6 +171,8 @@ describe('slipway service and environment apply', () => {
     assert.equal(created.code, 0, created.stderr);
     assert.equal(created.stdout, `environment ${name}: created\n`);
     assert.equal((await as(f.admin, ['environment', 'apply'], file)).stdout, `environment ${name}: unchanged\n`);
+    const shown = (await as(viewer, ['environment', 'show', '--environment', name, '--json'])).stdout;
+    assert.equal((await as(f.admin, ['environment', 'apply'], shown)).stdout, `environment ${name}: unchanged\n`);
     // What the file leaves out is what a new environment has: no variables, no secrets.
     const updated = await as(f.admin, ['environment', 'apply'], { name, description: 'staging', protected: true });
     assert.equal(updated.code, 0, updated.stderr);
