@@ -7,7 +7,7 @@ import { AppError, type FieldError } from '../platform/errors.js';
 import { RUNNER_VARIABLES } from '../platform/unknown-variables.js';
 import { isTransientStatus, parseJson, retryAfterMs, Unavailable, untilAvailable } from '../runner-agent/http-call.js';
 import { createTokenSource, requestWithToken, type ClientCredentials, type TokenSource } from '../runner-agent/token-source.js';
-import { UsageError } from './args.js';
+import { commandLineError, UsageError } from './args.js';
 
 /** The flags every API client takes, as node:util's parseArgs wants them. */
 export const API_CLIENT_FLAGS = {
@@ -174,8 +174,7 @@ export function commandFlags(argv: string[], options: NonNullable<ParseArgsConfi
   try {
     return parseArgs({ args: argv, options, allowPositionals: false, strict: true }).values as Flags;
   } catch (error) {
-    // node:util's messages run on with advice about `--`; the first sentence is the clear part.
-    throw new UsageError((error as Error).message.split(/(?<=\.) /)[0]!);
+    throw commandLineError(error);
   }
 }
 

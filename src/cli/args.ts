@@ -23,6 +23,18 @@ export function flagText(flags: FlagValues, flag: string, what: string): string 
   return typeof value === 'string' ? value : undefined;
 }
 
+/**
+ * What node:util's parseArgs refused, as one line: its messages run on, over several lines, with
+ * advice about `--`; the first sentence is the clear part. A value that begins with a dash (a
+ * reason, a revision, a signing key's kid) goes with `=`: that is worth saying.
+ */
+export function commandLineError(error: unknown): UsageError {
+  const message = (error as Error).message;
+  const ambiguous = /^Option '(--[a-z-]+)'(?: <value>)? argument is ambiguous/.exec(message);
+  if (ambiguous) return new UsageError(`${ambiguous[1]} needs a value; one that begins with a dash goes after =, as in ${ambiguous[1]}=-XYZ`);
+  return new UsageError(message.split(/(?<=\.)\s/)[0]!);
+}
+
 /** A flag's text, which must be given and not empty: `what` says what it is. */
 export function requiredFlagText(flags: FlagValues, flag: string, what: string): string {
   const value = flags[flag];
@@ -72,12 +84,7 @@ export function parse(argv: string[], own: FlagSpec, env: Record<string, string 
     // No command takes positional arguments: a stray word is a mistake to report, not to ignore.
     result = parseArgs({ args: argv, options: { ...CONFIG_FLAGS, ...own, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: false, strict: true });
   } catch (error) {
-    // node:util's messages run on with advice about `--`; the first sentence is the clear part. A
-    // value that begins with a dash (a signing key's kid can) goes with `=`: that is worth saying.
-    const message = (error as Error).message;
-    const ambiguous = /^Option '(--[a-z-]+)'(?: <value>)? argument is ambiguous/.exec(message);
-    if (ambiguous) throw new UsageError(`${ambiguous[1]} needs a value; one that begins with a dash goes after =, as in ${ambiguous[1]}=-XYZ`);
-    throw new UsageError(message.split(/(?<=\.) /)[0]!);
+    throw commandLineError(error);
   }
   const values = result.values as Parsed['values'];
   for (const flag of ['master-key', 'master-key-previous']) {

@@ -26,6 +26,29 @@ deployment, environment, service, secret and events, which sign in as a service 
 (ps): prefer the variables or the key file.
 `;
 
+const FIELD_LINES = 20;
+
+/** The fields a refusal points at, a line each: the API's detail names the first only. */
+function fieldLines(error: AppError): string[] {
+  const fields = (error.extras as { errors?: Array<{ pointer?: string; message?: string }> }).errors;
+  if (!Array.isArray(fields) || fields.length < 2) return [];
+  const lines = fields.slice(0, FIELD_LINES).map((f) => `${f.pointer || '(the body)'}: ${f.message ?? ''}`);
+  return fields.length > FIELD_LINES ? [...lines, `… and ${fields.length - FIELD_LINES} more (--json lists them)`] : lines;
+}
+
+/** What the API's own advice (a request to send) is from a shell, for the refusals a CLI user meets. */
+function shellHint(command: string | undefined, rest: string[], error: AppError): string {
+  if (error.code === 'environment_locked') {
+    const environment = /The environment "([^"]+)"/.exec(error.detail)?.[1];
+    return environment === undefined ? '' : ` From a shell, as an admin or owner: slipway environment unlock --environment ${environment}`;
+  }
+  const serving = (error.extras as { conflicts?: Array<{ state?: string }> }).conflicts?.some((c) => c.state === 'succeeded') === true;
+  if ((error.code === 'service_in_use' || error.code === 'environment_in_use') && serving && rest[0] === 'delete' && (command === 'service' || command === 'environment') && !rest.includes('--force')) {
+    return ' From a shell: run it again with --force.';
+  }
+  return '';
+}
+
 function help(): number {
   process.stdout.write(HELP);
   return 0;
@@ -110,12 +133,14 @@ export async function main(argv: string[], env: Record<string, string | undefine
   } catch (error) {
     // With --json, every failure is JSON too (on stderr, as always): a script can read its code. The
     // runner takes no --json: refused, it says so in a line like its other usage errors.
-    const refuse = (exitCode: number, code: string, message: string, extras: Record<string, unknown> = {}): number => {
-      process.stderr.write(rest.includes('--json') && command !== 'runner' ? `${JSON.stringify({ error: { code, ...extras, message } })}\n` : `slipway: ${printable(message)}\n`);
+    // `lines`: what a person reads under the message (the fields a problem points at); JSON has them in `extras`.
+    const refuse = (exitCode: number, code: string, message: string, extras: Record<string, unknown> = {}, lines: string[] = []): number => {
+      process.stderr.write(rest.includes('--json') && command !== 'runner' ? `${JSON.stringify({ error: { code, ...extras, message } })}\n`
+        : `slipway: ${printable(message)}\n${lines.map((line) => `  ${printable(line)}\n`).join('')}`);
       return exitCode;
     };
     if (error instanceof UsageError || error instanceof ConfigError) return refuse(2, 'usage', error.message);
-    if (error instanceof AppError) return refuse(1, error.code, error.detail, { status: error.status, ...error.extras });
+    if (error instanceof AppError) return refuse(1, error.code, `${error.detail}${shellHint(command, rest, error)}`, { status: error.status, ...error.extras }, fieldLines(error));
     if (isDatabaseBusy(error)) {
       return refuse(1, 'database_busy', 'the database is locked by another process (a server writing a large batch, or another slipway command); try again in a moment');
     }

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { AppError } from '../platform/errors.js';
 import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags, type PatientCall } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
 import { flagTable, printFields, printJson, printTable } from './output.js';
 import { SECRET_USAGE } from './usage.js';
@@ -25,7 +25,7 @@ const SUBCOMMANDS = {
   show: { ...COMMON, ...NAME },
   versions: { ...COMMON, ...NAME },
   usage: { ...COMMON, ...NAME },
-  import: { ...COMMON, ...NAME, 'from-file': { type: 'string' } },
+  import: { ...COMMON, ...NAME, 'from-file': { type: 'string' }, force: { type: 'boolean' } },
   set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' } },
   reveal: { ...COMMON, ...NAME, version: { type: 'string' }, format: { type: 'string' } },
   delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' } },
@@ -42,7 +42,9 @@ server and come back only from reveal (audited); nothing else prints them.
   usage    where it is used: the services and environments that name it, and the deployments
            queued, running or serving that pinned a version of it (which versions)
   import   the secret holds exactly the file's keys from now on: created if missing, a new version
-           if the values differ, "unchanged" if not (as the console's .env import)
+           if the values differ (saying which keys it added, removed and changed), "unchanged" if
+           not (as the console's .env import). Refused, with nothing sent, when it would remove a
+           key that a service or an environment takes by name, unless --force
   set      gives some keys new values and removes others (--unset), keeping the rest; creates the
            secret when it does not exist yet and nothing is removed
   reveal   prints the values as .env lines (--format env, the default), which import and set read
@@ -72,7 +74,14 @@ interface SecretUsage {
   environments: Array<{ id: string; name: string; keys: string[] | null }>;
   deployments: Array<{ id: string; state: string; service: { name: string }; environment: { name: string }; versions: number[] }>;
 }
-interface Change extends Metadata { result: 'created' | 'updated' | 'unchanged' | 'restored' }
+interface Change extends Metadata { result: 'created' | 'updated' | 'unchanged' | 'restored'; keyChanges?: { added: string[]; removed: string[]; changed: string[] } }
+
+/** `; added A, removed B, changed C`: what a new version did to the keys, by name. */
+function keyChangesOf(change: Change): string {
+  const parts = change.keyChanges === undefined ? [] : (['added', 'removed', 'changed'] as const)
+    .filter((what) => change.keyChanges![what].length > 0).map((what) => `${what} ${change.keyChanges![what].join(' ')}`);
+  return parts.length > 0 ? `; ${parts.join(', ')}` : '';
+}
 
 function named(flags: Flags): string {
   const name = flags.name;
@@ -153,7 +162,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
   const one = `${secrets}/${encodeURIComponent(name)}`;
   const said = (change: Change): number => {
     if (json) printJson(change);
-    else process.stdout.write(`secret ${change.name}: ${change.result === 'unchanged' ? `unchanged, still version ${change.version}` : `${change.result}, version ${change.version}`} (keys ${change.keys.join(' ')})\n`);
+    else process.stdout.write(`secret ${change.name}: ${change.result === 'unchanged' ? `unchanged, still version ${change.version}` : `${change.result}, version ${change.version}`} (keys ${change.keys.join(' ')}${keyChangesOf(change)})\n`);
     return 0;
   };
 
@@ -196,6 +205,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case 'import': {
+      if (flags.force !== true) await refuseRemovingUsedKeys(call, one, name, Object.keys(imported!));
       const answer = await call<{ secrets: Change[] }>('PUT', secrets, { secrets: [{ name, values: imported }] });
       return said(answer.secrets[0]!);
     }
@@ -226,6 +236,34 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     case 'restore':
       return said(await call<Change>('POST', `${one}/restore`, version !== undefined ? { version } : {}, { 'idempotency-key': randomUUID() }));
   }
+}
+
+/**
+ * An import removes the keys its file leaves out: one a service or an environment takes by name
+ * would fail their next deployment (the key is gone from the version it pins). Refused before
+ * anything is sent, naming who takes which, unless --force; a whole-secret reference takes what
+ * there is, and is not in the way.
+ */
+async function refuseRemovingUsedKeys(call: PatientCall, one: string, name: string, keeps: string[]): Promise<void> {
+  let current: Metadata;
+  try {
+    current = await call<Metadata>('GET', one);
+  } catch (error) {
+    if (error instanceof AppError && error.status === 404) return;
+    throw error;
+  }
+  const removed = current.keys.filter((key) => !keeps.includes(key));
+  if (removed.length === 0) return;
+  const used = await call<SecretUsage>('GET', `${one}/usage`);
+  const takers = [...used.services.map((s) => ({ kind: 'service', ...s })), ...used.environments.map((e) => ({ kind: 'environment', ...e }))]
+    .flatMap((t) => {
+      // `KEY` or `KEY as NAME`.
+      const keys = (t.keys ?? []).filter((key) => removed.includes(key.split(' as ')[0]!));
+      return keys.length > 0 ? [{ [t.kind]: t.name, keys }] : [];
+    });
+  if (takers.length === 0) return;
+  const who = takers.map((t) => `${t.service !== undefined ? `service ${String(t.service)}` : `environment ${String(t.environment)}`} takes ${t.keys.join(', ')}`).join('; ');
+  throw new AppError(409, 'keys_in_use', 'Keys in use', `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove, and ${who}: their next deployment would fail. Nothing was sent: keep the keys in the file, change what takes them first, or give --force`, { removed, usedBy: takers });
 }
 
 function missingFile(): never {

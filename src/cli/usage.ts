@@ -64,7 +64,7 @@ export const SERVICE_USAGE = [
 export const SECRET_USAGE = [
   'slipway secret list [--prefix P] [--deleted] [--json]',
   'slipway secret show|versions|usage --name N [--json]',
-  'slipway secret import --name N --from-file FILE|- [--json]',
+  'slipway secret import --name N --from-file FILE|- [--force] [--json]',
   'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--json]',
   'slipway secret reveal --name N [--version V] [--format env|json] [--json]',
   'slipway secret delete --name N [--permanent] [--json]',

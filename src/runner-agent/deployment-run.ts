@@ -173,7 +173,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
       // said: a message can quote what the process was given.
       const reason = error instanceof LaunchError ? error.reason : unexpectedStartFailure(error, log);
       say(`failed: ${reason}; the previous process, if any, keeps serving`);
-      await complete('failed', `The new process did not come up: ${reason}. What served before keeps serving.`);
+      await complete('failed', `The new process did not come up: ${reason}. What served before, if anything, keeps serving.`);
       return 'failed';
     }
     const { proc, port } = started;

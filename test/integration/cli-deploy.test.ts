@@ -200,6 +200,7 @@ describe('slipway deploy', () => {
     const plainShow = await environment(developer, ['show', '--environment', frozen.name]);
     const plainDeploy = await deployAs(developer, ['--service', service.name, '--environment', frozen.name]);
     assert.equal(plainDeploy.code, 1);
+    assert.match(plainDeploy.stderr, new RegExp(`From a shell, as an admin or owner: slipway environment unlock --environment ${frozen.name}\\n$`));
     for (const printed of [plainShow.stdout, plainDeploy.stderr]) {
       assert.ok(printed.includes(escaped), printed);
       assert.ok(!/[\u001b\u0007]/.test(printed), printed);

@@ -56,14 +56,15 @@ describe('slipway secret', () => {
     assert.equal(changed.result, 'updated');
     assert.equal(changed.version, 2);
     assert.deepEqual(changed.keys, ['DB_PASSWORD', 'TOKEN']);
+    assert.deepEqual(changed.keyChanges, { added: ['TOKEN'], removed: ['DATABASE_URL', 'EMPTY'], changed: [] });
     assert.deepEqual(await reveal('app'), { DB_PASSWORD: sentinel, TOKEN: 't' });
     assert.deepEqual(await reveal('app', 1), { DATABASE_URL: 'postgres://app@db/app', DB_PASSWORD: sentinel, EMPTY: '' });
   });
 
   it('sets and removes keys, keeping the rest, and creates a secret that does not exist yet', async () => {
     assert.equal(await ok(developer, ['set', '--name', 'api', '--set', `API_KEY=${sentinel}`, '--set', 'REGION=eu=west']), 'secret api: created, version 1 (keys API_KEY REGION)\n');
-    assert.equal(await ok(developer, ['set', '--name', 'api', '--set', 'REGION=us', '--unset', 'NOT_THERE']), 'secret api: updated, version 2 (keys API_KEY REGION)\n');
-    assert.equal(await ok(developer, ['set', '--name', 'api', '--from-file', '-', '--unset', 'REGION'], 'EXTRA="two words"\n'), 'secret api: updated, version 3 (keys API_KEY EXTRA)\n');
+    assert.equal(await ok(developer, ['set', '--name', 'api', '--set', 'REGION=us', '--unset', 'NOT_THERE']), 'secret api: updated, version 2 (keys API_KEY REGION; changed REGION)\n');
+    assert.equal(await ok(developer, ['set', '--name', 'api', '--from-file', '-', '--unset', 'REGION'], 'EXTRA="two words"\n'), 'secret api: updated, version 3 (keys API_KEY EXTRA; added EXTRA, removed REGION)\n');
     assert.equal(await ok(developer, ['set', '--name', 'api', '--set', 'EXTRA=two words']), 'secret api: unchanged, still version 3 (keys API_KEY EXTRA)\n');
     assert.deepEqual(await reveal('api'), { API_KEY: sentinel, EXTRA: 'two words' });
     // Removing from a secret that is not there is not a create.
@@ -115,7 +116,7 @@ describe('slipway secret', () => {
     assert.equal(JSON.parse(gone.stderr).error.code, 'secret_deleted');
     assert.equal(await ok(f.admin, ['restore', '--name', 'tricky-copy']), `secret tricky-copy: restored, version 1 (keys ${['EMPTY', 'HASH', 'LINES', 'PLAIN', 'QUOTES', 'SENTINEL', 'SLASHES', 'SPACES', 'STARTS_QUOTED', 'UNICODE'].join(' ')})\n`);
     // An earlier version's values, current again as a new version.
-    assert.equal(await ok(f.admin, ['restore', '--name', 'api', '--version', '1']), 'secret api: updated, version 4 (keys API_KEY REGION)\n');
+    assert.equal(await ok(f.admin, ['restore', '--name', 'api', '--version', '1']), 'secret api: updated, version 4 (keys API_KEY REGION; added REGION, removed EXTRA)\n');
     assert.deepEqual(await reveal('api'), { API_KEY: sentinel, REGION: 'eu=west' });
 
     const permanent = await secretAs(developer, ['delete', '--name', 'tricky-copy', '--permanent']);
@@ -139,6 +140,18 @@ describe('slipway secret', () => {
     const json = JSON.parse(await ok(viewer, ['usage', '--name', 'used', '--json']));
     assert.deepEqual([json.services[0].keys, json.environments[0].keys, json.deployments[0].versions], [['DB_PASSWORD as PASSWORD'], ['USER'], [1]]);
     assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${queued.body.id}/cancel`, {})).status, 200);
+
+    // An import that would remove a key a service or an environment takes by name is refused, nothing sent.
+    const removing = await secretAs(developer, ['import', '--name', 'used', '--from-file', '-', '--json'], 'OTHER=x\n');
+    assert.equal(removing.code, 1);
+    const refusal = JSON.parse(removing.stderr).error;
+    assert.deepEqual([refusal.code, refusal.removed, refusal.usedBy], ['keys_in_use', ['DB_PASSWORD', 'USER'], [{ service: 'api', keys: ['DB_PASSWORD as PASSWORD'] }, { environment: 'staging', keys: ['USER'] }]]);
+    assert.ok(!removing.stderr.includes(sentinel));
+    const plain = await secretAs(developer, ['import', '--name', 'used', '--from-file', '-'], `DB_PASSWORD=${sentinel}\n`);
+    assert.equal(plain.code, 1);
+    assert.match(plain.stderr, /leaves out USER of secret used, which the import would remove, and environment staging takes USER: .*give --force\n$/);
+    assert.equal(JSON.parse(await ok(viewer, ['show', '--name', 'used', '--json'])).version, 1);
+    assert.equal(await ok(developer, ['import', '--name', 'used', '--from-file', '-', '--force'], `DB_PASSWORD=${sentinel}\nOTHER=x\n`), 'secret used: updated, version 2 (keys DB_PASSWORD OTHER; added OTHER, removed USER)\n');
     const missing = await secretAs(viewer, ['usage', '--name', 'no-such-secret']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /no-such-secret/);

@@ -145,6 +145,10 @@ describe('slipway service and environment apply', () => {
     const unknownField = await as(developer, ['service', 'apply', '--json'], { name, spec: { command: ['x'], prot: 1 } });
     assert.equal(unknownField.code, 1);
     assert.equal(JSON.parse(unknownField.stderr).error.status, 400);
+    // Said in words, every field it points at is a line of its own.
+    const twoFields = await as(developer, ['service', 'apply'], { name, spec: { command: ['x'], prot: 1, helth: {} } });
+    assert.equal(twoFields.code, 1);
+    assert.equal(twoFields.stderr, 'slipway: The request is not valid: /spec/prot is not a known field (and 1 more; see errors).\n  /spec/prot: is not a known field\n  /spec/helth: is not a known field\n');
     const unknownSecret = await as(developer, ['service', 'apply', '--json'], { name, spec: { command: ['x'], secrets: [{ secret: 'no-such-secret' }] } });
     assert.equal(unknownSecret.code, 1);
     const error = JSON.parse(unknownSecret.stderr).error;

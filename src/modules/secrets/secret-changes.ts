@@ -44,11 +44,12 @@ export function createSecretChanges(store: SecretStore) {
       const version = store.sealVersion(await dataKeys.current(trx, orgId), orgId, row.id, row.version + 1, next, now, ctx, keys);
       await secretsRepo.insertVersions(trx, [version]);
       if (await secretsRepo.bumpVersions(trx, [{ id: row.id, expected: row.version, keys: version.keys }], now, ctx.actor.id) !== 1) throw concurrentChange();
+      const diff = keyDiff(current, next, keys);
       await appendEvents(trx, ctx, [{
         orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
-        data: { name, version: version.version, keys, change: how.kind, ...keyDiff(current, next, keys), ...how.data },
+        data: { name, version: version.version, keys, change: how.kind, ...diff, ...how.data },
       }], now);
-      return toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys);
+      return toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys, diff);
     });
   }
 

@@ -36,7 +36,9 @@ export function sameValues(a: Values, b: Values): boolean {
 }
 
 /** Key names only, for events: which keys a change added, removed or gave another value. */
-export function keyDiff(before: Values, after: Values, afterKeys = keysOf(after)): { added: string[]; removed: string[]; changed: string[] } {
+export type KeyDiff = { added: string[]; removed: string[]; changed: string[] };
+
+export function keyDiff(before: Values, after: Values, afterKeys = keysOf(after)): KeyDiff {
   return {
     added: afterKeys.filter((k) => !Object.hasOwn(before, k)),
     removed: keysOf(before).filter((k) => !Object.hasOwn(after, k)),
@@ -102,7 +104,8 @@ export function toMetadata(row: SecretRow, keep?: Retention, keys = JSON.parse(r
  * A live secret's metadata with what a write did to it, built as one literal: a spread copy of
  * toMetadata's object serializes several times slower, which a thousand-item answer feels.
  */
-export function toChange<R extends string>(row: SecretRow, result: R, keys = JSON.parse(row.keys) as string[]): SecretMetadataT & { result: R } {
-  return { name: row.name, version: row.version, keys, createdAt: row.created_at, updatedAt: row.updated_at, result };
+/** `keyChanges`: what an `updated` version changed, by key name. */
+export function toChange<R extends string>(row: SecretRow, result: R, keys = JSON.parse(row.keys) as string[], keyChanges?: KeyDiff): SecretMetadataT & { result: R; keyChanges?: KeyDiff } {
+  return { name: row.name, version: row.version, keys, createdAt: row.created_at, updatedAt: row.updated_at, result, ...(keyChanges !== undefined ? { keyChanges } : {}) };
 }
 

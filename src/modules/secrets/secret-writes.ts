@@ -180,11 +180,12 @@ export function createSecretWrites(store: SecretStore) {
         const version = store.sealVersion(dataKey, orgId, row.id, row.version + 1, item.values, now, ctx, keys);
         versions.push(version);
         bumps.push({ id: row.id, expected: row.version, keys: version.keys });
+        const diff = keyDiff(before, item.values, keys);
         events.push({
           orgId, type: 'secret.updated', subject: { type: 'secret', id: row.id },
-          data: { name: row.name, version: version.version, keys, change: 'upsert', ...keyDiff(before, item.values, keys) },
+          data: { name: row.name, version: version.version, keys, change: 'upsert', ...diff },
         });
-        results.set(item.name, toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys));
+        results.set(item.name, toChange({ ...row, version: version.version, keys: version.keys, updated_at: now }, 'updated', keys, diff));
       }
 
       await secretsRepo.insertSecrets(trx, newSecrets);

@@ -68,17 +68,23 @@ const UpsertResult = Type.Union([Type.Literal('created'), Type.Literal('updated'
 
 const CHANGED = '`updated`: a new version was made. `unchanged`: the values were already these, so no version was made (the metadata is the current one).';
 
-export const SecretChange = Type.Composite([SecretMetadata, Type.Object({ result: Type.Union(ChangeResult.anyOf, { description: CHANGED }) })]);
+/** What a new version changed, by key name (never a value). */
+const KeyChanges = Type.Object({
+  added: Type.Array(Type.String()), removed: Type.Array(Type.String()), changed: Type.Array(Type.String({ description: 'A key whose value differs.' })),
+}, { description: 'With `updated`: the keys the new version added, removed and gave another value, by name only.' });
+
+export const SecretChange = Type.Composite([SecretMetadata, Type.Object({ result: Type.Union(ChangeResult.anyOf, { description: CHANGED }), keyChanges: Type.Optional(KeyChanges) })]);
 
 /** What a restore answers: a version brought back (as a change) or a deleted secret brought back whole. */
 export const SecretRestore = Type.Composite([SecretMetadata, Type.Object({
   result: Type.Union([...ChangeResult.anyOf, Type.Literal('restored')], { description: `${CHANGED} \`restored\`: a deleted secret was brought back as it was.` }),
+  keyChanges: Type.Optional(KeyChanges),
 })]);
 export type SecretChangeT = Static<typeof SecretChange>;
 export type SecretRestoreT = Static<typeof SecretRestore>;
 
 export const UpsertList = Type.Object({
-  secrets: Type.Array(Type.Composite([SecretMetadata, Type.Object({ result: UpsertResult })]), { description: 'In request order.' }),
+  secrets: Type.Array(Type.Composite([SecretMetadata, Type.Object({ result: UpsertResult, keyChanges: Type.Optional(KeyChanges) })]), { description: 'In request order.' }),
 });
 export type UpsertItemT = Static<typeof UpsertList>['secrets'][number];
 
