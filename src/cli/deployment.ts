@@ -4,7 +4,7 @@
 // or to a deployment named), following the rollback to its end with --wait as `slipway deploy` does.
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { untilAvailable } from '../runner-agent/http-call.js';
-import type { Deployment, LogLineT } from '../modules/deployments/deployments.schemas.js';
+import type { Deployment, DeploymentProcessT, LogLineT } from '../modules/deployments/deployments.schemas.js';
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags, within } from './api-client.js';
 import { flagText, printWarning, requiredFlagText, UsageError, wholeNumberFlag } from './args.js';
@@ -109,7 +109,7 @@ function printDeployment(d: Deployment): void {
     ...(d.startedAt !== undefined ? { started: d.startedAt } : {}),
     ...(d.finishedAt !== undefined ? { finished: d.finishedAt } : {}),
     ...(d.lease !== undefined ? { runner: `${d.lease.runner} (lease until ${d.lease.expiresAt})` } : {}),
-    ...(d.process !== undefined ? { process: `${d.process.state}${d.process.address !== undefined ? ` at ${d.process.address.hostname}:${d.process.address.port}` : ''}, reported ${ago(d.process.reportedAt)}` } : {}),
+    ...(d.process !== undefined ? { process: processLine(d.process) } : {}),
     command: d.spec.command !== undefined ? d.spec.command.join(' ') : '—',
     ...(d.spec.image !== undefined ? { image: d.spec.image } : {}),
   });
@@ -131,6 +131,13 @@ function printChanges(c: DeploymentChangesT): void {
   }
   if (rows.length === 0) process.stdout.write('no changes\n');
   else printTable(rows, ['what', 'change', 'from', 'to']);
+}
+
+/** How its process is doing, a crash loop included: `restarting at h:p, exited 4 times (last: code 7, 3 s ago), reported 5 s ago`. */
+function processLine(p: DeploymentProcessT): string {
+  const exit = p.lastExit === null ? '' : ` (last: ${p.lastExit.signal !== null ? `signal ${p.lastExit.signal}` : `code ${p.lastExit.code}`}, ${ago(p.lastExit.at)})`;
+  const exits = p.exits === 0 ? '' : `, exited ${p.exits === 1 ? 'once' : `${p.exits} times`}${exit}`;
+  return `${p.state}${p.address !== undefined ? ` at ${p.address.hostname}:${p.address.port}` : ''}${exits}, reported ${ago(p.reportedAt)}`;
 }
 
 export async function deploymentCommand(argv: string[], env: Env): Promise<number> {

@@ -53,6 +53,12 @@ describe('slipway deployment', () => {
     assert.match(shown.stdout, new RegExp(`^created +\\S+ by ${developer.id}$`, 'm'));
     assert.equal(JSON.parse((await as(viewer, ['show', '--id', queued.id, '--json'])).stdout).revision, 'v2');
 
+    // A serving deployment's process as its runner reports it, a crash loop included.
+    const at = new Date(Date.now() - 3000).toISOString();
+    const report = { deployment: first.id, state: 'restarting', exits: 4, lastExit: { code: 7, signal: null, at }, address: { hostname: 'build-01', port: 40001 } };
+    assert.equal((await runner.actor.http.post(`/v1/orgs/${f.orgId}/runner/serving`, { deployments: [first.id], host: 'rh_cli-show-0001', processes: [report] })).status, 200);
+    assert.match((await as(viewer, ['show', '--id', first.id])).stdout, /^process +restarting at build-01:40001, exited 4 times \(last: code 7, \d+ s ago\), reported \d+ s ago$/m);
+
     const cancelled = await as(developer, ['cancel', '--id', queued.id, '--reason', 'not today']);
     assert.equal(cancelled.code, 0, cancelled.stderr);
     assert.equal(cancelled.stdout, `deployment ${queued.id}: cancelled (not today)\n`);
