@@ -34,6 +34,7 @@ const SUBCOMMANDS = {
   logs: { ...COMMON, ...ID, follow: { type: 'boolean' }, timeout: { type: 'string' } },
   changes: { ...COMMON, ...ID, against: { type: 'string' } },
   cancel: { ...COMMON, ...ID, reason: { type: 'string' } },
+  wait: { ...COMMON, ...ID, timeout: { type: 'string' } },
   rollback: { ...COMMON, ...WAIT, to: { type: 'string' }, service: { type: 'string' }, environment: { type: 'string' }, description: { type: 'string' } },
 } as const;
 
@@ -52,14 +53,17 @@ environment).
             seconds at most (a day by default)
   changes   what it changes against what it replaced (--against DEP: another deployment)
   cancel    a queued or in-progress deployment (--reason says why)
+  wait      follows one already made (by a deploy without --wait, or one interrupted) to its end,
+            its log on stderr, as deploy --wait does: exit 0 only when it succeeded, 1 when it
+            failed or was cancelled, or was still going after --timeout seconds (900 by default)
   rollback  a new deployment of an earlier one's exact snapshot. With --service and --environment,
             to what served there before what serves now (the newest superseded deployment: a
             second rollback undoes the first), refused while one of them there is queued or in
             progress; --to DEP names the deployment instead. --wait follows it to its end as
             slipway deploy --wait does (exit 0 only when it succeeded)
 
-Exit status: 0 done (rollback --wait: succeeded); 1 refused by the server, unreachable (tried again
-for ${RETRY_MS / 1000} s), nothing to roll back to or a deployment in flight, a rollback that failed, was
+Exit status: 0 done (rollback --wait, wait: succeeded); 1 refused by the server, unreachable (tried
+again for ${RETRY_MS / 1000} s), nothing to roll back to or a deployment in flight, a deployment waited for that failed, was
 cancelled or was still running when --timeout ran out, or a log still followed then; 2 a usage
 error; 130 or 143 interrupted (a rollback, a deployment followed, goes on).
 Credentials come from flags, SLIPWAY_* variables or a credentials file, in that order:
@@ -149,6 +153,7 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
   for (const variable of unknownVariables(env)) printWarning(json, unknownVariableWarning(variable));
 
   if (sub === 'rollback') return rollback(flags, env, json);
+  if (sub === 'wait') return waitFor(requiredFlagText(flags, 'id', 'the deployment (dep_…)'), flags, env, json);
   // Every flag is checked before the first call.
   const id = sub === 'list' ? '' : requiredFlagText(flags, 'id', 'the deployment (dep_…)');
   const limit = sub === 'list' ? wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIST_MAX, fallback: LIST_DEFAULT }) : 0;
@@ -264,6 +269,29 @@ async function rollback(flags: Flags, env: Env, json: boolean): Promise<number> 
     if (typeof made === 'number') return made;
     if (plan?.said) session.say(plan.said);
     return await session.finish(made, waitSeconds);
+  } finally {
+    session.close();
+  }
+}
+
+/** A deployment already made, followed to its end as deploy --wait follows the one it makes. */
+async function waitFor(id: string, flags: Flags, env: Env, json: boolean): Promise<number> {
+  const waitSeconds = waitSecondsOf({ wait: true, timeout: flags.timeout }, 'wait');
+  const settings = apiClientSettings(flags, env);
+  const session = deploymentSession(settings, json);
+  try {
+    const path = deploymentPath(session.org, id);
+    const reading = within(session.stop, RETRY_MS);
+    let deployment: FollowedDeployment;
+    try {
+      deployment = await untilAvailable(() => session.call<FollowedDeployment>('GET', path, reading.signal), { signal: reading.signal });
+    } catch (error) {
+      if (session.signalled() !== null) return interrupted(json, session.signalled()!, `before deployment ${id} was read; it goes on`, id);
+      throw error;
+    } finally {
+      reading.clear();
+    }
+    return await session.wait(deployment, waitSeconds!);
   } finally {
     session.close();
   }

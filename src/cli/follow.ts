@@ -283,6 +283,9 @@ export function deploymentSession(settings: ApiClientSettings, json: boolean) {
       return waitForEnd(follower, deployment, waitSeconds, json, () => signalled);
     },
 
+    /** Follows a deployment made before to its end (waitForEnd): `slipway deployment wait`. */
+    wait: (deployment: FollowedDeployment, waitSeconds: number): Promise<number> => waitForEnd(follower, deployment, waitSeconds, json, () => signalled),
+
     /** The signal that stopped it, if one did. */
     signalled: () => signalled,
 

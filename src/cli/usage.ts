@@ -38,6 +38,7 @@ export const DEPLOYMENT_USAGE = [
   'slipway deployment changes --id DEP [--against DEP] [--json]',
   'slipway deployment logs --id DEP [--follow [--timeout S]] [--json]',
   'slipway deployment cancel --id DEP [--reason R] [--json]',
+  'slipway deployment wait --id DEP [--timeout S] [--json]',
   'slipway deployment rollback (--service S --environment ENV | --to DEP) [--description D] [--wait [--timeout S]] [--json]   (slipway deployment --help)',
 ];
 

@@ -67,6 +67,28 @@ describe('slipway deployment', () => {
     assert.equal(JSON.parse(again.stderr).error.status, 409);
   });
 
+  it('waits for a deployment made before: exit 0 when it succeeded, 1 when it failed or was still going at --timeout', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    for (const outcome of ['succeeded', 'failed'] as const) {
+      const made = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name, revision: outcome });
+      const waiting = as(viewer, ['wait', '--id', made.id, '--timeout', '60']);
+      const claim = await runner.take({ environments: [env.name], waitSeconds: 20 });
+      assert.equal(claim.deployment.id, made.id);
+      assert.equal((await runner.logs(made.id, { leaseToken: claim.lease.token, lines: [{ line: `starting ${outcome}` }] })).status, 200);
+      assert.equal((await runner.complete(made.id, claim.lease.token, outcome, outcome === 'failed' ? 'it would not start' : undefined)).status, 200);
+      const waited = await waiting;
+      assert.equal(waited.code, outcome === 'succeeded' ? 0 : 1, waited.stderr);
+      assert.match(waited.stderr, new RegExp(`starting ${outcome}`));
+      if (outcome === 'failed') assert.match(waited.stderr, new RegExp(`deployment ${made.id} failed: it would not start\\n$`));
+    }
+    const queued = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name, revision: 'later' });
+    const timedOut = await as(viewer, ['wait', '--id', queued.id, '--timeout', '1', '--json']);
+    assert.equal(timedOut.code, 1);
+    assert.equal(JSON.parse(timedOut.stderr.trim().split('\n').at(-1)!).error.code, 'wait_timeout');
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${queued.id}/cancel`, {})).status, 200);
+  });
+
   it('prints a deployment\'s log, and follows it to the deployment\'s end', async () => {
     const env = await createEnvironment(f.admin.http, f.orgId);
     const svc = await createService(developer.http, f.orgId);
