@@ -133,6 +133,7 @@ describe('environment configuration', () => {
     assert.deepEqual(events.map((e) => e.type), ['environment.created', 'environment.updated'], 'an unchanged configuration makes no event');
     assert.deepEqual([events[0].data.variables, events[0].data.secrets], [['SETTING'], []]);
     assert.deepEqual([events[1].data.changed, events[1].data.variables, events[1].data.secrets], [['variables', 'secrets'], ['MORE', 'SETTING'], [db]]);
+    assert.deepEqual(events[1].data.variableChanges, { added: ['MORE'], removed: [], changed: ['SETTING'] });
     assert.equal(JSON.stringify(events).includes(VALUE), false);
     for (const line of server.logs) assert.equal(line.includes(VALUE), false, line);
   });

@@ -196,6 +196,8 @@ describe('services', () => {
     const events = await eventsOf(server, orgId, svc.id);
     assert.deepEqual(events.map((e) => e.type), ['service.created', 'service.updated']);
     assert.deepEqual(events[1].data.changed.sort(), ['name', 'spec']);
+    // Names only: the variable it removed.
+    assert.deepEqual(events[1].data.variableChanges, { added: [], removed: ['A'], changed: [] });
   });
 
   it('refuses deletion while a deployment is queued, deletes it otherwise', async () => {

@@ -171,7 +171,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
           if (row === undefined) throw errors.notFound('environment', idOrName);
           await appendEvents(trx, ctx, [{
             orgId, type: 'environment.updated', subject: { type: 'environment', id: current.id },
-            data: { name: row.name, protected: row.protected === 1, ...changes, changed, ...(configChanged.length > 0 ? configurationSummary(checked.config) : {}) },
+            data: { name: row.name, protected: row.protected === 1, ...changes, changed, ...(configChanged.length > 0 ? configurationSummary(checked.config, before) : {}) },
           }], now);
           return toEnvironment(row);
         });

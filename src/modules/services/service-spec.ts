@@ -4,6 +4,7 @@
 // versions, since secrets may have changed in between.
 import type { Executor } from '../../platform/db/database.js';
 import { errors, type FieldError } from '../../platform/errors.js';
+import { keyDiff } from '../secrets/secret-model.js';
 import { DEFAULT_HEALTH_TIMEOUT_SECONDS, type DeploymentSpecT, type PinnedSecretReferenceT, type SecretReferenceT, type ServiceSpec, type ServiceSpecInput } from './services.schemas.js';
 
 /** What the secret store tells us about a secret's current version. */
@@ -114,8 +115,15 @@ export interface SpecPlace {
 }
 
 /** What events say about a configuration (a service's spec, an environment's): the names it holds, never a value. */
-export function configurationSummary(config: Configuration) {
-  return { variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret) };
+/**
+ * What an event of a changed configuration says of it, names only: the variables and secrets it
+ * holds now, and, given what it held before, the variables it added, removed and gave another value.
+ */
+export function configurationSummary(config: Configuration, before?: Configuration) {
+  return {
+    variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret),
+    ...(before !== undefined ? { variableChanges: keyDiff(before.variables, config.variables, Object.keys(config.variables).sort()) } : {}),
+  };
 }
 
 const ENVIRONMENT = '/environment';

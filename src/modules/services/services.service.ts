@@ -127,7 +127,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
             orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
             data: {
               name: row.name, version: row.version, changed: specChanged ? [...changed, 'spec'] : changed, from, to,
-              ...(specChanged ? configurationSummary(checked.spec) : {}),
+              ...(specChanged ? configurationSummary(checked.spec, JSON.parse(current.spec) as ServiceSpec) : {}),
             },
           }], now);
           return toService(row);
