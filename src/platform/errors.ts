@@ -189,7 +189,9 @@ export const errors = {
   /** A deployment state change the state graph does not have; `allowed` are the states reachable from `from`. */
   invalidTransition: (id: string, from: string, to: string, allowed: string[]) =>
     new AppError(409, 'invalid_transition', 'Conflict',
-      `Deployment ${id} is ${from} and cannot become ${to}; from ${from} it can only become ${allowed.length ? allowed.join(', ') : 'nothing (final state)'}.`,
+      allowed.length > 0
+        ? `Deployment ${id} is ${from} and cannot become ${to}; from ${from} it can only become ${allowed.join(', ')}.`
+        : `Deployment ${id} is ${from === to ? 'already ' : ''}${from}, a final state: it cannot become ${to}${from === to ? ' again' : ''}, nor anything else.`,
       { state: from, requested: to, allowedTransitions: allowed }),
   leaseLost: (id: string) =>
     new AppError(409, 'lease_lost', 'Conflict',
