@@ -182,8 +182,8 @@ async function queuedHint(f: Follower, deployment: FollowedDeployment): Promise<
 }
 
 /** A command's failure after the API answered, said as main.ts says failures; 1. */
-export function failed(json: boolean, code: string, message: string, deployment?: string): number {
-  process.stderr.write(json ? `${JSON.stringify({ error: { code, message, ...(deployment !== undefined ? { deployment } : {}) } })}\n` : `slipway: ${printable(message)}\n`);
+export function failed(json: boolean, code: string, message: string, deployment?: string, extras: Record<string, unknown> = {}): number {
+  process.stderr.write(json ? `${JSON.stringify({ error: { code, ...extras, message, ...(deployment !== undefined ? { deployment } : {}) } })}\n` : `slipway: ${printable(message)}\n`);
   return 1;
 }
 

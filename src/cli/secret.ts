@@ -8,6 +8,7 @@ import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags, type PatientCall } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
+import { failed } from './follow.js';
 import { flagTable, printFields, printJson, printTable } from './output.js';
 import { SECRET_USAGE } from './usage.js';
 
@@ -205,7 +206,8 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case 'import': {
-      if (flags.force !== true) await refuseRemovingUsedKeys(call, one, name, Object.keys(imported!));
+      const inUse = flags.force === true ? null : await usedKeysRemoved(call, one, name, Object.keys(imported!));
+      if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       const answer = await call<{ secrets: Change[] }>('PUT', secrets, { secrets: [{ name, values: imported }] });
       return said(answer.secrets[0]!);
     }
@@ -242,18 +244,18 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
  * An import removes the keys its file leaves out: one a service or an environment takes by name
  * would fail their next deployment (the key is gone from the version it pins). Refused before
  * anything is sent, naming who takes which, unless --force; a whole-secret reference takes what
- * there is, and is not in the way.
+ * there is, and is not in the way. Null when nothing is in the way.
  */
-async function refuseRemovingUsedKeys(call: PatientCall, one: string, name: string, keeps: string[]): Promise<void> {
+async function usedKeysRemoved(call: PatientCall, one: string, name: string, keeps: string[]): Promise<{ message: string; removed: string[]; usedBy: unknown[] } | null> {
   let current: Metadata;
   try {
     current = await call<Metadata>('GET', one);
   } catch (error) {
-    if (error instanceof AppError && error.status === 404) return;
+    if (error instanceof AppError && error.status === 404) return null;
     throw error;
   }
   const removed = current.keys.filter((key) => !keeps.includes(key));
-  if (removed.length === 0) return;
+  if (removed.length === 0) return null;
   const used = await call<SecretUsage>('GET', `${one}/usage`);
   const takers = [...used.services.map((s) => ({ kind: 'service', ...s })), ...used.environments.map((e) => ({ kind: 'environment', ...e }))]
     .flatMap((t) => {
@@ -261,9 +263,12 @@ async function refuseRemovingUsedKeys(call: PatientCall, one: string, name: stri
       const keys = (t.keys ?? []).filter((key) => removed.includes(key.split(' as ')[0]!));
       return keys.length > 0 ? [{ [t.kind]: t.name, keys }] : [];
     });
-  if (takers.length === 0) return;
+  if (takers.length === 0) return null;
   const who = takers.map((t) => `${t.service !== undefined ? `service ${String(t.service)}` : `environment ${String(t.environment)}`} takes ${t.keys.join(', ')}`).join('; ');
-  throw new AppError(409, 'keys_in_use', 'Keys in use', `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove, and ${who}: their next deployment would fail. Nothing was sent: keep the keys in the file, change what takes them first, or give --force`, { removed, usedBy: takers });
+  return {
+    message: `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove, and ${who}: their next deployment would fail. Nothing was sent: keep the keys in the file, change what takes them first, or give --force`,
+    removed, usedBy: takers,
+  };
 }
 
 function missingFile(): never {

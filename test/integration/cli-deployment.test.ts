@@ -267,7 +267,7 @@ describe('slipway deployment', () => {
       [['rollback', '--service', 'api'], /rollback needs --service and --environment/],
       [['rollback', '--to', 'dep_x', '--service', 'api'], /--to names the deployment to roll back to/],
       [['rollback', '--to', 'dep_x', '--timeout', '5'], /--timeout needs --wait/],
-      [['promote'], /unknown deployment command "promote": list, show, logs, changes, cancel, rollback/],
+      [['promote'], /unknown deployment command "promote": list, show, logs, changes, cancel, wait, rollback/],
     ] as const) {
       const refused = await as(developer, [...args]);
       assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stderr}`);

@@ -63,7 +63,8 @@ describe('slipway CLI', () => {
     const first = await cliJson(['migrate'], env);
     assert.equal(first.ok, true);
     assert.equal(first.database, database.url ? 'postgres' : 'sqlite');
-    assert.deepEqual(await cliJson(['migrate'], env), first);
+    assert.ok(first.applied.length > 0);
+    assert.deepEqual(await cliJson(['migrate'], env), { ...first, applied: [] });
   });
 
   it('creates and lists organizations while a server runs on the same database', async () => {

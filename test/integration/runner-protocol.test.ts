@@ -665,6 +665,12 @@ describe('runner protocol: hosts and adoption', () => {
     const crashed = { code: 1, signal: null, at: new Date().toISOString() };
     await post(f.runner, 'serving', { deployments: [id], host: hostA, processes: [{ deployment: id, state: 'running', exits: 2, lastExit: crashed, address: { hostname: 'build-01', port: 40001 } }] });
     assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${secret}?permanent=true`)).status, 204);
+    // How many serving deployments the list says each host runs (earlier tests' ones included).
+    const servingOf = async () => {
+      const runners = (await f.admin.http.get(`/v1/orgs/${f.orgId}/runners`)).body.runners as Array<{ host: string; serving: number }>;
+      return [hostA, hostB].map((host) => runners.find((r) => r.host === host)?.serving ?? 0);
+    };
+    const [servingA, servingB] = await servingOf();
     assert.deepEqual((await post(f.runner, 'release', { host: hostA, deployments: [id] })).body, { released: [id] });
 
     for (let i = 0; i < 2; i++) assert.deepEqual((await post(f.runner, 'adopt', { host: hostB, environments: [env.id] })).body.adopted, []);
@@ -673,8 +679,7 @@ describe('runner protocol: hosts and adoption', () => {
     assert.deepEqual({ state: stopped.process.state, exits: stopped.process.exits, lastExit: stopped.process.lastExit }, { state: 'stopped', exits: 2, lastExit: crashed });
     assert.equal(stopped.process.address, undefined, 'a process that cannot be started again answers nowhere');
     // The runner it stays with let it go, and no runner runs it: none counts it as serving.
-    const runners = (await f.admin.http.get(`/v1/orgs/${f.orgId}/runners`)).body.runners as Array<{ host: string; serving: number }>;
-    assert.deepEqual([hostA, hostB].map((host) => runners.find((r) => r.host === host)?.serving), [0, 0]);
+    assert.deepEqual(await servingOf(), [servingA! - 1, servingB]);
     assert.match(stopped.reason, new RegExp(`^Its runner went away, and it cannot be started again: the pinned secret version ${secret}@1 no longer exists .*Deploy the service again`));
     const events = (await eventsOf(f.server, f.orgId, id)).filter((e) => e.type === 'deployment.process_stopped' || e.type === 'deployment.adopted');
     assert.deepEqual(events.map((e) => [e.type, e.data.host, e.data.previousHost]), [['deployment.process_stopped', hostB, hostA]]);
