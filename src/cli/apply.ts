@@ -5,6 +5,7 @@
 // a create would give it. It names the resource; a file with another name is another resource.
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import { syntaxErrorOffset } from '../http/json-syntax.js';
 import { AppError } from '../platform/errors.js';
 import type { PatientCall } from './api-client.js';
 import { UsageError } from './args.js';
@@ -25,14 +26,12 @@ export function readJsonObject(file: string, readOnly: readonly string[], read: 
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
-  } catch (error) {
-    // Only where: Node's own message quotes the text around it.
-    const at = /position (\d+)/.exec((error as Error).message);
-    const place = at === null ? '' : (() => {
-      const before = text.slice(0, Number(at[1]));
-      const line = before.split('\n').length;
-      return ` (line ${line}, column ${before.length - before.lastIndexOf('\n')})`;
-    })();
+  } catch {
+    // Only where, never Node's own message: it quotes the text around it.
+    const at = syntaxErrorOffset(text);
+    const before = text.slice(0, Math.max(at, 0));
+    const place = at < 0 ? '' : at >= text.length ? ' (it ends before the value is complete)'
+      : ` (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')})`;
     throw new UsageError(`--file ${where} is not valid JSON${place}; nothing was sent`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--file ${where} must hold one JSON object; nothing was sent`);

@@ -123,7 +123,8 @@ describe('slipway service and environment apply', () => {
   it('refuses a file it cannot read, or one the server refuses, and nothing is written', async () => {
     const name = unique('bad');
     for (const [input, message] of [
-      [`{"name": "${name}", "spec": `, /--file standard input is not valid JSON; nothing was sent/],
+      [`{"name": "${name}", "spec": `, /--file standard input is not valid JSON \(it ends before the value is complete\); nothing was sent/],
+      [`{"name": "${name}",\n "spec": {"command": ['x']}}`, /--file standard input is not valid JSON \(line 2, column 23\); nothing was sent/],
       ['[1]', /must hold one JSON object/],
       [{ spec: { command: ['x'] } }, /needs a "name"/],
       [{ name, spec: [] }, /needs a "spec" object: an apply gives the whole service/],
