@@ -238,7 +238,7 @@ describe('slipway CLI: usage, help and errors', () => {
     const readme = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
     const sentence = /^Environment variables, each also a flag of every command but (.*)$/m.exec(readme)?.[1] ?? '';
     const help = (await runCli(['--help'], {})).stdout;
-    for (const [command, ...sub] of [['runner'], ['deploy'], ['deployment', 'list'], ['environment', 'show'], ['secret', 'list'], ['events']]) {
+    for (const [command, ...sub] of [['runner'], ['deploy'], ['deployment', 'list'], ['environment', 'show'], ['service', 'list'], ['secret', 'list'], ['events']]) {
       const refused = await runCli([command!, ...sub, '--data-dir', dataDir], {});
       assert.equal(refused.code, 2, `${command}: ${refused.stderr}`);
       assert.match(refused.stderr, /Unknown option '--data-dir'/, command);
