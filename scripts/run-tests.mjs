@@ -146,13 +146,9 @@ function onSignal(signal) {
 // PostgreSQL
 // ---------------------------------------------------------------------------
 
-function isSerial() {
-  const value = (process.env.SLIPWAY_TEST_SERIAL ?? '').trim().toLowerCase();
-  return value !== '' && value !== '0' && value !== 'false';
-}
-
-function isCI() {
-  const value = (process.env.CI ?? '').trim().toLowerCase();
+/** Whether an environment variable says yes: set, and neither empty, `0` nor `false`. */
+function isOn(name) {
+  const value = (process.env[name] ?? '').trim().toLowerCase();
   return value !== '' && value !== '0' && value !== 'false';
 }
 
@@ -204,7 +200,7 @@ async function main() {
   }
 
   const postgres = integrationFiles.length > 0 ? preparePostgres() : { kind: 'none' };
-  if (postgres.kind === 'unavailable' && isCI()) {
+  if (postgres.kind === 'unavailable' && isOn('CI')) {
     console.error(
       `run-tests: FAILED: ${postgres.reason}.\n` +
         'run-tests: CI must run the PostgreSQL integration suite; install the PostgreSQL server ' +
@@ -293,7 +289,7 @@ async function main() {
 
   try {
     await runSuite('unit', unitFiles, {});
-    if (isSerial()) {
+    if (isOn('SLIPWAY_TEST_SERIAL')) {
       await runSuite('integration (sqlite)', integrationFiles, { SLIPWAY_TEST_DB: 'sqlite' });
       await postgresSuite(false);
     } else {

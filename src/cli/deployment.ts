@@ -3,12 +3,11 @@
 // cancel it, and roll a service back in an environment in one command (to what served there before,
 // or to a deployment named), following the rollback to its end with --wait as `slipway deploy` does.
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { untilAvailable } from '../runner-agent/http-call.js';
 import type { Deployment, DeploymentProcessT, LogLineT } from '../modules/deployments/deployments.schemas.js';
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags, within } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags } from './api-client.js';
 import { flagText, printWarning, requiredFlagText, UsageError, wholeNumberFlag } from './args.js';
-import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
+import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, readDeployment, ReadTimedOut, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { DEPLOYMENT_USAGE } from './usage.js';
 
@@ -230,20 +229,13 @@ async function logs(settings: Parameters<typeof deploymentSession>[0], path: str
   try {
     const format = json ? (line: LogLineT) => JSON.stringify(line) : undefined;
     let followed: Awaited<ReturnType<typeof followLog>>;
-    const reading = within(session.stop, RETRY_MS);
     try {
-      const deployment = await untilAvailable(() => session.call<FollowedDeployment>('GET', path, reading.signal), {
-        signal: reading.signal,
-        onRetry: (error, n) => { if (n === 1) session.say(`slipway: the server is unavailable, trying again for up to ${RETRY_MS / 1000} s: ${error.message}`); },
-      });
-      reading.clear();
+      const deployment = await readDeployment(session, id, (error, n) => { if (n === 1) session.say(`slipway: the server is unavailable, trying again for up to ${RETRY_MS / 1000} s: ${error.message}`); });
       followed = await followLog(session, deployment, { waitMs: followSeconds * 1000, out: process.stdout, after, ...(format !== undefined ? { format } : {}) });
     } catch (error) {
-      if (reading.timedOut()) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s: stopped following deployment ${id}, which goes on`);
+      if (error instanceof ReadTimedOut) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s: stopped following deployment ${id}, which goes on`);
       if (session.signalled() === null) throw error;
       followed = { state, end: 'interrupted' };
-    } finally {
-      reading.clear();
     }
     if (followed.end === 'interrupted') return interrupted(json, session.signalled() ?? 'SIGTERM', `while following deployment ${id} (${followed.state}); it goes on`, id);
     if (followed.end === 'timed-out') return failed(json, 'wait_timeout', `stopped following after ${followSeconds} s: deployment ${id} is still ${followed.state}, and goes on`, id);
@@ -280,16 +272,12 @@ async function waitFor(id: string, flags: Flags, env: Env, json: boolean): Promi
   const settings = apiClientSettings(flags, env);
   const session = deploymentSession(settings, json);
   try {
-    const path = deploymentPath(session.org, id);
-    const reading = within(session.stop, RETRY_MS);
     let deployment: FollowedDeployment;
     try {
-      deployment = await untilAvailable(() => session.call<FollowedDeployment>('GET', path, reading.signal), { signal: reading.signal });
+      deployment = await readDeployment(session, id);
     } catch (error) {
       if (session.signalled() !== null) return interrupted(json, session.signalled()!, `before deployment ${id} was read; it goes on`, id);
       throw error;
-    } finally {
-      reading.clear();
     }
     return await session.wait(deployment, waitSeconds!);
   } finally {

@@ -138,21 +138,37 @@ export async function followLog(f: Follower, deployment: FollowedDeployment, opt
  * 130 or 143 when a signal stopped the waiting (the deployment goes on). With `json`, the
  * deployment as it ended goes to stdout.
  */
+/** A read of a deployment that the server did not answer within RETRY_MS (its message as before: "timed out"). */
+export class ReadTimedOut extends Error {}
+
+/**
+ * Deployment `id` as it is now, asked again while the server is unavailable, for up to RETRY_MS or
+ * until `f.stop`; `onRetry` hears of each retry.
+ */
+export async function readDeployment(f: Pick<Follower, 'call' | 'org' | 'stop'>, id: string, onRetry?: (error: Error, n: number) => void): Promise<FollowedDeployment> {
+  const reading = within(f.stop, RETRY_MS);
+  try {
+    return await untilAvailable(() => f.call<FollowedDeployment>('GET', deploymentPath(f.org, id), reading.signal), { signal: reading.signal, ...(onRetry !== undefined ? { onRetry } : {}) });
+  } catch (error) {
+    if (reading.timedOut()) throw new ReadTimedOut((error as Error).message, { cause: error });
+    throw error;
+  } finally {
+    reading.clear();
+  }
+}
+
 export async function waitForEnd(f: Follower, deployment: FollowedDeployment, waitSeconds: number, json: boolean, signalled: () => NodeJS.Signals | null): Promise<number> {
   const followed = await followLog(f, deployment, { waitMs: waitSeconds * 1000, out: process.stderr });
   if (followed.end === 'interrupted') return interrupted(json, signalled() ?? 'SIGTERM', `while deployment ${deployment.id} is ${followed.state}; it goes on`, deployment.id);
   if (followed.end === 'timed-out') {
     return failed(json, 'wait_timeout', `gave up waiting after ${waitSeconds} s: deployment ${deployment.id} is still ${followed.state}, and goes on${followed.hint !== undefined ? `; ${followed.hint}` : ''}`, deployment.id);
   }
-  const reading = within(f.stop, RETRY_MS);
   let final: FollowedDeployment;
   try {
-    final = await untilAvailable(() => f.call<FollowedDeployment>('GET', deploymentPath(f.org, deployment.id), reading.signal), { signal: reading.signal });
+    final = await readDeployment(f, deployment.id);
   } catch (error) {
     if (f.stop.aborted) return interrupted(json, signalled() ?? 'SIGTERM', `after deployment ${deployment.id} ended ${followed.state}`, deployment.id);
     throw error;
-  } finally {
-    reading.clear();
   }
   if (json) printJson(final);
   if (final.state === 'succeeded' || final.state === 'superseded') return 0;
@@ -256,12 +272,7 @@ export function deploymentSession(settings: ApiClientSettings, json: boolean) {
         const made = error instanceof AppError && error.code === 'idempotency_response_lost'
           ? (error.extras as { changed?: Array<{ type: string; id: string }> }).changed?.find((c) => c.type === 'deployment') : undefined;
         if (made === undefined) throw error;
-        const reading = within(stop.signal, RETRY_MS);
-        try {
-          return await untilAvailable(() => call<FollowedDeployment>('GET', deploymentPath(org, made.id), reading.signal), { signal: reading.signal });
-        } finally {
-          reading.clear();
-        }
+        return await readDeployment(follower, made.id);
       } finally {
         created.clear();
       }

@@ -4,6 +4,7 @@
 import { Ajv, type Options } from 'ajv';
 import * as addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
+import { pointerSegment } from '../platform/errors.js';
 import { bodySize } from './json-body.js';
 
 // ajv-formats is CommonJS; under NodeNext its function is the module's default export.
@@ -45,7 +46,7 @@ function decimalNumbers(schema: object, validate: Validate): Validate {
       const given = values[name];
       if (typeof given !== 'string' || pattern.test(given)) return [];
       const shown = given.length > 40 ? `${given.slice(0, 40)}…` : given;
-      return [{ keyword: 'decimal', instancePath: `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`, params: {}, message: `must be ${pattern === WHOLE_NUMBER ? 'a whole number' : 'a number'} in decimal digits, got ${JSON.stringify(shown)}` }];
+      return [{ keyword: 'decimal', instancePath: `/${pointerSegment(name)}`, params: {}, message: `must be ${pattern === WHOLE_NUMBER ? 'a whole number' : 'a number'} in decimal digits, got ${JSON.stringify(shown)}` }];
     });
     if (wrong.length > 0) {
       checked.errors = wrong;
