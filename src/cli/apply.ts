@@ -42,7 +42,7 @@ export function readJsonObject(file: string, readOnly: readonly string[], read: 
 
 /** A field that an apply changed, and how; a variable is a field of its own (`variables.DEBUG`). */
 export type FieldChange = { field: string; change: 'added' | 'removed' | 'changed' };
-export type Applied<T> = { result: 'created' | 'updated' | 'unchanged'; changes: FieldChange[]; resource: T };
+export type Applied<T> = { result: 'created' | 'updated' | 'unchanged'; changes: FieldChange[]; resource: T; dryRun: boolean };
 
 /** The fields of `before` and `after` that differ, and how; variables one by one, never their values. */
 export function fieldChanges(before: Record<string, unknown>, after: Record<string, unknown>): FieldChange[] {
@@ -72,6 +72,8 @@ const ATTEMPTS = 5;
  * there, five times at most. What changed is measured from the first read to the last answer, on
  * `fields`, and by `revision` (its version, or when it last changed): a PATCH whose answer was lost
  * and that a retry found done, or one that undid a change made meanwhile, still changed it.
+ * `dryRun`: the server checks the create or the change and answers what it would make, writing
+ * nothing (`?dryRun=true`), so the result says what the apply would do.
  */
 export async function applyResource<T>(call: PatientCall, o: {
   kind: 'service' | 'environment';
@@ -81,8 +83,10 @@ export async function applyResource<T>(call: PatientCall, o: {
   update: (current: T) => { body: Record<string, unknown>; headers?: Record<string, string> };
   fields: (resource: T) => Record<string, unknown>;
   revision: (resource: T) => string;
+  dryRun: boolean;
 }): Promise<Applied<T>> {
   const one = `${o.collection}/${encodeURIComponent(o.name)}`;
+  const dry = o.dryRun ? '?dryRun=true' : '';
   const raced = (error: unknown, ...codes: string[]) => error instanceof AppError && codes.includes(error.code);
   // What there was when the apply began (null: nothing; undefined: not read yet).
   let first: T | null | undefined;
@@ -97,16 +101,17 @@ export async function applyResource<T>(call: PatientCall, o: {
     if (first === undefined) first = current;
     try {
       if (current === null) {
-        const made = await call<T>('POST', o.collection, o.create, { 'idempotency-key': randomUUID() });
-        return { result: 'created', changes: [], resource: made };
+        // A dry run has nothing to repeat, and takes no key.
+        const made = await call<T>('POST', `${o.collection}${dry}`, o.create, o.dryRun ? {} : { 'idempotency-key': randomUUID() });
+        return { result: 'created', changes: [], resource: made, dryRun: o.dryRun };
       }
       const { body, headers } = o.update(current);
-      const after = await call<T>('PATCH', one, body, headers);
+      const after = await call<T>('PATCH', `${one}${dry}`, body, headers);
       // Created by another client meanwhile: what changed is measured from what it made.
       const before = first ?? current;
       const changes = fieldChanges(o.fields(before), o.fields(after));
       const moved = changes.length > 0 || o.revision(before) !== o.revision(after);
-      return { result: moved ? 'updated' : 'unchanged', changes, resource: after };
+      return { result: moved ? 'updated' : 'unchanged', changes, resource: after, dryRun: o.dryRun };
     } catch (error) {
       if (!raced(error, `${o.kind}_name_taken`, `${o.kind}_not_found`, 'precondition_failed')) throw error;
     }
@@ -114,9 +119,19 @@ export async function applyResource<T>(call: PatientCall, o: {
   throw new Error(`the ${o.kind} ${o.name} was created, changed or deleted by someone else each of the ${ATTEMPTS} times it was read; nothing more was sent: run the apply again`);
 }
 
-/** The line a human reads: `service web: updated, version 4 (command changed, variables.DEBUG added)`. */
+/**
+ * The line a human reads: `service web: updated, version 4 (command changed, variables.DEBUG
+ * added)`; a dry run's: `service web: would be updated to version 4 (…); nothing was changed`.
+ */
 export function appliedLine(kind: string, name: string, applied: Applied<unknown>, version?: number): string {
-  const at = version === undefined ? '' : applied.result === 'unchanged' ? `, still version ${version}` : `, version ${version}`;
+  const unchanged = applied.result === 'unchanged';
+  const at = version === undefined ? '' : unchanged ? `, still version ${version}` : !applied.dryRun ? `, version ${version}` : applied.result === 'created' ? ` as version ${version}` : ` to version ${version}`;
   const changes = applied.changes.map((c) => `${c.field} ${c.change}`).join(', ');
-  return `${kind} ${name}: ${applied.result}${at}${changes !== '' ? ` (${changes})` : ''}`;
+  const result = applied.dryRun && !unchanged ? `would be ${applied.result}` : applied.result;
+  return `${kind} ${name}: ${result}${at}${changes !== '' ? ` (${changes})` : ''}${applied.dryRun ? '; a dry run: nothing was changed' : ''}`;
+}
+
+/** What `--json` prints of an apply: `{result, changes, <kind>}`, and `dryRun: true` for a dry run. */
+export function appliedJson(kind: string, applied: Applied<unknown>): Record<string, unknown> {
+  return { result: applied.result, ...(applied.dryRun ? { dryRun: true } : {}), changes: applied.changes, [kind]: applied.resource };
 }

@@ -5,7 +5,7 @@
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Environment } from '../modules/environments/environments.schemas.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
-import { appliedLine, applyResource, readJsonObject } from './apply.js';
+import { appliedJson, appliedLine, applyResource, readJsonObject } from './apply.js';
 import { printWarning, requiredFlagText, UsageError } from './args.js';
 import { flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { ENVIRONMENT_USAGE } from './usage.js';
@@ -17,7 +17,7 @@ const COMMON = { ...BASE, environment: { type: 'string' } } as const;
 const SUBCOMMANDS = {
   list: BASE,
   show: COMMON,
-  apply: { ...BASE, file: { type: 'string' } },
+  apply: { ...BASE, file: { type: 'string' }, 'dry-run': { type: 'boolean' } },
   delete: { ...COMMON, force: { type: 'boolean' } },
   lock: { ...COMMON, reason: { type: 'string' } },
   unlock: COMMON,
@@ -36,7 +36,8 @@ Environments through the API, as a service user.
            "secrets"}. It is the whole environment: what it leaves out takes a new one's value
            (no description, not protected, no variables, no secrets). A lock is not part of it:
            what show --json prints applies as it is (its id, lock and times are left out).
-           --file - reads standard input
+           --file - reads standard input. --dry-run: the server checks it all and says what
+           would be created or changed; nothing is changed
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment
            into it is queued or running, and while a service serves in it unless --force (the
            runners then stop what runs there)
@@ -89,8 +90,9 @@ export async function environmentCommand(argv: string[], env: Record<string, str
         update: () => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! } }),
         fields: (e) => ({ description: e.description, protected: e.protected, variables: e.variables, secrets: e.secrets }),
         revision: (e) => `${e.createdAt} ${e.updatedAt}`,
+        dryRun: flags['dry-run'] === true,
       });
-      if (json) printJson({ result: applied.result, changes: applied.changes, environment: applied.resource });
+      if (json) printJson(appliedJson('environment', applied));
       else process.stdout.write(`${printable(appliedLine('environment', applied.resource.name, applied))}\n`);
       return 0;
     }

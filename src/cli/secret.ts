@@ -26,7 +26,7 @@ const SUBCOMMANDS = {
   show: { ...COMMON, ...NAME },
   versions: { ...COMMON, ...NAME },
   usage: { ...COMMON, ...NAME },
-  import: { ...COMMON, ...NAME, 'from-file': { type: 'string' }, force: { type: 'boolean' } },
+  import: { ...COMMON, ...NAME, 'from-file': { type: 'string' }, force: { type: 'boolean' }, 'dry-run': { type: 'boolean' } },
   set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' } },
   reveal: { ...COMMON, ...NAME, version: { type: 'string' }, format: { type: 'string' } },
   delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' } },
@@ -45,7 +45,8 @@ server and come back only from reveal (audited); nothing else prints them.
   import   the secret holds exactly the file's keys from now on: created if missing, a new version
            if the values differ (saying which keys it added, removed and changed), "unchanged" if
            not (as the console's .env import). Refused, with nothing sent, when it would remove a
-           key that a service or an environment takes by name, unless --force
+           key that a service or an environment takes by name, unless --force. --dry-run: says
+           what it would do and which keys it would add, remove and change; nothing is changed
   set      gives some keys new values and removes others (--unset), keeping the rest; creates the
            secret when it does not exist yet and nothing is removed
   reveal   prints the values as .env lines (--format env, the default), which import and set read
@@ -161,9 +162,12 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: 'check with slipway secret show whether the change was made' });
   const secrets = `/v1/orgs/${encodeURIComponent(settings.orgId)}/secrets`;
   const one = `${secrets}/${encodeURIComponent(name)}`;
-  const said = (change: Change): number => {
-    if (json) printJson(change);
-    else process.stdout.write(`secret ${change.name}: ${change.result === 'unchanged' ? `unchanged, still version ${change.version}` : `${change.result}, version ${change.version}`} (keys ${change.keys.join(' ')}${keyChangesOf(change)})\n`);
+  const said = (change: Change, dryRun = false): number => {
+    if (json) printJson(dryRun ? { ...change, dryRun } : change);
+    else {
+      const result = change.result === 'unchanged' ? `unchanged, still version ${change.version}` : dryRun ? `would be ${change.result} as version ${change.version}` : `${change.result}, version ${change.version}`;
+      process.stdout.write(`secret ${change.name}: ${result} (keys ${change.keys.join(' ')}${keyChangesOf(change)})${dryRun ? '; a dry run: nothing was changed' : ''}\n`);
+    }
     return 0;
   };
 
@@ -208,8 +212,9 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     case 'import': {
       const inUse = flags.force === true ? null : await usedKeysRemoved(call, one, name, Object.keys(imported!));
       if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
-      const answer = await call<{ secrets: Change[] }>('PUT', secrets, { secrets: [{ name, values: imported }] });
-      return said(answer.secrets[0]!);
+      const dryRun = flags['dry-run'] === true;
+      const answer = await call<{ secrets: Change[] }>('PUT', `${secrets}${dryRun ? '?dryRun=true' : ''}`, { secrets: [{ name, values: imported }] });
+      return said(answer.secrets[0]!, dryRun);
     }
     case 'set': {
       const { set, unset } = change!;

@@ -5,7 +5,7 @@ import { etagOf } from '../platform/etags.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Service } from '../modules/services/services.schemas.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
-import { appliedLine, applyResource, readJsonObject } from './apply.js';
+import { appliedJson, appliedLine, applyResource, readJsonObject } from './apply.js';
 import { printWarning, requiredFlagText, UsageError } from './args.js';
 import { flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { SERVICE_USAGE } from './usage.js';
@@ -16,7 +16,7 @@ const COMMON = { ...API_CLIENT_FLAGS, json: { type: 'boolean' }, help: { type: '
 const SUBCOMMANDS = {
   list: COMMON,
   show: { ...COMMON, service: { type: 'string' } },
-  apply: { ...COMMON, file: { type: 'string' } },
+  apply: { ...COMMON, file: { type: 'string' }, 'dry-run': { type: 'boolean' } },
   delete: { ...COMMON, service: { type: 'string' }, force: { type: 'boolean' } },
 } as const;
 
@@ -34,7 +34,8 @@ An organization's services through the API, as a service user.
            whole service: a description it leaves out is emptied, and the spec replaces the one
            there. A change made by someone else meanwhile is read and applied over (If-Match).
            What show --json prints applies as it is (its id, version and times are left out).
-           --file - reads standard input
+           --file - reads standard input. --dry-run: the server checks it all and says what
+           would be created or changed, and the version it would make; nothing is changed
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment of
            it is queued or running, and while it serves unless --force (its runners then stop it)
 
@@ -106,8 +107,9 @@ export async function serviceCommand(argv: string[], env: Record<string, string 
         // In this order, whatever order the server's answer has its spec in.
         fields: ({ description, spec }) => ({ description, command: spec.command, image: spec.image, port: spec.port, healthCheck: spec.healthCheck, variables: spec.variables, secrets: spec.secrets }),
         revision: (s) => etagOf(s.version, s.createdAt),
+        dryRun: flags['dry-run'] === true,
       });
-      if (json) printJson({ result: applied.result, changes: applied.changes, service: applied.resource });
+      if (json) printJson(appliedJson('service', applied));
       else process.stdout.write(`${printable(appliedLine('service', applied.resource.name, applied, applied.resource.version))}\n`);
       return 0;
     }

@@ -49,7 +49,7 @@ export const EVENTS_USAGE = [
 export const ENVIRONMENT_USAGE = [
   'slipway environment list [--json]',
   'slipway environment show --environment ENV [--json]',
-  'slipway environment apply --file FILE|- [--json]',
+  'slipway environment apply --file FILE|- [--dry-run] [--json]',
   'slipway environment delete --environment ENV [--force] [--json]',
   'slipway environment lock --environment ENV --reason R [--json]',
   'slipway environment unlock --environment ENV [--json]   (slipway environment --help)',
@@ -58,14 +58,14 @@ export const ENVIRONMENT_USAGE = [
 export const SERVICE_USAGE = [
   'slipway service list [--json]',
   'slipway service show --service S [--json]',
-  'slipway service apply --file FILE|- [--json]',
+  'slipway service apply --file FILE|- [--dry-run] [--json]',
   'slipway service delete --service S [--force] [--json]   (slipway service --help)',
 ];
 
 export const SECRET_USAGE = [
   'slipway secret list [--prefix P] [--deleted] [--json]',
   'slipway secret show|versions|usage --name N [--json]',
-  'slipway secret import --name N --from-file FILE|- [--force] [--json]',
+  'slipway secret import --name N --from-file FILE|- [--force] [--dry-run] [--json]',
   'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--json]',
   'slipway secret reveal --name N [--version V] [--format env|json] [--json]',
   'slipway secret delete --name N [--permanent] [--json]',

@@ -57,6 +57,14 @@ export const ForceDeleteQuery = (what: string) => Type.Object({
   force: Type.Optional(Type.Boolean({ default: false, description: `true: ${what}; never while a deployment is queued or in progress.` })),
 });
 
+/** `?dryRun=true`: every check a change meets, its answer, and nothing written (see platform/db/dry-run.ts). */
+export const DryRunQuery = Type.Object({
+  dryRun: Type.Optional(Type.Boolean({
+    default: false,
+    description: 'true: check the change and answer what it would make (or the problem that refuses it), writing nothing: no version, no event. A create answers 200 without a Location; an Idempotency-Key is not taken (there is nothing to replay). The role the change needs is still needed.',
+  })),
+});
+
 /**
  * A body that may be left out altogether (`POST …/cancel` with nothing to say): the schema admits
  * null, which is what the validator sees for a missing body.

@@ -61,6 +61,21 @@ describe('slipway secret', () => {
     assert.deepEqual(await reveal('app', 1), { DATABASE_URL: 'postgres://app@db/app', DB_PASSWORD: sentinel, EMPTY: '' });
   });
 
+  it('import --dry-run says what it would do, key by key, and changes nothing', async () => {
+    const env = file('dry.env', `A=1\nB=${sentinel}\n`);
+    assert.equal(await ok(developer, ['import', '--name', 'dry', '--from-file', env, '--dry-run']), 'secret dry: would be created as version 1 (keys A B); a dry run: nothing was changed\n');
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/secrets/dry`)).status, 404);
+    await ok(developer, ['import', '--name', 'dry', '--from-file', env]);
+    const other = file('dry-2.env', `A=2\nC=${sentinel}\n`);
+    assert.equal(await ok(developer, ['import', '--name', 'dry', '--from-file', other, '--dry-run']), 'secret dry: would be updated as version 2 (keys A C; added C, removed B, changed A); a dry run: nothing was changed\n');
+    const asJson = JSON.parse(await ok(developer, ['import', '--name', 'dry', '--from-file', other, '--dry-run', '--json']));
+    assert.deepEqual([asJson.result, asJson.version, asJson.dryRun], ['updated', 2, true]);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/secrets/dry`)).body.version, 1);
+    assert.deepEqual(await reveal('dry'), { A: '1', B: sentinel });
+    // Out of the way of the listing tests below.
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/dry?permanent=true`)).status, 204);
+  });
+
   it('sets and removes keys, keeping the rest, and creates a secret that does not exist yet', async () => {
     assert.equal(await ok(developer, ['set', '--name', 'api', '--set', `API_KEY=${sentinel}`, '--set', 'REGION=eu=west']), 'secret api: created, version 1 (keys API_KEY REGION)\n');
     assert.equal(await ok(developer, ['set', '--name', 'api', '--set', 'REGION=us', '--unset', 'NOT_THERE']), 'secret api: updated, version 2 (keys API_KEY REGION; changed REGION)\n');

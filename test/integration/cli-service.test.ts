@@ -168,6 +168,43 @@ describe('slipway service and environment apply', () => {
     assert.equal(now.version, 1 + answers.filter((a) => a.result === 'updated').length);
   });
 
+  it('--dry-run says what an apply would do and changes nothing: no version, no event', async () => {
+    const name = unique('dry');
+    const file = { name, spec: { command: ['node', 'a.js'], variables: { MODE: 'a' } } };
+    const wouldCreate = await as(developer, ['service', 'apply', '--dry-run'], file);
+    assert.equal(wouldCreate.code, 0, wouldCreate.stderr);
+    assert.equal(wouldCreate.stdout, `service ${name}: would be created as version 1; a dry run: nothing was changed\n`);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/services/${name}`)).status, 404);
+
+    const made = jsonOf(await as(developer, ['service', 'apply', '--json'], file)).service;
+    const changed = { ...file, spec: { command: ['node', 'b.js'], variables: { MODE: 'b', DEBUG: '1' } } };
+    const wouldUpdate = await as(developer, ['service', 'apply', '--dry-run'], changed);
+    assert.equal(wouldUpdate.stdout, `service ${name}: would be updated to version 2 (command changed, variables.DEBUG added, variables.MODE changed); a dry run: nothing was changed\n`);
+    const asJson = jsonOf(await as(developer, ['service', 'apply', '--dry-run', '--json'], changed));
+    assert.deepEqual([asJson.result, asJson.dryRun, asJson.service.version, asJson.changes.length], ['updated', true, 2, 3]);
+    assert.equal((await as(developer, ['service', 'apply', '--dry-run'], file)).stdout, `service ${name}: unchanged, still version 1; a dry run: nothing was changed\n`);
+    const now = (await developer.http.get(`/v1/orgs/${f.orgId}/services/${name}`)).body;
+    assert.deepEqual([now.version, now.spec.command], [1, ['node', 'a.js']]);
+    assert.deepEqual((await eventsOf(f.server, f.orgId, made.id)).map((e) => e.type), ['service.created']);
+
+    // What the server would refuse, a dry run is refused too: exit 1 with its problem.
+    const unknown = await as(developer, ['service', 'apply', '--dry-run'], { name, spec: { command: ['x'], secrets: [{ secret: 'nowhere' }] } });
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /nowhere/);
+    const byViewer = await as(viewer, ['service', 'apply', '--dry-run', '--json'], changed);
+    assert.equal(JSON.parse(byViewer.stderr).error.status, 403);
+
+    const env = unique('env');
+    const wouldMake = await as(f.admin, ['environment', 'apply', '--dry-run'], { name: env, protected: true });
+    assert.equal(wouldMake.stdout, `environment ${env}: would be created; a dry run: nothing was changed\n`);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/environments/${env}`)).status, 404);
+    assert.equal((await as(f.admin, ['environment', 'apply'], { name: env, protected: true })).code, 0);
+    // The case the walk-through met: a file that leaves out "protected" would unprotect it.
+    const wouldUnprotect = await as(f.admin, ['environment', 'apply', '--dry-run'], { name: env });
+    assert.equal(wouldUnprotect.stdout, `environment ${env}: would be updated (protected changed); a dry run: nothing was changed\n`);
+    assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/environments/${env}`)).body.protected, true);
+  });
+
   it('applies an environment file as an admin: created, unchanged, updated; lists and deletes it; a developer is refused', async () => {
     const db = await createSecret(developer.http, f.orgId, { URL: 'postgres://db' });
     const name = unique('staging');

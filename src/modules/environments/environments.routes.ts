@@ -1,7 +1,7 @@
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
 import { problems } from '../../http/openapi.js';
-import { OrgParams, PageQuery } from '../../http/schemas.js';
+import { DryRunQuery, OrgParams, PageQuery } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { createEnvironmentBody, DeleteEnvironmentQuery, EnvironmentList, EnvironmentParams, EnvironmentSchema, LockEnvironmentBody, updateEnvironmentBody } from './environments.schemas.js';
 import type { EnvironmentsService } from './environments.service.js';
@@ -26,12 +26,14 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
       summary: 'Create an environment',
       description: 'Names are unique in the organization. A `protected` environment accepts deployments from admins and owners only. `variables` and `secrets` are what every deployment into it gets besides its service\'s: the place for what differs between staging and production (a database URL, a secret of its own). Secret references are checked as a service\'s are (422 for an unknown secret or key, a variable exported twice, or PORT).',
       params: OrgParams,
+      querystring: DryRunQuery,
       body: createEnvironmentBody(limits),
-      response: { 201: withLocation(EnvironmentSchema), ...problems(409, 422) },
+      response: { 201: withLocation(EnvironmentSchema), 200: { ...EnvironmentSchema, description: 'A dry run: the environment it would create; nothing was' }, ...problems(409, 422) },
     },
   }, async (req, reply) => {
-    const environment = await environments.create(req.ctx, req.org!.id, req.body);
-    return created(reply, `/v1/orgs/${req.org!.id}/environments/${environment.id}`, environment);
+    const dryRun = req.query.dryRun === true;
+    const environment = await environments.create(req.ctx, req.org!.id, req.body, dryRun);
+    return dryRun ? environment : created(reply, `/v1/orgs/${req.org!.id}/environments/${environment.id}`, environment);
   });
 
   app.get('/v1/orgs/:orgId/environments/:env', {
@@ -46,10 +48,11 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
       summary: 'Rename an environment, change its description, protect or unprotect it, or replace its variables or secret references',
       description: 'Existing deployments keep the environment name, variables and secret versions they were created with; the next deployment into it takes the new ones.',
       params: EnvironmentParams,
+      querystring: DryRunQuery,
       body: updateEnvironmentBody(limits),
       response: { 200: EnvironmentSchema, ...problems(409, 422) },
     },
-  }, async (req) => environments.update(req.ctx, req.org!.id, req.params.env, req.body));
+  }, async (req) => environments.update(req.ctx, req.org!.id, req.params.env, req.body, req.query.dryRun === true));
 
   app.put('/v1/orgs/:orgId/environments/:env/lock', {
     config: { auth: 'admin', operation: 'environments.lock' },

@@ -5,6 +5,7 @@
 import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
+import { transaction } from '../../platform/db/dry-run.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
@@ -107,11 +108,11 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
   }
 
   return {
-    async create(ctx: RequestContext, orgId: string, input: EnvironmentInput): Promise<Environment> {
+    async create(ctx: RequestContext, orgId: string, input: EnvironmentInput, dryRun = false): Promise<Environment> {
       const now = new Date().toISOString();
       let row: EnvironmentRow | undefined;
       try {
-        await db.transaction().execute(async (trx) => {
+        await transaction(db, dryRun, async (trx) => {
           const { config, variables, secrets } = await checkedConfiguration(trx, orgId, input);
           row = {
             id: newId('environment'), org_id: orgId, name: input.name, description: input.description ?? '', protected: input.protected ? 1 : 0,
@@ -140,10 +141,10 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
       return toEnvironment(await loadEnvironment(db, orgId, idOrName));
     },
 
-    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<EnvironmentInput>): Promise<Environment> {
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<EnvironmentInput>, dryRun = false): Promise<Environment> {
       const now = new Date().toISOString();
       try {
-        return await db.transaction().execute(async (trx) => {
+        return await transaction(db, dryRun, async (trx) => {
           // Held as a lock is (FOR UPDATE): a change of its protection or its configuration waits for
           // the deployments being made into it, which read the row FOR KEY SHARE, and they for it.
           // Once it has answered, none is made as the environment was before.

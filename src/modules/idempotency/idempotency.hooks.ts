@@ -42,7 +42,8 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
   function admitting(byReference: ReplayedByReference | undefined) {
     return function admit(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       const key = req.headers[IDEMPOTENCY_HEADER];
-      if (typeof key !== 'string') return done();
+      // A dry run writes nothing, so there is nothing to replay: it runs every time.
+      if (typeof key !== 'string' || (req.query as { dryRun?: unknown } | undefined)?.dryRun === true) return done();
       // Node joins a header sent twice into one value ("a, b"): that would be a third key.
       if ((req.raw.headersDistinct?.[IDEMPOTENCY_HEADER]?.length ?? 1) > 1) {
         throw errors.invalidRequest('Idempotency-Key is sent more than once; send one key per request.', [{ pointer: '/headers/idempotency-key', message: 'is sent more than once' }]);

@@ -2,6 +2,7 @@
 // changed, leave the identical alone), each one transaction of set-based statements.
 import type { RequestContext } from '../../platform/context.js';
 import { isTransactionAborted, isUniqueViolation, nowIso, type Executor } from '../../platform/db/database.js';
+import { transaction } from '../../platform/db/dry-run.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents, type NewEvent } from '../events/event-log.js';
 import { duplicateNamePointers, keyDiff, keysOf, sameValues, toChange, toMetadata, type SecretInput } from './secret-model.js';
@@ -96,13 +97,13 @@ export function createSecretWrites(store: SecretStore) {
      * get a new version, identical ones are left as they are. A deleted secret (still
      * restorable) fails the whole batch, since writing it would silently undo the deletion.
      */
-    async upsert(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
+    async upsert(ctx: RequestContext, orgId: string, items: SecretInput[], dryRun = false): Promise<UpsertItemT[]> {
       await assertDistinct(orgId, items, false);
       // A concurrent upsert may create one of our missing names first (the retry then updates it),
       // or, past one statement's worth of names, lock them in another order (PostgreSQL aborts one).
       for (let attempt = 1; ; attempt++) {
         try {
-          return await upsertOnce(ctx, orgId, items);
+          return await upsertOnce(ctx, orgId, items, dryRun);
         } catch (error) {
           if (!(isUniqueViolation(error) || isTransactionAborted(error)) || attempt >= 3) throw error;
         }
@@ -145,9 +146,9 @@ export function createSecretWrites(store: SecretStore) {
     });
   }
 
-  async function upsertOnce(ctx: RequestContext, orgId: string, items: SecretInput[]): Promise<UpsertItemT[]> {
+  async function upsertOnce(ctx: RequestContext, orgId: string, items: SecretInput[], dryRun: boolean): Promise<UpsertItemT[]> {
     const now = nowIso();
-    return db.transaction().execute(async (trx) => {
+    return transaction(db, dryRun, async (trx) => {
       const pairs = await secretsRepo.findManyWithCurrent(trx, orgId, items.map((i) => i.name), store.lock);
       const found = await dropExpired(trx, pairs.map((p) => p.secret), ctx, now);
       const deleted = found.filter((r) => r.deleted_at !== null);

@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
-import { OrgParams } from '../../http/schemas.js';
+import { DryRunQuery, OrgParams } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { errors } from '../../platform/errors.js';
 import { allows } from '../auth/roles.js';
@@ -61,10 +61,11 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
       summary: 'Bulk upsert: create the missing secrets, make new versions of the changed ones',
       description: 'The bulk-create body; one transaction. Each result item, in request order, says `created` (version 1), `updated` (a new version) or `unchanged` (values identical: no version made). A name that belongs to a deleted secret still within its retention window fails the whole batch with 409 `secret_deleted` (restore it or delete it permanently first). This is what a `.env` import uses.',
       params: OrgParams,
+      querystring: DryRunQuery,
       body: bulkBodySchema(limits),
       response: { 200: UpsertList, ...problems(409) },
     },
-  }, async (req) => ({ secrets: await secrets.upsert(req.ctx, req.org!.id, req.body.secrets) }));
+  }, async (req) => ({ secrets: await secrets.upsert(req.ctx, req.org!.id, req.body.secrets, req.query.dryRun === true) }));
 
   app.get('/v1/orgs/:orgId/secrets/:name', {
     config: { auth: 'viewer', operation: 'secrets.get' },

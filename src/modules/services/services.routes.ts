@@ -3,7 +3,7 @@ import { created, withLocation } from '../../http/created.js';
 import { ifMatchHeaders, preconditionsOf, readHeaders, tagged, unchangedSince, withEtag } from '../../http/etag-headers.js';
 import { problems } from '../../http/openapi.js';
 import { Type } from '@sinclair/typebox';
-import { OrgParams, PageQuery } from '../../http/schemas.js';
+import { DryRunQuery, OrgParams, PageQuery } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { createServiceBody, DeleteServiceQuery, ServiceList, ServiceParams, ServiceSchema, updateServiceBody } from './services.schemas.js';
 import type { ServicesService } from './services.service.js';
@@ -33,12 +33,15 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
       summary: 'Create a service',
       description: SPEC_RULES,
       params: OrgParams,
+      querystring: DryRunQuery,
       body: createServiceBody(deps.limits),
-      response: { 201: tagOf(withLocation(ServiceSchema)), ...problems(409, 422) },
+      response: { 201: tagOf(withLocation(ServiceSchema)), 200: { ...ServiceSchema, description: 'A dry run: the service it would create; nothing was' }, ...problems(409, 422) },
     },
   }, async (req, reply) => {
-    const service = tagged(reply, await services.create(req.ctx, req.org!.id, req.body));
-    return created(reply, `/v1/orgs/${req.org!.id}/services/${service.id}`, service);
+    const dryRun = req.query.dryRun === true;
+    const service = await services.create(req.ctx, req.org!.id, req.body, dryRun);
+    if (dryRun) return service;
+    return created(reply, `/v1/orgs/${req.org!.id}/services/${service.id}`, tagged(reply, service));
   });
 
   app.get('/v1/orgs/:orgId/services/:svc', {
@@ -65,11 +68,17 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
       summary: 'Rename a service, change its description, or replace its spec',
       description: `\`spec\`, when given, replaces the whole spec. A change makes the version go up by one and appends \`service.updated\`; a patch that changes nothing (the same name, description and spec) makes neither. Honours If-Match: read the service, change it, and send its ETag back, so that a change made meanwhile by someone else is a 412 instead of lost. Deployments already created keep the spec they snapshotted. ${SPEC_RULES}`,
       params: ServiceParams,
+      querystring: DryRunQuery,
       headers: IfMatchHeaders,
       body: updateServiceBody(deps.limits),
       response: { 200: tagOf(ServiceSchema), ...problems(409, 412, 422) },
     },
-  }, async (req, reply) => tagged(reply, await services.update(req.ctx, req.org!.id, req.params.svc, req.body, preconditionsOf(req))));
+  }, async (req, reply) => {
+    const dryRun = req.query.dryRun === true;
+    const service = await services.update(req.ctx, req.org!.id, req.params.svc, req.body, { expected: preconditionsOf(req), dryRun });
+    // A dry run's version is one that does not exist: no ETag to send back as If-Match.
+    return dryRun ? service : tagged(reply, service);
+  });
 
   app.delete('/v1/orgs/:orgId/services/:svc', {
     config: { auth: 'admin', operation: 'services.delete' },

@@ -4,6 +4,7 @@
 import type { Limits } from '../../platform/config.js';
 import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
+import { transaction } from '../../platform/db/dry-run.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
@@ -68,10 +69,10 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
   }
 
   return {
-    async create(ctx: RequestContext, orgId: string, input: ServiceInput): Promise<Service> {
+    async create(ctx: RequestContext, orgId: string, input: ServiceInput, dryRun = false): Promise<Service> {
       const now = new Date().toISOString();
       try {
-        return await db.transaction().execute(async (trx) => {
+        return await transaction(db, dryRun, async (trx) => {
           const { spec, json } = await checkedSpec(trx, orgId, input.spec);
           const row: ServiceRow = {
             id: newId('service'), org_id: orgId, name: input.name, description: input.description ?? '', spec: json, version: 1,
@@ -102,10 +103,11 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
      * Top-level fields are replaced as given; `spec` is replaced whole. Deployments already made
      * keep their snapshot. A patch that changes nothing makes no new version and no event.
      */
-    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<ServiceInput>, expected?: Expected): Promise<Service> {
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<ServiceInput>, opts: { expected?: Expected; dryRun?: boolean } = {}): Promise<Service> {
+      const { expected, dryRun = false } = opts;
       const now = new Date().toISOString();
       try {
-        return await db.transaction().execute(async (trx) => {
+        return await transaction(db, dryRun, async (trx) => {
           const current = await loadForChange(trx, orgId, idOrName);
           checkExpected(tagOf(current), expected);
           const checked = patch.spec !== undefined ? await checkedSpec(trx, orgId, patch.spec) : undefined;
