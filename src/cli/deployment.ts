@@ -5,7 +5,7 @@
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Deployment, DeploymentProcessT, LogLineT } from '../modules/deployments/deployments.schemas.js';
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, patientCaller, subcommandFlags } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
 import { flagText, printWarning, requiredFlagText, UsageError, wholeNumberFlag } from './args.js';
 import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, readDeployment, ReadTimedOut, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
@@ -30,6 +30,7 @@ const WAIT = { wait: { type: 'boolean' }, timeout: { type: 'string' } } as const
 const SUBCOMMANDS = {
   list: { ...COMMON, service: { type: 'string' }, environment: { type: 'string' }, state: { type: 'string', multiple: true }, limit: { type: 'string' }, cursor: { type: 'string' } },
   show: { ...COMMON, ...ID },
+  active: { ...COMMON, environment: { type: 'string' } },
   logs: { ...COMMON, ...ID, follow: { type: 'boolean' }, timeout: { type: 'string' } },
   changes: { ...COMMON, ...ID, against: { type: 'string' } },
   cancel: { ...COMMON, ...ID, reason: { type: 'string' } },
@@ -47,6 +48,8 @@ environment).
             --state (repeatable: ${STATES.join(', ')}) narrow it. When more
             follow, it says which --cursor gets them (--json: nextCursor)
   show      one deployment: what it runs, its state and why, who made it, its process
+  active    what serves in an environment: each service's succeeded deployment there (the one a
+            rollback would leave), its revision, since when, and how its process is doing
   logs      its log from the start, on stdout (--json: one JSON object a line, with seq, attempt,
             stream and at); --follow keeps reading until the deployment ended, for --timeout
             seconds at most (a day by default)
@@ -154,7 +157,8 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
   if (sub === 'rollback') return rollback(flags, env, json);
   if (sub === 'wait') return waitFor(requiredFlagText(flags, 'id', 'the deployment (dep_…)'), flags, env, json);
   // Every flag is checked before the first call.
-  const id = sub === 'list' ? '' : requiredFlagText(flags, 'id', 'the deployment (dep_…)');
+  const id = sub === 'list' || sub === 'active' ? '' : requiredFlagText(flags, 'id', 'the deployment (dep_…)');
+  const environment = sub === 'active' ? requiredFlagText(flags, 'environment', 'the environment, by name or id') : '';
   const limit = sub === 'list' ? wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIST_MAX, fallback: LIST_DEFAULT }) : 0;
   const states = sub === 'list' && Array.isArray(flags.state) ? flags.state : [];
   for (const state of states) if (!STATES.includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}, got "${state}"`);
@@ -186,6 +190,18 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
       const deployment = await call<Deployment>('GET', one);
       if (json) printJson(deployment);
       else printDeployment(deployment);
+      return 0;
+    }
+    case 'active': {
+      const serving = await everyItem<Deployment>(call, `/v1/orgs/${org}/environments/${encodeURIComponent(environment)}/active`, new URLSearchParams(), 'deployments');
+      if (json) printJson({ environment, deployments: serving });
+      else if (serving.length === 0) process.stdout.write(`${printable(`environment ${environment}: no service has succeeded there yet`)}\n`);
+      else {
+        printTable(serving.map((d) => ({
+          service: d.service.name, revision: d.revision ?? '', deployment: d.id, since: d.finishedAt !== undefined ? ago(d.finishedAt) : '',
+          process: d.process !== undefined ? processLine(d.process) : 'not reported',
+        })), ['service', 'revision', 'deployment', 'since', 'process']);
+      }
       return 0;
     }
     case 'changes': {

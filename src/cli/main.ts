@@ -141,6 +141,12 @@ export async function main(argv: string[], env: Record<string, string | undefine
     };
     if (error instanceof UsageError || error instanceof ConfigError) return refuse(2, 'usage', error.message);
     if (error instanceof AppError) return refuse(1, error.code, `${error.detail}${shellHint(command, rest, error)}`, { status: error.status, ...error.extras }, fieldLines(error));
+    // The token endpoint's or the runner protocol's definite no (runner-agent/http-call.ts's
+    // Refused, known by its name: importing it would load the runner for every command).
+    if (error instanceof Error && error.name === 'Refused' && typeof (error as { code?: unknown }).code === 'string') {
+      const { code, status } = error as Error & { code: string; status?: unknown };
+      return refuse(1, code, error.message, typeof status === 'number' ? { status } : {});
+    }
     if (isDatabaseBusy(error)) {
       return refuse(1, 'database_busy', 'the database is locked by another process (a server writing a large batch, or another slipway command); try again in a moment');
     }

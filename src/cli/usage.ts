@@ -35,6 +35,7 @@ export const DEPLOY_USAGE = [
 export const DEPLOYMENT_USAGE = [
   'slipway deployment list [--service S] [--environment ENV] [--state STATE]… [--limit N] [--cursor C] [--json]',
   'slipway deployment show --id DEP [--json]',
+  'slipway deployment active --environment ENV [--json]',
   'slipway deployment changes --id DEP [--against DEP] [--json]',
   'slipway deployment logs --id DEP [--follow [--timeout S]] [--json]',
   'slipway deployment cancel --id DEP [--reason R] [--json]',

@@ -225,6 +225,10 @@ describe('slipway deploy', () => {
     const wrongSecret = await deployAs({ ...developer, clientSecret: 'sws_not-the-secret' }, ['--service', service.name, '--environment', env.name]);
     assert.equal(wrongSecret.code, 1);
     assert.match(wrongSecret.stderr, /refused .*client credentials \(invalid_client/);
+    // With --json, the token endpoint's code, as a script can tell wrong credentials from the rest.
+    const wrongAsJson = await deployAs({ ...developer, clientSecret: 'sws_not-the-secret' }, ['--service', service.name, '--environment', env.name, '--json']);
+    assert.equal(wrongAsJson.code, 1);
+    assert.deepEqual([JSON.parse(wrongAsJson.stderr.trim()).error.code, JSON.parse(wrongAsJson.stderr.trim()).error.status], ['invalid_client', 401]);
 
     for (const [args, message] of [
       [['--environment', env.name], /--service is required/],

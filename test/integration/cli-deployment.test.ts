@@ -67,6 +67,41 @@ describe('slipway deployment', () => {
     assert.equal(JSON.parse(again.stderr).error.status, 409);
   });
 
+  it('says what serves in an environment: each service\'s succeeded deployment, its revision and its process', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const empty = await as(viewer, ['active', '--environment', env.name]);
+    assert.equal(empty.code, 0, empty.stderr);
+    assert.equal(empty.stdout, `environment ${env.name}: no service has succeeded there yet\n`);
+
+    const api = await createService(developer.http, f.orgId);
+    const worker = await createService(developer.http, f.orgId);
+    await ship(developer.http, runner, f.orgId, { service: api.name, environment: env.name, revision: 'a1' });
+    const api2 = (await ship(developer.http, runner, f.orgId, { service: api.name, environment: env.name, revision: 'a2' })).deployment;
+    const w1 = (await ship(developer.http, runner, f.orgId, { service: worker.name, environment: env.name, revision: 'w1' })).deployment;
+    // A failed one serves nothing: the worker's w1 still does.
+    await ship(developer.http, runner, f.orgId, { service: worker.name, environment: env.name, revision: 'w2' }, 'failed');
+    const report = { deployment: api2.id, state: 'running', exits: 0, address: { hostname: 'web-01', port: 40100 } };
+    const served = await runner.actor.http.post(`/v1/orgs/${f.orgId}/runner/serving`, { deployments: [api2.id, w1.id], host: 'rh_cli-active-001', processes: [report] });
+    assert.equal(served.status, 200, served.text);
+
+    const active = await as(viewer, ['active', '--environment', env.name]);
+    assert.equal(active.code, 0, active.stderr);
+    const lines = active.stdout.trim().split('\n');
+    assert.match(lines[0]!, /^SERVICE +REVISION +DEPLOYMENT +SINCE +PROCESS$/);
+    const rows = new Map(lines.slice(1).map((l) => [l.split(/ +/)[0], l]));
+    assert.match(rows.get(api.name)!, new RegExp(`^${api.name} +a2 +${api2.id} +\\d+ s ago +running at web-01:40100, reported \\d+ s ago$`));
+    assert.match(rows.get(worker.name)!, new RegExp(`^${worker.name} +w1 +${w1.id} +\\d+ s ago +not reported$`));
+    const asJson = JSON.parse((await as(viewer, ['active', '--environment', env.id, '--json'])).stdout);
+    assert.deepEqual(asJson.deployments.map((d: { id: string }) => d.id).sort(), [api2.id, w1.id].sort());
+
+    const unknown = await as(viewer, ['active', '--environment', 'no-such-environment', '--json']);
+    assert.equal(unknown.code, 1);
+    assert.equal(JSON.parse(unknown.stderr).error.status, 404);
+    const noFlag = await as(viewer, ['active']);
+    assert.equal(noFlag.code, 2);
+    assert.match(noFlag.stderr, /--environment is required/);
+  });
+
   it('waits for a deployment made before: exit 0 when it succeeded, 1 when it failed or was still going at --timeout', async () => {
     const env = await createEnvironment(f.admin.http, f.orgId);
     const svc = await createService(developer.http, f.orgId);
@@ -267,7 +302,7 @@ describe('slipway deployment', () => {
       [['rollback', '--service', 'api'], /rollback needs --service and --environment/],
       [['rollback', '--to', 'dep_x', '--service', 'api'], /--to names the deployment to roll back to/],
       [['rollback', '--to', 'dep_x', '--timeout', '5'], /--timeout needs --wait/],
-      [['promote'], /unknown deployment command "promote": list, show, logs, changes, cancel, wait, rollback/],
+      [['promote'], /unknown deployment command "promote": list, show, active, logs, changes, cancel, wait, rollback/],
     ] as const) {
       const refused = await as(developer, [...args]);
       assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stderr}`);
