@@ -5,14 +5,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Event } from '../modules/events/events.schemas.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, patientCaller } from './api-client.js';
-import { flagText, printWarning, wholeNumberFlag } from './args.js';
+import { flagText, printWarning, UsageError, wholeNumberFlag } from './args.js';
 import { flagTable, printable } from './output.js';
 import { EVENTS_USAGE } from './usage.js';
 
 /** How long a call is tried again while the server is unavailable. */
 const RETRY_MS = 60_000;
 const LIMIT_DEFAULT = 20;
-const LIMIT_MAX = 200;
+/** The API's page; --limit above it is read a page at a time. */
+const PAGE_MAX = 200;
+const LIMIT_MAX = 10_000;
+/** --since in the past: `90m`, `2h`, `7d`, or an RFC 3339 time. */
+const SINCE_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 /** Between two looks for events appended since, when following. */
 const FOLLOW_PAUSE_MS = 2_000;
 
@@ -21,6 +25,7 @@ const FLAGS = {
   type: { type: 'string' },
   subject: { type: 'string' },
   limit: { type: 'string' },
+  since: { type: 'string' },
   follow: { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -31,7 +36,9 @@ ${EVENTS_USAGE.map((line) => `  ${line}\n`).join('')}
 The organization's event log (its audit log) through the API, as a service user of admin's role or
 above: the last ${LIMIT_DEFAULT} events (--limit up to ${LIMIT_MAX}), oldest first, a line each: when, the type,
 what it is about, who, and its data (events never hold a secret value). --type takes a type or a
-family (secret.*); --subject an id (dep_…, whk_…, a secret's id). With --follow it goes on printing
+family (secret.*); --subject an id (dep_…, whk_…, a secret's id). --since gives every event from a
+time on (2h, 90m, 7d ago, or an RFC 3339 time such as 2026-11-02T09:00:00Z), at most --limit
+(${LIMIT_MAX} by default with it); when more are left out, it says so on stderr. With --follow it goes on printing
 the events committed from then on, in commit order, until it is stopped (Ctrl-C). With --json each
 event is one JSON object on a line, as GET …/events shows it.
 
@@ -62,23 +69,58 @@ export async function eventsCommand(argv: string[], env: Record<string, string |
     const value = flagText(flags, flag, 'one');
     if (value !== undefined) filter.set(flag, value);
   }
-  const limit = wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIMIT_MAX, fallback: LIMIT_DEFAULT });
+  const since = sinceOf(flagText(flags, 'since', 'a time: 2h, 90m, 7d or an RFC 3339 time'));
+  const limit = wholeNumberFlag(flags.limit, 'limit', { min: 1, max: LIMIT_MAX, fallback: since === undefined ? LIMIT_DEFAULT : LIMIT_MAX });
   const settings = apiClientSettings(flags, env);
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: '' });
   const path = `/v1/orgs/${encodeURIComponent(settings.orgId)}/events`;
   const print = (e: Event) => process.stdout.write(json ? `${JSON.stringify(e)}\n` : `${eventLine(e)}\n`);
 
-  // The last `limit`, read newest first and printed oldest first; its resume cursor is where following starts.
-  const latest = await call<EventPage>('GET', `${path}?${new URLSearchParams([...filter, ['order', 'newest'], ['limit', String(limit)]])}`);
-  for (const e of [...latest.events].reverse()) print(e);
+  // The last `limit` (since `since`), read newest first a page at a time and printed oldest first;
+  // the first page's resume cursor is where following starts.
+  const latest: Event[] = [];
+  let resume: string | null = null;
+  let leftOut = false;
+  for (let next: string | null = null, first = true; first || next !== null; first = false) {
+    const query = new URLSearchParams([...filter, ['order', 'newest'], ['limit', String(Math.min(PAGE_MAX, limit - latest.length + 1))]]);
+    if (next !== null) query.set('cursor', next);
+    const page = await call<EventPage>('GET', `${path}?${query}`);
+    if (first) resume = page.resumeCursor;
+    const wanted = since === undefined ? page.events : page.events.filter((e) => Date.parse(e.createdAt) >= since);
+    latest.push(...wanted);
+    next = page.nextCursor;
+    if (latest.length > limit) {
+      latest.length = limit;
+      leftOut = true;
+      break;
+    }
+    // Newest first, by commit: a page of nothing but older events is where it ends.
+    if (since !== undefined && wanted.length === 0) break;
+    if (since === undefined && latest.length === limit) {
+      leftOut = next !== null;
+      break;
+    }
+  }
+  for (const e of latest.reverse()) print(e);
+  if (leftOut && since !== undefined) process.stderr.write(`slipway: more events since then than --limit ${limit}: these are the newest; narrow with --type, --subject or a later --since\n`);
   if (flags.follow !== true) return 0;
-  let cursor = latest.resumeCursor;
+  let cursor = resume;
   for (;;) {
-    const query = new URLSearchParams([...filter, ['limit', String(LIMIT_MAX)]]);
+    const query = new URLSearchParams([...filter, ['limit', String(PAGE_MAX)]]);
     if (cursor !== null) query.set('cursor', cursor);
     const page = await call<EventPage>('GET', `${path}?${query}`);
     for (const e of page.events) print(e);
     cursor = page.nextCursor ?? page.resumeCursor ?? cursor;
     if (page.nextCursor === null) await sleep(FOLLOW_PAUSE_MS);
   }
+}
+
+/** --since as milliseconds since the epoch: a time ago (`2h`) or an RFC 3339 time with its offset. */
+export function sinceOf(value: string | undefined, now = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  const ago = /^(\d{1,6})([smhd])$/.exec(value);
+  if (ago !== null) return now - Number(ago[1]) * SINCE_UNITS[ago[2]!]!;
+  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(value) ? Date.parse(value) : NaN;
+  if (Number.isNaN(at)) throw new UsageError(`--since must be a time ago (90m, 2h, 7d) or an RFC 3339 time with its offset (2026-11-02T09:00:00Z), got "${value}"`);
+  return at;
 }

@@ -287,9 +287,40 @@ describe('slipway deployment', () => {
     const refused = await runCli(['events'], credentials(developer));
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /^slipway: .*admin/m);
-    const usage = await runCli(['events', '--limit', '500'], credentials(f.admin));
+    const usage = await runCli(['events', '--limit', '20000'], credentials(f.admin));
     assert.equal(usage.code, 2);
-    assert.match(usage.stderr, /--limit must be a whole number from 1 to 200/);
+    assert.match(usage.stderr, /--limit must be a whole number from 1 to 10000/);
+    const badSince = await runCli(['events', '--since', 'yesterday'], credentials(f.admin));
+    assert.equal(badSince.code, 2);
+    assert.match(badSince.stderr, /--since must be a time ago \(90m, 2h, 7d\) or an RFC 3339 time/);
+  });
+
+  it('slipway events reads past one page: --limit above 200, and --since a time', async () => {
+    const org = (await f.server.createOrg()).id;
+    const admin = await f.server.actor(org, 'admin');
+    const made: string[] = [];
+    for (let i = 0; i < 230; i++) made.push((await createEnvironment(admin.http, org)).id as string);
+    const ids = (out: string) => out.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l).subject.id as string);
+    const env = clientVariables(f.server.url, org, admin);
+    // Oldest first, the newest 210 of them, read over two pages.
+    const many = await runCli(['events', '--type', 'environment.created', '--limit', '210', '--json'], env);
+    assert.equal(many.code, 0, many.stderr);
+    assert.deepEqual(ids(many.stdout), made.slice(-210));
+
+    await sleep(20);
+    const from = new Date().toISOString();
+    await sleep(20);
+    const later = [(await createEnvironment(admin.http, org)).id, (await createEnvironment(admin.http, org)).id];
+    const since = await runCli(['events', '--type', 'environment.created', '--since', from, '--json'], env);
+    assert.equal(since.code, 0, since.stderr);
+    assert.deepEqual(ids(since.stdout), later);
+    assert.equal(since.stderr, '');
+    // Everything of the last hour, over two pages; and what --limit leaves out is said.
+    const hour = await runCli(['events', '--type', 'environment.created', '--since', '1h', '--json'], env);
+    assert.deepEqual(ids(hour.stdout), [...made, ...later]);
+    const capped = await runCli(['events', '--type', 'environment.created', '--since', '1h', '--limit', '5', '--json'], env);
+    assert.deepEqual(ids(capped.stdout), [...made, ...later].slice(-5));
+    assert.match(capped.stderr, /more events since then than --limit 5: these are the newest/);
   });
 
   it('refuses bad usage with exit 2 before calling anything', async () => {
