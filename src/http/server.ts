@@ -26,6 +26,7 @@ import { createValidatorCompiler } from './validators.js';
 import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
 import { endOfTurn } from './end-of-turn.js';
+import { ANONYMOUS_ACTOR_ID } from '../platform/context.js';
 
 export interface ServerDeps {
   logger: Logger;
@@ -85,7 +86,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
 const OVERLOAD_SAMPLE_MS = 1_000;
 const OVERLOAD_RETRY_SECONDS = 2;
-const ANONYMOUS = { id: 'anonymous', kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
+const ANONYMOUS = { id: ANONYMOUS_ACTOR_ID, kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
 /** RFC 6750 §2.1 b64token. */
 const TOKEN68 = /^[A-Za-z0-9._~+/-]+=*$/;
 

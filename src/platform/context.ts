@@ -44,8 +44,11 @@ export const SYSTEM_CONTEXT: RequestContext = {
   actor: { id: SYSTEM_ACTOR_ID, kind: 'cli', orgId: null, role: null, instanceAdmin: false },
 };
 
+/** Who a request is before its token is read (and stays when it has none). */
+export const ANONYMOUS_ACTOR_ID = 'anonymous';
+
 /** Actor ids that are Slipway's own, never a caller's. */
-export const BUILT_IN_ACTOR_IDS: readonly string[] = [CLI_ACTOR.id, SYSTEM_ACTOR_ID];
+export const BUILT_IN_ACTOR_IDS: readonly string[] = [CLI_ACTOR.id, SYSTEM_ACTOR_ID, ANONYMOUS_ACTOR_ID];
 
 export function cliContext(): RequestContext {
   return { requestId: null, actor: CLI_ACTOR };

@@ -104,6 +104,26 @@ describe('runners kept to environments', () => {
     assert.deepEqual((await serving({ deployments: [d.id], host })).body.serving, [d.id]);
   });
 
+  it('lets a kept runner release only what serves in its environments: one kept to staging cannot make production\'s deployments orphans', async () => {
+    const host = 'rh_prod-runner-01';
+    const d = await deploy(f.developer.http, f.orgId, { service: service.id, environment: production.id });
+    const claim = await f.runner.take({ environments: [production.name], waitSeconds: 0, host });
+    assert.equal((await f.runner.complete(d.id, claim.lease.token)).status, 200);
+    assert.deepEqual((await f.runner.actor.http.post(runnerUrl('serving', f.orgId), { deployments: [d.id], host })).body.serving, [d.id]);
+
+    const stagingOnly = await keptRunner([staging.id]);
+    const released = await stagingOnly.actor.http.post(runnerUrl('release', f.orgId), { deployments: [d.id], host });
+    assert.equal(released.status, 200, released.text);
+    assert.deepEqual(released.body.released, []);
+    // Still production's runner's: no one else can adopt it, and its report still answers it.
+    const adopted = await runnerClient(await f.server.actor(f.orgId, 'runner'), f.orgId).actor.http.post(runnerUrl('adopt', f.orgId), { host: 'rh_other-runner-1', environments: [production.name] });
+    assert.equal(adopted.status, 200, adopted.text);
+    assert.deepEqual(adopted.body.adopted, []);
+    assert.deepEqual((await f.runner.actor.http.post(runnerUrl('serving', f.orgId), { deployments: [d.id], host })).body.serving, [d.id]);
+    // Its own runner may let it go.
+    assert.deepEqual((await f.runner.actor.http.post(runnerUrl('release', f.orgId), { deployments: [d.id], host })).body.released, [d.id]);
+  });
+
   it('holds a claim already waiting to a restriction made meanwhile', async () => {
     const runner = await keptRunner([staging.id, production.id]);
     const service = await createService(f.developer.http, f.orgId, { spec: { command: ['serve'] } });

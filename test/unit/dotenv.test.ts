@@ -39,6 +39,16 @@ describe('.env text', () => {
     ]);
   });
 
+  it('refuses a line of many backslashes and no closing quote at once (each character read one way only)', () => {
+    // Read two ways, a backslash doubled the work: 40 of them took seconds, 60 would take days.
+    for (const quote of ['"', '\'']) {
+      const { problems } = parseDotenv(`A=${quote}${'\\'.repeat(10_000)}\nB=${quote}${'\\"'.repeat(10_000)} x\n`);
+      assert.deepEqual(problems.map((p) => p.line), [1, 2]);
+    }
+    // A backslash just before the closing quote stands for itself, as it did.
+    assert.deepEqual(parseDotenv('A="x\\"\nB=\'y\\\' # note\n').values, { A: 'x\\', B: 'y\\' });
+  });
+
   it('keeps a key named __proto__ as a key', () => {
     const { values } = parseDotenv('__proto__=x\n');
     assert.deepEqual(Object.keys(values), ['__proto__']);

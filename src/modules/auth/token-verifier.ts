@@ -176,6 +176,11 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     }
     const typ = verified.protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ === undefined || !EXTERNAL_TYPES.has(typ)) throw errors.invalidToken('The access token has the wrong type; expected a JWT (or at+jwt) access token.');
+    // jose checks `iat` against the clock only with a maximum age: a token issued in the future
+    // (a clock or an issuer gone wrong) would otherwise be good until an `exp` as far ahead.
+    if (verified.payload.iat! > Date.now() / 1000 + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE)) {
+      throw errors.invalidToken('The access token was issued in the future (its "iat"): the issuer\'s clock or this server\'s is wrong.');
+    }
     return { external: true, ...zitadelClaims(verified.payload, deps.projectId) };
   }
 

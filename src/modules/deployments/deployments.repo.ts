@@ -183,11 +183,12 @@ export const deploymentsRepo = {
   },
 
   /** `host` lets these go (it stopped their processes): they are orphans at once. */
-  async release(db: Executor, orgId: string, ids: string[], host: string): Promise<string[]> {
-    const rows = await db.updateTable('deployments').set({ host_seen_at: null })
-      .where('org_id', '=', orgId).where('id', 'in', ids).where('host_id', '=', host).where('state', '=', 'succeeded')
-      .returning('id').execute();
-    return rows.map((r) => r.id);
+  async release(db: Executor, orgId: string, ids: string[], host: string, environmentIds: string[] | null = null): Promise<string[]> {
+    if (environmentIds !== null && environmentIds.length === 0) return [];
+    let q = db.updateTable('deployments').set({ host_seen_at: null })
+      .where('org_id', '=', orgId).where('id', 'in', ids).where('host_id', '=', host).where('state', '=', 'succeeded');
+    if (environmentIds !== null) q = q.where('environment_id', 'in', environmentIds);
+    return (await q.returning('id').execute()).map((r) => r.id);
   },
 
   /** The succeeded (serving) deployment of a service in an environment, other than `exceptId`. */

@@ -164,5 +164,5 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
       body: ReleaseRequest,
       response: { 200: ReleaseResponse },
     },
-  }, async (req) => ({ released: await runner.release(req.org!.id, req.body.deployments, req.body.host) }));
+  }, async (req) => ({ released: await runner.release(req.ctx, req.org!.id, req.body.deployments, req.body.host) }));
 }

@@ -467,9 +467,13 @@ export function createRunnerService(deps: RunnerDeps) {
       return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true, acceptsProcessAddresses: true, acceptsRunnerDetails: true };
     },
 
-    /** `host` stopped the processes of these deployments: orphans at once, for another runner (or its next start) to adopt. */
-    async release(orgId: string, ids: string[], host: string): Promise<string[]> {
-      return deploymentsRepo.release(db, orgId, ids, host);
+    /**
+     * `host` stopped the processes of these deployments: orphans at once, for another runner (or its
+     * next start) to adopt. Only those of environments the runner is kept to, as its reports: a
+     * runner kept to staging cannot make production's deployments orphans.
+     */
+    async release(ctx: RequestContext, orgId: string, ids: string[], host: string): Promise<string[]> {
+      return deploymentsRepo.release(db, orgId, ids, host, await keptTo(ctx));
     },
 
     /** The periodic sweep: every organization's expired leases. */
