@@ -134,4 +134,25 @@ describe('environment locks', () => {
       assert.equal((await changing).status, 200);
     }
   });
+
+  it('lets no deployment overtake a lock waiting for the environment, and lists its event after every deployment made before it', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const svc = await createService(f.developer.http, f.orgId);
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const before = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    // A deployment between its read of the environment and its commit; the lock waits for it.
+    const commit = await holding(f.server, (trx) => sql`select 1 from environments where id = ${env.id} for key share`.execute(trx));
+    const locking = f.admin.http.put(lockPath(env), { reason: 'freeze' });
+    await lockWaiters(f.server, 1);
+    // Asked for after the lock: it waits behind it (a row lock let it go first, and it was made
+    // while the lock waited, then listed after the lock, as if made into a locked environment).
+    const after = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id });
+    await lockWaiters(f.server, 2);
+    await commit();
+    assert.equal((await locking).status, 200);
+    assertProblem(await after, 409, 'environment_locked');
+    const events = (await eventsOf(f.server, f.orgId, env.id)).map((e) => e.type);
+    assert.deepEqual(events, ['environment.created', 'environment.locked']);
+    const deployments = (await f.viewer.http.get(`/v1/orgs/${f.orgId}/deployments?environment=${env.id}`)).body.deployments;
+    assert.deepEqual(deployments.map((d: { id: string }) => d.id), [before.id]);
+  });
 });

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { runPrepared, type Executor } from '../../platform/db/database.js';
 import type { EnvironmentsTable } from '../../platform/db/schema.js';
 import { isId } from '../../platform/ids.js';
@@ -23,9 +24,22 @@ export const environmentsRepo = {
    *
    * Each takes the organization's row first (orgsRepo.holdForChange), so that it waits for an
    * organization's deletion instead of deadlocking with it.
+   *
+   * `'deploy'` and `'freeze'` first queue on the environment's advisory lock (shared, exclusive),
+   * before anything gives their transaction an id: row locks let a deployment go ahead of a lock
+   * already waiting for the row (a lock could wait for ever), and events are listed by transaction
+   * id, which a waiting lock had already taken: deployments made while it waited were listed after
+   * it, as if made into a locked environment. In the advisory lock's queue nothing overtakes, and a
+   * transaction takes its id only once through it, so events list in the order it let them through.
    */
   async findInOrg(db: Executor, orgId: string, idOrName: string, lock: EnvironmentLock = false): Promise<EnvironmentRow | undefined> {
     const column = isId('environment', idOrName) ? 'id' : 'name';
+    if (lock === 'deploy' || lock === 'freeze') {
+      // One round trip: found and queued for at once (nothing found, nothing to queue for).
+      const take = lock === 'deploy' ? sql`pg_advisory_xact_lock_shared` : sql`pg_advisory_xact_lock`;
+      const { rows } = await sql<{ id: string }>`select id, ${take}(hashtext('slipway.environment'), hashtext(id)) from environments where org_id = ${orgId} and ${sql.ref(column)} = ${idOrName}`.execute(db);
+      if (rows.length === 0) return undefined;
+    }
     if (lock !== false) await orgsRepo.holdForChange(db, orgId);
     const [row] = await runPrepared(db, `environments.findInOrg.${column}.${lock}`, [orgId, idOrName], () => {
       const q = db.selectFrom('environments').selectAll().where('org_id', '=', orgId).where(column, '=', idOrName);
