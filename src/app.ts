@@ -16,6 +16,7 @@ import { refuseUnheldMasterKeys } from './modules/keys/held-keys.js';
 import { keysRepo } from './modules/keys/keys.repo.js';
 import { cannotConnect, openDatabase, sqliteFile, type Database } from './platform/db/database.js';
 import { migrateToLatest, schemaState } from './platform/db/migrations/index.js';
+import { startClockSync, syncClock } from './platform/db/database-clock.js';
 import { createLogger, type Logger } from './platform/logging.js';
 import { createMetrics } from './platform/metrics.js';
 import { oauthRoutes } from './modules/auth/oauth.routes.js';
@@ -125,6 +126,8 @@ export async function openKeyStore(config: Config, options: CoreOptions = {}) {
   try {
     // PostgreSQL is first asked here: out of reach, or refusing the credentials, it is said so.
     if (database.dialect === 'postgres') await sql`select 1`.execute(database.db).catch((error: unknown) => { throw cannotConnect(config.databaseUrl!, error); });
+    // Nodes compare what they write by the database's clock, not each their own (platform/clock.ts).
+    await syncClock(database, logger);
     // The migrations this opening applied (for `slipway migrate` to say so).
     let migrationsApplied: string[] = [];
     if (options.migrate === 'require') await requireCurrentSchema(database, config);
@@ -357,6 +360,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     allowPrivate: config.webhookAllowPrivate, disableAfterSeconds: config.webhookDisableAfterSeconds,
     ...(metrics === null ? {} : { metrics }),
   });
+  const stopClockSync = startClockSync(core.database, core.logger);
   const stopSweeper = core.runner.startSweeper(Math.max(1000, Math.min(5000, config.runnerLeaseSeconds * 500)),
     (err) => core.logger.warn({ err }, 'sweeping expired runner leases failed'));
 
@@ -384,6 +388,7 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       await metricsListener?.close();
       clearTimeout(firstHousekeeping);
       clearInterval(prune);
+      stopClockSync();
       stopSweeper();
       await dispatcher.stop();
       await server.close();

@@ -2,6 +2,7 @@
 // Crockford base32, monotonic within one process. Time-ordered keys keep B-tree inserts at the
 // right edge of the index, so large tables insert as fast as small ones.
 import { randomBytesPooled } from './crypto/random.js';
+import { nowMs } from './clock.js';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
@@ -50,7 +51,7 @@ function advance(now: number): number {
   return lastTime;
 }
 
-export function newId(kind: IdKind, now = Date.now()): string {
+export function newId(kind: IdKind, now = nowMs()): string {
   const time = advance(now);
   let n = chars.write(ID_PREFIXES[kind], 0, 'latin1');
   chars[n++] = 0x5f; // _

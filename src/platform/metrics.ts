@@ -5,6 +5,7 @@
 // numbers: never a path, an id, a name or a value.
 import cluster from 'node:cluster';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type CounterConfiguration, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { clockOffset, nowMs } from './clock.js';
 
 export interface PendingDeployments {
   queued: number;
@@ -66,6 +67,12 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
   new Gauge({ name: 'slipway_info', help: 'Always 1; the version label says which Slipway runs', labelNames: ['version'], registers: [registry], aggregator: 'max' })
     .set({ version: options.version }, 1);
 
+  new Gauge({
+    name: 'slipway_clock_offset_seconds', help: 'How far the database\'s clock is ahead of this machine\'s (negative: behind), as last measured (PostgreSQL; 0 on SQLite): Slipway keeps the database\'s time, logs keep the machine\'s',
+    registers: [registry], aggregator: 'max',
+    collect() { this.set(clockOffset() / 1000); },
+  });
+
   const requests = counter({ name: 'slipway_http_requests_total', help: 'HTTP responses sent, by method, route template and status', labelNames: ['method', 'route', 'status'] });
   const durations = new Histogram({
     name: 'slipway_http_request_duration_seconds', help: 'Time from a request\'s arrival to its response, by method and route template',
@@ -124,7 +131,7 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
     async collect() {
       const now = await pendingNow()?.catch(() => null);
       if (now === null || now === undefined) return this.set(Number.NaN);
-      this.set(now.oldestQueuedAt === null ? 0 : Math.max(0, (Date.now() - Date.parse(now.oldestQueuedAt)) / 1000));
+      this.set(now.oldestQueuedAt === null ? 0 : Math.max(0, (nowMs() - Date.parse(now.oldestQueuedAt)) / 1000));
     },
   });
 

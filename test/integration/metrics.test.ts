@@ -84,6 +84,9 @@ describe('metrics', () => {
     assert.equal(delta('slipway_http_request_duration_seconds_count{method="GET",route="/v1/orgs"}'), 4);
     assert.ok(delta('slipway_http_request_duration_seconds_sum{method="GET",route="/v1/orgs"}') > 0);
     assert.equal(value(now, 'slipway_info{version="0.1.0"}'), 1);
+    // This machine's clock and the database's are one (SQLite) or nearly (a PostgreSQL on it).
+    assert.ok(now.has('slipway_clock_offset_seconds{}'), 'the clock offset is there');
+    assert.ok(Math.abs(value(now, 'slipway_clock_offset_seconds{}')) < 1, String(value(now, 'slipway_clock_offset_seconds{}')));
     assert.ok(value(now, 'process_resident_memory_bytes{}') > 0, 'the process metrics are there');
     for (const needle of [sentinel, name, org.id, org.slug, admin.token, admin.clientId]) {
       assert.equal(res.text.includes(needle), false, `the metrics carry ${needle}`);

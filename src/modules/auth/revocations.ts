@@ -1,6 +1,7 @@
 // Revoked token ids. The table is shared by every node; each node keeps the live ones in memory
 // and picks up revocations made elsewhere within a few seconds.
 import type { Db, Executor } from '../../platform/db/database.js';
+import { nowMs, nowIso } from '../../platform/clock.js';
 
 /**
  * How long a revocation is kept past its token's expiry: the verifier accepts a token until a few
@@ -8,7 +9,7 @@ import type { Db, Executor } from '../../platform/db/database.js';
  */
 export const KEPT_AFTER_EXPIRY_MS = 60_000;
 
-const horizon = () => new Date(Date.now() - KEPT_AFTER_EXPIRY_MS).toISOString();
+const horizon = () => new Date(nowMs() - KEPT_AFTER_EXPIRY_MS).toISOString();
 
 export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
   const refreshMs = deps.refreshMs ?? 5_000;
@@ -25,14 +26,14 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
   async function sync(): Promise<void> {
     const rows = await deps.db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', horizon()).execute();
     for (const row of rows) revoked.set(row.jti, Date.parse(row.expires_at));
-    const now = Date.now();
+    const now = nowMs();
     lastSync = now;
     for (const [jti, exp] of revoked) if (exp + KEPT_AFTER_EXPIRY_MS < now) revoked.delete(jti);
   }
 
   /** Whether `jti` is revoked, or undefined when the list is due for a refresh first. */
   function revokedNow(jti: string): boolean | undefined {
-    return Date.now() - lastSync > refreshMs ? undefined : revoked.has(jti);
+    return nowMs() - lastSync > refreshMs ? undefined : revoked.has(jti);
   }
 
   return {
@@ -49,7 +50,7 @@ export function createRevocationList(deps: { db: Db; refreshMs?: number }) {
      * call revoked the token, false when it was revoked already.
      */
     async revoke(entry: { jti: string; serviceUserId: string; expiresAt: number }, trx: Executor = deps.db): Promise<boolean> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const inserted = await trx.insertInto('revoked_tokens')
         .values({ jti: entry.jti, service_user_id: entry.serviceUserId, expires_at: new Date(entry.expiresAt).toISOString(), revoked_at: now })
         .onConflict((oc) => oc.column('jti').doNothing())

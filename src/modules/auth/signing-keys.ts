@@ -9,6 +9,7 @@ import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/ma
 import { es256Signer } from './jws.js';
 import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
 import { instanceRepo } from '../instance/instance.repo.js';
+import { nowMs, nowIso } from '../../platform/clock.js';
 
 export const SIGNING_ALG = 'ES256';
 
@@ -57,7 +58,7 @@ export interface SigningKeyInfo {
   revokedAt: string | null;
 }
 
-export function describeSigningKey(row: SigningKeyRow, tokenTtlSeconds: number, now = Date.now()): SigningKeyInfo {
+export function describeSigningKey(row: SigningKeyRow, tokenTtlSeconds: number, now = nowMs()): SigningKeyInfo {
   const retention = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + jwksRetentionMs(tokenTtlSeconds)).toISOString();
   const publishedUntil = row.revoked_at !== null && (retention === null || row.revoked_at < retention) ? row.revoked_at : retention;
   const state: SigningKeyState = row.activated_at === null ? 'staged'
@@ -111,7 +112,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
 
   async function load(): Promise<KeySet> {
     const read = ++reads;
-    const retiredAfter = new Date(Date.now() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
+    const retiredAfter = new Date(nowMs() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
     let rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
     if (!rows.some((r) => r.retired_at === null)) {
       await ensureActiveKey();
@@ -125,7 +126,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     // gets it, nobody else does.
     if (read < appliedRead) return cached?.set ?? set;
     appliedRead = read;
-    cached = { set, loadedAt: Date.now() };
+    cached = { set, loadedAt: nowMs() };
     for (const listener of listeners) listener(set);
     return set;
   }
@@ -141,15 +142,15 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   async function ensureActiveKey(): Promise<void> {
     const seen = activeOf(await signingKeysRepo.listAll(deps.db));
     if (seen.length === 1) return;
-    const fresh = seen.length === 0 ? await generateSigningKeyRow(deps.ring, new Date().toISOString()) : null;
+    const fresh = seen.length === 0 ? await generateSigningKeyRow(deps.ring, nowIso()) : null;
     await deps.db.transaction().execute(async (trx) => {
       await instanceRepo.lock(trx, 'signing_keys');
       const active = activeOf(await signingKeysRepo.listAll(trx));
       if (active.length === 0) {
-        await signingKeysRepo.insert(trx, fresh ?? await generateSigningKeyRow(deps.ring, new Date().toISOString()));
+        await signingKeysRepo.insert(trx, fresh ?? await generateSigningKeyRow(deps.ring, nowIso()));
       } else if (active.length > 1) {
         const newest = active.reduce((a, b) => (b.activated_at! > a.activated_at! || (b.activated_at === a.activated_at && b.kid > a.kid) ? b : a));
-        await signingKeysRepo.retireActive(trx, newest.kid, new Date().toISOString());
+        await signingKeysRepo.retireActive(trx, newest.kid, nowIso());
       }
     });
     forget();
@@ -159,7 +160,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     ensureActiveKey,
     /** The current key set; re-read every minute so a rotation on another node reaches this one. */
     async current(): Promise<KeySet> {
-      if (cached && Date.now() - cached.loadedAt < SIGNER_CACHE_MS) return cached.set;
+      if (cached && nowMs() - cached.loadedAt < SIGNER_CACHE_MS) return cached.set;
       refreshing ??= load().finally(() => { refreshing = null; });
       return refreshing;
     },
@@ -172,7 +173,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
      * that needs the keys to meet.
      */
     refreshIfStale(): void {
-      if (refreshing !== null || (cached !== null && Date.now() - cached.loadedAt < SIGNER_CACHE_MS)) return;
+      if (refreshing !== null || (cached !== null && nowMs() - cached.loadedAt < SIGNER_CACHE_MS)) return;
       refreshing = load().finally(() => { refreshing = null; });
       refreshing.catch(() => undefined);
     },
@@ -185,7 +186,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
      * `revokePrevious`, every other key is revoked: gone from the JWKS, its tokens refused.
      */
     async rotate(opts: { revokePrevious?: boolean } = {}): Promise<{ kid: string; retired: string[]; revoked: string[] }> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const row = await generateSigningKeyRow(deps.ring, now);
       const { before, revoked } = await deps.db.transaction().execute(async (trx) => {
         await instanceRepo.lock(trx, 'signing_keys');
@@ -215,13 +216,13 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
       if (row.activated_at !== null && row.retired_at === null) {
         throw errors.conflict('signing_key_active', `${kid} is the key that signs tokens now: revoke it with slipway keys rotate-signing --revoke-previous, which makes a new key sign first.`);
       }
-      await signingKeysRepo.revoke(deps.db, [kid], new Date().toISOString());
+      await signingKeysRepo.revoke(deps.db, [kid], nowIso());
       forget();
       return 'revoked';
     },
     /** Every key ever made, oldest first, with what it is doing now. */
     async list(): Promise<SigningKeyInfo[]> {
-      const now = Date.now();
+      const now = nowMs();
       return (await signingKeysRepo.listAll(deps.db)).map((r) => describeSigningKey(r, deps.tokenTtlSeconds, now));
     },
   };

@@ -17,6 +17,7 @@ import { ROLES } from './roles.js';
 import { audienceScope, orgClaim, tokenGenerationClaim } from './scopes.js';
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.js';
 import { zitadelAudienceScope, zitadelClaims, zitadelRolesClaim, ZITADEL_ROLES_SCOPE, type ExternalClaims } from './zitadel-claims.js';
+import { nowDate, nowMs } from '../../platform/clock.js';
 
 interface OwnClaims {
   external: false;
@@ -114,8 +115,8 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
   async function keySet(kid: string | undefined) {
     let current = useKeys((await deps.keys.current()).publicJwks);
     // A kid we have not seen may come from a rotation on another node; re-read at most once a second.
-    if (kid !== undefined && !jwksKids.has(kid) && Date.now() - lastReload > 1_000) {
-      lastReload = Date.now();
+    if (kid !== undefined && !jwksKids.has(kid) && nowMs() - lastReload > 1_000) {
+      lastReload = nowMs();
       current = useKeys((await deps.keys.reload()).publicJwks);
     }
     return current;
@@ -130,6 +131,8 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
         issuer: deps.issuer,
         typ: 'at+jwt',
         clockTolerance: deps.clockToleranceSeconds ?? CLOCK_TOLERANCE,
+        // By the clock tokens are issued by (platform/clock.ts), not this machine's own.
+        currentDate: nowDate(),
         requiredClaims: ['exp', 'iat', 'sub', 'jti'],
       });
       payload = result.payload;
@@ -168,6 +171,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
         algorithms: EXTERNAL_ALGORITHMS,
         issuer: external!.issuer,
         clockTolerance: deps.clockToleranceSeconds ?? CLOCK_TOLERANCE,
+        currentDate: nowDate(),
         requiredClaims: ['exp', 'iat', 'sub', 'jti'],
       });
     } catch (error) {
@@ -178,7 +182,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     if (typ === undefined || !EXTERNAL_TYPES.has(typ)) throw errors.invalidToken('The access token has the wrong type; expected a JWT (or at+jwt) access token.');
     // jose checks `iat` against the clock only with a maximum age: a token issued in the future
     // (a clock or an issuer gone wrong) would otherwise be good until an `exp` as far ahead.
-    if (verified.payload.iat! > Date.now() / 1000 + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE)) {
+    if (verified.payload.iat! > nowMs() / 1000 + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE)) {
       throw errors.invalidToken('The access token was issued in the future (its "iat"): the issuer\'s clock or this server\'s is wrong.');
     }
     return { external: true, ...zitadelClaims(verified.payload, deps.projectId) };
@@ -204,7 +208,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     deps.keys.refreshIfStale();
     const entry = verified.get(signatureOf(token));
     const claims = entry !== undefined && entry.token === token ? entry.claims : undefined;
-    if (claims !== undefined && claims.expiresAt + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE) * 1000 <= Date.now()) {
+    if (claims !== undefined && claims.expiresAt + (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE) * 1000 <= nowMs()) {
       verified.delete(signatureOf(token));
       throw errors.invalidToken('The access token has expired; request a new one.');
     }
@@ -216,7 +220,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     // Its key may have left the set while it was being verified (a revocation read meanwhile, which
     // emptied the cache): it must not be accepted, or remembered, after that.
     if (!claims.external && !jwksKids.has(claims.kid)) throw errors.invalidToken(UNKNOWN_KEY);
-    verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, claims.expiresAt - Date.now()) });
+    verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, claims.expiresAt - nowMs()) });
     return claims;
   }
 

@@ -18,6 +18,7 @@ import { audienceScope, orgClaim, scopeParser, STANDARD_SCOPES, tokenGenerationC
 export { orgClaim };
 import type { SigningKeys } from './signing-keys.js';
 import type { TokenVerifier } from './token-verifier.js';
+import { nowMs } from '../../platform/clock.js';
 
 export interface ClientCredentials {
   clientId: string;
@@ -211,7 +212,7 @@ export function createTokenService(deps: TokenServiceDeps) {
      * unknown, a rate limit) did not use the secret for anything.
      */
     async markUsed(client: AuthenticatedClient): Promise<void> {
-      const now = Date.now();
+      const now = nowMs();
       if (now - (lastTouched.get(client.secretId) ?? 0) <= LAST_USED_RESOLUTION_MS) return;
       lastTouched.set(client.secretId, now);
       if (lastTouched.size > 100_000) lastTouched.clear();
@@ -228,7 +229,7 @@ export function createTokenService(deps: TokenServiceDeps) {
       const parsed = parseScopes(scope);
       if (!parsed.ok) throw oauthErrors.invalidScope(parsed.unknown, supported);
       const { signer } = await deps.keys.current();
-      const accessToken = signer.signAccessToken(accessTokenClaims(user, parsed.audience, parsed.scope, Math.floor(Date.now() / 1000)));
+      const accessToken = signer.signAccessToken(accessTokenClaims(user, parsed.audience, parsed.scope, Math.floor(nowMs() / 1000)));
       // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
       return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.scope };
     },

@@ -8,6 +8,7 @@ import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { UNFINISHED_STATES } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
+import { nowIso } from '../../platform/clock.js';
 
 /** An environment or a service, as far as deleting it is concerned. */
 export interface DeploymentOwner<R extends { id: string; name: string } = { id: string; name: string }> {
@@ -43,7 +44,7 @@ function inUse(kind: string, name: string, blocking: Array<Pick<DeploymentRow, '
 export async function deleteWithDeployments<R extends { id: string; name: string }>(db: Db, dialect: Dialect, ctx: RequestContext, orgId: string, idOrName: string, owner: DeploymentOwner<R>): Promise<void> {
   const { kind } = owner;
   const column = kind === 'environment' ? 'environment_id' : 'service_id';
-  const now = new Date().toISOString();
+  const now = nowIso();
   try {
     await db.transaction().execute(async (trx) => {
       const row = await owner.load(trx, orgId, idOrName);

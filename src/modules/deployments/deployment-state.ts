@@ -15,6 +15,7 @@ import type { Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { deploymentsRepo, type DeploymentPatch, type DeploymentRow } from './deployments.repo.js';
+import { nowIso } from '../../platform/clock.js';
 
 export const DEPLOYMENT_STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'] as const;
 export type DeploymentState = (typeof DEPLOYMENT_STATES)[number];
@@ -77,7 +78,7 @@ export interface CompareAndSet {
  * Returns the updated row, or null when nothing matched (the caller decides what that means: a
  * stale runner, a lost race). Throws the 409 when the graph has no such edge.
  */
-export async function compareAndSet(trx: Executor, ctx: RequestContext, change: CompareAndSet, now = new Date().toISOString()): Promise<DeploymentRow | null> {
+export async function compareAndSet(trx: Executor, ctx: RequestContext, change: CompareAndSet, now = nowIso()): Promise<DeploymentRow | null> {
   if (!canTransition(change.from, change.to)) throw transitionConflict(change.id, change.from, change.to);
   const row = await deploymentsRepo.compareAndSet(trx, {
     orgId: change.orgId,

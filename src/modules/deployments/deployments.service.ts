@@ -18,6 +18,7 @@ import type { DeploymentSignals } from './deployment-signals.js';
 import { moveDeployment, type DeploymentState } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
 import type { CreateDeploymentInput, Deployment, DeploymentProcessT, LogLineT, LogStreamT, ProcessExitT } from './deployments.schemas.js';
+import { nowIso, nowDate } from '../../platform/clock.js';
 
 /** What a deployment froze at creation. */
 export interface Snapshot {
@@ -255,7 +256,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
 
   return {
     async create(ctx: RequestContext, orgId: string, input: CreateDeploymentInput): Promise<Deployment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const deployment = await enqueueing(async (trx) => {
         const service = await loadService(trx, orgId, input.service, false, '/service');
         const environment = await targetEnvironment(trx, ctx, orgId, input.environment, '/environment');
@@ -288,7 +289,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
 
     /** Queued or in progress → cancelled; a runner working on it is told to stop at its next call. */
     async cancel(ctx: RequestContext, orgId: string, id: string, reason?: string): Promise<Deployment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const { row } = await db.transaction().execute(async (trx) => {
         const target = await loadDeployment(trx, orgId, id);
         assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id), 'cancel its deployments');
@@ -303,7 +304,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
 
     /** A new deployment from an earlier succeeded one's snapshot: same spec, same secret versions, same revision. */
     async rollback(ctx: RequestContext, orgId: string, id: string, input: { description?: string | undefined }): Promise<Deployment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       let snapshot: Snapshot | undefined;
       const deployment = await enqueueing(async (trx) => {
         const target = await loadDeployment(trx, orgId, id);
@@ -337,7 +338,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
      * over it and its secrets pinned to their current versions, as a deployment there would get.
      */
     async promote(ctx: RequestContext, orgId: string, id: string, input: { environment: string; description?: string | undefined; variables?: Record<string, string> | undefined }): Promise<Deployment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       let serviceName = '';
       const deployment = await enqueueing(async (trx) => {
         const source = await loadDeployment(trx, orgId, id);
@@ -414,7 +415,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
      * `retentionDays` ago, a batch per transaction; those serving keep theirs. Returns how many
      * deployments' logs went.
      */
-    async removeExpiredLogs(retentionDays: number, now = new Date()): Promise<number> {
+    async removeExpiredLogs(retentionDays: number, now = nowDate()): Promise<number> {
       const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
       let removed = 0;
       for (;;) {

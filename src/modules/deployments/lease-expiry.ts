@@ -8,6 +8,7 @@ import { SYSTEM_CONTEXT, type RequestContext } from '../../platform/context.js';
 import type { Db, Executor } from '../../platform/db/database.js';
 import { compareAndSet } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
+import { nowIso } from '../../platform/clock.js';
 
 
 const BATCH = 100;
@@ -44,7 +45,7 @@ export async function endAttempt(trx: Executor, ctx: RequestContext, d: Attempt,
 
 /** Re-queues or fails every deployment whose lease ran out; returns the organizations touched. */
 export async function expireLeases(db: Db, opts: { orgId: string | null; maxAttempts: number; now?: string }): Promise<Set<string>> {
-  const now = opts.now ?? new Date().toISOString();
+  const now = opts.now ?? nowIso();
   const touched = new Set<string>();
   for (const d of await deploymentsRepo.expiredLeases(db, now, opts.orgId, BATCH)) {
     const moved = await db.transaction().execute((trx) => endAttempt(trx, SYSTEM_CONTEXT, d, {

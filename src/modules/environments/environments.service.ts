@@ -15,6 +15,7 @@ import { byName, configurationSummary, normalizeReferences, pinToCurrentVersions
 import type { SecretReferenceT } from '../services/services.schemas.js';
 import { environmentsRepo, type EnvironmentLock, type EnvironmentRow } from './environments.repo.js';
 import type { Environment } from './environments.schemas.js';
+import { nowIso } from '../../platform/clock.js';
 
 /** The variables and secret references of an environment's row. */
 export function configurationOf(row: Pick<EnvironmentRow, 'variables' | 'secrets'>): Configuration {
@@ -91,7 +92,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
 
   /** Sets (`reason`) or lifts (null) the lock, with its event; the same lock again, or none lifted, is no change and appends none. */
   async function changeLock(ctx: RequestContext, orgId: string, idOrName: string, reason: string | null): Promise<Environment> {
-    const now = new Date().toISOString();
+    const now = nowIso();
     return db.transaction().execute(async (trx) => {
       const current = await loadEnvironment(trx, orgId, idOrName, deps.dialect === 'postgres' ? 'freeze' : false);
       const was = lockOf(current);
@@ -109,7 +110,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
 
   return {
     async create(ctx: RequestContext, orgId: string, input: EnvironmentInput, dryRun = false): Promise<Environment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       let row: EnvironmentRow | undefined;
       try {
         await transaction(db, dryRun, async (trx) => {
@@ -142,7 +143,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
     },
 
     async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<EnvironmentInput>, dryRun = false): Promise<Environment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       try {
         return await transaction(db, dryRun, async (trx) => {
           // Held as a lock is (FOR UPDATE): a change of its protection or its configuration waits for

@@ -8,6 +8,7 @@ import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { idempotencyRepo } from '../idempotency/idempotency.repo.js';
 import { eventsRepo, type EventRow } from './events.repo.js';
+import { nowIso } from '../../platform/clock.js';
 
 export interface NewEvent {
   orgId: string;
@@ -54,7 +55,7 @@ export function toEventRow(ctx: RequestContext, event: NewEvent, at: string): Ev
  * The database refuses an event of a deleted organization (migration 0018), which rolls the whole
  * change back: nothing is written into an organization deleted since the request found it.
  */
-export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = new Date().toISOString()): Promise<void> {
+export async function appendEvents(trx: Executor, ctx: RequestContext, events: NewEvent[], at = nowIso()): Promise<void> {
   if (events.length === 0) return;
   await eventsRepo.insert(trx, events.map((e) => toEventRow(ctx, e, at)));
   await markCommitted(trx, ctx, at);

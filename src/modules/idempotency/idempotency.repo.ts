@@ -1,6 +1,7 @@
 import type { IdempotencyClaim } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
 import type { IdempotencyKeysTable } from '../../platform/db/schema.js';
+import { nowIso } from '../../platform/clock.js';
 
 export type IdempotencyRow = IdempotencyKeysTable;
 
@@ -54,7 +55,7 @@ export const idempotencyRepo = {
    */
   async markCommitted(db: Executor, claim: IdempotencyClaim, at: string): Promise<boolean> {
     const result = await rowOf(db, claim.subject, claim.key).where('lock_token', '=', claim.lockToken).where('state', '=', 'in_progress')
-      .set({ committed_at: at, locked_at: new Date().toISOString() }).executeTakeFirst();
+      .set({ committed_at: at, locked_at: nowIso() }).executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   },
 

@@ -10,6 +10,7 @@ import type { Db } from '../../platform/db/database.js';
 import { errors, type AppError } from '../../platform/errors.js';
 import { eventsRepo } from '../events/events.repo.js';
 import { idempotencyRepo, type IdempotencyRow } from './idempotency.repo.js';
+import { nowMs, nowIso, nowDate } from '../../platform/clock.js';
 
 /** The instance key (see instance.service.ts) that seals stored response bodies. */
 export const IDEMPOTENCY_SEAL_KEY = 'idempotency-key';
@@ -126,7 +127,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
       // Each pass either decides or loses a race that changed the row; a few passes always suffice
       // unless the key is being hammered, which is exactly the in-progress case.
       for (let attempt = 0; attempt < 3; attempt++) {
-        const now = new Date();
+        const now = nowDate();
         const row = freshRow(request, fingerprint, now);
         const claim = { subject: row.subject, key: row.idempotency_key, lockToken: row.lock_token };
         if (await idempotencyRepo.insertIfAbsent(db, row)) return { kind: 'execute', claim };
@@ -164,7 +165,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
         status: response.status,
         headers: JSON.stringify(response.headers),
         body_sealed: seal(sealKey, response.body, associatedData(claim.subject, claim.key)),
-        completed_at: new Date().toISOString(),
+        completed_at: nowIso(),
       });
     },
 
@@ -173,11 +174,11 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
      * is still running (however long it waits for a lock, say); returns the function that stops.
      */
     hold(claim: Claim): () => void {
-      const until = Date.now() + MAX_HOLD_MS;
+      const until = nowMs() + MAX_HOLD_MS;
       const timer = setInterval(() => {
         // A request still running after this long is stuck, not slow: let a retry have the key.
-        if (Date.now() > until) return clearInterval(timer);
-        idempotencyRepo.renew(db, claim.subject, claim.key, claim.lockToken, new Date().toISOString()).catch(() => undefined);
+        if (nowMs() > until) return clearInterval(timer);
+        idempotencyRepo.renew(db, claim.subject, claim.key, claim.lockToken, nowIso()).catch(() => undefined);
       }, lockTimeoutMs / 3);
       timer.unref();
       return () => clearInterval(timer);
@@ -190,7 +191,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
 
     /** Deletes expired keys (they are already ignored; this only reclaims the space). */
     async prune(): Promise<number> {
-      return idempotencyRepo.deleteCreatedBefore(db, new Date(Date.now() - RETENTION_MS).toISOString());
+      return idempotencyRepo.deleteCreatedBefore(db, new Date(nowMs() - RETENTION_MS).toISOString());
     },
   };
 }

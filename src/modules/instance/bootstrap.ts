@@ -12,6 +12,7 @@ import type { Logger } from '../../platform/logging.js';
 import type { OrgsService } from '../orgs/orgs.service.js';
 import type { ServiceUsersService } from '../service-users/service-users.service.js';
 import { instanceRepo } from './instance.repo.js';
+import { nowMs, nowIso } from '../../platform/clock.js';
 
 export const BOOTSTRAP_FILE = 'bootstrap.json';
 
@@ -25,14 +26,14 @@ export async function bootstrapIfEmpty(deps: { db: Db; dataDir: string; orgs: Or
   // Before anything is made: credentials that cannot be written would be lost with the owner made.
   assertWritable(file);
   // Whoever stores its token first does the bootstrap; a second node or worker starting at the same moment does not.
-  const claim = `${randomUUID()} ${new Date().toISOString()}`;
+  const claim = `${randomUUID()} ${nowIso()}`;
   const holder = await instanceRepo.setSettingOnce(deps.db, 'bootstrapped_by', claim);
   if (holder !== claim) {
     // A claim without an organization long after it was made is one whose start died in between
     // (killed, out of memory): taken over, else no start would ever bootstrap. A claim from before
     // claims carried their time is as old as that.
     const claimedAt = Date.parse(holder.split(' ')[1] ?? '');
-    if (Date.now() - claimedAt < CLAIM_ABANDONED_AFTER_MS) return null;
+    if (nowMs() - claimedAt < CLAIM_ABANDONED_AFTER_MS) return null;
     if (!(await instanceRepo.replaceSetting(deps.db, 'bootstrapped_by', holder, claim))) return null;
     deps.logger.warn({ claimedAt: Number.isNaN(claimedAt) ? null : new Date(claimedAt).toISOString() }, 'first start: an earlier start claimed the bootstrap and made nothing; bootstrapping now');
   }

@@ -4,6 +4,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import type { Db } from '../../platform/db/database.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import { instanceRepo } from './instance.repo.js';
+import { nowIso } from '../../platform/clock.js';
 
 /** What an instance key's wrapping is bound to (master-key rotation re-wraps with the same binding). */
 export const instanceKeyBinding = (name: string) => `instance/${name}`;
@@ -48,7 +49,7 @@ export async function loadInstanceIdentity(
  */
 export async function loadInstanceKey(db: Db, ring: MasterKeyring, name: string): Promise<Buffer> {
   const wrapped = wrapKey(ring, randomBytes(32), instanceKeyBinding(name));
-  await instanceRepo.insertKeyOnce(db, { name, sealed: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() });
+  await instanceRepo.insertKeyOnce(db, { name, sealed: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: nowIso() });
   const row = (await instanceRepo.getKey(db, name))!;
   return unwrapKey(ring, row.sealed, row.master_key_id, instanceKeyBinding(name));
 }

@@ -9,6 +9,7 @@ import { instanceRepo } from '../instance/instance.repo.js';
 import { assertDeletable, purgeOrganization, type Forgotten, type PurgeCounts } from './org-deletion.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
+import { nowIso } from '../../platform/clock.js';
 
 export function toOrganization(row: OrgRow): Organization {
   return {
@@ -91,7 +92,7 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
 
   return {
     async create(ctx: RequestContext, input: { slug: string; name: string; externalId?: string }): Promise<Organization> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const row: OrgRow = { id: newId('org'), slug: input.slug, name: input.name, external_id: input.externalId ?? null, created_at: now, updated_at: now };
       try {
         await db.transaction().execute(async (trx) => {
@@ -140,7 +141,7 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
      * event says what changed from what, and no change appends none.
      */
     async update(ctx: RequestContext, orgId: string, patch: OrgPatch): Promise<Organization> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       try {
         const updated = await db.transaction().execute(async (trx) => {
           await instanceRepo.lock(trx, ORGS_LOCK);
@@ -170,7 +171,7 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
      * recorded in the deleting service user's own organization (`organization.deleted`).
      */
     async remove(ctx: RequestContext, idOrSlug: string): Promise<{ organization: Organization; deleted: PurgeCounts }> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const result = await db.transaction().execute(async (trx) => {
         await instanceRepo.lock(trx, ORGS_LOCK);
         const row = await orgsRepo.findByIdOrSlug(trx, idOrSlug);

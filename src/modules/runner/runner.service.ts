@@ -21,6 +21,7 @@ import type {
 } from './runner.protocol.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
 import type { RunnersService } from './runners.service.js';
+import { nowMs, nowIso, nowDate } from '../../platform/clock.js';
 
 export interface RunnerDeps {
   db: Db;
@@ -84,7 +85,7 @@ export function createRunnerService(deps: RunnerDeps) {
   // has passed since this one began to serve, only what a runner let go of is an orphan, not what
   // went unreported; until a whole lease has, no lease expires (see expire). Counted from when it
   // listens (`listening`): a start that takes long (migrating, a loaded machine) heard nothing either.
-  let startedAt = Date.now();
+  let startedAt = nowMs();
 
   function leaseOf(row: DeploymentRow): LeaseT {
     return {
@@ -101,7 +102,7 @@ export function createRunnerService(deps: RunnerDeps) {
    * attempt. The nodes that stayed up meanwhile expire leases as ever.
    */
   async function expire(orgId: string | null): Promise<void> {
-    if (Date.now() - startedAt < leaseMs) return;
+    if (nowMs() - startedAt < leaseMs) return;
     for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
   }
 
@@ -148,7 +149,7 @@ export function createRunnerService(deps: RunnerDeps) {
    * and the claim moves on.
    */
   async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null, host: string | undefined): Promise<ClaimOutcome> {
-    const now = new Date();
+    const now = nowDate();
     const at = now.toISOString();
     // A runner that lost a deployment's lease is not handed it again before its claims waiting then
     // have run out: one frozen with its lease may still be frozen.
@@ -281,7 +282,7 @@ export function createRunnerService(deps: RunnerDeps) {
   }
 
   function renewal(): string {
-    return new Date(Date.now() + leaseMs).toISOString();
+    return new Date(nowMs() + leaseMs).toISOString();
   }
 
   return {
@@ -298,7 +299,7 @@ export function createRunnerService(deps: RunnerDeps) {
     async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>, accepted?: () => Promise<void>): Promise<ClaimResponseT | null> {
       let envIds = await environmentIds(ctx, orgId, request?.environments);
       await accepted?.();
-      const deadline = Date.now() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
+      const deadline = nowMs() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
       let sweep = true;
       for (let waited = false; ; waited = true) {
         if (abort?.aborted || signals.closed) return null;
@@ -311,7 +312,7 @@ export function createRunnerService(deps: RunnerDeps) {
         const outcome = await claimOnce(ctx, orgId, envIds, request?.host);
         if (outcome === 'retry') continue;
         if (outcome !== 'none') return outcome;
-        const left = deadline - Date.now();
+        const left = deadline - nowMs();
         if (left <= 0) return null;
         await signals.wait(orgId, seen, left, abort);
         // Woken by a signal: go straight for the new deployment. A quiet poll: a lease may have run out.
@@ -337,7 +338,7 @@ export function createRunnerService(deps: RunnerDeps) {
         if (!isAppError(run)) return { deployment: toDeployment(row), lease: leaseOf(row), run };
         // Deleted for good since the first answer: it cannot run, as a claim would have found. The
         // failure commits; the refusal goes out after it (thrown here, it would roll the failure back).
-        await failUnresolvable(trx, ctx, row, run, new Date().toISOString());
+        await failUnresolvable(trx, ctx, row, run, nowIso());
         return 'failed' as const;
       });
       if (answer === 'failed') throw errors.deploymentFinished(id, 'failed');
@@ -353,7 +354,7 @@ export function createRunnerService(deps: RunnerDeps) {
 
     /** Appends in order after every stored line; the sequence numbers are reserved under the row's lock. */
     async appendLogs(ctx: RequestContext, orgId: string, id: string, request: AppendLogsRequestT): Promise<AppendLogsResponseT> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const { lines } = request;
       return db.transaction().execute(async (trx) => {
         const row = await deploymentsRepo.renewLease(trx, { orgId, id, leaseToken: request.leaseToken, expiresAt: renewal(), lines: lines.length });
@@ -372,7 +373,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * served before it. Repeating the same completion answers the same deployment again.
      */
     async complete(ctx: RequestContext, orgId: string, id: string, token: string, outcome: OutcomeT, reason?: string): Promise<Deployment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const row = await db.transaction().execute(async (trx) => {
         const done = await compareAndSet(trx, ctx, {
           orgId, id, from: 'in_progress', to: outcome, leaseToken: token,
@@ -403,7 +404,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * if its lease had run out, and a waiting runner is woken for it. Only under the lease it holds.
      */
     async abandon(ctx: RequestContext, orgId: string, id: string, token: string, reason?: string): Promise<Deployment> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const row = await db.transaction().execute(async (trx) => {
         const current = await deploymentsRepo.findInOrg(trx, orgId, id);
         if (current?.state !== 'in_progress' || current.lease_token !== token) throw await refusal(trx, orgId, id, token);
@@ -426,7 +427,7 @@ export function createRunnerService(deps: RunnerDeps) {
       // Those of environments it is no longer kept to do not serve here: it stops them, and a runner of theirs adopts them.
       const kept = await keptTo(ctx);
       if (host === undefined) return deploymentsRepo.servingAmong(db, orgId, ids, kept);
-      const at = new Date().toISOString();
+      const at = nowIso();
       // One transaction: a report is kept whole or not at all.
       return db.transaction().execute(async (trx) => {
         const answered = await deploymentsRepo.reportHosted(trx, orgId, ids, host, at, kept);
@@ -445,7 +446,7 @@ export function createRunnerService(deps: RunnerDeps) {
     async adopt(ctx: RequestContext, orgId: string, request: AdoptRequestT, accepted?: () => Promise<void>): Promise<AdoptResponseT> {
       const envIds = await environmentIds(ctx, orgId, request.environments);
       await accepted?.();
-      const now = new Date();
+      const now = nowDate();
       const at = now.toISOString();
       const cutoff = new Date(now.getTime() - startedAt >= hostTimeoutMs ? now.getTime() - hostTimeoutMs : 0).toISOString();
       const limit = request.limit ?? 10;
@@ -481,7 +482,7 @@ export function createRunnerService(deps: RunnerDeps) {
 
     /** The server listens from now: runners' retried heartbeats and reports can reach it. */
     listening(): void {
-      startedAt = Date.now();
+      startedAt = nowMs();
     },
 
     /** Sweeps every `intervalMs` (never two at once) until the returned function is called. */

@@ -12,6 +12,7 @@ import { loadEnvironment } from '../environments/environments.service.js';
 import { CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
 import { runnersRepo, type RunnerRow } from './runners.repo.js';
 import type { Runner, RunnerState } from './runners.schemas.js';
+import { nowMs } from '../../platform/clock.js';
 
 /** A node records that a runner is there at most this often (its `lastSeenAt` lags by up to this). */
 export const SEEN_WRITE_EVERY_MS = 10_000;
@@ -58,7 +59,7 @@ export function createRunnersService(deps: RunnersDeps) {
   /** The runner is there, saying nothing of itself (from `address`, when given): its row's time moves, at most every writeEveryMs. */
   async function heardFrom(orgId: string, host: string, serviceUserId: string, address?: string | null): Promise<void> {
     const key = keyOf(orgId, host, serviceUserId);
-    const now = Date.now();
+    const now = nowMs();
     if (!due(key, null, now)) return;
     await runnersRepo.heardFrom(db, orgId, host, serviceUserId, new Date(now).toISOString(), address);
     written.set(key, { at: now, said: written.get(key)?.said ?? '' });
@@ -101,7 +102,7 @@ export function createRunnersService(deps: RunnersDeps) {
     async seen(ctx: RequestContext, orgId: string, sighting: Sighting): Promise<void> {
       const key = keyOf(orgId, sighting.host, ctx.actor.id);
       const said = JSON.stringify([ctx.actor.id, sighting.environments ?? null, sighting.hostname ?? null, sighting.version ?? null, sighting.address]);
-      const now = Date.now();
+      const now = nowMs();
       if (!due(key, said, now)) return;
       const at = new Date(now).toISOString();
       // Ids, in a stable order: names change. Those that do not exist are the claim's to refuse.
@@ -143,7 +144,7 @@ export function createRunnersService(deps: RunnersDeps) {
       const environmentId = query.environment !== undefined ? (await loadEnvironment(db, orgId, query.environment)).id : undefined;
       const list = cursorList('runners', { org: orgId, environment: environmentId, state: query.state });
       const page = pageRequest(list, query);
-      const now = Date.now();
+      const now = nowMs();
       const since = new Date(now - onlineWithinSeconds * 1000).toISOString();
       const rows = await runnersRepo.list(db, deps.dialect, orgId, {
         ...page, environmentId, seen: query.state === undefined ? undefined : { since, online: query.state === 'online' },
@@ -157,7 +158,7 @@ export function createRunnersService(deps: RunnersDeps) {
 
     /** Forgets runners not heard from for RUNNER_RETENTION_DAYS. */
     async prune(): Promise<number> {
-      return runnersRepo.prune(db, new Date(Date.now() - RUNNER_RETENTION_DAYS * 86_400_000).toISOString());
+      return runnersRepo.prune(db, new Date(nowMs() - RUNNER_RETENTION_DAYS * 86_400_000).toISOString());
     },
   };
 }

@@ -6,6 +6,7 @@ import { open, seal } from '../../platform/crypto/aead.js';
 import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import type { Executor } from '../../platform/db/database.js';
 import { newId } from '../../platform/ids.js';
+import { nowIso } from '../../platform/clock.js';
 
 export interface DataKey {
   id: string;
@@ -46,7 +47,7 @@ export function createDataKeys(deps: { ring: MasterKeyring }) {
       const id = newId('dataKey');
       const key = randomBytes(32);
       const wrapped = wrapKey(deps.ring, key, dataKeyBinding(orgId, id));
-      await db.insertInto('org_data_keys').values({ id, org_id: orgId, wrapped: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: new Date().toISOString() }).execute();
+      await db.insertInto('org_data_keys').values({ id, org_id: orgId, wrapped: wrapped.sealed, master_key_id: wrapped.masterKeyId, created_at: nowIso() }).execute();
       // Unwrapped by id only: a key whose transaction rolls back is never asked for again.
       unwrapped.set(id, key);
       return { id, key };

@@ -12,6 +12,7 @@ import { environmentsRepo } from '../environments/environments.repo.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
 import { serviceUsersRepo, type ClientSecretRow, type ServiceUserRow } from './service-users.repo.js';
 import type { CredentialsT, ServiceUser } from './service-users.schemas.js';
+import { nowIso } from '../../platform/clock.js';
 
 export const MAX_LIVE_SECRETS = 2;
 
@@ -189,7 +190,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       assertMayGrant(ctx, input.role);
       if (input.instanceAdmin && !ctx.actor.instanceAdmin) throw errors.forbidden('Only an instance administrator can make another.');
       if (input.instanceAdmin && input.role === 'runner') throw runnerNotAdmin('/instanceAdmin');
-      const now = new Date().toISOString();
+      const now = nowIso();
       const row: ServiceUserRow = {
         id: newId('serviceUser'), org_id: orgId, name: input.name, description: input.description ?? '', role: input.role,
         instance_admin: input.instanceAdmin ? 1 : 0, disabled_at: null, token_generation: 0, runner_environments: null, created_at: now, updated_at: now,
@@ -229,7 +230,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
 
     /** Renames, re-describes, changes the role of, disables or enables; one event per kind of change, none for no change. */
     async update(ctx: RequestContext, orgId: string, idOrName: string, patch: { name?: string; description?: string; role?: Role; disabled?: boolean; environments?: string[] | null }): Promise<ServiceUser> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       let updated: ServiceUser;
       try {
         updated = await change(ctx, orgId, idOrName, async (trx, row) => {
@@ -279,7 +280,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     },
 
     async remove(ctx: RequestContext, orgId: string, idOrName: string): Promise<void> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       await change(ctx, orgId, idOrName, async (trx, row) => {
         await assertNotLastOwner(trx, row, 'removed');
         await serviceUsersRepo.delete(trx, row.id);
@@ -289,7 +290,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
 
     /** Adds a second live secret; the first keeps working until it is removed. `serviceUserId`: whose it is. */
     async addSecret(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ id: string; hint: string; createdAt: string; lastUsedAt: null; clientSecret: string; serviceUserId: string }> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       return change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
         if (live.length >= MAX_LIVE_SECRETS) {
@@ -305,7 +306,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
     },
 
     async removeSecret(ctx: RequestContext, orgId: string, idOrName: string, secretId: string): Promise<void> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       await change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
         if (!live.some((s) => s.id === secretId)) throw errors.notFound('client secret', secretId);
@@ -319,7 +320,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
 
     /** CLI rotation in one step: add a new secret and remove every older one. */
     async replaceSecrets(ctx: RequestContext, orgId: string, idOrName: string): Promise<{ clientId: string; clientSecret: string; secretId: string }> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       const result = await change(ctx, orgId, idOrName, async (trx, row) => {
         const live = await serviceUsersRepo.secretsOf(trx, [row.id]);
         const { row: secretRow, secret } = issueSecret(row.id, now);

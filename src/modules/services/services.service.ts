@@ -14,6 +14,7 @@ import { appendEvents, changesOf } from '../events/event-log.js';
 import { byName, configurationSummary, normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
 import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
+import { nowIso } from '../../platform/clock.js';
 
 export function toService(row: ServiceRow): Service {
   return {
@@ -70,7 +71,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
 
   return {
     async create(ctx: RequestContext, orgId: string, input: ServiceInput, dryRun = false): Promise<Service> {
-      const now = new Date().toISOString();
+      const now = nowIso();
       try {
         return await transaction(db, dryRun, async (trx) => {
           const { spec, json } = await checkedSpec(trx, orgId, input.spec);
@@ -105,7 +106,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
      */
     async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<ServiceInput>, opts: { expected?: Expected; dryRun?: boolean } = {}): Promise<Service> {
       const { expected, dryRun = false } = opts;
-      const now = new Date().toISOString();
+      const now = nowIso();
       try {
         return await transaction(db, dryRun, async (trx) => {
           const current = await loadForChange(trx, orgId, idOrName);

@@ -18,6 +18,7 @@ import type { DataKeys } from '../secrets/data-keys.js';
 import { sendWebhook } from './webhook-sender.js';
 import { webhooksRepo, type WebhookRow } from './webhooks.repo.js';
 import { DELIVERY_TIMEOUT_MS, positionColumns, positionFrom, positionOf, signingSecrets, subscribes, WEBHOOK_USER_AGENT } from './webhooks.service.js';
+import { nowMs, nowIso } from '../../platform/clock.js';
 
 /** How long a node holds a webhook it delivers; each attempt it records renews it. */
 const LEASE_MS = 60_000;
@@ -64,7 +65,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
     const events = (await eventsRepo.list(db, dialect, webhook.org_id, { after: positionFrom(webhook), newestFirst: false, limit: EVENTS_PER_ROUND })).slice(0, EVENTS_PER_ROUND);
     if (events.length === 0) return false;
     const types = JSON.parse(webhook.event_types) as string[];
-    const secrets = await signingSecrets(db, dataKeys, webhook, Date.now());
+    const secrets = await signingSecrets(db, dataKeys, webhook, nowMs());
     let w = webhook;
     // Events it does not subscribe to are passed over: the position moves past them with the next
     // write. The failures on record are the first event's (the one the position stops before):
@@ -74,7 +75,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
     let failure: Pick<WebhookRow, 'failures' | 'failing_since'> = w;
     for (const event of events) {
       if (stopping.signal.aborted) return false;
-      if (Date.now() > until) break;
+      if (nowMs() > until) break;
       const position = positionOf(dialect, event);
       if (!subscribes(types, event.type)) {
         passed = position;
@@ -84,7 +85,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
       const body = JSON.stringify({ ...toEvent(event), orgId: w.org_id });
       const result = await sendWebhook(w.url, { id: event.id, body, secrets }, { timeoutMs, allowPrivate: deps.allowPrivate, userAgent: deps.userAgent ?? WEBHOOK_USER_AGENT, signal: stopping.signal });
       if (stopping.signal.aborted && result.error !== null) return false;
-      const at = Date.now();
+      const at = nowMs();
       const atIso = new Date(at).toISOString();
       const delivered = result.error === null;
       const failures = delivered ? 0 : failure.failures + 1;
@@ -124,11 +125,11 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
     }
     if (passed !== null) {
       const moved = await webhooksRepo.updateLeased(db, w.id, owner, w.updated_at, {
-        ...positionColumns(passed), ...(failure.failures === 0 && w.failures > 0 ? cleared : {}), lease_until: new Date(Date.now() + LEASE_MS).toISOString(),
+        ...positionColumns(passed), ...(failure.failures === 0 && w.failures > 0 ? cleared : {}), lease_until: new Date(nowMs() + LEASE_MS).toISOString(),
       });
       if (moved === undefined) return false;
     }
-    return events.length === EVENTS_PER_ROUND && Date.now() <= until;
+    return events.length === EVENTS_PER_ROUND && nowMs() <= until;
   }
 
   /**
@@ -136,17 +137,17 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
    * BUSY_MS, then lets it go (another node, or this one, goes on at the next look).
    */
   async function deliverWaiting(id: string): Promise<void> {
-    const started = Date.now();
+    const started = nowMs();
     if (!(await webhooksRepo.lease(db, id, owner, new Date(started).toISOString(), new Date(started + LEASE_MS).toISOString()))) return;
     try {
       for (;;) {
         // Read again under the lease and at each round: another node may have moved it on, and
         // its URL, events or secret may have changed.
         const w = await webhooksRepo.byId(db, id);
-        if (w === undefined || w.active !== 1 || (w.next_attempt_at !== null && Date.parse(w.next_attempt_at) > Date.now())) return;
+        if (w === undefined || w.active !== 1 || (w.next_attempt_at !== null && Date.parse(w.next_attempt_at) > nowMs())) return;
         const more = await deliverRound(w, started + BUSY_MS);
         await webhooksRepo.pruneDeliveries(db, id);
-        if (!more || stopping.signal.aborted || Date.now() - started > BUSY_MS) return;
+        if (!more || stopping.signal.aborted || nowMs() - started > BUSY_MS) return;
       }
     } finally {
       await webhooksRepo.release(db, id, owner);
@@ -159,7 +160,7 @@ export function createWebhookDispatcher(deps: DispatcherOptions) {
    */
   async function deliverDue(): Promise<void> {
     if (inFlight.size >= WEBHOOKS_IN_FLIGHT) return;
-    const due = await webhooksRepo.due(db, dialect, new Date().toISOString(), WEBHOOKS_IN_FLIGHT * 2);
+    const due = await webhooksRepo.due(db, dialect, nowIso(), WEBHOOKS_IN_FLIGHT * 2);
     const perOrg = new Map<string, number>();
     for (const { orgId } of inFlight.values()) perOrg.set(orgId, (perOrg.get(orgId) ?? 0) + 1);
     for (const webhook of due) {

@@ -6,6 +6,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { literalHostRefused, publicOnlyLookup } from './webhook-address.js';
+import { nowMs } from '../../platform/clock.js';
 
 export const WEBHOOK_SECRET_PREFIX = 'whsec_';
 
@@ -46,7 +47,7 @@ export function sendWebhook(url: string, message: { id: string; body: string; se
   if (literalHostRefused(target, options.allowPrivate)) {
     return Promise.resolve(done(null, 'the URL points at this machine or a private network, which webhooks do not reach (SLIPWAY_WEBHOOK_ALLOW_PRIVATE)'));
   }
-  const timestamp = Math.floor(Date.now() / 1000);
+  const timestamp = Math.floor(nowMs() / 1000);
   const body = Buffer.from(message.body, 'utf8');
   return new Promise<SendResult>((resolve) => {
     let settled = false;

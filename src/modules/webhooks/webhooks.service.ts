@@ -17,6 +17,7 @@ import { webhookUrlProblem } from './webhook-address.js';
 import { newWebhookSecret, sendWebhook } from './webhook-sender.js';
 import { webhooksRepo, type DeliveryRow, type WebhookRow } from './webhooks.repo.js';
 import type { Delivery, Webhook, WebhookTestT } from './webhooks.schemas.js';
+import { nowMs, nowIso, nowDate } from '../../platform/clock.js';
 
 /** How long a rotated-out secret still signs deliveries, beside the new one. */
 export const PREVIOUS_SECRET_SECONDS = 24 * 3600;
@@ -132,7 +133,7 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
   return {
     async create(ctx: RequestContext, orgId: string, input: WebhookInput): Promise<Webhook & { secret: string }> {
       checkInput(input);
-      const now = new Date().toISOString();
+      const now = nowIso();
       const id = newId('webhook');
       const secret = newWebhookSecret();
       const row = await db.transaction().execute(async (trx) => {
@@ -175,7 +176,7 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
 
     async update(ctx: RequestContext, orgId: string, id: string, patch: Partial<WebhookInput>): Promise<Webhook> {
       checkInput(patch);
-      const now = new Date().toISOString();
+      const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const current = await load(trx, orgId, id, true);
         const before = { url: current.url, description: current.description, events: current.event_types, active: current.active === 1 };
@@ -230,18 +231,18 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
      */
     async test(ctx: RequestContext, orgId: string, id: string): Promise<WebhookTestT> {
       const w = await load(db, orgId, id);
-      const secrets = await signingSecrets(db, dataKeys, w, Date.now());
+      const secrets = await signingSecrets(db, dataKeys, w, nowMs());
       const eventId = newId('event');
       const body = JSON.stringify({
         id: eventId, type: TEST_DELIVERY_TYPE, actor: ctx.actor.id, requestId: ctx.requestId, subject: { type: 'webhook', id: w.id },
-        data: { test: true }, createdAt: new Date().toISOString(), orgId,
+        data: { test: true }, createdAt: nowIso(), orgId,
       });
       const result = await sendWebhook(w.url, { id: eventId, body, secrets }, { timeoutMs: DELIVERY_TIMEOUT_MS, allowPrivate: deps.allowPrivate, userAgent: WEBHOOK_USER_AGENT });
       return { eventId, delivered: result.error === null, status: result.status, error: result.error, durationMs: result.durationMs };
     },
 
     async rotateSecret(ctx: RequestContext, orgId: string, id: string): Promise<{ secret: string; previousSecretExpiresAt: string | null }> {
-      const now = new Date();
+      const now = nowDate();
       const secret = newWebhookSecret();
       const expires = new Date(now.getTime() + PREVIOUS_SECRET_SECONDS * 1000).toISOString();
       await db.transaction().execute(async (trx) => {

@@ -242,9 +242,8 @@ export function openDatabase(options: OpenOptions): Database {
   return openPostgres(options.databaseUrl!, options.poolSize ?? 20);
 }
 
-export function nowIso(): string {
-  return new Date().toISOString();
-}
+/** Now, as stored: by the database's clock (platform/clock.ts). */
+export { nowIso } from '../clock.js';
 
 /**
  * Runs a query whose SQL is built once per kind of database and reused with new values. Kysely
