@@ -261,6 +261,22 @@ export function patientCaller(settings: ApiClientSettings, options: { json: bool
 
 const PAGE = 200;
 
+/**
+ * DELETE `path`. With `ignoreNotFound`, a 404 naming it gone (one of the `gone` codes) is no
+ * refusal: there was nothing to delete, or a retry after a lost answer found it deleted, and a
+ * pipeline that makes sure something is gone is done (kubectl's --ignore-not-found). True when
+ * this call deleted it.
+ */
+export async function deleteResource(call: PatientCall, path: string, o: { ignoreNotFound: boolean; gone: readonly string[] }): Promise<boolean> {
+  try {
+    await call('DELETE', path);
+    return true;
+  } catch (error) {
+    if (o.ignoreNotFound && error instanceof AppError && error.status === 404 && o.gone.includes(error.code)) return false;
+    throw error;
+  }
+}
+
 /** Every item of a paged list, page after page (`field`: where a page holds them). */
 export async function everyItem<T>(call: PatientCall, path: string, query: URLSearchParams, field: string): Promise<T[]> {
   const all: T[] = [];

@@ -4,7 +4,7 @@
 // release pipeline.
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Environment } from '../modules/environments/environments.schemas.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, deleteResource, everyItem, patientCaller, subcommandFlags } from './api-client.js';
 import { appliedJson, appliedLine, applyResource, readJsonObject } from './apply.js';
 import { printWarning, requiredFlagText, UsageError } from './args.js';
 import { flagTable, printable, printFields, printJson, printTable } from './output.js';
@@ -18,7 +18,7 @@ const SUBCOMMANDS = {
   list: BASE,
   show: COMMON,
   apply: { ...BASE, file: { type: 'string' }, 'dry-run': { type: 'boolean' } },
-  delete: { ...COMMON, force: { type: 'boolean' } },
+  delete: { ...COMMON, force: { type: 'boolean' }, 'ignore-not-found': { type: 'boolean' } },
   lock: { ...COMMON, reason: { type: 'string' } },
   unlock: COMMON,
 } as const;
@@ -40,7 +40,8 @@ Environments through the API, as a service user.
            would be created or changed; nothing is changed
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment
            into it is queued or running, and while a service serves in it unless --force (the
-           runners then stop what runs there)
+           runners then stop what runs there). --ignore-not-found: none by that name is no refusal
+           (exit 0, "nothing to delete")
   lock     a deploy freeze: from now on no one creates a deployment into it, rolls back to one of
            its deployments or promotes into it, until it is unlocked; what is queued or running
            there goes on (admin, owner). --reason says why, to everyone refused
@@ -97,9 +98,9 @@ export async function environmentCommand(argv: string[], env: Record<string, str
       return 0;
     }
     case 'delete': {
-      await call('DELETE', `${path}${flags.force === true ? '?force=true' : ''}`);
-      if (json) printJson({ environment: name, deleted: true });
-      else process.stdout.write(`${printable(`environment ${name}: deleted, with its finished deployments`)}\n`);
+      const deleted = await deleteResource(call, `${path}${flags.force === true ? '?force=true' : ''}`, { ignoreNotFound: flags['ignore-not-found'] === true, gone: ['environment_not_found'] });
+      if (json) printJson({ environment: name, deleted });
+      else process.stdout.write(`${printable(deleted ? `environment ${name}: deleted, with its finished deployments` : `environment ${name}: not found; nothing to delete`)}\n`);
       return 0;
     }
     default: {

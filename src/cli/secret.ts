@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { AppError } from '../platform/errors.js';
 import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags, type PatientCall } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, deleteResource, everyItem, patientCaller, subcommandFlags, type PatientCall } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
 import { failed } from './follow.js';
 import { flagTable, printFields, printJson, printTable } from './output.js';
@@ -29,7 +29,7 @@ const SUBCOMMANDS = {
   import: { ...COMMON, ...NAME, 'from-file': { type: 'string' }, force: { type: 'boolean' }, 'dry-run': { type: 'boolean' } },
   set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' } },
   reveal: { ...COMMON, ...NAME, version: { type: 'string' }, format: { type: 'string' } },
-  delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' } },
+  delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' }, 'ignore-not-found': { type: 'boolean' } },
   restore: { ...COMMON, ...NAME, version: { type: 'string' } },
 } as const;
 type Subcommand = keyof typeof SUBCOMMANDS;
@@ -56,7 +56,8 @@ server and come back only from reveal (audited); nothing else prints them.
            \\$ and \\\` escaped, so that a shell sourcing the file runs and expands nothing (it
            keeps \\n and \\t as written: only a .env reader turns them back)
   delete   restorable by an admin for SLIPWAY_SECRET_RETENTION_DAYS; --permanent destroys every
-           version now (admin, owner)
+           version now (admin, owner). --ignore-not-found: none by that name (or, without
+           --permanent, one deleted already) is no refusal (exit 0, "nothing to delete")
   restore  brings back a deleted secret, or with --version N makes version N's values current again
 
 .env files follow dotenv's rules: KEY=value lines, \`export\` allowed, # comments, single quotes as
@@ -235,9 +236,12 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case 'delete': {
-      await call('DELETE', `${one}${flags.permanent === true ? '?permanent=true' : ''}`);
-      if (json) printJson({ name, deleted: true, permanent: flags.permanent === true });
-      else process.stdout.write(flags.permanent === true ? `secret ${name}: deleted permanently, every version destroyed\n` : `secret ${name}: deleted; an admin can restore it (slipway secret restore --name ${name})\n`);
+      const permanent = flags.permanent === true;
+      // Deleted already (and restorable) is gone too, for a delete that is not permanent.
+      const deleted = await deleteResource(call, `${one}${permanent ? '?permanent=true' : ''}`, { ignoreNotFound: flags['ignore-not-found'] === true, gone: permanent ? ['secret_not_found'] : ['secret_not_found', 'secret_deleted'] });
+      if (json) printJson({ name, deleted, permanent });
+      else if (!deleted) process.stdout.write(`secret ${name}: not found${permanent ? '' : ' (or deleted already)'}; nothing to delete\n`);
+      else process.stdout.write(permanent ? `secret ${name}: deleted permanently, every version destroyed\n` : `secret ${name}: deleted; an admin can restore it (slipway secret restore --name ${name})\n`);
       return 0;
     }
     case 'restore':

@@ -4,7 +4,7 @@
 import { etagOf } from '../platform/etags.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Service } from '../modules/services/services.schemas.js';
-import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
+import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, deleteResource, everyItem, patientCaller, subcommandFlags } from './api-client.js';
 import { appliedJson, appliedLine, applyResource, readJsonObject } from './apply.js';
 import { printWarning, requiredFlagText, UsageError } from './args.js';
 import { flagTable, printable, printFields, printJson, printTable } from './output.js';
@@ -17,7 +17,7 @@ const SUBCOMMANDS = {
   list: COMMON,
   show: { ...COMMON, service: { type: 'string' } },
   apply: { ...COMMON, file: { type: 'string' }, 'dry-run': { type: 'boolean' } },
-  delete: { ...COMMON, service: { type: 'string' }, force: { type: 'boolean' } },
+  delete: { ...COMMON, service: { type: 'string' }, force: { type: 'boolean' }, 'ignore-not-found': { type: 'boolean' } },
 } as const;
 
 export const SERVICE_HELP = `usage:
@@ -37,7 +37,8 @@ An organization's services through the API, as a service user.
            --file - reads standard input. --dry-run: the server checks it all and says what
            would be created or changed, and the version it would make; nothing is changed
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment of
-           it is queued or running, and while it serves unless --force (its runners then stop it)
+           it is queued or running, and while it serves unless --force (its runners then stop it).
+           --ignore-not-found: none by that name is no refusal (exit 0, "nothing to delete")
 
 Deployments already made keep the spec they took; apply changes what the next one takes.
 
@@ -114,9 +115,9 @@ export async function serviceCommand(argv: string[], env: Record<string, string 
       return 0;
     }
     case 'delete': {
-      await call('DELETE', `${services}/${encodeURIComponent(name)}${flags.force === true ? '?force=true' : ''}`);
-      if (json) printJson({ service: name, deleted: true });
-      else process.stdout.write(`${printable(`service ${name}: deleted, with its finished deployments`)}\n`);
+      const deleted = await deleteResource(call, `${services}/${encodeURIComponent(name)}${flags.force === true ? '?force=true' : ''}`, { ignoreNotFound: flags['ignore-not-found'] === true, gone: ['service_not_found'] });
+      if (json) printJson({ service: name, deleted });
+      else process.stdout.write(`${printable(deleted ? `service ${name}: deleted, with its finished deployments` : `service ${name}: not found; nothing to delete`)}\n`);
       return 0;
     }
   }

@@ -51,7 +51,7 @@ export const ENVIRONMENT_USAGE = [
   'slipway environment list [--json]',
   'slipway environment show --environment ENV [--json]',
   'slipway environment apply --file FILE|- [--dry-run] [--json]',
-  'slipway environment delete --environment ENV [--force] [--json]',
+  'slipway environment delete --environment ENV [--force] [--ignore-not-found] [--json]',
   'slipway environment lock --environment ENV --reason R [--json]',
   'slipway environment unlock --environment ENV [--json]   (slipway environment --help)',
 ];
@@ -60,7 +60,7 @@ export const SERVICE_USAGE = [
   'slipway service list [--json]',
   'slipway service show --service S [--json]',
   'slipway service apply --file FILE|- [--dry-run] [--json]',
-  'slipway service delete --service S [--force] [--json]   (slipway service --help)',
+  'slipway service delete --service S [--force] [--ignore-not-found] [--json]   (slipway service --help)',
 ];
 
 export const SECRET_USAGE = [
@@ -69,7 +69,7 @@ export const SECRET_USAGE = [
   'slipway secret import --name N --from-file FILE|- [--force] [--dry-run] [--json]',
   'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--json]',
   'slipway secret reveal --name N [--version V] [--format env|json] [--json]',
-  'slipway secret delete --name N [--permanent] [--json]',
+  'slipway secret delete --name N [--permanent] [--ignore-not-found] [--json]',
   'slipway secret restore --name N [--version V] [--json]   (slipway secret --help)',
 ];
 

@@ -129,6 +129,9 @@ describe('slipway secret', () => {
     const gone = await secretAs(viewer, ['show', '--name', 'tricky-copy', '--json']);
     assert.equal(gone.code, 1);
     assert.equal(JSON.parse(gone.stderr).error.code, 'secret_deleted');
+    assert.equal((await secretAs(developer, ['delete', '--name', 'tricky-copy'])).code, 1);
+    assert.equal(await ok(developer, ['delete', '--name', 'tricky-copy', '--ignore-not-found']), 'secret tricky-copy: not found (or deleted already); nothing to delete\n');
+    assert.equal(await ok(developer, ['delete', '--name', 'no-such-secret', '--ignore-not-found']), 'secret no-such-secret: not found (or deleted already); nothing to delete\n');
     assert.equal(await ok(f.admin, ['restore', '--name', 'tricky-copy']), `secret tricky-copy: restored, version 1 (keys ${['EMPTY', 'HASH', 'LINES', 'PLAIN', 'QUOTES', 'SENTINEL', 'SLASHES', 'SPACES', 'STARTS_QUOTED', 'UNICODE'].join(' ')})\n`);
     // An earlier version's values, current again as a new version.
     assert.equal(await ok(f.admin, ['restore', '--name', 'api', '--version', '1']), 'secret api: updated, version 4 (keys API_KEY REGION; added REGION, removed EXTRA)\n');

@@ -118,6 +118,18 @@ describe('slipway service and environment apply', () => {
     const gone = await as(viewer, ['service', 'show', '--service', name, '--json']);
     assert.equal(gone.code, 1);
     assert.equal(JSON.parse(gone.stderr).error.code, 'service_not_found');
+    // Deleting what is gone: refused, unless a pipeline only wants it gone.
+    const again = await as(f.admin, ['service', 'delete', '--service', name, '--json']);
+    assert.equal(again.code, 1);
+    assert.equal(JSON.parse(again.stderr).error.code, 'service_not_found');
+    const ignored = await as(f.admin, ['service', 'delete', '--service', name, '--ignore-not-found']);
+    assert.equal(ignored.code, 0, ignored.stderr);
+    assert.equal(ignored.stdout, `service ${name}: not found; nothing to delete\n`);
+    assert.deepEqual(jsonOf(await as(f.admin, ['service', 'delete', '--service', name, '--ignore-not-found', '--json'])), { service: name, deleted: false });
+    // Not a way round a refusal that is not "not found".
+    const byDeveloperIgnoring = await as(developer, ['service', 'delete', '--service', name, '--ignore-not-found', '--json']);
+    assert.equal(byDeveloperIgnoring.code, 1);
+    assert.equal(JSON.parse(byDeveloperIgnoring.stderr).error.status, 403);
   });
 
   it('refuses a file it cannot read, or one the server refuses, and nothing is written', async () => {
@@ -236,6 +248,7 @@ describe('slipway service and environment apply', () => {
     assert.equal(deleted.code, 0, deleted.stderr);
     assert.equal(deleted.stdout, `environment ${name}: deleted, with its finished deployments\n`);
     assert.equal((await developer.http.get(`/v1/orgs/${f.orgId}/environments/${name}`)).status, 404);
+    assert.equal((await as(f.admin, ['environment', 'delete', '--environment', name, '--ignore-not-found'])).stdout, `environment ${name}: not found; nothing to delete\n`);
     const noName = await as(f.admin, ['environment', 'delete']);
     assert.equal(noName.code, 2);
     assert.match(noName.stderr, /--environment is required/);
