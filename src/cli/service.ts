@@ -89,7 +89,7 @@ export async function serviceCommand(argv: string[], env: Record<string, string 
           ...(spec.command !== undefined ? { command: JSON.stringify(spec.command) } : {}),
           ...(spec.image !== undefined ? { image: spec.image } : {}),
           ...(spec.port !== undefined ? { port: spec.port } : {}),
-          health: spec.healthCheck === undefined ? 'none (running is healthy)' : `GET ${spec.healthCheck.path} within ${spec.healthCheck.timeoutSeconds} s`,
+          health: `${spec.healthCheck === undefined ? 'none (running is healthy)' : `GET ${spec.healthCheck.path} within ${spec.healthCheck.timeoutSeconds} s`}${spec.minReadySeconds !== undefined ? `, then running for ${spec.minReadySeconds} s` : ''}`,
           variables: Object.keys(spec.variables).join(' '),
           secrets: spec.secrets.map((r) => (r.key === undefined ? r.secret : `${r.secret}.${r.key}${r.as !== undefined ? ` as ${r.as}` : ''}`)).join(' '),
           updated: service.updatedAt,
@@ -106,7 +106,7 @@ export async function serviceCommand(argv: string[], env: Record<string, string 
         // The whole service: its description too, emptied when the file has none.
         update: (current) => ({ body: { description: '', ...file! }, headers: { 'if-match': etagOf(current.version, current.createdAt) } }),
         // In this order, whatever order the server's answer has its spec in.
-        fields: ({ description, spec }) => ({ description, command: spec.command, image: spec.image, port: spec.port, healthCheck: spec.healthCheck, variables: spec.variables, secrets: spec.secrets }),
+        fields: ({ description, spec }) => ({ description, command: spec.command, image: spec.image, port: spec.port, healthCheck: spec.healthCheck, minReadySeconds: spec.minReadySeconds, variables: spec.variables, secrets: spec.secrets }),
         revision: (s) => etagOf(s.version, s.createdAt),
         dryRun: flags['dry-run'] === true,
       });

@@ -161,7 +161,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     let spec: LaunchSpec;
     try {
       const launched = await launchOnFreePort(ctx.ports, (port) => {
-        say(`starting ${command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}`);
+        say(`starting ${command[0]} with PORT=${port}${run.healthCheck ? `; health check GET ${run.healthCheck.path} within ${run.healthCheck.timeoutSeconds} s` : ''}${run.minReadySeconds !== undefined ? `; then it must keep running ${run.minReadySeconds} s` : ''}`);
         return launchSpec(run, command, port);
       }, sink, work.signal, (taken) => say(`port ${taken} was taken by another process before the service could bind it; starting it again on another port`));
       started = { proc: launched.proc, port: launched.port, supervised: false };
@@ -243,7 +243,11 @@ async function giveBack(claim: ClaimResponseT, client: ProtocolClient, log: Logg
 }
 
 function launchSpec(run: RunSpecT, command: string[], port: number): LaunchSpec {
-  return { command, env: { ...run.variables, ...run.secrets }, port, ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}) };
+  return {
+    command, env: { ...run.variables, ...run.secrets }, port,
+    ...(run.healthCheck !== undefined ? { healthCheck: run.healthCheck } : {}),
+    ...(run.minReadySeconds !== undefined ? { minReadySeconds: run.minReadySeconds } : {}),
+  };
 }
 
 /** Puts a healthy process in place for its service and environment, under the supervisor; answers the process it replaced. */

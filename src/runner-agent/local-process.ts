@@ -29,6 +29,8 @@ export interface LaunchSpec {
    * Without it the process only has to stay up for one second.
    */
   healthCheck?: { path: string; timeoutSeconds: number };
+  /** Once healthy, it must keep running this long more; an exit within it is a LaunchError. */
+  minReadySeconds?: number;
   cwd?: string;
 }
 
@@ -252,8 +254,11 @@ function spawnFailureReason(err: unknown, file: string): string {
 // ---------------------------------------------------------------------------
 // Readiness
 
-async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: AbortSignal | undefined): Promise<void> {
-  // Cancels the pending probe/sleep once the race below is decided.
+/**
+ * The process's readiness (`check`, given a signal that ends once the race is decided) against its
+ * exit (`exited` says how that reads) and the caller's abort, whose listener is taken off after.
+ */
+async function raceForReadiness(proc: LocalProcess, signal: AbortSignal | undefined, check: (done: AbortSignal) => Promise<void>, exited: (status: ExitStatus) => string): Promise<void> {
   const done = new AbortController();
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
@@ -263,9 +268,9 @@ async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: Abor
   });
   try {
     await Promise.race([
-      readinessCheck(spec, done.signal),
+      check(done.signal),
       proc.leaderExit.then((status) => {
-        throw new LaunchError(`${describeExit(status)} before becoming healthy`, { exit: status });
+        throw new LaunchError(exited(status), { exit: status });
       }),
       aborted,
     ]);
@@ -273,11 +278,21 @@ async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: Abor
     if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
     done.abort();
   }
-  // Exit and readiness may land in the same tick; a dead process is never healthy.
+  // Exit and readiness may land in the same tick; a dead process is never ready.
   if (proc.hasExited) {
     const status = await proc.leaderExit;
-    throw new LaunchError(`${describeExit(status)} before becoming healthy`, { exit: status });
+    throw new LaunchError(exited(status), { exit: status });
   }
+}
+
+async function waitUntilReady(proc: LocalProcess, spec: LaunchSpec, signal: AbortSignal | undefined): Promise<void> {
+  await raceForReadiness(proc, signal, (done) => readinessCheck(spec, done), (status) => `${describeExit(status)} before becoming healthy`);
+  // Healthy, it keeps running for minReadySeconds more, or that is why it failed.
+  const seconds = spec.minReadySeconds;
+  if (seconds === undefined) return;
+  const healthyAt = Date.now();
+  await raceForReadiness(proc, signal, (done) => sleep(seconds * 1000, undefined, { signal: done }),
+    (status) => `${describeExit(status)} ${((Date.now() - healthyAt) / 1000).toFixed(1)} s after becoming healthy, within the ${seconds} s it had to keep running (minReadySeconds)`);
 }
 
 async function readinessCheck(spec: LaunchSpec, signal: AbortSignal): Promise<void> {

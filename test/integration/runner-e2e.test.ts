@@ -89,6 +89,24 @@ describe('slipway runner', () => {
     assert.equal((await getDeployment(developer.http, orgId, good.id)).state, 'succeeded');
   });
 
+  it('fails a deployment whose new process exits within minReadySeconds of becoming healthy, and the previous revision keeps answering', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ minReadySeconds: 3 }) });
+    assert.equal(svc.spec.minReadySeconds, 3);
+    const good = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'steady' } });
+    assert.equal((await settled(developer.http, orgId, good.id)).state, 'succeeded');
+    assert.ok((await deploymentLog(developer.http, orgId, good.id)).some((l) => l.stream === 'runner' && l.line.endsWith('; then it must keep running 3 s')));
+    const serving = await servedBy(developer.http, orgId, good.id);
+
+    // Healthy at once, gone a second later: a crash loop in the making is no success.
+    const flaky = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'flaky', EXIT_AFTER_MS: '1000' } });
+    const failed = await settled(developer.http, orgId, flaky.id);
+    assert.equal(failed.state, 'failed');
+    assert.match(failed.reason, /^The new process did not come up: process exited with code 4 [0-9.]+ s after becoming healthy, within the 3 s it had to keep running \(minReadySeconds\)\. What served before, if anything, keeps serving\.$/);
+    assert.deepEqual(await ask(serving.port), { pid: serving.pid, greeting: null, apiKey: null, revision: 'steady' });
+    assert.equal((await getDeployment(developer.http, orgId, good.id)).state, 'succeeded');
+  });
+
   it('fails a deployment it cannot run: an image without a command', async () => {
     const env = await createEnvironment(admin.http, orgId);
     const svc = await createService(developer.http, orgId, { spec: { image: 'registry.example.com/app:1' } });

@@ -13,7 +13,8 @@ import { spawnSlipway, type SlipwayProcess } from './processes.js';
 /**
  * The deployed service: prints its pid, port and API_KEY (which the runner must mask in the log),
  * answers GET / with its variables and GET /healthz with 200 — or 503 while HEALTH is `fail` or
- * while the file HEALTH_GATE names does not exist yet. GET /exit makes it exit with code 3.
+ * while the file HEALTH_GATE names does not exist yet. GET /exit makes it exit with code 3; with
+ * EXIT_AFTER_MS it exits with code 4 that long after it started listening.
  */
 export const SERVICE_SCRIPT = `
 const http = require('node:http');
@@ -32,7 +33,9 @@ http.createServer((req, res) => {
   }
   res.setHeader('content-type', 'application/json');
   res.end(JSON.stringify({ pid: process.pid, greeting: process.env.GREETING ?? null, apiKey: process.env.API_KEY ?? null, revision: process.env.REVISION ?? null }));
-}).listen(Number(process.env.PORT), '127.0.0.1');
+}).listen(Number(process.env.PORT), '127.0.0.1', () => {
+  if (process.env.EXIT_AFTER_MS) setTimeout(() => process.exit(4), Number(process.env.EXIT_AFTER_MS));
+});
 `;
 
 /** A service spec that runs SERVICE_SCRIPT with this node binary. */

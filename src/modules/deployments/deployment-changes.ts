@@ -15,7 +15,7 @@ import type { DeploymentRow } from './deployments.repo.js';
 
 const Change = Type.Union([Type.Literal('added'), Type.Literal('removed'), Type.Literal('changed')]);
 const Json = Type.Unknown();
-const RUN_FIELDS = ['command', 'image', 'port', 'healthCheck'] as const;
+const RUN_FIELDS = ['command', 'image', 'port', 'healthCheck', 'minReadySeconds'] as const;
 
 export const DeploymentChanges = Type.Object({
   deployment: Type.String(),

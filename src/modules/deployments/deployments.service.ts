@@ -132,6 +132,7 @@ function servicePartOf(snapshot: Snapshot & { sources: SpecSources }): { spec: S
       ...(spec.image !== undefined ? { image: spec.image } : {}),
       ...(spec.port !== undefined ? { port: spec.port } : {}),
       ...(spec.healthCheck !== undefined ? { healthCheck: spec.healthCheck } : {}),
+      ...(spec.minReadySeconds !== undefined ? { minReadySeconds: spec.minReadySeconds } : {}),
       variables: sources.serviceVariables ?? spec.variables,
       secrets: pinned.map((r) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) })),
     },

@@ -142,6 +142,7 @@ export const RunSpec = Type.Object({
   image: Type.Optional(Type.String()),
   port: Type.Optional(Type.Integer({ description: 'The port from the spec; a runner that chooses ports sets PORT to its own.' })),
   healthCheck: Type.Optional(HealthCheck),
+  minReadySeconds: Type.Optional(Type.Integer({ description: 'How long the new process must keep running once healthy before the deployment is completed as succeeded (and the previous process stopped); one that exits within it is a failed deployment.' })),
   variables: Type.Record(Type.String(), Type.String(), { description: 'Plain variables: the service\'s, with the deployment\'s overrides applied.' }),
   secrets: Type.Record(Type.String(), Type.String(), { description: 'Secret values by variable name, from the pinned versions. No name is in both maps.' }),
 }, { description: 'What to run: set `variables`, `secrets` and PORT in the process environment.' });

@@ -71,6 +71,7 @@ export function normalizeSpec(input: ServiceSpecInput, pointer = '/spec'): Servi
     ...(input.image !== undefined ? { image: input.image } : {}),
     ...(input.port !== undefined ? { port: input.port } : {}),
     ...(input.healthCheck !== undefined ? { healthCheck: { path: input.healthCheck.path, timeoutSeconds: input.healthCheck.timeoutSeconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS } } : {}),
+    ...(input.minReadySeconds !== undefined ? { minReadySeconds: input.minReadySeconds } : {}),
     variables: byName(input.variables ?? {}),
     secrets: normalizeReferences(input.secrets, pointer),
   };

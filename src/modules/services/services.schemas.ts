@@ -53,6 +53,10 @@ const runFields = {
   })),
   image: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'An image reference, for runners that run images.' })),
   port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'The port it listens on; runners that choose ports pass theirs as PORT.' })),
+  minReadySeconds: Type.Optional(Type.Integer({
+    minimum: 1, maximum: 3600,
+    description: 'How long a new process must keep running once healthy (its health check passed, or without one, it ran a second) before its deployment succeeds and the previous process is stopped: one that exits within it fails the deployment, and the previous one keeps serving. Absent: it succeeds once healthy.',
+  })),
 };
 
 /** The spec as a client writes it: a command or an image (or both), the rest optional. */
