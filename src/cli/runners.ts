@@ -62,7 +62,7 @@ export async function runnersCommand(argv: string[], env: Record<string, string 
   }
   printTable(runners.map((r) => ({
     host: r.host,
-    state: r.state,
+    state: r.stoppedAt !== null ? 'offline (stopped)' : r.state,
     service_user: r.serviceUser.name,
     hostname: r.hostname ?? '',
     environments: r.environments === null ? 'all' : r.environments.map((e) => e.name).join(' '),

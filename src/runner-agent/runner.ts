@@ -65,6 +65,8 @@ export function createRunner(options: RunnerOptions): Runner {
   const context = { client, processes, ports, logger, stopping: stopping.signal };
   /** Whether the server knows hosts (protocol step 5); an older one refuses `host`, so it is not sent. */
   let hosting = true;
+  /** The server takes `stopping` in a release (its adopt answer said so): it then lists this runner offline at once. */
+  let stopNotice = false;
   /** Whether the server takes `processes` in serving reports (its adopt answer says so). */
   let reportingProcesses = false;
   /** Whether it takes where each process answers in them, too. */
@@ -155,6 +157,7 @@ export function createRunner(options: RunnerOptions): Runner {
     }
     reportingProcesses = answer.acceptsProcessReports === true;
     reportingAddresses = reportingProcesses && answer.acceptsProcessAddresses === true;
+    stopNotice = answer.acceptsStopNotice === true;
     details = answer.acceptsRunnerDetails === true ? { ...(HOSTNAME !== null ? { hostname: HOSTNAME } : {}), version: `slipway-runner/${VERSION}` } : {};
     // Reports must come well within the server's host timeout, whatever this runner was told.
     reportEveryMs = Math.max(1000, Math.min(configuredEveryMs, (answer.hostTimeoutSeconds * 1000) / 3));
@@ -253,17 +256,22 @@ export function createRunner(options: RunnerOptions): Runner {
 
   /**
    * After its processes stopped: says that it let their deployments go, so that another runner
-   * (or this one, started again) adopts them at once rather than after the host timeout. Tried
-   * for a few seconds; failing that, the timeout does it.
+   * (or this one, started again) adopts them at once rather than after the host timeout, and (to
+   * a server that takes it) that it stops, so that it is listed offline at once. Tried for a few
+   * seconds; failing that, the timeout does both.
    */
   async function release(ids: string[]): Promise<void> {
-    if (ids.length === 0) return;
+    if (ids.length === 0 && !stopNotice) return;
     const budget = AbortSignal.timeout(RELEASE_BUDGET_MS);
     try {
-      for (let i = 0; i < ids.length; i += SERVING_MAX_IDS) await client.release({ host, deployments: ids.slice(i, i + SERVING_MAX_IDS) }, budget);
-      logger.info({ deployments: ids.length }, 'let go of the deployments whose processes it stopped: another runner may take them over');
+      // The last batch says it stops (the only one, with nothing to let go).
+      for (let i = 0; i === 0 || i < ids.length; i += SERVING_MAX_IDS) {
+        const last = i + SERVING_MAX_IDS >= ids.length;
+        await client.release({ host, deployments: ids.slice(i, i + SERVING_MAX_IDS), ...(stopNotice && last ? { stopping: true } : {}) }, budget);
+      }
+      if (ids.length > 0) logger.info({ deployments: ids.length }, 'let go of the deployments whose processes it stopped: another runner may take them over');
     } catch (error) {
-      logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : { name: (error as Error).name } }, 'could not tell the server that it let its deployments go; another runner takes them over after the host timeout');
+      logger.warn({ err: error instanceof Refused ? { status: error.status, code: error.code } : { name: (error as Error).name } }, ids.length > 0 ? 'could not tell the server that it let its deployments go; another runner takes them over after the host timeout' : 'could not tell the server that it stops; it is listed offline once the host timeout has passed');
     }
   }
 

@@ -566,7 +566,7 @@ describe('runner protocol: hosts and adoption', () => {
     const { id, env } = await served(f.runner, hostA, 'adopted-value-1');
     // Reported: not an orphan.
     assert.deepEqual((await post(f.runner, 'serving', { deployments: [id], host: hostA })).body, { serving: [id] });
-    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS, acceptsProcessReports: true, acceptsProcessAddresses: true, acceptsRunnerDetails: true });
+    assert.deepEqual((await post(other, 'adopt', { host: hostB, environments: [env.id] })).body, { adopted: [], hostTimeoutSeconds: HOST_TIMEOUT_SECONDS, acceptsProcessReports: true, acceptsProcessAddresses: true, acceptsRunnerDetails: true, acceptsStopNotice: true });
 
     await sleep(HOST_TIMEOUT_SECONDS * 1000 + 300);
     const racers = await Promise.all([post(other, 'adopt', { host: hostB, environments: [env.id] }), post(f.runner, 'adopt', { host: 'rh_host-c-0003', environments: [env.id] })]);

@@ -116,6 +116,8 @@ describe('runners list', () => {
     const backdate = (ms: number) => server.core.db.updateTable('runners').set({ last_seen_at: new Date(Date.now() - ms).toISOString() })
       .where('org_id', '=', orgId).where('host', '=', host).execute();
 
+    // Not stopped: it never said so.
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host)?.stoppedAt, null);
     await backdate(5 * 60_000);
     const offline = (await listRunners(viewer.http, orgId, '?state=offline')).runners.find((r: any) => r.host === host);
     assert.equal(offline?.state, 'offline');
@@ -163,6 +165,34 @@ describe('runners list', () => {
     // A host that never claimed has no entry to bring up to date.
     await eager.heard(orgId, hostId(), runner.actor.id);
     assert.equal((await runner.complete(d.id, claim.lease.token)).status, 200);
+  });
+
+  it('lists a runner that said it stops offline at once, and for good; with nothing to let go, and only its own', async () => {
+    // An organization of its own: the runners here take every environment, and stay listed.
+    const { server } = f;
+    const orgId = (await server.createOrg()).id;
+    const viewer = await server.actor(orgId, 'viewer');
+    const runner = await newRunner(server, orgId);
+    const host = hostId();
+    assert.equal((await runner.claim({ waitSeconds: 0, host })).status, 204);
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host)?.state, 'online');
+    // Another runner's service user cannot say this one stopped.
+    const other = await newRunner(server, orgId);
+    assert.equal((await other.actor.http.post(`/v1/orgs/${orgId}/runner/release`, { host, deployments: [], stopping: true })).status, 200);
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host)?.state, 'online');
+
+    const said = await runner.actor.http.post(`/v1/orgs/${orgId}/runner/release`, { host, deployments: [], stopping: true });
+    assert.equal(said.status, 200, said.text);
+    assert.deepEqual(said.body, { released: [] });
+    const listed = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host);
+    assert.equal(listed.state, 'offline');
+    assert.equal(typeof listed.stoppedAt, 'string');
+    // A call of its still under way when it stopped does not bring it back.
+    assert.equal((await runner.claim({ waitSeconds: 0, host })).status, 204);
+    assert.equal((await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === host)?.state, 'offline');
+    // A release of nothing, without `stopping`, lets nothing go.
+    const empty = await runner.actor.http.post(`/v1/orgs/${orgId}/runner/release`, { host, deployments: [] });
+    assert.deepEqual([empty.status, empty.body.released], [200, []]);
   });
 
   it('keeps a runner\'s entry its own: another runner naming the same host changes nothing', async () => {
@@ -314,5 +344,12 @@ describe('runners list with the reference runner', () => {
     await eventually('the runner listed as serving it', async () =>
       ((await listRunners(viewer.http, orgId, `?environment=${env.id}`)).runners.find((r: any) => r.host === listed.host)?.serving === 1 ? true : undefined));
     assert.equal(await runner.stop(), 0);
+    // Stopped cleanly, it said so: offline at once, not for the next minute, and serving nothing.
+    const stopped = (await listRunners(viewer.http, orgId)).runners.find((r: any) => r.host === listed.host);
+    assert.equal(stopped.state, 'offline');
+    assert.ok(Date.parse(stopped.stoppedAt) >= Date.parse(stopped.lastSeenAt) - 1000, JSON.stringify(stopped));
+    assert.equal(stopped.serving, 0);
+    assert.ok((await listRunners(viewer.http, orgId, '?state=offline')).runners.some((r: any) => r.host === listed.host));
+    assert.equal((await listRunners(viewer.http, orgId, '?state=online')).runners.some((r: any) => r.host === listed.host), false);
   });
 });

@@ -40,7 +40,9 @@
 //   6. is listed: `GET /v1/orgs/{orgId}/runners` shows each runner that names itself, with when it
 //      was last heard from (its claims, heartbeats, serving reports and adoptions) and what it
 //      carries out. When the adopt answer says `acceptsRunnerDetails`, its claims and adoptions
-//      may also say `hostname` (its machine's) and `version`, which the list shows.
+//      may also say `hostname` (its machine's) and `version`, which the list shows. With
+//      `acceptsStopNotice`, a runner that stops says so in its last release (`stopping: true`,
+//      with the deployments it let go, or none): it is listed offline at once.
 //
 // Every call after the claim carries `leaseToken`, the fencing token of this claim. When the
 // lease expires (no heartbeat for `lease.durationSeconds`), the deployment is re-queued for
@@ -246,12 +248,14 @@ export const AdoptResponse = Type.Object({
   acceptsProcessReports: Type.Boolean({ description: 'The server takes `processes` in serving reports (older servers refuse the field).' }),
   acceptsProcessAddresses: Type.Optional(Type.Boolean({ description: 'The server takes `address` in those process reports (older servers refuse the field, or leave this out).' })),
   acceptsRunnerDetails: Type.Optional(Type.Boolean({ description: 'The server takes `hostname` and `version` in claims and adoptions (older servers refuse the fields, or leave this out).' })),
+  acceptsStopNotice: Type.Optional(Type.Boolean({ description: 'The server takes `stopping` in releases, with no deployment as well (older servers refuse the field, or leave this out).' })),
 });
 export type AdoptResponseT = Static<typeof AdoptResponse>;
 
 export const ReleaseRequest = Type.Object({
   host: Host,
-  deployments: DeploymentIds,
+  deployments: { ...DeploymentIds, minItems: 0 },
+  stopping: Type.Optional(Type.Boolean({ description: 'true: this runner process stops (it is listed offline at once, and for good: a runner started again is another host); the deployments may then be none.' })),
 }, { additionalProperties: false });
 export type ReleaseRequestT = Static<typeof ReleaseRequest>;
 

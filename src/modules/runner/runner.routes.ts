@@ -14,7 +14,7 @@ import type { RequestContext } from '../../platform/context.js';
 const tags = ['runner'];
 const FENCED = 'Carries the claim\'s `leaseToken`. A runner that no longer holds the lease gets 409 `lease_lost`; a cancelled deployment 409 `deployment_cancelled`; either way nothing changes, and the runner stops working on it.';
 
-export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen' | 'present'>; issuer: string }): void {
+export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: Pick<RunnersService, 'seen' | 'present' | 'stopped'>; issuer: string }): void {
   const { runner, runners } = deps;
 
   /** The caller, saying whether the external issuer vouches for it (then it has no service user here to be kept to environments). */
@@ -159,10 +159,14 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
     schema: {
       tags,
       summary: 'Let go of serving deployments (a runner that stops)',
-      description: 'A runner that stops its processes says so: those of the deployments that were its own (`host`) and serve become orphans at once, for another runner, or this one when it starts again, to adopt.',
+      description: 'A runner that stops its processes says so: those of the deployments that were its own (`host`) and serve, in environments it is kept to, become orphans at once, for another runner, or this one when it starts again, to adopt. With `stopping: true` the runner process also says it stops: the runners list shows it offline from now on (`stoppedAt`).',
       params: OrgParams,
       body: ReleaseRequest,
       response: { 200: ReleaseResponse },
     },
-  }, async (req) => ({ released: await runner.release(req.ctx, req.org!.id, req.body.deployments, req.body.host) }));
+  }, async (req) => {
+    const released = await runner.release(req.ctx, req.org!.id, req.body.deployments, req.body.host);
+    if (req.body.stopping === true) await runners.stopped(req.ctx, req.org!.id, req.body.host);
+    return { released };
+  });
 }

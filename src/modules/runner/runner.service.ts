@@ -465,7 +465,7 @@ export function createRunnerService(deps: RunnerDeps) {
         }
         if (taken !== null) adopted.push(taken);
       }
-      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true, acceptsProcessAddresses: true, acceptsRunnerDetails: true };
+      return { adopted, hostTimeoutSeconds: deps.hostTimeoutSeconds, acceptsProcessReports: true, acceptsProcessAddresses: true, acceptsRunnerDetails: true, acceptsStopNotice: true };
     },
 
     /**
@@ -474,6 +474,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * runner kept to staging cannot make production's deployments orphans.
      */
     async release(ctx: RequestContext, orgId: string, ids: string[], host: string): Promise<string[]> {
+      if (ids.length === 0) return [];
       return deploymentsRepo.release(db, orgId, ids, host, await keptTo(ctx));
     },
 

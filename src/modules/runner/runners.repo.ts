@@ -20,7 +20,8 @@ export const runnersRepo = {
    * user's name is left alone: one runner cannot pass for another's process.
    */
   async seen(db: Executor, row: RunnersTable): Promise<void> {
-    const { org_id: _org, host: _host, first_seen_at: _first, service_user_id: _user, ...update } = row;
+    // A stopped runner stays stopped: a call of its still under way then does not list it online.
+    const { org_id: _org, host: _host, first_seen_at: _first, service_user_id: _user, stopped_at: _stopped, ...update } = row;
     await db.insertInto('runners').values(row)
       .onConflict((oc) => oc.columns(['org_id', 'host']).doUpdateSet(update).where('runners.service_user_id', '=', row.service_user_id))
       .execute();
@@ -36,12 +37,22 @@ export const runnersRepo = {
       .where('service_user_id', '=', serviceUserId).where('last_seen_at', '<', at).execute();
   },
 
+  /** `host` said it stopped: offline from now on. Only its own service user's. */
+  async stopped(db: Executor, orgId: string, host: string, serviceUserId: string, at: string): Promise<void> {
+    await db.updateTable('runners').set({ stopped_at: at }).where('org_id', '=', orgId).where('host', '=', host)
+      .where('service_user_id', '=', serviceUserId).where('stopped_at', 'is', null).execute();
+  },
+
   async list(db: Executor, dialect: Dialect, orgId: string, filter: RunnerListFilter): Promise<RunnerRow[]> {
     let q = db.selectFrom('runners').innerJoin('service_users', 'service_users.id', 'runners.service_user_id')
       .selectAll('runners').select(['service_users.name as service_user_name', 'service_users.runner_environments as kept_to'])
       .where('runners.org_id', '=', orgId);
     if (filter.after !== null) q = q.where('runners.host', '>', filter.after);
-    if (filter.seen !== undefined) q = q.where('runners.last_seen_at', filter.seen.online ? '>=' : '<', filter.seen.since);
+    if (filter.seen !== undefined) {
+      const { since } = filter.seen;
+      q = filter.seen.online ? q.where('runners.last_seen_at', '>=', since).where('runners.stopped_at', 'is', null)
+        : q.where((eb) => eb.or([eb('runners.last_seen_at', '<', since), eb('runners.stopped_at', 'is not', null)]));
+    }
     if (filter.environmentId !== undefined) {
       // Ids are JSON strings in the arrays: the quoted id appears in one exactly when it is listed.
       // It asks for that environment (or for all), and its service user is kept to it (or to none).

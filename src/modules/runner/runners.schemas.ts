@@ -8,7 +8,7 @@ export type RunnerState = (typeof RUNNER_STATES)[number];
 export const RunnerSchema = Type.Object({
   host: Type.String({ description: 'The id the runner process goes by (`host` in its claims and reports): new at each start, so a runner started again is another entry.' }),
   state: Type.Union(RUNNER_STATES.map((s) => Type.Literal(s)), {
-    description: '`online`: heard from (a claim, a heartbeat, a report) within the last `onlineWithinSeconds`; `offline`: not since. A runner that stopped is offline.',
+    description: '`online`: heard from (a claim, a heartbeat, a report) within the last `onlineWithinSeconds`, and has not said it stopped; `offline`: not since, or it said it stopped (`stoppedAt`).',
   }),
   serviceUser: Type.Object({ id: Type.String(), name: Type.String() }, { description: 'The runner service user it signs in as.' }),
   environments: Type.Union([Type.Array(Type.Object({ id: Type.String(), name: Type.String() })), Type.Null()], {
@@ -19,6 +19,7 @@ export const RunnerSchema = Type.Object({
   address: Type.Union([Type.String(), Type.Null()], { description: 'The IP address it last called from (behind a proxy, as SLIPWAY_TRUST_PROXY allows).' }),
   firstSeenAt: Timestamp,
   lastSeenAt: Timestamp,
+  stoppedAt: Type.Union([Timestamp, Type.Null()], { description: 'When it said it stopped (a runner stopped cleanly says so: it is offline at once); null: it did not say, and is offline only once not heard from for `onlineWithinSeconds`.' }),
   inProgress: Type.Array(Type.String(), { description: 'Ids of the deployments it is carrying out now.' }),
   serving: Type.Integer({ description: 'How many succeeded deployments it runs the processes of.' }),
 });

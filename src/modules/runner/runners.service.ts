@@ -12,7 +12,7 @@ import { loadEnvironment } from '../environments/environments.service.js';
 import { CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
 import { runnersRepo, type RunnerRow } from './runners.repo.js';
 import type { Runner, RunnerState } from './runners.schemas.js';
-import { nowMs } from '../../platform/clock.js';
+import { nowIso, nowMs } from '../../platform/clock.js';
 
 /** A node records that a runner is there at most this often (its `lastSeenAt` lags by up to this). */
 export const SEEN_WRITE_EVERY_MS = 10_000;
@@ -79,7 +79,7 @@ export function createRunnersService(deps: RunnersDeps) {
 
   function toRunner(row: RunnerRow, now: number, names: Map<string, string>, work: Awaited<ReturnType<typeof runnersRepo.workOf>>): Runner {
     const ids = effectiveEnvironments(row);
-    const state: RunnerState = now - Date.parse(row.last_seen_at) <= onlineWithinSeconds * 1000 ? 'online' : 'offline';
+    const state: RunnerState = row.stopped_at === null && now - Date.parse(row.last_seen_at) <= onlineWithinSeconds * 1000 ? 'online' : 'offline';
     return {
       host: row.host,
       state,
@@ -90,6 +90,7 @@ export function createRunnersService(deps: RunnersDeps) {
       address: row.address,
       firstSeenAt: row.first_seen_at,
       lastSeenAt: row.last_seen_at,
+      stoppedAt: row.stopped_at,
       inProgress: work.inProgress.get(row.host) ?? [],
       serving: work.serving.get(row.host) ?? 0,
     };
@@ -111,7 +112,7 @@ export function createRunnersService(deps: RunnersDeps) {
       try {
         await runnersRepo.seen(db, {
           org_id: orgId, host: sighting.host, service_user_id: ctx.actor.id, environment_ids: environmentIds,
-          hostname: sighting.hostname ?? null, version: sighting.version ?? null, address: sighting.address, first_seen_at: at, last_seen_at: at,
+          hostname: sighting.hostname ?? null, version: sighting.version ?? null, address: sighting.address, first_seen_at: at, last_seen_at: at, stopped_at: null,
         });
       } catch (error) {
         unlessGone(error);
@@ -154,6 +155,12 @@ export function createRunnersService(deps: RunnersDeps) {
       const names = new Map((await environmentsRepo.findManyInOrg(db, orgId, ids)).map((e) => [e.id, e.name]));
       const work = await runnersRepo.workOf(db, orgId, result.items);
       return { items: result.items.map((r) => toRunner(r, now, names, work)), nextCursor: result.nextCursor };
+    },
+
+    /** `ctx.actor`'s runner process `host` says it stops: offline from now on (a host never comes back). */
+    async stopped(ctx: RequestContext, orgId: string, host: string): Promise<void> {
+      await runnersRepo.stopped(db, orgId, host, ctx.actor.id, nowIso());
+      written.delete(keyOf(orgId, host, ctx.actor.id));
     },
 
     /** Forgets runners not heard from for RUNNER_RETENTION_DAYS. */

@@ -300,6 +300,8 @@ export interface RunnersTable {
   address: string | null;
   first_seen_at: string;
   last_seen_at: string;
+  /** When it said it stopped (it is offline from then on, its host never coming back); null: it did not. */
+  stopped_at: string | null;
 }
 
 export interface Schema {
