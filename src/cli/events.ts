@@ -15,6 +15,8 @@ const LIMIT_DEFAULT = 20;
 /** The API's page; --limit above it is read a page at a time. */
 const PAGE_MAX = 200;
 const LIMIT_MAX = 10_000;
+/** How long a transaction may run between taking its events' time and committing, at the most. */
+const SINCE_MARGIN_MS = 15 * 60_000;
 /** --since in the past: `90m`, `2h`, `7d`, or an RFC 3339 time. */
 const SINCE_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 /** Between two looks for events appended since, when following. */
@@ -94,8 +96,11 @@ export async function eventsCommand(argv: string[], env: Record<string, string |
       leftOut = true;
       break;
     }
-    // Newest first, by commit: a page of nothing but older events is where it ends.
-    if (since !== undefined && wanted.length === 0) break;
+    // Newest first, by commit. An event's time is its request's, taken before its transaction
+    // commits (it may have waited for a lock): past `since`, the events listed after one made
+    // SINCE_MARGIN_MS before it committed before it too, and so were made before `since`.
+    const oldest = page.events.at(-1);
+    if (since !== undefined && (oldest === undefined || Date.parse(oldest.createdAt) < since - SINCE_MARGIN_MS)) break;
     if (since === undefined && latest.length === limit) {
       leftOut = next !== null;
       break;
@@ -120,7 +125,12 @@ export function sinceOf(value: string | undefined, now = Date.now()): number | u
   if (value === undefined) return undefined;
   const ago = /^(\d{1,6})([smhd])$/.exec(value);
   if (ago !== null) return now - Number(ago[1]) * SINCE_UNITS[ago[2]!]!;
-  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(value) ? Date.parse(value) : NaN;
+  const parts = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/i.exec(value);
+  // Each field within its range (Date.parse would take February 30 for March 2, 24:00 for the next day).
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = (parts ?? []).slice(1).map((p) => (p === undefined ? 0 : Number(p)));
+  const valid = parts !== null && month! >= 1 && month! <= 12 && day! >= 1 && day! <= new Date(Date.UTC(year!, month!, 0)).getUTCDate()
+    && hour! <= 23 && minute! <= 59 && second! <= 59 && offsetHours! <= 23 && offsetMinutes! <= 59;
+  const at = valid ? Date.parse(value) : NaN;
   if (Number.isNaN(at)) throw new UsageError(`--since must be a time ago (90m, 2h, 7d) or an RFC 3339 time with its offset (2026-11-02T09:00:00Z), got "${value}"`);
   return at;
 }

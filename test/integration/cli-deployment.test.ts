@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createEnvironment, createService, deploy, eventually, newRunner, ship, type RunnerClient } from '../support/deployments.js';
-import type { Actor } from '../support/harness.js';
+import { sql } from 'kysely';
+import { createEnvironment, createService, deploy, eventually, holding, lockWaiters, newRunner, ship, type RunnerClient } from '../support/deployments.js';
+import { TEST_DB, type Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { CLI_ENTRY, runCli, type CliResult, clientVariables } from '../support/processes.js';
 
@@ -321,6 +322,26 @@ describe('slipway deployment', () => {
     const capped = await runCli(['events', '--type', 'environment.created', '--since', '1h', '--limit', '5', '--json'], env);
     assert.deepEqual(ids(capped.stdout), [...made, ...later].slice(-5));
     assert.match(capped.stderr, /more events since then than --limit 5: these are the newest/);
+  });
+
+  it('slipway events --since finds events listed after older ones: those whose transactions waited', { skip: TEST_DB !== 'postgres' && 'SQLite commits in the order requests take their time' }, async () => {
+    const org = (await f.server.createOrg()).id;
+    const admin = await f.server.actor(org, 'admin');
+    const dev = await f.server.actor(org, 'developer');
+    const svc = await createService(dev.http, org);
+    const env = await createEnvironment(admin.http, org);
+    // Two deployments take their time, then wait for the environment's row; meanwhile another
+    // environment is made, and committed first.
+    const commit = await holding(f.server, (trx) => sql`select 1 from environments where id = ${env.id} for update`.execute(trx));
+    const waiting = [deploy(dev.http, org, { service: svc.id, environment: env.id }), deploy(dev.http, org, { service: svc.id, environment: env.id })];
+    await lockWaiters(f.server, 2);
+    await sleep(50);
+    const made = await createEnvironment(admin.http, org);
+    await commit();
+    await Promise.all(waiting);
+    const since = await runCli(['events', '--since', made.createdAt, '--limit', '1', '--json'], clientVariables(f.server.url, org, admin));
+    assert.equal(since.code, 0, since.stderr);
+    assert.deepEqual(since.stdout.trim().split('\n').map((l) => JSON.parse(l).subject.id), [made.id]);
   });
 
   it('refuses bad usage with exit 2 before calling anything', async () => {

@@ -19,10 +19,11 @@ describe('events --since', () => {
     assert.equal(sinceOf('2026-11-02T09:00:00Z', now), Date.parse('2026-11-02T09:00:00Z'));
     assert.equal(sinceOf('2026-11-02T09:00Z', now), Date.parse('2026-11-02T09:00:00Z'));
     assert.equal(sinceOf('2026-11-02T10:00:00.250+01:00', now), Date.parse('2026-11-02T09:00:00.250Z'));
+    assert.equal(sinceOf('2028-02-29T00:00:00Z', now), Date.parse('2028-02-29T00:00:00Z'));
   });
 
-  it('refuses what it cannot read for certain: no offset (whose local time?), a date alone, words, a future unit', () => {
-    for (const bad of ['2026-11-02T09:00:00', '2026-11-02', 'yesterday', '2w', '-2h', '2 h', '', '2026-13-02T09:00:00Z']) {
+  it('refuses what it cannot read for certain: no offset (whose local time?), a date alone, words, another unit, a day or an hour that does not exist', () => {
+    for (const bad of ['2026-11-02T09:00:00', '2026-11-02', 'yesterday', '2w', '-2h', '2 h', '', '2026-13-02T09:00:00Z', '2026-02-30T00:00:00Z', '2026-02-29T00:00:00Z', '2026-11-02T24:00:00Z', '2026-11-02T09:60:00Z', '2026-11-02T09:00:00+25:00']) {
       assert.throws(() => sinceOf(bad, now), UsageError, bad);
     }
   });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import { isUniqueViolation, openDatabase, type Database } from '../../src/platform/db/database.js';
+import { transaction as dryRunTransaction } from '../../src/platform/db/dry-run.js';
 import { SQLite } from '../../src/platform/db/sqlite-library.js';
 
 describe('SQLite group commit', () => {
@@ -152,6 +153,21 @@ describe('SQLite group commit', () => {
       assert.deepEqual(await sql`select id from parents`.execute(ownDb).then((r) => r.rows), []);
       await ownDb.transaction().execute((trx) => trx.insertInto('parents').values({ id: 'p2' }).execute());
       assert.equal(lost, 1, 'a group that commits tells nobody');
+
+      // A dry run in a group reads what the others wrote: it answers once that is durable, and
+      // fails with them when it is lost, never answering from writes that are gone.
+      const withDryRun = await Promise.allSettled([
+        ownDb.transaction().execute((trx) => trx.insertInto('parents').values({ id: 'p3' }).execute()),
+        ownDb.transaction().execute((trx) => trx.insertInto('children').values({ id: 'c2', parent: 'nobody' }).execute()),
+        dryRunTransaction(own.db, true, async (trx) => (await sql<{ id: string }>`select id from parents order by id`.execute(trx)).rows.map((r) => r.id)),
+      ]);
+      assert.deepEqual(withDryRun.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
+      // Alone, it answers what it read, and leaves nothing written.
+      assert.deepEqual(await dryRunTransaction(own.db, true, async (trx) => {
+        await sql`insert into parents (id) values ('p4')`.execute(trx);
+        return (await sql<{ id: string }>`select id from parents order by id`.execute(trx)).rows.map((r) => r.id);
+      }), ['p2', 'p4']);
+      assert.deepEqual(await sql`select id from parents`.execute(ownDb).then((r) => r.rows), [{ id: 'p2' }]);
     } finally {
       await own.close();
     }
