@@ -2,12 +2,12 @@
 // service user: the base URL, the organization and client credentials, from flags, SLIPWAY_*
 // variables or a credentials file (bootstrap.json, `service-user create --json`), in that order.
 import fs from 'node:fs';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 import { AppError, type FieldError } from '../platform/errors.js';
 import { RUNNER_VARIABLES } from '../platform/unknown-variables.js';
 import { isTransientStatus, parseJson, retryAfterMs, Unavailable, untilAvailable } from '../runner-agent/http-call.js';
 import { createTokenSource, requestWithToken, type ClientCredentials, type TokenSource } from '../runner-agent/token-source.js';
-import { commandLineError, UsageError } from './args.js';
+import { commandLineError, parseFlags, UsageError } from './args.js';
 
 /** The flags every API client takes, as node:util's parseArgs wants them. */
 export const API_CLIENT_FLAGS = {
@@ -171,11 +171,7 @@ export function commandFlags(argv: string[], options: NonNullable<ParseArgsConfi
     process.stdout.write(help);
     return null;
   }
-  try {
-    return parseArgs({ args: argv, options, allowPositionals: false, strict: true }).values as Flags;
-  } catch (error) {
-    throw commandLineError(error);
-  }
+  return parseFlags(argv, options).values as Flags;
 }
 
 const CALL_TIMEOUT_MS = 30_000;

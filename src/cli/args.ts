@@ -1,6 +1,6 @@
 // Flag parsing shared by every command: the command's own flags plus every configuration flag
 // (`--data-dir`, `--database-url`, …), so the CLI reaches the same database as `serve`.
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { TSchema } from '@sinclair/typebox';
 import { validationProblem, type AjvError } from '../http/error-handler.js';
 import { createValidatorCompiler } from '../http/validators.js';
@@ -74,18 +74,34 @@ export function printWarning(json: boolean, warning: string): void {
 }
 
 /**
+ * A command line's flags, strictly: no positional word, no unknown flag, and no flag that takes one
+ * value given twice (`--file a.json --file b.json`), which would keep the last and drop the others
+ * without a word; a flag declared `multiple` is given as often as wanted.
+ */
+export function parseFlags(args: string[], options: NonNullable<ParseArgsConfig['options']>): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
+  let result;
+  try {
+    result = parseArgs({ args, options, allowPositionals: false, strict: true, tokens: true });
+  } catch (error) {
+    throw commandLineError(error);
+  }
+  const seen = new Set<string>();
+  for (const token of result.tokens) {
+    if (token.kind !== 'option' || options[token.name]?.type !== 'string' || options[token.name]?.multiple === true) continue;
+    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once; it takes one value: give it once`);
+    seen.add(token.name);
+  }
+  return { values: result.values as Record<string, string | boolean | string[] | undefined>, positionals: result.positionals };
+}
+
+/**
  * The command's flags and the configuration's. Warns on stderr of a key given as a flag, and of
  * each SLIPWAY_* variable that no setting reads, unless `logsUnknownVariables`: `serve` puts those
  * in its log instead, once (not once in each of its workers).
  */
 export function parse(argv: string[], own: FlagSpec, env: Record<string, string | undefined>, options: { logsUnknownVariables?: boolean } = {}): Parsed {
-  let result;
-  try {
-    // No command takes positional arguments: a stray word is a mistake to report, not to ignore.
-    result = parseArgs({ args: argv, options: { ...CONFIG_FLAGS, ...own, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: false, strict: true });
-  } catch (error) {
-    throw commandLineError(error);
-  }
+  // No command takes positional arguments: a stray word is a mistake to report, not to ignore.
+  const result = parseFlags(argv, { ...CONFIG_FLAGS, ...own, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } });
   const values = result.values as Parsed['values'];
   for (const flag of ['master-key', 'master-key-previous']) {
     if (values[flag] === undefined) continue;

@@ -27,9 +27,9 @@ const SUBCOMMANDS = {
   versions: { ...COMMON, ...NAME },
   usage: { ...COMMON, ...NAME },
   import: { ...COMMON, ...NAME, 'from-file': { type: 'string' }, force: { type: 'boolean' }, 'dry-run': { type: 'boolean' } },
-  set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' } },
+  set: { ...COMMON, ...NAME, set: { type: 'string', multiple: true }, unset: { type: 'string', multiple: true }, 'from-file': { type: 'string' }, force: { type: 'boolean' } },
   reveal: { ...COMMON, ...NAME, version: { type: 'string' }, format: { type: 'string' } },
-  delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' }, 'ignore-not-found': { type: 'boolean' } },
+  delete: { ...COMMON, ...NAME, permanent: { type: 'boolean' }, 'ignore-not-found': { type: 'boolean' }, force: { type: 'boolean' } },
   restore: { ...COMMON, ...NAME, version: { type: 'string' } },
 } as const;
 type Subcommand = keyof typeof SUBCOMMANDS;
@@ -48,7 +48,8 @@ server and come back only from reveal (audited); nothing else prints them.
            key that a service or an environment takes by name, unless --force. --dry-run: says
            what it would do and which keys it would add, remove and change; nothing is changed
   set      gives some keys new values and removes others (--unset), keeping the rest; creates the
-           secret when it does not exist yet and nothing is removed
+           secret when it does not exist yet and nothing is removed. Refused, as import is, to
+           --unset a key that a service or an environment takes by name, unless --force
   reveal   prints the values as .env lines (--format env, the default), which import and set read
            back unchanged, or as a JSON object (--format json); --json prints the API's answer.
            A value with $, \` or ~ is single-quoted, which a shell or Compose reading the file
@@ -56,7 +57,8 @@ server and come back only from reveal (audited); nothing else prints them.
            \\$ and \\\` escaped, so that a shell sourcing the file runs and expands nothing (it
            keeps \\n and \\t as written: only a .env reader turns them back)
   delete   restorable by an admin for SLIPWAY_SECRET_RETENTION_DAYS; --permanent destroys every
-           version now (admin, owner). --ignore-not-found: none by that name (or, without
+           version now (admin, owner). Refused while a service or an environment takes it
+           (secret_in_use: their next deployment would fail), unless --force. --ignore-not-found: none by that name (or, without
            --permanent, one deleted already) is no refusal (exit 0, "nothing to delete")
   restore  brings back a deleted secret, or with --version N makes version N's values current again
 
@@ -211,7 +213,9 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       return 0;
     }
     case 'import': {
-      const inUse = flags.force === true ? null : await usedKeysRemoved(call, one, name, Object.keys(imported!));
+      const keeps = Object.keys(imported!);
+      const inUse = flags.force === true ? null : await inUseRefusal(call, one, (current) => current.keys.filter((key) => !keeps.includes(key)),
+        (removed) => `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove`, 'keep the keys in the file');
       if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       const dryRun = flags['dry-run'] === true;
       const answer = await call<{ secrets: Change[] }>('PUT', `${secrets}${dryRun ? '?dryRun=true' : ''}`, { secrets: [{ name, values: imported }] });
@@ -219,6 +223,14 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     }
     case 'set': {
       const { set, unset } = change!;
+      if (unset.length > 0) {
+        const inUse = flags.force === true ? null : await inUseRefusal(call, one, (current) => {
+          const missing = unset.filter((key) => !current.keys.includes(key));
+          if (missing.length > 0) printWarning(json, `secret ${name} has no key ${missing.join(', ')}: nothing to --unset there (its keys: ${current.keys.join(' ')})`);
+          return unset.filter((key) => current.keys.includes(key));
+        }, (removed) => `--unset would remove ${removed.join(', ')} of secret ${name}`, 'keep them');
+        if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
+      }
       try {
         return said(await call<Change>('PATCH', one, { ...(Object.keys(set).length > 0 ? { set } : {}), ...(unset.length > 0 ? { unset } : {}) }));
       } catch (error) {
@@ -237,6 +249,8 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     }
     case 'delete': {
       const permanent = flags.permanent === true;
+      const inUse = flags.force === true ? null : await inUseRefusal(call, one, () => 'all', () => `secret ${name} would be deleted`, '');
+      if (inUse !== null) return failed(json, 'secret_in_use', inUse.message, undefined, { usedBy: inUse.usedBy });
       // Deleted already (and restorable) is gone too, for a delete that is not permanent.
       const deleted = await deleteResource(call, `${one}${permanent ? '?permanent=true' : ''}`, { ignoreNotFound: flags['ignore-not-found'] === true, gone: permanent ? ['secret_not_found'] : ['secret_not_found', 'secret_deleted'] });
       if (json) printJson({ name, deleted, permanent });
@@ -250,12 +264,14 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
 }
 
 /**
- * An import removes the keys its file leaves out: one a service or an environment takes by name
- * would fail their next deployment (the key is gone from the version it pins). Refused before
- * anything is sent, naming who takes which, unless --force; a whole-secret reference takes what
- * there is, and is not in the way. Null when nothing is in the way.
+ * A change that removes keys a service or an environment takes by name (an import's file leaving
+ * them out, `set --unset`), or the whole secret (`delete`), would fail their next deployment: the
+ * key is gone from the version it pins, or the secret is. Refused before anything is sent, naming
+ * who takes what, unless --force; a whole-secret reference takes what keys there are, and is in
+ * the way of a delete only. `removing` says what the change removes of the secret as it is now
+ * ('all' for a delete). Null when nothing is in the way (or there is no such secret).
  */
-async function usedKeysRemoved(call: PatientCall, one: string, name: string, keeps: string[]): Promise<{ message: string; removed: string[]; usedBy: unknown[] } | null> {
+async function inUseRefusal(call: PatientCall, one: string, removing: (current: Metadata) => string[] | 'all', doing: (removed: string[]) => string, advice: string): Promise<{ message: string; removed: string[]; usedBy: unknown[] } | null> {
   let current: Metadata;
   try {
     current = await call<Metadata>('GET', one);
@@ -263,20 +279,20 @@ async function usedKeysRemoved(call: PatientCall, one: string, name: string, kee
     if (error instanceof AppError && error.status === 404) return null;
     throw error;
   }
-  const removed = current.keys.filter((key) => !keeps.includes(key));
-  if (removed.length === 0) return null;
+  const removed = removing(current);
+  if (removed !== 'all' && removed.length === 0) return null;
   const used = await call<SecretUsage>('GET', `${one}/usage`);
   const takers = [...used.services.map((s) => ({ kind: 'service', ...s })), ...used.environments.map((e) => ({ kind: 'environment', ...e }))]
     .flatMap((t) => {
-      // `KEY` or `KEY as NAME`.
-      const keys = (t.keys ?? []).filter((key) => removed.includes(key.split(' as ')[0]!));
+      // `KEY` or `KEY as NAME`; null: the whole secret.
+      const keys = removed === 'all' ? t.keys ?? ['(all keys)'] : (t.keys ?? []).filter((key) => removed.includes(key.split(' as ')[0]!));
       return keys.length > 0 ? [{ [t.kind]: t.name, keys }] : [];
     });
   if (takers.length === 0) return null;
   const who = takers.map((t) => `${t.service !== undefined ? `service ${String(t.service)}` : `environment ${String(t.environment)}`} takes ${t.keys.join(', ')}`).join('; ');
   return {
-    message: `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove, and ${who}: their next deployment would fail. Nothing was sent: keep the keys in the file, change what takes them first, or give --force`,
-    removed, usedBy: takers,
+    message: `${doing(removed === 'all' ? current.keys : removed)}, and ${who}: their next deployment would fail. Nothing was sent: ${advice !== '' ? `${advice}, ` : ''}change what takes ${removed === 'all' ? 'it' : 'them'} first, or give --force`,
+    removed: removed === 'all' ? current.keys : removed, usedBy: takers,
   };
 }
 

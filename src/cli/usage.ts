@@ -67,9 +67,9 @@ export const SECRET_USAGE = [
   'slipway secret list [--prefix P] [--deleted] [--json]',
   'slipway secret show|versions|usage --name N [--json]',
   'slipway secret import --name N --from-file FILE|- [--force] [--dry-run] [--json]',
-  'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--json]',
+  'slipway secret set --name N [--set K=V]… [--unset K]… [--from-file FILE|-] [--force] [--json]',
   'slipway secret reveal --name N [--version V] [--format env|json] [--json]',
-  'slipway secret delete --name N [--permanent] [--ignore-not-found] [--json]',
+  'slipway secret delete --name N [--permanent] [--ignore-not-found] [--force] [--json]',
   'slipway secret restore --name N [--version V] [--json]   (slipway secret --help)',
 ];
 

@@ -240,7 +240,7 @@ export const errors = {
    */
   unknownSecrets: (missing: string[], references: FieldError[] = [], missingKeys: FieldError[] = []) =>
     new AppError(422, 'unknown_secrets', 'Unknown secrets',
-      `${missing.length === 1 ? 'This secret does not exist, or is deleted,' : 'These secrets do not exist, or are deleted,'} in this organization: ${missing.join(', ')}.${missingKeys.length > 0 ? ` Besides, ${missingKeys.map((e) => e.message).join('; ')}.` : ''} Create ${missing.length === 1 ? 'it' : 'them'} first or fix the references.`,
+      `${missing.length === 1 ? 'This secret does not exist, or is deleted,' : 'These secrets do not exist, or are deleted,'} in this organization: ${missing.join(', ')}.${missingKeys.length > 0 ? ` Besides, ${missingKeys.map((e) => e.message).join('; ')}.` : ''} Create ${missing.length === 1 ? 'it' : 'them'} first, restore ${missing.length === 1 ? 'it if it is' : 'those'} deleted (POST …/secrets/{name}/restore; slipway secret restore --name NAME), or fix the references.`,
       { missing, ...(references.length > 0 ? { errors: references } : {}) }),
   /**
    * Pinned secret versions whose secret was deleted permanently or purged: whatever pinned them can

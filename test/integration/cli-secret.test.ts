@@ -170,6 +170,22 @@ describe('slipway secret', () => {
     assert.match(plain.stderr, /leaves out USER of secret used, which the import would remove, and environment staging takes USER: .*give --force\n$/);
     assert.equal(JSON.parse(await ok(viewer, ['show', '--name', 'used', '--json'])).version, 1);
     assert.equal(await ok(developer, ['import', '--name', 'used', '--from-file', '-', '--force'], `DB_PASSWORD=${sentinel}\nOTHER=x\n`), 'secret used: updated, version 2 (keys DB_PASSWORD OTHER; added OTHER, removed USER)\n');
+
+    // set --unset of a key a service takes: refused as an import is; a key it does not have is said.
+    const unsetting = await secretAs(developer, ['set', '--name', 'used', '--unset', 'DB_PASSWORD', '--unset', 'NOPE', '--json']);
+    assert.equal(unsetting.code, 1);
+    const lines = unsetting.stderr.trim().split('\n').map((l) => JSON.parse(l));
+    assert.equal(lines[0].level, 'warn');
+    assert.match(lines[0].msg, /secret used has no key NOPE: nothing to --unset there \(its keys: DB_PASSWORD OTHER\)/);
+    assert.deepEqual([lines[1].error.code, lines[1].error.removed, lines[1].error.usedBy], ['keys_in_use', ['DB_PASSWORD'], [{ service: 'api', keys: ['DB_PASSWORD as PASSWORD'] }]]);
+    assert.equal(JSON.parse(await ok(viewer, ['show', '--name', 'used', '--json'])).version, 2);
+    // A delete of a secret something takes by name: refused (its next deployment would fail), unless --force.
+    const deleting = await secretAs(developer, ['delete', '--name', 'used']);
+    assert.equal(deleting.code, 1);
+    assert.match(deleting.stderr, /^slipway: secret used would be deleted, and service api takes DB_PASSWORD as PASSWORD; environment staging takes USER: their next deployment would fail\. Nothing was sent: change what takes it first, or give --force\n$/);
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/services/api`, { spec: { command: ['x'], secrets: [{ secret: 'used' }] } })).status, 200);
+    assert.match((await secretAs(developer, ['delete', '--name', 'used'])).stderr, /service api takes \(all keys\)/);
+    assert.equal(JSON.parse(await ok(viewer, ['show', '--name', 'used', '--json'])).version, 2);
     const missing = await secretAs(viewer, ['usage', '--name', 'no-such-secret']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /no-such-secret/);

@@ -43,6 +43,11 @@ describe('slipway CLI: usage, help and errors', () => {
       [['frobnicate'], /unknown command "frobnicate"/],
       // The runner takes no --json: its refusal is a line like any other of its usage errors.
       [['runner', '--json'], /^slipway: Unknown option '--json'/],
+      // A flag of one value given twice would drop one of them without a word.
+      [['org', 'create', '--slug', 'a', '--slug', 'b', '--name', 'y'], /^slipway: --slug is given more than once; it takes one value: give it once$/],
+      [['service', 'apply', '--file', 'a.json', '--file', 'b.json'], /^slipway: --file is given more than once/],
+      [['deploy', '--service', 'a', '--service', 'b', '--environment', 'e'], /^slipway: --service is given more than once/],
+      [['deployment', 'active', '--environment=staging', '--environment', 'production'], /^slipway: --environment is given more than once/],
       // What the API would refuse, the CLI refuses too, naming the flag.
       [['org', 'create', '--slug', 'Has Space/x', '--name', 'y'], /^slipway: --slug must match /],
       [['org', 'create', '--slug', 'ok-slug', '--name', 'x'.repeat(300)], /^slipway: --name /],
