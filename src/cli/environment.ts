@@ -104,10 +104,15 @@ export async function environmentCommand(argv: string[], env: Record<string, str
       return 0;
     }
     default: {
+      // Whether an unlock undid a lock, or found none: read first, as the answer is the same.
+      const wasLocked = sub === 'unlock' ? (await call<Environment>('GET', path)).lock : null;
       const answer = sub === 'show' ? await call<Environment>('GET', path)
         : sub === 'lock' ? await call<Environment>('PUT', `${path}/lock`, { reason })
           : await call<Environment>('DELETE', `${path}/lock`);
       if (json) printJson(answer);
+      else if (sub === 'unlock') {
+        process.stdout.write(`${printable(wasLocked !== null ? `environment ${answer.name}: unlocked (locked since ${wasLocked.lockedAt}: ${wasLocked.reason})` : `environment ${answer.name}: not locked; nothing to unlock`)}\n`);
+      }
       else if (sub === 'show') {
         printFields({
           name: answer.name, id: answer.id, protected: answer.protected,

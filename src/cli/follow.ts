@@ -171,7 +171,11 @@ export async function waitForEnd(f: Follower, deployment: FollowedDeployment, wa
     throw error;
   }
   if (json) printJson(final);
-  if (final.state === 'succeeded' || final.state === 'superseded') return 0;
+  if (final.state === 'succeeded' || final.state === 'superseded') {
+    // Said, as a failure is: the log's last line is the runner's, which need not say how it ended.
+    if (!json) process.stderr.write(`slipway: deployment ${final.id} succeeded${final.state === 'superseded' ? ', and a later one has replaced it since' : ''}\n`);
+    return 0;
+  }
   return failed(json, `deployment_${final.state}`, `deployment ${final.id} ${final.state}${final.reason ? `: ${final.reason}` : ''}`, final.id);
 }
 

@@ -191,7 +191,8 @@ describe('slipway deploy', () => {
 
     const unlocked = await environment(f.admin, ['unlock', '--environment', frozen.name]);
     assert.equal(unlocked.code, 0, unlocked.stderr);
-    assert.equal(unlocked.stdout, `environment ${frozen.name}: not locked\n`);
+    assert.match(unlocked.stdout, new RegExp(`^environment ${frozen.name}: unlocked \\(locked since \\S+: release freeze\\)\\n$`));
+    assert.equal((await environment(f.admin, ['unlock', '--environment', frozen.name])).stdout, `environment ${frozen.name}: not locked; nothing to unlock\n`);
     assert.match((await environment(developer, ['show', '--environment', frozen.name])).stdout, /^lock +none$/m);
 
     // A reason is shown as written, its control characters too, but never sent to the terminal as such.

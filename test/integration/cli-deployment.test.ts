@@ -116,7 +116,7 @@ describe('slipway deployment', () => {
       const waited = await waiting;
       assert.equal(waited.code, outcome === 'succeeded' ? 0 : 1, waited.stderr);
       assert.match(waited.stderr, new RegExp(`starting ${outcome}`));
-      if (outcome === 'failed') assert.match(waited.stderr, new RegExp(`deployment ${made.id} failed: it would not start\\n$`));
+      assert.match(waited.stderr, new RegExp(outcome === 'failed' ? `deployment ${made.id} failed: it would not start\\n$` : `\nslipway: deployment ${made.id} succeeded\\n$`));
     }
     const queued = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name, revision: 'later' });
     const timedOut = await as(viewer, ['wait', '--id', queued.id, '--timeout', '1', '--json']);
