@@ -82,6 +82,23 @@ describe('environment locks', () => {
     assert.equal(events[2].data.replaced.reason, 'incident 42: hands off production');
   });
 
+  it('leaves a locked environment, and what serves in it, as they are: no deletion of it, nor of a service serving there, until it is unlocked', async () => {
+    const svc = await createService(f.developer.http, f.orgId);
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id });
+    assert.equal((await f.admin.http.put(lockPath(env), { reason: 'incident 43' })).status, 200);
+    const byEnvironment = assertProblem(await f.admin.http.delete(`/v1/orgs/${f.orgId}/environments/${env.id}?force=true`), 409, 'environment_locked');
+    assert.match(String(byEnvironment.detail), /no one may delete it until an admin or owner unlocks it/);
+    const byService = assertProblem(await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${svc.id}?force=true`), 409, 'environment_locked');
+    assert.match(String(byService.detail), new RegExp(`no one may stop what serves in it \\(deleting service "${svc.name}" would\\)`));
+    assert.equal((await f.viewer.http.get(`/v1/orgs/${f.orgId}/services/${svc.id}`)).status, 200);
+    assert.equal((await f.viewer.http.get(`/v1/orgs/${f.orgId}/environments/${env.id}`)).status, 200);
+
+    assert.equal((await f.admin.http.delete(lockPath(env))).status, 200);
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${svc.id}?force=true`)).status, 204);
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/environments/${env.id}`)).status, 204);
+  });
+
   it('answers 404 for an environment that is not there, in this organization or any', async () => {
     const env = await createEnvironment(f.admin.http, f.orgId);
     const otherOrg = (await f.server.createOrg()).id;

@@ -15,8 +15,8 @@ export interface DeploymentOwner<R extends { id: string; name: string } = { id: 
   kind: 'environment' | 'service';
   load(executor: Executor, orgId: string, idOrName: string): Promise<R>;
   delete(executor: Executor, id: string): Promise<void>;
-  /** Refuses the deletion of what was loaded, before anything is changed (a precondition, say). */
-  check?: (row: R) => void;
+  /** Refuses the deletion of what was loaded, before anything is changed (a precondition, a lock). */
+  check?: (row: R, executor: Executor) => void | Promise<void>;
   /** Refuse while a deployment serves (succeeded) too: what runs there would stop, and its rollback targets go. */
   refuseServing?: boolean;
 }
@@ -48,7 +48,7 @@ export async function deleteWithDeployments<R extends { id: string; name: string
   try {
     await db.transaction().execute(async (trx) => {
       const row = await owner.load(trx, orgId, idOrName);
-      owner.check?.(row);
+      await owner.check?.(row, trx);
       const blocking = await deploymentsRepo.withStates(trx, column, row.id, owner.refuseServing ? [...UNFINISHED_STATES, 'succeeded'] : UNFINISHED_STATES, 20);
       if (blocking.length > 0) throw inUse(kind, row.name, blocking);
       const serving = owner.refuseServing ? [] : await deploymentsRepo.withStates(trx, column, row.id, ['succeeded'], MAX_SERVING_LISTED);

@@ -48,6 +48,14 @@ export const environmentsRepo = {
     return row;
   },
 
+  /** A locked environment in which a deployment of `serviceId` serves, if there is one. */
+  async lockedWhereServing(db: Executor, serviceId: string): Promise<EnvironmentRow | undefined> {
+    return db.selectFrom('environments').selectAll('environments')
+      .innerJoin('deployments', 'deployments.environment_id', 'environments.id')
+      .where('deployments.service_id', '=', serviceId).where('deployments.state', '=', 'succeeded').where('environments.locked_at', 'is not', null)
+      .limit(1).executeTakeFirst();
+  },
+
   /** Those of `idsOrNames` that exist, by id or by name. */
   async findManyInOrg(db: Executor, orgId: string, idsOrNames: string[]): Promise<EnvironmentRow[]> {
     if (idsOrNames.length === 0) return [];

@@ -59,7 +59,7 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
     schema: {
       tags,
       summary: 'Lock an environment: no deployment into it until it is unlocked (a deploy freeze)',
-      description: 'While it is locked, creating a deployment into it, rolling back to one of its deployments and promoting into it are refused for everyone (409 `environment_locked`, with `lock`), until an admin or owner unlocks it. What is queued or running in it when it is locked goes on (cancel it if it must not), and cancelling stays open. Locking it again with another `reason` says why anew (`environment.locked` again); with the same reason it changes nothing. Once this answers, no deployment into it is created, on any node.',
+      description: 'While it is locked, creating a deployment into it, rolling back to one of its deployments, promoting into it, deleting it and deleting a service that serves in it are refused for everyone (409 `environment_locked`, with `lock`), until an admin or owner unlocks it. What is queued or running in it when it is locked goes on (cancel it if it must not), and cancelling stays open. Locking it again with another `reason` says why anew (`environment.locked` again); with the same reason it changes nothing. Once this answers, no deployment into it is created, on any node.',
       params: EnvironmentParams,
       body: LockEnvironmentBody,
       response: { 200: EnvironmentSchema },
@@ -82,7 +82,7 @@ export function environmentsRoutes(app: App, deps: { environments: EnvironmentsS
     schema: {
       tags,
       summary: 'Delete an environment and its finished deployments',
-      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Also refused while a service serves in it (an active, succeeded deployment), unless `force=true`: the runners then stop what runs there, and the `environment.deleted` event names those deployments (`stoppedServing`). Finished deployments and their logs are deleted with it; the event log keeps their record.',
+      description: 'Refused (409 `environment_in_use`, listing them) while a deployment into it is queued or in progress: cancel those first. Also refused while a service serves in it (an active, succeeded deployment), unless `force=true`: the runners then stop what runs there, and the `environment.deleted` event names those deployments (`stoppedServing`). Finished deployments and their logs are deleted with it; the event log keeps their record. A locked environment is not deleted (409 `environment_locked`): unlock it first.',
       params: EnvironmentParams,
       querystring: DeleteEnvironmentQuery,
       response: { 204: { type: 'null', description: 'Deleted' }, ...problems(409) },

@@ -202,7 +202,10 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
      * service serves in it; its finished deployments go with it.
      */
     async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
-      await deleteWithDeployments(db, deps.dialect, ctx, orgId, idOrName, { kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force });
+      // A locked environment is left as it is, deployments and all, until it is unlocked.
+      await deleteWithDeployments(db, deps.dialect, ctx, orgId, idOrName, {
+        kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force, check: (row) => assertUnlocked(row, 'delete it'),
+      });
     },
   };
 }

@@ -12,6 +12,8 @@ import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { checkExpected, type Expected } from '../../platform/etags.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
 import { byName, configurationSummary, normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
+import { assertUnlocked } from '../environments/environments.service.js';
+import { environmentsRepo } from '../environments/environments.repo.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
 import type { Service, ServiceSpec, ServiceSpecInput } from './services.schemas.js';
 import { nowIso } from '../../platform/clock.js';
@@ -148,7 +150,12 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
     async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean; expected?: Expected } = { force: false }): Promise<void> {
       await deleteWithDeployments(db, deps.dialect, ctx, orgId, idOrName, {
         kind: 'service', load: loadForChange, delete: servicesRepo.delete, refuseServing: !opts.force,
-        check: (row) => checkExpected(tagOf(row), opts.expected),
+        check: async (row, executor) => {
+          checkExpected(tagOf(row), opts.expected);
+          // What serves in a locked environment stays, as everything else there does, until it is unlocked.
+          const locked = opts.force ? await environmentsRepo.lockedWhereServing(executor, row.id) : undefined;
+          if (locked !== undefined) assertUnlocked(locked, `stop what serves in it (deleting service "${row.name}" would)`);
+        },
       });
     },
   };
