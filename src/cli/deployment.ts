@@ -199,7 +199,7 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
       else {
         printTable(serving.map((d) => ({
           service: d.service.name, revision: d.revision ?? '', deployment: d.id, since: d.finishedAt !== undefined ? ago(d.finishedAt) : '',
-          process: d.process !== undefined ? processLine(d.process) : 'not reported',
+          process: d.process !== undefined ? processLine(d.process) : 'no runner reports it (none yet, or its runner let it go)',
         })), ['service', 'revision', 'deployment', 'since', 'process']);
       }
       return 0;
