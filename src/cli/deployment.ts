@@ -320,7 +320,7 @@ async function servedBefore(session: ReturnType<typeof deploymentSession>, signa
   const coming = await list('queued', 'in_progress');
   if (coming !== undefined) {
     throw new Refused('deployment_in_flight', `${label(coming)} is ${coming.state === 'queued' ? 'queued' : 'in progress'} for ${service} in ${environment}, so what serves there is about to change: `
-      + `wait for it (slipway deployment logs --id ${coming.id} --follow) or cancel it, then roll back, or name the deployment to roll back to with --to; nothing was created`);
+      + `wait for it (slipway deployment wait --id ${coming.id}) or cancel it, then roll back, or name the deployment to roll back to with --to; nothing was created`);
   }
   const current = await list('succeeded');
   const before = await list('superseded');

@@ -10,6 +10,7 @@ import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSet
 import { printWarning, UsageError } from './args.js';
 import { failed } from './follow.js';
 import { flagTable, printFields, printJson, printTable } from './output.js';
+import { SECRET_NAME_PATTERN, SecretName } from '../modules/secrets/secrets.schemas.js';
 import { SECRET_USAGE } from './usage.js';
 
 /** How long a call is tried again while the server is unavailable. */
@@ -91,6 +92,8 @@ function keyChangesOf(change: Change): string {
 function named(flags: Flags): string {
   const name = flags.name;
   if (typeof name !== 'string' || name === '') throw new UsageError('--name is required: the secret\'s name');
+  // As the API names secrets: refused here, naming the flag, rather than by the API pointing at its path.
+  if (!new RegExp(SECRET_NAME_PATTERN).test(name)) throw new UsageError(`--name must be a secret's name: ${SecretName.description}`);
   return name;
 }
 

@@ -212,6 +212,8 @@ describe('slipway secret', () => {
     for (const [args, message, input] of [
       [['import', '--name', 'x', '--from-file', broken], /is not \.env text, nothing was sent: line 2 is not KEY=value; line 3 has a quote that is not closed.*; line 4 sets GOOD again \(first on line 1\)/],
       [['import', '--name', 'x', '--from-file', '-'], /standard input holds no KEY=value line/, '# only a comment\n'],
+      [['import', '--name', 'bad name', '--from-file', '-'], /^slipway: --name must be a secret's name: letters, digits/, 'A=1\n'],
+      [['show', '--name', '../etc'], /^slipway: --name must be a secret's name/],
       [['import', '--name', 'x', '--from-file', path.join(dir, 'missing.env')], /cannot read it \(ENOENT\)/],
       [['import', '--name', 'x'], /--from-file FILE is required/],
       [['set', '--name', 'x'], /nothing to change/],
