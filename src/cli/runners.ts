@@ -62,7 +62,8 @@ export async function runnersCommand(argv: string[], env: Record<string, string 
   }
   printTable(runners.map((r) => ({
     host: r.host,
-    state: r.stoppedAt !== null ? 'offline (stopped)' : r.state,
+    // A server older than stop notices says nothing of them (no `stoppedAt`).
+    state: typeof r.stoppedAt === 'string' ? 'offline (stopped)' : r.state,
     service_user: r.serviceUser.name,
     hostname: r.hostname ?? '',
     environments: r.environments === null ? 'all' : r.environments.map((e) => e.name).join(' '),

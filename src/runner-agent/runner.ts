@@ -266,8 +266,19 @@ export function createRunner(options: RunnerOptions): Runner {
     try {
       // The last batch says it stops (the only one, with nothing to let go).
       for (let i = 0; i === 0 || i < ids.length; i += SERVING_MAX_IDS) {
+        const batch = ids.slice(i, i + SERVING_MAX_IDS);
         const last = i + SERVING_MAX_IDS >= ids.length;
-        await client.release({ host, deployments: ids.slice(i, i + SERVING_MAX_IDS), ...(stopNotice && last ? { stopping: true } : {}) }, budget);
+        if (!(stopNotice && last)) {
+          await client.release({ host, deployments: batch }, budget);
+          continue;
+        }
+        await client.release({ host, deployments: batch, stopping: true }, budget).catch(async (error: unknown) => {
+          // A node older than the one that said it takes the notice (during an upgrade) refuses the
+          // field: the deployments are let go all the same, and the notice goes unsaid.
+          if (!(error instanceof Refused && error.status === 400)) throw error;
+          logger.warn({ err: { status: error.status, code: error.code } }, 'the server refused the notice that this runner stops (a node older than this runner, during an upgrade?): it is listed offline once the host timeout has passed');
+          if (batch.length > 0) await client.release({ host, deployments: batch }, budget);
+        });
       }
       if (ids.length > 0) logger.info({ deployments: ids.length }, 'let go of the deployments whose processes it stopped: another runner may take them over');
     } catch (error) {

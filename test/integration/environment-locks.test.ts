@@ -89,6 +89,8 @@ describe('environment locks', () => {
     assert.equal((await f.admin.http.put(lockPath(env), { reason: 'incident 43' })).status, 200);
     const byEnvironment = assertProblem(await f.admin.http.delete(`/v1/orgs/${f.orgId}/environments/${env.id}?force=true`), 409, 'environment_locked');
     assert.match(String(byEnvironment.detail), /no one may delete it until an admin or owner unlocks it/);
+    // Without force too: the lock is what to lift first, not the force to give.
+    assertProblem(await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${svc.id}`), 409, 'environment_locked');
     const byService = assertProblem(await f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${svc.id}?force=true`), 409, 'environment_locked');
     assert.match(String(byService.detail), new RegExp(`no one may stop what serves in it \\(deleting service "${svc.name}" would\\)`));
     assert.equal((await f.viewer.http.get(`/v1/orgs/${f.orgId}/services/${svc.id}`)).status, 200);

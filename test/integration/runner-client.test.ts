@@ -367,6 +367,30 @@ describe('runner token source and protocol client', () => {
     assert.ok(seen.length > 1 && seen.every((s) => !JSON.stringify(s).includes('"host"') && (s as { serving?: unknown }).serving === undefined), JSON.stringify(seen));
   });
 
+  it('lets its deployments go when it stops though the node that answers refuses the stop notice (an older one, mid-upgrade)', async () => {
+    const releases: Array<{ deployments: number; stopping: boolean; refused: boolean }> = [];
+    const mixed = (real: ProtocolClient): ProtocolClient => ({
+      ...real,
+      async release(body, signal) {
+        const refused = body.stopping !== undefined;
+        releases.push({ deployments: body.deployments.length, stopping: body.stopping === true, refused });
+        if (refused) throw new Refused(400, 'invalid_request', 'release was refused (400): /stopping is not a known field.');
+        return real.release(body, signal);
+      },
+    });
+    const { env, svc, stop } = await runnerOn(mixed, { reconcileSeconds: 1 });
+    const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    assert.equal((await settled(f.developer.http, f.orgId, d.id)).state, 'succeeded');
+    await eventually('the server to know where it runs', async () => {
+      const row = await f.server.core.db.selectFrom('deployments').select('host_id').where('id', '=', d.id).executeTakeFirstOrThrow();
+      return row.host_id !== null ? true : undefined;
+    });
+    await stop();
+    assert.deepEqual(releases, [{ deployments: 1, stopping: true, refused: true }, { deployments: 1, stopping: false, refused: false }]);
+    const row = await f.server.core.db.selectFrom('deployments').select('host_seen_at').where('id', '=', d.id).executeTakeFirstOrThrow();
+    assert.equal(row.host_seen_at, null, 'let go of, for another runner to adopt at once');
+  });
+
   for (const older of ['processes', 'addresses'] as const) {
     it(`reports what it runs, with as much as it can, to a node that refuses ${older === 'processes' ? 'how its processes are doing' : 'where they answer'} (an older one, mid-upgrade)`, async () => {
       // Every report sent, in order: refused (it carried what that node does not know) or answered.

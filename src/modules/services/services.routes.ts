@@ -85,7 +85,7 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
     schema: {
       tags,
       summary: 'Delete a service and its finished deployments',
-      description: 'Refused (409 `service_in_use`, listing them) while a deployment of it is queued or in progress: cancel those first. Also refused while it serves (an active, succeeded deployment), unless `force=true`: the runners then stop its processes, and the `service.deleted` event names those deployments (`stoppedServing`). Finished deployments and their logs are deleted with it; the event log keeps their record. With `force=true`, refused (409 `environment_locked`) while it serves in a locked environment: what serves there stays until it is unlocked. Honours If-Match.',
+      description: 'Refused (409 `service_in_use`, listing them) while a deployment of it is queued or in progress: cancel those first. Also refused while it serves (an active, succeeded deployment), unless `force=true`: the runners then stop its processes, and the `service.deleted` event names those deployments (`stoppedServing`). Finished deployments and their logs are deleted with it; the event log keeps their record. Refused (409 `environment_locked`) while it serves in a locked environment, with `force=true` or without: what serves there stays until it is unlocked. Honours If-Match.',
       params: ServiceParams,
       querystring: DeleteServiceQuery,
       headers: IfMatchHeaders,

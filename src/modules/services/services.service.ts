@@ -152,8 +152,9 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
         kind: 'service', load: loadForChange, delete: servicesRepo.delete, refuseServing: !opts.force,
         check: async (row, executor) => {
           checkExpected(tagOf(row), opts.expected);
-          // What serves in a locked environment stays, as everything else there does, until it is unlocked.
-          const locked = opts.force ? await environmentsRepo.lockedWhereServing(executor, row.id) : undefined;
+          // What serves in a locked environment stays, as everything else there does, until it is
+          // unlocked: said first, before "it serves, give force", which the lock would then refuse.
+          const locked = await environmentsRepo.lockedWhereServing(executor, row.id);
           if (locked !== undefined) assertUnlocked(locked, `stop what serves in it (deleting service "${row.name}" would)`);
         },
       });
