@@ -59,8 +59,9 @@ server and come back only from reveal (audited); nothing else prints them.
            keeps \\n and \\t as written: only a .env reader turns them back)
   delete   restorable by an admin for SLIPWAY_SECRET_RETENTION_DAYS; --permanent destroys every
            version now (admin, owner). Refused while a service or an environment takes it
-           (secret_in_use: their next deployment would fail), unless --force. --ignore-not-found: none by that name (or, without
-           --permanent, one deleted already) is no refusal (exit 0, "nothing to delete")
+           (secret_in_use: their next deployment would fail), unless --force.
+           --ignore-not-found: none by that name (or, without --permanent, one deleted
+           already) is no refusal (exit 0, "nothing to delete")
   restore  brings back a deleted secret, or with --version N makes version N's values current again
 
 .env files follow dotenv's rules: KEY=value lines, \`export\` allowed, # comments, single quotes as
