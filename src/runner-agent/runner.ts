@@ -54,6 +54,14 @@ export const RECONCILE_DEFAULT_SECONDS = 15;
 /** How long a stopping runner tries to tell the server that it let its deployments go. */
 const RELEASE_BUDGET_MS = 5_000;
 
+/**
+ * A 400 to a request carrying something the adopt answer said the server takes: during a rolling
+ * upgrade, a node older than that one refused the field. The request then goes again with less.
+ */
+function refusedByOlderNode(error: unknown): error is Refused {
+  return error instanceof Refused && error.status === 400;
+}
+
 export function createRunner(options: RunnerOptions): Runner {
   const { client, logger } = options;
   const processes = new ProcessTable();
@@ -131,7 +139,7 @@ export function createRunner(options: RunnerOptions): Runner {
    * an adopt answer says again that the server takes it.
    */
   function olderNodeRefusedDetails(error: unknown): boolean {
-    if (Object.keys(details).length === 0 || !(error instanceof Refused && error.status === 400)) return false;
+    if (Object.keys(details).length === 0 || !refusedByOlderNode(error)) return false;
     details = {};
     logger.warn({ err: { status: error.status, code: error.code } }, 'the server refused this runner\'s host name and version (a node older than this runner, during an upgrade?): asking again without them');
     return true;
@@ -219,7 +227,7 @@ export function createRunner(options: RunnerOptions): Runner {
       try {
         return await client.serving(report, stopping.signal);
       } catch (error) {
-        if (report.processes === undefined || !(error instanceof Refused && error.status === 400)) throw error;
+        if (report.processes === undefined || !refusedByOlderNode(error)) throw error;
         const addressed = report.processes.some((p) => p.address !== undefined);
         logger.warn({ err: { status: error.status, code: error.code } }, addressed
           ? 'the server refused where the processes answer (a node older than this runner, during an upgrade?): reporting them without it'
@@ -267,18 +275,16 @@ export function createRunner(options: RunnerOptions): Runner {
       // The last batch says it stops (the only one, with nothing to let go).
       for (let i = 0; i === 0 || i < ids.length; i += SERVING_MAX_IDS) {
         const batch = ids.slice(i, i + SERVING_MAX_IDS);
-        const last = i + SERVING_MAX_IDS >= ids.length;
-        if (!(stopNotice && last)) {
-          await client.release({ host, deployments: batch }, budget);
-          continue;
-        }
-        await client.release({ host, deployments: batch, stopping: true }, budget).catch(async (error: unknown) => {
+        const stopping = stopNotice && i + SERVING_MAX_IDS >= ids.length;
+        try {
+          await client.release({ host, deployments: batch, ...(stopping ? { stopping: true } : {}) }, budget);
+        } catch (error) {
           // A node older than the one that said it takes the notice (during an upgrade) refuses the
           // field: the deployments are let go all the same, and the notice goes unsaid.
-          if (!(error instanceof Refused && error.status === 400)) throw error;
+          if (!stopping || !refusedByOlderNode(error)) throw error;
           logger.warn({ err: { status: error.status, code: error.code } }, 'the server refused the notice that this runner stops (a node older than this runner, during an upgrade?): it is listed offline once the host timeout has passed');
           if (batch.length > 0) await client.release({ host, deployments: batch }, budget);
-        });
+        }
       }
       if (ids.length > 0) logger.info({ deployments: ids.length }, 'let go of the deployments whose processes it stopped: another runner may take them over');
     } catch (error) {
