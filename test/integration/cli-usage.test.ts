@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { tempDir, testDatabase } from '../support/harness.js';
+import { NO_DATABASE, tempDir, testDatabase } from '../support/harness.js';
 import { CLI_ENTRY, runCli } from '../support/processes.js';
 
 describe('slipway CLI: usage, help and errors', () => {
@@ -32,7 +32,7 @@ describe('slipway CLI: usage, help and errors', () => {
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('reports bad usage with exit 2 and one clear line, before touching anything', async () => {
+  it('reports bad usage with exit 2 and one clear line, before touching anything', { skip: NO_DATABASE }, async () => {
     const cases: Array<[string[], RegExp]> = [
       [['org', 'create', '--slug', 'x'], /--name is required/],
       [['org', 'create', '--slug', 'x', '--name', 'y', 'stray'], /Unexpected argument 'stray'/],
@@ -164,7 +164,7 @@ describe('slipway CLI: usage, help and errors', () => {
     }
   });
 
-  it('prints help for --help on every command rather than running it, and refusals as JSON with --json', async () => {
+  it('prints help for --help on every command rather than running it', { skip: NO_DATABASE }, async () => {
     const empty = tempDir('slipway-cli-help-');
     try {
       // --help wins, after a flag the command does not know too.
@@ -186,6 +186,9 @@ describe('slipway CLI: usage, help and errors', () => {
     } finally {
       fs.rmSync(empty, { recursive: true, force: true });
     }
+  });
+
+  it('prints refusals as JSON with --json', async () => {
     const missing = await runCli(['service-user', 'list', '--org', 'no-such-org', '--json'], env);
     assert.equal(missing.code, 1);
     assert.equal(missing.stdout, '');
@@ -196,7 +199,7 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.deepEqual(JSON.parse(usage.stderr), { error: { code: 'usage', message: '--slug is required' } });
   });
 
-  it('says its version, and the Node.js it runs on', async () => {
+  it('says its version, and the Node.js it runs on', { skip: NO_DATABASE }, async () => {
     const { version } = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
     for (const word of ['--version', '-v', 'version']) {
       const result = await runCli([word], {});
@@ -206,7 +209,7 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.deepEqual(JSON.parse((await runCli(['version', '--json'], {})).stdout), { version, node: process.versions.node });
   });
 
-  it('refuses a data directory that cannot be made (a link to nowhere, as an unmounted volume) with exit 2 naming it', async () => {
+  it('refuses a data directory that cannot be made (a link to nowhere, as an unmounted volume) with exit 2 naming it', { skip: NO_DATABASE }, async () => {
     const dir = tempDir('slipway-dangling-');
     fs.symlinkSync(path.join(dir, 'not-mounted'), path.join(dir, 'volume'));
     try {
@@ -229,7 +232,7 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.equal(code, 0);
   });
 
-  it('lists every command in its help', async () => {
+  it('lists every command in its help', { skip: NO_DATABASE }, async () => {
     const help = await runCli(['--help'], {});
     assert.equal(help.code, 0);
     assert.match(help.stdout, /slipway keys status\|rotate-master\|rotate-signing\|revoke-signing\b/);
@@ -239,7 +242,7 @@ describe('slipway CLI: usage, help and errors', () => {
     }
   });
 
-  it('says which commands are API clients, which take no server setting such as --data-dir (help and README)', async () => {
+  it('says which commands are API clients, which take no server setting such as --data-dir (help and README)', { skip: NO_DATABASE }, async () => {
     const readme = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
     const sentence = /^Environment variables, each also a flag of every command but (.*)$/m.exec(readme)?.[1] ?? '';
     const help = (await runCli(['--help'], {})).stdout;

@@ -15,6 +15,12 @@ import type { CredentialsT, ServiceUser } from '../../src/modules/service-users/
 
 export const TEST_DB = (process.env.SLIPWAY_TEST_DB ?? 'sqlite') as 'sqlite' | 'postgres';
 
+/**
+ * The skip option of a test that reads no database (usage errors, help, the version): it runs
+ * once, in the SQLite suite, rather than again beside PostgreSQL.
+ */
+export const NO_DATABASE = TEST_DB === 'sqlite' ? false : 'reads no database: runs in the SQLite suite only';
+
 interface PostgresScript {
   createDatabase(adminUrl: string, name: string): Promise<string>;
   dropDatabase(adminUrl: string, name: string): Promise<void>;
