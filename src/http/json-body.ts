@@ -274,7 +274,7 @@ function refuseAmbiguities(text: string, value: unknown, escaped: boolean): void
 }
 
 /** The charset parameter of a Content-Type, lowercased, or undefined when it has none. */
-function charsetOf(contentType: string | undefined): string | undefined {
+export function charsetOf(contentType: string | undefined): string | undefined {
   const match = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType ?? '');
   return match === null ? undefined : (match[1] ?? match[2])!.toLowerCase();
 }

@@ -128,7 +128,10 @@ function declareHeaders(op: Operation): void {
     if (status === '401') add('WWW-Authenticate');
     if (status === '415') add('Accept-Encoding');
     if (oauth) add('Cache-Control');
-    if (idempotent && status.startsWith('2')) add('Idempotent-Replayed');
+    // Kept and replayed: successes and refusals of the request itself; not a failure on the
+    // server's side, a refusal of the caller (401, 403: a retry with a new token must run) or a
+    // rate limit (met before the key is looked at).
+    if (idempotent && (status.startsWith('2') || (status.startsWith('4') && !['401', '403', '429'].includes(status)))) add('Idempotent-Replayed');
   }
 }
 

@@ -42,7 +42,7 @@ export const ProblemSchema = Type.Object({
 
 export const PageQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT })),
-  cursor: Type.Optional(Type.String({ maxLength: 500, description: 'The `nextCursor` of the previous page, valid only with the filters it was made with.' })),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'The `nextCursor` of the previous page, valid only with the filters it was made with.' })),
 });
 
 /**
@@ -73,7 +73,9 @@ export function optionalBody<T extends TObject>(schema: T) {
   return Type.Unsafe<Static<T> | null>({ ...schema, type: ['object', 'null'], description: `${schema.description ?? ''} The body may be omitted.`.trim() });
 }
 
-export const OrgIdParam = Type.String({ minLength: 1, maxLength: 64, description: 'Organization id (`org_…`) or slug.' });
+/** The longest organization id or slug a path takes. */
+export const ORG_PARAM_MAX = 64;
+export const OrgIdParam = Type.String({ minLength: 1, maxLength: ORG_PARAM_MAX, description: 'Organization id (`org_…`) or slug.' });
 export const OrgParams = Type.Object({ orgId: OrgIdParam });
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC with milliseconds.' });

@@ -27,6 +27,7 @@ import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.j
 import type { RateLimiter } from './rate-limit.js';
 import { endOfTurn } from './end-of-turn.js';
 import { ANONYMOUS_ACTOR_ID } from '../platform/context.js';
+import { ORG_PARAM_MAX } from './schemas.js';
 
 export interface ServerDeps {
   logger: Logger;
@@ -98,6 +99,27 @@ function admitToOrg(req: FastifyRequest, access: Access, principal: Principal, o
   if (org === null || (org.id !== principal.orgId && !principal.instanceAdmin)) throw errors.notFound('organization', orgParam);
   req.org = org;
   return checkRole(access, principal);
+}
+
+/** Headers that hold one value: sent twice, Node keeps the first (or joins them), where a proxy in front may have read the last. */
+const ONE_VALUE_HEADERS = ['host', 'authorization', 'content-type', 'x-request-id'] as const;
+
+/** Refuses a request without Host (HTTP/1.1 requires one) or with a one-value header sent twice (RFC 9110 §5.3). */
+function assertHeadersOnce(req: FastifyRequest): void {
+  const raw = req.raw;
+  if (raw.headers.host === undefined && raw.httpVersion === '1.1') {
+    throw errors.invalidRequest('An HTTP/1.1 request must have a Host header; send one.', [{ pointer: '/headers/host', message: 'is required' }]);
+  }
+  // Each header once (the common case): as many names as header lines.
+  let names = 0;
+  for (const _name in raw.headers) names++;
+  if (names * 2 === raw.rawHeaders.length) return;
+  const distinct = raw.headersDistinct;
+  for (const name of ONE_VALUE_HEADERS) {
+    if ((distinct[name]?.length ?? 0) > 1) {
+      throw errors.invalidRequest(`The ${name} header is sent more than once; it holds one value: send it once.`, [{ pointer: `/headers/${name}`, message: 'is sent more than once' }]);
+    }
+  }
 }
 
 function trustNearest(hops: number): (address: string, hop: number) => boolean {
@@ -174,6 +196,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       socket.destroy();
     },
     forceCloseConnections: 'idle',
+    // Node answers a request without Host with a bare 400 before any hook sees it; ours says why (below).
+    http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   app.decorate('publicBaseUrl', deps.openapi.baseUrl.replace(/\/+$/, ''));
@@ -235,6 +259,11 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
     if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
     if (req.url.includes('%00')) throw errors.nulCharacter('The URL');
+    assertHeadersOnce(req);
+    // A fragment is the client's own: sent, the path and the query would each read it differently.
+    if (req.url.includes('#')) {
+      throw errors.invalidRequest('The request target has a fragment (`#…`), which a client keeps to itself and never sends: remove it, or write a # that belongs to a name as %23.', [{ pointer: '', message: 'has a fragment' }]);
+    }
     // The query parser reads a malformed escape as it is (`?service=caf%E9` would look for "caf%E9"),
     // where the router refuses one in the path: the query's is refused the same way.
     const query = req.url.indexOf('?');
@@ -286,6 +315,10 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     if (!decision.allowed) throw errors.rateLimited(decision.resetSeconds);
     const orgParam = (req.params as { orgId?: string }).orgId;
     if (orgParam === undefined) return checkRole(access, principal);
+    // Refused as its schema would (admission runs before validation), not looked up as a name.
+    if (orgParam.length > ORG_PARAM_MAX) {
+      throw errors.invalidRequest(`The request is not valid: /params/orgId must NOT have more than ${ORG_PARAM_MAX} characters.`, [{ pointer: '/params/orgId', message: `must NOT have more than ${ORG_PARAM_MAX} characters` }]);
+    }
     const org = deps.orgs.known(orgParam);
     if (org !== undefined) return admitToOrg(req, access, principal, orgParam, org);
     return deps.orgs.find(orgParam).then((found) => admitToOrg(req, access, principal, orgParam, found));

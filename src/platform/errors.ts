@@ -83,10 +83,6 @@ export const errors = {
     errors.limitExceeded(`${what} is ${bytes} bytes as JSON; the limit is ${limit} (SLIPWAY_MAX_SPEC_BYTES).`, { name: 'SLIPWAY_MAX_SPEC_BYTES', value: limit }, [
       { pointer, message: `is ${bytes} bytes as JSON, more than ${limit}` },
     ]),
-  emptyBatch: (what: string) =>
-    new AppError(400, 'empty_batch', 'Empty batch', `The request must contain at least one item in \`${what}\`.`, {
-      errors: [{ pointer: `/${what}`, message: 'must contain at least one item' }],
-    }),
   /** What Node's HTTP parser refused before there was a request (its code, e.g. HPE_INVALID_METHOD, says what). */
   malformedHttp: (parserCode: string | undefined) =>
     new AppError(400, 'malformed_http', 'Malformed HTTP request', `The request is not valid HTTP/1.1${parserCode ? ` (${parserCode})` : ''}; nothing was done. Check the request line, the headers and Content-Length or Transfer-Encoding.`),

@@ -22,7 +22,6 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   malformed_query: { status: 400, meaning: 'A percent-encoding in the query that is not UTF-8.' },
   invalid_cursor: { status: 400, meaning: 'A cursor this API did not return, or returned for other filters.' },
   limit_exceeded: { status: 400, meaning: 'A configured limit; `limit` names the setting and its value.' },
-  empty_batch: { status: 400, meaning: 'A bulk request with no items.' },
   duplicate_names: { status: 400, meaning: 'A name given twice in one bulk request.' },
   external_token: { status: 400, meaning: '`DELETE /v1/token` with an external issuer\'s token (`issuer`): revoke it at that issuer.' },
   // 401

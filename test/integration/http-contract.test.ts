@@ -251,6 +251,49 @@ describe('HTTP contract', () => {
     }
   });
 
+  it('refuses a request without Host, a one-value header sent twice, and a fragment in the target, saying which', async () => {
+    const { port } = new URL(server.url);
+    const token = server.owner.token;
+    // Written, not ended: a client that half-closes is answered only if the answer comes at once.
+    const exchange = (request: string) => new Promise<{ status: number; problem: Record<string, unknown> }>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.write(request));
+      let text = '';
+      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); }).on('error', reject).on('close', () => {
+        const [head, body] = text.split('\r\n\r\n') as [string, string];
+        assert.match(head, /\r\ncontent-type: application\/problem\+json; charset=utf-8/i, `${request}: ${head}`);
+        resolve({ status: Number(head.split(' ')[1]), problem: JSON.parse(body) as Record<string, unknown> });
+      });
+    });
+    const pointers = (problem: Record<string, unknown>) => (problem.errors as Array<{ pointer: string }>).map((e) => e.pointer);
+    const noHost = await exchange(`GET /v1/orgs HTTP/1.1\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual([noHost.status, noHost.problem.code, pointers(noHost.problem)], [400, 'invalid_request', ['/headers/host']]);
+    for (const [name, lines] of [
+      ['host', 'Host: a\r\nHost: b'],
+      ['authorization', `Host: x\r\nAuthorization: Bearer ${token}\r\nAuthorization: Bearer garbage`],
+      ['content-type', `Host: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\ncontent-type: text/plain`],
+    ] as const) {
+      const twice = await exchange(`PATCH /v1/orgs/default/secrets/twice-sent HTTP/1.1\r\n${lines}\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{"set":{"K":"v"}}`);
+      assert.deepEqual([twice.status, twice.problem.code, pointers(twice.problem)], [400, 'invalid_request', [`/headers/${name}`]], name);
+      assert.match(String(twice.problem.detail), new RegExp(`The ${name} header is sent more than once`));
+    }
+    const fragment = await exchange(`GET /v1/orgs/default/secrets?limit=1#x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual([fragment.status, fragment.problem.code], [400, 'invalid_request']);
+    assert.match(String(fragment.problem.detail), /has a fragment .* %23/);
+    // Headers sent once each, and a list header (Accept) sent twice, are fine.
+    const fine = await exchange(`GET /v1/orgs/no-such-org HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\nAccept: */*\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual([fine.status, fine.problem.code], [404, 'organization_not_found']);
+  });
+
+  it('refuses an organization in the path longer than its schema allows, and an empty cursor, as invalid requests', async () => {
+    const long = await server.owner.http.get(`/v1/orgs/${'a'.repeat(65)}/secrets`);
+    assert.deepEqual((assertProblem(long, 400, 'invalid_request').errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/params/orgId']);
+    assertProblem(await server.owner.http.get(`/v1/orgs/${'a'.repeat(64)}/secrets`), 404, 'organization_not_found');
+    for (const list of ['secrets', 'events', 'deployments']) {
+      const empty = await server.owner.http.get(`/v1/orgs/default/${list}?cursor=`);
+      assert.deepEqual((assertProblem(empty, 400, 'invalid_request').errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/query/cursor'], list);
+    }
+  });
+
   /** A server and a connection to it that has sent the first lines of a request's headers. */
   async function halfRequest(path: string) {
     const closing = await startServer();

@@ -3,6 +3,7 @@
 // client_secret_post, never both), every §5.2 error with its status and code, and the rate limits
 // (per client, and failed authentications per address, behind a trusted proxy too).
 import assert from 'node:assert/strict';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { orgClaim } from '../../src/modules/auth/token.service.js';
@@ -249,6 +250,26 @@ describe('token endpoint', () => {
         const res = await oauthPost(server, 'token', { authorization: owner(), raw, contentType });
         assert.equal(res.status, 200, contentType);
         assert.equal(res.body.token_type, 'Bearer');
+      }
+    });
+
+    it('refuses a form it would misread: compressed, or in a charset other than UTF-8, saying which; and a body past the limit with 413', async () => {
+      const raw = new URLSearchParams(grant()).toString();
+      for (const [body, headers, said] of [
+        [gzipSync(raw), { 'content-encoding': 'gzip' }, /does not decode Content-Encoding gzip/],
+        [raw, { 'content-encoding': 'gzip' }, /does not decode Content-Encoding gzip/],
+        [raw, { 'content-type': `${FORM}; charset=latin1` }, /in UTF-8, not in latin1/],
+      ] as const) {
+        const res = await fetch(`${server.url}/oauth/v2/token`, { method: 'POST', body, headers: { authorization: owner(), 'content-type': FORM, ...headers } });
+        const answer = await res.json() as { error: string; error_description: string };
+        assert.deepEqual([res.status, answer.error], [400, 'invalid_request'], JSON.stringify(headers));
+        assert.match(answer.error_description, said);
+      }
+      const identity = await fetch(`${server.url}/oauth/v2/token`, { method: 'POST', body: raw, headers: { authorization: owner(), 'content-type': FORM, 'content-encoding': 'identity' } });
+      assert.equal(identity.status, 200);
+      for (const endpoint of ['token', 'introspect', 'revoke'] as const) {
+        const big = await oauthPost(server, endpoint, { authorization: owner(), raw: `${raw}&pad=${'x'.repeat(5 * 1024 * 1024)}` });
+        assertOAuthError(big, 413, 'invalid_request');
       }
     });
 

@@ -104,6 +104,13 @@ describe('OpenAPI document and reference page', () => {
     // A replay, and a read answered 304.
     const body = { secrets: [{ name: `hdr-${Date.now()}`, values: { A: '1' } }] };
     for (let i = 0; i < 2; i++) check('post', '/v1/orgs/{orgId}/secrets', await api.post(`${orgs}/secrets`, body, { headers: { 'idempotency-key': `hdr-${process.pid}` } }));
+    // A refusal is replayed too.
+    const refused = { service: 'no-such-service', environment: 'no-such-environment' };
+    for (let i = 0; i < 2; i++) {
+      const answer = await api.post(`${orgs}/deployments`, refused, { headers: { 'idempotency-key': `hdr-refused-${process.pid}` } });
+      assert.equal(answer.headers.get('idempotent-replayed'), i === 0 ? null : 'true');
+      check('post', '/v1/orgs/{orgId}/deployments', answer);
+    }
     const read = await api.get(`${orgs}/secrets/${body.secrets[0]!.name}`);
     check('get', '/v1/orgs/{orgId}/secrets/{name}', read);
     check('get', '/v1/orgs/{orgId}/secrets/{name}', await api.get(`${orgs}/secrets/${body.secrets[0]!.name}`, { headers: { 'if-none-match': read.headers.get('etag')! } }));

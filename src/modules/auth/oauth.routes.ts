@@ -3,6 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
+import { charsetOf } from '../../http/json-body.js';
 import { publicFor } from '../../http/schemas.js';
 import { enforceLimit, reportLimit, type RateLimiter } from '../../http/rate-limit.js';
 import { AppError, errors } from '../../platform/errors.js';
@@ -18,6 +19,8 @@ interface FormBody {
   kind: 'form' | 'other';
   fields: Map<string, string>;
   duplicate: string | null;
+  /** Why a form could not be read as it was sent (compressed, or in another charset), or null. */
+  unreadable: string | null;
 }
 
 /** RFC 6749 §2.3.1: each part of Basic credentials is form-url-encoded before base64. */
@@ -41,7 +44,8 @@ function parseBasic(header: string | undefined): ClientCredentials | null {
 
 function formOf(req: FastifyRequest): FormBody {
   const body = req.body as FormBody | undefined;
-  if (body === undefined || body === null) return { kind: 'form', fields: new Map(), duplicate: null };
+  if (body === undefined || body === null) return { kind: 'form', fields: new Map(), duplicate: null, unreadable: null };
+  if (body.unreadable !== null) throw oauthErrors.invalidRequest(body.unreadable);
   if (body.kind !== 'form') {
     throw oauthErrors.invalidRequest(`The body must be ${FORM}${req.headers['content-type'] ? `, not ${req.headers['content-type']}` : ''}.`);
   }
@@ -87,6 +91,8 @@ const TokenResponseSchema = Type.Object({
 });
 const OAuthErrorSchema = Type.Object({ error: Type.String(), error_description: Type.String() }, { description: 'RFC 6749 §5.2 error' });
 /** A rate-limited request: RFC 6749 has no code for it; `slow_down` is the one its registry holds for token requests (RFC 8628 §3.5). */
+/** A body over SLIPWAY_BODY_LIMIT_BYTES, refused before it is read whole. */
+const OAuthTooLarge = { ...OAuthErrorSchema, description: 'The body is larger than the server takes (SLIPWAY_BODY_LIMIT_BYTES): `{"error": "invalid_request"}`' };
 const OAuthRateLimited = { ...OAuthErrorSchema, description: 'Rate limited: `{"error": "slow_down"}` (RFC 8628 §3.5, from the OAuth error registry; RFC 6749 has no code for it), with Retry-After' };
 interface FormField {
   description: string;
@@ -145,7 +151,15 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   // form has a parser of its own rather than a test inside the catch-all: Fastify remembers which
   // parser a content type took only when one is registered for it.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(FORM, { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser(FORM, { parseAs: 'string' }, (req, body, done) => {
+    // Read as it was sent, a compressed or otherwise encoded form would fail for a reason that
+    // points elsewhere (a grant_type that seems missing); what the form is sent as is said instead.
+    const coding = req.headers['content-encoding']?.trim().toLowerCase();
+    const charset = charsetOf(req.headers['content-type']);
+    const unreadable = coding !== undefined && coding !== '' && coding !== 'identity'
+      ? `The body must be sent as it is: this endpoint does not decode Content-Encoding ${coding}.`
+      : charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' ? `The body must be ${FORM} in UTF-8, not in ${charset}.` : null;
+    if (unreadable !== null) return done(null, { kind: 'form', fields: new Map(), duplicate: null, unreadable } satisfies FormBody);
     const fields = new Map<string, string>();
     let duplicate: string | null = null;
     for (const [key, value] of new URLSearchParams(body as string)) {
@@ -154,10 +168,10 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       if (fields.has(key)) duplicate ??= key;
       fields.set(key, value);
     }
-    done(null, { kind: 'form', fields, duplicate } satisfies FormBody);
+    done(null, { kind: 'form', fields, duplicate, unreadable: null } satisfies FormBody);
   });
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, _body, done) => {
-    done(null, { kind: 'other', fields: new Map(), duplicate: null } satisfies FormBody);
+    done(null, { kind: 'other', fields: new Map(), duplicate: null, unreadable: null } satisfies FormBody);
   });
 
   const tags = ['oauth'];
@@ -217,7 +231,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
         grant_type: { description: 'The grant: only client_credentials', required: true, enum: ['client_credentials'] },
         scope: { description: 'Space-separated scopes; without it, all five the server supports (see scopes_supported in the discovery document)' },
       }),
-      response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthRateLimited },
+      response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 413: OAuthTooLarge, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const form = formOf(req);
@@ -242,7 +256,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       security: CLIENT_AUTH,
       consumes: [FORM],
       body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional: access_token' } }),
-      response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthRateLimited },
+      response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 413: OAuthTooLarge, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
@@ -263,7 +277,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       security: CLIENT_AUTH,
       consumes: [FORM],
       body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional, ignored: every token is an access token' } }),
-      response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 429: OAuthRateLimited },
+      response: { 200: Type.Object({}, { description: 'Revoked, or nothing to revoke' }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 413: OAuthTooLarge, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);

@@ -112,12 +112,11 @@ export function createSecretWrites(store: SecretStore) {
   };
 
   /**
-   * Refuses an empty batch, and a name twice in one request (400); the problem also lists the names
-   * that are taken besides (for a create, by any secret; for an upsert, by a deleted one), so that
-   * one answer says everything to fix.
+   * Refuses a name twice in one request (400; an empty batch is refused by the body's schema); the
+   * problem also lists the names that are taken besides (for a create, by any secret; for an
+   * upsert, by a deleted one), so that one answer says everything to fix.
    */
   async function assertDistinct(orgId: string, items: SecretInput[], create: boolean): Promise<void> {
-    if (items.length === 0) throw errors.emptyBatch('secrets');
     const duplicates = duplicateNamePointers(items);
     if (duplicates.length === 0) return;
     const now = nowIso();
