@@ -13,6 +13,13 @@ import type { StopSignals } from './stop-signals.js';
 
 /** A worker's exit status when the configuration keeps it from starting (the address cannot be listened on). */
 const WORKER_CANNOT_LISTEN = 2;
+/**
+ * Once everything is closed, how long the process may still be held up by a connection whose
+ * other end never answers its close (a hung database server: the socket waits for its FIN).
+ */
+const CLOSED_LINGER_MS = 1_000;
+/** With workers, how long past the grace period the primary waits for them before it ends them. */
+const WORKERS_MARGIN_MS = 5_000;
 
 async function runServer(config: Config, primary: boolean, signals: StopSignals, logger: Logger): Promise<void> {
   // A worker's metrics are served by the primary, summed with the other workers'.
@@ -59,6 +66,11 @@ async function runServer(config: Config, primary: boolean, signals: StopSignals,
       clearTimeout(force);
       // A worker's channel to the primary would keep it alive; letting go of it lets the process end.
       if (cluster.isWorker) cluster.worker?.disconnect();
+      // Nothing is left to do; a database connection whose server hangs would still hold the process.
+      setTimeout(() => {
+        log.warn('a database connection has not closed (the database does not answer); exiting');
+        process.exit(0);
+      }, CLOSED_LINGER_MS).unref();
     }, (err: unknown) => {
       // Whatever did not close (a connection waiting for an answer that never comes) would keep the
       // process alive: it ends now.
@@ -184,6 +196,14 @@ export async function serve(config: Config, signals: StopSignals, unknownVariabl
       void metrics?.close();
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
       core.logger.info('shutting down: stopping the workers');
+      // Each worker exits within the grace period; one that has not by then (and a margin) is ended.
+      setTimeout(() => {
+        const left = Object.values(cluster.workers ?? {}).filter((w) => w !== undefined && w.process.exitCode === null);
+        if (left.length === 0) return;
+        core.logger.error({ workerPids: left.map((w) => w!.process.pid), graceSeconds: config.shutdownGraceSeconds }, 'workers did not stop within SLIPWAY_SHUTDOWN_GRACE_SECONDS; ending them');
+        for (const worker of left) worker!.process.kill('SIGKILL');
+        process.exitCode = 1;
+      }, config.shutdownGraceSeconds * 1000 + WORKERS_MARGIN_MS).unref();
     };
     signals.handle(stop);
     return 0;

@@ -41,8 +41,14 @@ const UNMATCHED = '(unmatched)';
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** A webhook attempt ends within its 10 s timeout. */
 const DELIVERY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-/** A scrape waits this long for the database's numbers, and the primary for each worker's answer. */
+/** A scrape waits this long for the database's numbers. */
 const READ_WITHIN_MS = 2_000;
+/**
+ * The primary waits this long for each worker's answer: longer than a worker waits for the
+ * database, so that a database that does not answer costs the page its deployment gauges only,
+ * not every worker's series.
+ */
+const WORKER_ANSWER_WITHIN_MS = READ_WITHIN_MS + 1_000;
 const REQUEST = 'slipway:metrics-request';
 const ANSWER = 'slipway:metrics-answer';
 
@@ -187,7 +193,7 @@ export function clusterMetrics(): { contentType: string; text: () => Promise<str
       // One worker that does not answer (starting, stopping, stuck) costs the page its series, not the page.
       await new Promise<void>((resolve) => {
         let waiting = workers.length;
-        const timer = setTimeout(resolve, READ_WITHIN_MS);
+        const timer = setTimeout(resolve, WORKER_ANSWER_WITHIN_MS);
         const settle = () => { if (--waiting <= 0) { clearTimeout(timer); resolve(); } };
         asked.set(id, (metrics) => { if (metrics !== null) answers.push(metrics); settle(); });
         if (waiting === 0) settle();

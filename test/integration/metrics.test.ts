@@ -8,8 +8,9 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createEnvironment, createService, deploy, eventually, newRunner } from '../support/deployments.js';
-import { freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
+import { freePort, startServer, tempDir, testDatabase, TEST_DB, type TestServer } from '../support/harness.js';
 import { spawnServe, type ServeProcess } from '../support/processes.js';
+import { createTcpProxy } from '../support/tcp-proxy.js';
 
 /** Each sample of an exposition, keyed `name{label="value",…}` with its labels sorted. */
 function samples(text: string): Map<string, number> {
@@ -213,6 +214,35 @@ describe('metrics of slipway serve --workers 2 (child processes)', () => {
 
     cluster.child.kill('SIGTERM');
     assert.equal((await cluster.exited).signal, null);
+  });
+
+  it('serves every worker\'s series while PostgreSQL does not answer, without the deployment gauges, and stops', { skip: TEST_DB !== 'postgres' && 'a PostgreSQL server that stops answering' }, async () => {
+    const proxy = createTcpProxy();
+    try {
+      const url = new URL(database.url!);
+      url.port = String(await proxy.open(url.hostname, Number(url.port)));
+      const [port, metricsPort] = [await freePort(), await freePort()];
+      const cluster = serve({ SLIPWAY_PORT: String(port), SLIPWAY_WORKERS: '2', SLIPWAY_METRICS_ADDRESS: String(metricsPort), SLIPWAY_DATABASE_URL: url.href, SLIPWAY_SHUTDOWN_GRACE_SECONDS: '2' });
+      const listeningPids = () => new Set(cluster.logs().filter((l) => l.msg === 'slipway listening').map((l) => l.pid));
+      await cluster.waitForLog((l) => l.msg === 'slipway listening' && listeningPids().size >= 2, 'two workers listening');
+      const before = samples((await scrape(`127.0.0.1:${metricsPort}`)).text);
+      assert.ok([...before.keys()].some((key) => key.startsWith('slipway_deployments{')));
+
+      proxy.silence();
+      const during = samples((await scrape(`127.0.0.1:${metricsPort}`)).text);
+      assert.equal(during.get('slipway_metrics_workers{answered="true"}'), 2, 'both workers answered');
+      assert.equal([...during.keys()].filter((key) => key.startsWith('slipway_info{')).length, 2);
+      assert.equal([...during.keys()].some((key) => key.startsWith('slipway_deployments{')), false, 'no gauge read from the database');
+
+      // The gauges' read is still waiting for its answer (for up to the statement deadline, 15 s):
+      // the workers end once their grace period has run out, and say so with their status.
+      const stopping = Date.now();
+      cluster.child.kill('SIGTERM');
+      assert.deepEqual(await cluster.exited, { code: 1, signal: null }, cluster.output.join('\n'));
+      assert.ok(Date.now() - stopping < 10_000, `exited ${Date.now() - stopping} ms after SIGTERM`);
+    } finally {
+      await proxy.cut();
+    }
   });
 
   it('refuses to start, before opening anything, when the metrics address is taken', async () => {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { clientCredentialsGrant, freePort, httpClient, tempDir, testDatabase, TEST_DB, type Credentials } from '../support/harness.js';
 import { spawnServe, type ServeProcess, type SpawnOptions } from '../support/processes.js';
+import { createTcpProxy } from '../support/tcp-proxy.js';
 
 const listening = (line: { msg?: string }) => line.msg === 'slipway listening';
 
@@ -185,6 +186,32 @@ describe('slipway serve (child process)', () => {
     assert.ok(Date.now() - stopping < 20_000, 'well before the default grace of 30 s');
     assert.ok(third.logs().some((l) => l.msg === 'in-flight requests did not finish within SLIPWAY_SHUTDOWN_GRACE_SECONDS; exiting' && l.graceSeconds === 1), third.output.join('\n'));
     held.destroy();
+  });
+
+  it('exits on SIGTERM within its grace period when PostgreSQL hangs, its connections left unanswered', { skip: TEST_DB !== 'postgres' && 'a PostgreSQL server that stops answering' }, async () => {
+    const proxy = createTcpProxy();
+    try {
+      const url = new URL(database.url!);
+      url.port = String(await proxy.open(url.hostname, Number(url.port)));
+      const own = await freePort();
+      const hung = serve([], { SLIPWAY_PORT: String(own), SLIPWAY_DATABASE_URL: url.href, SLIPWAY_SHUTDOWN_GRACE_SECONDS: '2' });
+      await hung.waitForLog(listening, 'that it listens');
+      // Connections in the pool, as a node that has served has.
+      const token = await accessToken({ ...boot, tokenUrl: `http://127.0.0.1:${own}/oauth/v2/token` });
+      assert.equal((await httpClient(`http://127.0.0.1:${own}`, token).get('/v1/orgs/default/secrets')).status, 200);
+      // The database stops answering, closing nothing: the server's close of each connection is never answered.
+      proxy.silence();
+      const stopping = Date.now();
+      hung.child.kill('SIGTERM');
+      const exited = await hung.exited;
+      assert.ok(Date.now() - stopping < 10_000, `exited ${Date.now() - stopping} ms after SIGTERM`);
+      // Nothing was in flight: it stopped cleanly, and ends although its connections have not closed.
+      assert.deepEqual(exited, { code: 0, signal: null }, hung.output.join('\n'));
+      assert.ok(hung.logs().some((l) => l.msg === 'stopped cleanly'));
+      assert.ok(hung.logs().some((l) => /a database connection has not closed/.test(String(l.msg))), hung.output.join('\n'));
+    } finally {
+      await proxy.cut();
+    }
   });
 
   it('refuses a port in use and a host it cannot listen on with exit 2 and one line naming the setting', async () => {

@@ -17,7 +17,9 @@ export function createTcpProxy() {
       if (host !== undefined) target = { host, port: targetPort! };
       silent = false;
       if (listener !== undefined) return port;
-      listener = createServer((client) => {
+      // Half-open allowed: a side that ends its half is not answered with an end of the other
+      // half by the proxy itself, only by the peer's through it (never while silent).
+      listener = createServer({ allowHalfOpen: true }, (client) => {
         const upstream = connect(target!.port, target!.host);
         for (const s of [client, upstream]) {
           sockets.add(s);
