@@ -126,10 +126,15 @@ function startSession(accessToken, expiresIn) {
   sessionStorage.setItem(TOKEN_KEY, JSON.stringify({ accessToken, expiresAt, subject: claims.sub ?? claims.client_id ?? 'unknown' }));
 }
 
-function signOut(reason) {
+/**
+ * Ends the tab's session and shows the sign-in page. A session that ended by itself (its token
+ * expired or was revoked) keeps the page's address, so that signing in again comes back to it; one
+ * signed out on purpose goes back to the start, for whoever signs in next.
+ */
+function signOut(reason, { keepPage = true } = {}) {
   sessionStorage.removeItem(TOKEN_KEY);
   signInReason = reason ?? null;
-  if (location.hash !== '#/') location.hash = '#/';
+  if (!keepPage && location.hash !== '#/') location.hash = '#/';
   else render();
 }
 
@@ -153,7 +158,7 @@ async function signOutByUser(button) {
       signal: AbortSignal.timeout(REVOKE_WAIT_MS),
     }).catch(() => undefined);
   }
-  signOut('Signed out.');
+  signOut('Signed out.', { keepPage: false });
 }
 
 /** An answer that came after the user moved to another view: nothing is drawn with it. */
@@ -458,6 +463,9 @@ async function orgsView() {
 
 const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'];
 const UNFINISHED = ['queued', 'in_progress'];
+/** A deployment's page starts from its log's last lines, and keeps at most this many as more come. */
+const LOG_SHOWN_FIRST = 1000;
+const LOG_SHOWN_MAX = 5000;
 
 function deploymentRow(org, d) {
   return h('tr', {},
@@ -469,26 +477,52 @@ function deploymentRow(org, d) {
     h('td', {}, when(d.createdAt)));
 }
 
+/** Pages of the organization's queued and running deployments read at most in one look. */
+const UNFINISHED_PAGES = 5;
+/** Rows that left that list (they ended) looked up one by one at most in one look. */
+const ENDED_LOOKUPS = 10;
+
 /**
- * Keeps the states of the queued and running deployments in the page's lists current (every 5
- * seconds, one request for each such row; none while there is none), until another view is drawn.
+ * Keeps the states of the queued and running deployments in the page's lists current, until another
+ * view is drawn: every 5 seconds, the organization's unfinished deployments in one list request
+ * (while any row is unfinished); a row no longer among them has ended, and is read on its own for
+ * its final state. However many rows a page holds, a look costs a few requests: the caller's rate
+ * limit is shared with its other clients.
  */
 function followListedStates(org) {
   const drawn = renders;
+  const orgPath = `/v1/orgs/${encodeURIComponent(org)}/deployments`;
+  const show = (cell, state) => {
+    if (state === cell.dataset.state) return;
+    cell.dataset.state = state;
+    fill(cell, badge(state));
+  };
   const poll = async () => {
     if (renders !== drawn) return;
-    for (const cell of $main.querySelectorAll('td[data-deployment]')) {
-      if (!UNFINISHED.includes(cell.dataset.state)) continue;
-      try {
-        const d = await api('GET', `/v1/orgs/${encodeURIComponent(org)}/deployments/${encodeURIComponent(cell.dataset.deployment)}`);
-        if (d.state !== cell.dataset.state) {
-          cell.dataset.state = d.state;
-          fill(cell, badge(d.state));
+    const cells = [...$main.querySelectorAll('td[data-deployment]')].filter((cell) => UNFINISHED.includes(cell.dataset.state));
+    try {
+      if (cells.length > 0) {
+        const now = new Map();
+        for (let cursor = null, page = 0; page < UNFINISHED_PAGES; page++) {
+          const query = new URLSearchParams([['state', 'queued'], ['state', 'in_progress'], ['limit', '200'], ...(cursor ? [['cursor', cursor]] : [])]);
+          const list = await api('GET', `${orgPath}?${query}`);
+          for (const d of list.deployments) now.set(d.id, d.state);
+          cursor = list.nextCursor;
+          if (cursor === null) break;
         }
-      } catch (error) {
-        // Another view, or signed out: nothing more to follow. Any other trouble: tried again next time.
-        if (quiet(error)) return;
+        let lookups = 0;
+        for (const cell of cells) {
+          const state = now.get(cell.dataset.deployment);
+          if (state !== undefined) show(cell, state);
+          else if (lookups < ENDED_LOOKUPS) {
+            lookups++;
+            show(cell, (await api('GET', `${orgPath}/${encodeURIComponent(cell.dataset.deployment)}`)).state);
+          }
+        }
       }
+    } catch (error) {
+      // Another view, or signed out: nothing more to follow. Any other trouble: tried again next time.
+      if (quiet(error)) return;
     }
     setTimeout(poll, 5_000);
   };
@@ -550,11 +584,14 @@ async function deploymentView(org, id) {
       h('p', { class: 'muted' }, 'Created ', when(d.createdAt), ' by ', d.createdBy ?? '—', d.finishedAt ? [' · finished ', when(d.finishedAt)] : ''));
     fill(actions,
       UNFINISHED.includes(d.state) ? h('button', { type: 'button', class: 'danger', onclick: (e) => act(e.target, head, async () => {
+        if (!confirm(`Cancel the deployment of ${d.service.name} into ${d.environment.name}${d.state === 'in_progress' ? '? Its runner stops the new process; what served before goes on serving.' : '?'}`)) return;
         d = await api('POST', `${base}/cancel`, { body: {} });
         notify('Deployment cancelled.');
         drawHead();
       }) }, 'Cancel') : null,
-      d.state === 'succeeded' || d.state === 'superseded' ? h('button', { type: 'button', onclick: (e) => act(e.target, head, async () => {
+      // What serves now (succeeded) is no rollback target: only what served before it.
+      d.state === 'superseded' ? h('button', { type: 'button', onclick: (e) => act(e.target, head, async () => {
+        if (!confirm(`Roll ${d.service.name} in ${d.environment.name} back to this deployment${d.revision ? ` (revision ${d.revision})` : ''}? A new deployment of it is queued, and replaces what serves there once it succeeds.`)) return;
         const made = await api('POST', `${base}/rollback`, { body: {} });
         notify(`Rolling back: deployment ${made.id} queued.`);
         location.hash = `#/o/${encodeURIComponent(org)}/deployments/${encodeURIComponent(made.id)}`;
@@ -600,8 +637,8 @@ async function deploymentView(org, id) {
     table(['What', 'Change', 'From', 'To'], changeRows.map((cells) => h('tr', {}, cells.map((c, i) => h('td', {}, i === 0 ? h('code', {}, c) : c)))), 'Nothing changes.'));
   page(`Deployment ${d.id}`, head, promote, h('h2', {}, 'Changes'), changesBox, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
 
-  // Follows the log while the deployment runs; stops when anything else is drawn.
-  let after = 0;
+  // Follows the log while the deployment runs, from its last lines; stops when anything else is drawn.
+  let after = null;
   const drawn = renders;
   /** Why the last poll failed, shown until one succeeds. */
   let trouble = null;
@@ -609,11 +646,16 @@ async function deploymentView(org, id) {
     if (renders !== drawn) return;
     try {
       for (;;) {
-        const chunk = await api('GET', `${base}/logs`, { query: { after, limit: 500 } });
+        const chunk = await api('GET', `${base}/logs`, { query: after === null ? { tail: LOG_SHOWN_FIRST } : { after, limit: 500 } });
         // A reader at the end of the log stays there as lines come; one who scrolled up to read is left there.
         const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
-        if (after === 0 && chunk.lines.length > 0) fill(logBox);
+        if (after === null && chunk.lines.length > 0) {
+          const first = chunk.lines[0].seq;
+          fill(logBox, first > 1 ? h('span', { class: 'muted' }, `… ${(first - 1).toLocaleString()} earlier lines are not shown here (slipway deployment logs ${d.id} prints them all).\n`) : []);
+        }
         for (const line of chunk.lines) logBox.append(h('span', { class: line.stream }, `${line.line}\n`));
+        // A long-running log keeps only its last lines on the page.
+        while (logBox.childElementCount > LOG_SHOWN_MAX) logBox.firstElementChild.remove();
         if (atEnd) logBox.scrollTop = logBox.scrollHeight;
         after = chunk.nextAfter;
         if (!chunk.hasMore) break;

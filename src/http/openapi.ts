@@ -229,5 +229,23 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
   });
 
   app.get(`${apiPrefix}/openapi.json`, { schema: { hide: true } }, async () => app.swagger());
-  await app.register(swaggerUi, { routePrefix: `${apiPrefix}/docs`, theme: { title: 'Slipway API reference' }, uiConfig: { docExpansion: 'list', deepLinking: true } });
+  // The reference shares the console's origin, whose tab keeps a token: it gets a policy of its own
+  // (its scripts and styles by hash, framed by no one), and the same headers as the console.
+  await app.register(swaggerUi, {
+    routePrefix: `${apiPrefix}/docs`, theme: { title: 'Slipway API reference' }, uiConfig: { docExpansion: 'list', deepLinking: true, validatorUrl: null },
+    staticCSP: true,
+    transformStaticCSP: (policy: string) => policy
+      .replace("frame-ancestors 'self'", "frame-ancestors 'none'")
+      .replace(' validator.swagger.io', '')
+      // Swagger UI sets styles from its script; a style cannot read the tab's storage.
+      .replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+      // Over plain HTTP (a laptop, 127.0.0.1) an upgrade would send the page's own requests to an HTTPS port nobody serves.
+      .replace(/\s*upgrade-insecure-requests;/, ''),
+    uiHooks: {
+      onRequest: (_req, reply, done) => {
+        reply.headers({ 'x-frame-options': 'DENY', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' });
+        done();
+      },
+    },
+  });
 }

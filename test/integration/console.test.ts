@@ -155,6 +155,17 @@ describe('console in a browser', { skip: browserSkip }, () => {
   /** Everything the page keeps between loads. */
   const stored = (page: Page) => page.evaluate<string>('JSON.stringify([{ ...sessionStorage }, { ...localStorage }, document.cookie])');
 
+  it('shows the API reference under its own policy: its scripts run, no one may frame it', async () => {
+    const page = await newPage();
+    const answer = await page.goto(`${server.url}/docs/`);
+    const headers = answer!.headers();
+    assert.match(headers['content-security-policy'] ?? '', /frame-ancestors 'none'/);
+    assert.doesNotMatch(headers['content-security-policy'] ?? '', /upgrade-insecure-requests|validator\.swagger\.io/);
+    assert.deepEqual([headers['x-frame-options'], headers['x-content-type-options'], headers['referrer-policy']], ['DENY', 'nosniff', 'no-referrer']);
+    // Swagger UI ran and drew the operations (a policy that refused its scripts draws nothing).
+    await page.waitForSelector('.opblock-summary-path:has-text("/v1/orgs/{orgId}/secrets")');
+  });
+
   it('refuses a wrong secret with the token endpoint\'s reason, then signs in and keeps only a token', async () => {
     const page = await newPage();
     await signIn(page, { clientId: server.bootstrap.clientId, clientSecret: 'sws_wrong' });
@@ -288,6 +299,11 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const id = page.url().split('/').pop()!;
     const made = (await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body;
     assert.deepEqual([made.state, made.revision, made.environment.name, made.service.name], ['queued', 'v1.2.3', 'staging', 'web']);
+    // Cancelling asks first: a dismissed question cancels nothing.
+    page.once('dialog', (dialog) => void dialog.dismiss());
+    await page.click('button:has-text("Cancel")');
+    assert.equal((await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body.state, 'queued');
+    page.once('dialog', (dialog) => { assert.match(dialog.message(), /^Cancel the deployment of web into staging\?/); void dialog.accept(); });
     await page.click('button:has-text("Cancel")');
     await page.waitForSelector('.badge.cancelled');
     assert.equal((await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body.state, 'cancelled');
@@ -307,7 +323,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('#deployment-log .stderr >> text=<b>warning</b>');
     assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
     await page.waitForSelector('.badge.succeeded');
-    await page.waitForSelector('button:has-text("Roll back to this")');
+    // What serves now is no rollback target.
+    assert.equal(await page.locator('button:has-text("Roll back to this")').count(), 0);
 
     // What succeeded goes on to another environment, with that environment's configuration: offered
     // on the page that watched it succeed.
@@ -599,6 +616,22 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await running.send(['one more']);
     await page.waitForSelector('#deployment-log >> text=one more');
     assert.equal(await page.evaluate<number>(`document.getElementById('deployment-log').scrollTop`), 0);
+    await running.complete();
+    await page.waitForSelector('.badge.succeeded');
+  });
+
+  it('starts a long log from its last 1,000 lines, saying how many earlier ones it leaves out', async () => {
+    const running = await runningDeployment('long-log');
+    for (let batch = 0; batch < 3; batch++) await running.send(Array.from({ length: 500 }, (_, i) => `line ${batch * 500 + i + 1}`));
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    await page.waitForSelector('#deployment-log >> text=line 1500');
+    await page.waitForSelector(`#deployment-log >> text=500 earlier lines are not shown here (slipway deployment logs ${running.id} prints them all)`);
+    assert.equal(await page.locator('#deployment-log span:text-is("line 500")').count(), 0);
+    assert.equal(await page.locator('#deployment-log span:text-is("line 501")').count(), 1);
+    // It follows on from there.
+    await running.send(['line 1501']);
+    await page.waitForSelector('#deployment-log >> text=line 1501');
     await running.complete();
     await page.waitForSelector('.badge.succeeded');
   });

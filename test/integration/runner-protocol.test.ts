@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import { assertProblem } from '../support/problems.js';
 import { createSlipway } from '../../src/app.js';
 import { deploymentsRepo } from '../../src/modules/deployments/deployments.repo.js';
 import { LOG_LINE_MAX_CHARS } from '../../src/modules/runner/runner.protocol.js';
@@ -321,6 +322,15 @@ describe('runner protocol', () => {
     const final = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs?after=15`);
     assert.deepEqual({ lines: final.body.lines.map((l: any) => l.seq), nextAfter: final.body.nextAfter, hasMore: final.body.hasMore, state: final.body.state },
       { lines: [16], nextAfter: 16, hasMore: false, state: 'succeeded' });
+    // The last lines, in order, where a reader of a long log starts; and tail with a page's parameters is refused.
+    const tail = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs?tail=3`);
+    assert.deepEqual({ lines: tail.body.lines.map((l: any) => l.seq), nextAfter: tail.body.nextAfter, hasMore: tail.body.hasMore },
+      { lines: [14, 15, 16], nextAfter: 16, hasMore: false });
+    assert.deepEqual((await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs?tail=100`)).body.lines.map((l: any) => l.seq), sent.map((_, i) => i + 1));
+    for (const other of ['after=0', 'limit=5']) {
+      const both = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs?tail=3&${other}`);
+      assert.deepEqual((assertProblem(both, 400, 'invalid_request').errors as Array<{ pointer: string }>).map((e) => e.pointer), [`/query/${other.split('=')[0]}`]);
+    }
   });
 
   it('fails a deployment whose pinned secret version is gone, and moves on', async () => {

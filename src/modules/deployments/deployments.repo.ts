@@ -293,4 +293,12 @@ export const deploymentsRepo = {
       .where('deployment_id', '=', deploymentId).where('seq', '>', after)
       .orderBy('seq', 'asc').limit(limit + 1).execute();
   },
+
+  /** The last `count` lines, in order. */
+  async readLastLogs(db: Executor, deploymentId: string, count: number): Promise<LogRow[]> {
+    const rows = await db.selectFrom('deployment_logs').selectAll()
+      .where('deployment_id', '=', deploymentId)
+      .orderBy('seq', 'desc').limit(count).execute();
+    return rows.reverse();
+  },
 };

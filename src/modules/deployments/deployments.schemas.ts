@@ -125,9 +125,15 @@ export type LogLineT = Static<typeof LogLine>;
 
 export const LOG_PAGE_MAX = 1000;
 
+export const LOG_PAGE_DEFAULT = 200;
+
 export const LogQuery = Type.Object({
-  after: Type.Optional(SequenceNumber({ minimum: 0, default: 0, description: 'Lines after this sequence number (0: from the start). Pass `nextAfter` to follow.' })),
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LOG_PAGE_MAX, default: 200 })),
+  after: Type.Optional(SequenceNumber({ minimum: 0, description: 'Lines after this sequence number (0, the default: from the start). Pass `nextAfter` to follow.' })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LOG_PAGE_MAX, description: `Lines at most (default ${LOG_PAGE_DEFAULT}).` })),
+  tail: Type.Optional(Type.Integer({
+    minimum: 1, maximum: LOG_PAGE_MAX,
+    description: 'The last N lines stored, in order, instead of a page from `after` (which it does not take, nor `limit`): where a reader of a long log starts. Pass the returned `nextAfter` as `after` to follow on.',
+  })),
 });
 
 export const LogPage = Type.Object({

@@ -17,7 +17,7 @@ import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
 import { moveDeployment, type DeploymentState } from './deployment-state.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
-import type { CreateDeploymentInput, Deployment, DeploymentProcessT, LogLineT, LogStreamT, ProcessExitT } from './deployments.schemas.js';
+import { LOG_PAGE_DEFAULT, type CreateDeploymentInput, type Deployment, type DeploymentProcessT, type LogLineT, type LogStreamT, type ProcessExitT } from './deployments.schemas.js';
 import { nowIso, nowDate } from '../../platform/clock.js';
 
 /** What a deployment froze at creation. */
@@ -395,17 +395,21 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
 
-    async logs(orgId: string, id: string, query: { after?: number; limit?: number }) {
+    async logs(orgId: string, id: string, query: { after?: number; limit?: number; tail?: number }) {
+      if (query.tail !== undefined && (query.after !== undefined || query.limit !== undefined)) {
+        const other = query.after !== undefined ? 'after' : 'limit';
+        throw errors.invalidRequest(`tail reads the last lines, a page from after reads on: send one or the other, not tail with ${other}.`, [{ pointer: `/query/${other}`, message: 'is not taken with tail' }]);
+      }
       const after = query.after ?? 0;
-      const limit = query.limit ?? 200;
+      const limit = query.tail ?? query.limit ?? LOG_PAGE_DEFAULT;
       // The state is read first: a follower that sees a final state then gets every line written before it.
       const row = await loadDeployment(db, orgId, id);
-      const lines = await deploymentsRepo.readLogs(db, id, after, limit);
+      const lines = query.tail !== undefined ? await deploymentsRepo.readLastLogs(db, id, query.tail) : await deploymentsRepo.readLogs(db, id, after, limit);
       const page = lines.slice(0, limit);
       return {
         lines: page.map((l): LogLineT => ({ seq: l.seq, attempt: l.attempt, stream: l.stream as LogStreamT, line: l.line, at: l.at })),
         nextAfter: page.length > 0 ? page[page.length - 1]!.seq : after,
-        hasMore: lines.length > limit,
+        hasMore: query.tail === undefined && lines.length > limit,
         state: row.state as DeploymentState,
         ...(row.logs_removed_at !== null ? { removedAt: row.logs_removed_at } : {}),
       };
