@@ -16,6 +16,8 @@ const RETRY_MS = 60_000;
 const LIST_DEFAULT = 20;
 const LIST_MAX = 200;
 const LOG_PAGE = 1_000;
+/** `logs --tail N`: as many as the API reads in one page (LOG_PAGE_MAX). */
+const LOG_TAIL_MAX = 1_000;
 /** `logs --follow` without --timeout: a day, as long as `deploy --wait --timeout` may. */
 const FOLLOW_SECONDS = 86_400;
 const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'];
@@ -31,7 +33,7 @@ const SUBCOMMANDS = {
   list: { ...COMMON, service: { type: 'string' }, environment: { type: 'string' }, state: { type: 'string', multiple: true }, limit: { type: 'string' }, cursor: { type: 'string' } },
   show: { ...COMMON, ...ID },
   active: { ...COMMON, environment: { type: 'string' } },
-  logs: { ...COMMON, ...ID, follow: { type: 'boolean' }, timeout: { type: 'string' } },
+  logs: { ...COMMON, ...ID, follow: { type: 'boolean' }, timeout: { type: 'string' }, tail: { type: 'string' } },
   changes: { ...COMMON, ...ID, against: { type: 'string' } },
   cancel: { ...COMMON, ...ID, reason: { type: 'string' } },
   wait: { ...COMMON, ...ID, timeout: { type: 'string' } },
@@ -50,9 +52,9 @@ environment).
   show      one deployment: what it runs, its state and why, who made it, its process
   active    what serves in an environment: each service's succeeded deployment there (the one a
             rollback would leave), its revision, since when, and how its process is doing
-  logs      its log from the start, on stdout (--json: one JSON object a line, with seq, attempt,
-            stream and at); --follow keeps reading until the deployment ended, for --timeout
-            seconds at most (a day by default)
+  logs      its log from the start, or its last N lines (--tail N, up to ${LOG_TAIL_MAX}), on stdout
+            (--json: one JSON object a line, with seq, attempt, stream and at); --follow keeps
+            reading until the deployment ended, for --timeout seconds at most (a day by default)
   changes   what it changes against what it replaced (--against DEP: another deployment)
   cancel    a queued or in-progress deployment (--reason says why)
   wait      follows one already made (by a deploy without --wait, or one interrupted) to its end,
@@ -219,21 +221,23 @@ export async function deploymentCommand(argv: string[], env: Env): Promise<numbe
       return 0;
     }
     case 'logs':
-      return logs(settings, one, id, followSeconds, json, call);
+      return logs(settings, one, id, { followSeconds, tail: flags.tail === undefined ? null : wholeNumberFlag(flags.tail, 'tail', { min: 1, max: LOG_TAIL_MAX, fallback: LOG_TAIL_MAX }, ' of lines') }, json, call);
   }
 }
 
 /**
- * The whole log from the start, then (with `followSeconds`) on until the deployment ended. With
- * --json, one JSON line per log line (seq, attempt, stream, line, at), which a script reads as it
- * comes.
+ * The whole log from the start (or its last `tail` lines), then (with `followSeconds`) on until the
+ * deployment ended. With --json, one JSON line per log line (seq, attempt, stream, line, at), which
+ * a script reads as it comes.
  */
-async function logs(settings: Parameters<typeof deploymentSession>[0], path: string, id: string, followSeconds: number | null, json: boolean, call: ReturnType<typeof patientCaller>): Promise<number> {
+async function logs(settings: Parameters<typeof deploymentSession>[0], path: string, id: string, { followSeconds, tail }: { followSeconds: number | null; tail: number | null }, json: boolean,
+  call: ReturnType<typeof patientCaller>): Promise<number> {
   let after = 0;
   let state = '';
   const print = (line: LogLineT) => process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${printable(line.line)}\n`);
-  for (;;) {
-    const page = await call<{ lines: LogLineT[]; nextAfter: number; hasMore: boolean; state: string; removedAt?: string }>('GET', `${path}/logs?after=${after}&limit=${LOG_PAGE}`);
+  for (let first = true; ; first = false) {
+    const query = first && tail !== null ? `tail=${tail}` : `after=${after}&limit=${LOG_PAGE}`;
+    const page = await call<{ lines: LogLineT[]; nextAfter: number; hasMore: boolean; state: string; removedAt?: string }>('GET', `${path}/logs?${query}`);
     for (const line of page.lines) print(line);
     after = page.nextAfter;
     state = page.state;

@@ -37,7 +37,7 @@ export const DEPLOYMENT_USAGE = [
   'slipway deployment show --id DEP [--json]',
   'slipway deployment active --environment ENV [--json]',
   'slipway deployment changes --id DEP [--against DEP] [--json]',
-  'slipway deployment logs --id DEP [--follow [--timeout S]] [--json]',
+  'slipway deployment logs --id DEP [--tail N] [--follow [--timeout S]] [--json]',
   'slipway deployment cancel --id DEP [--reason R] [--json]',
   'slipway deployment wait --id DEP [--timeout S] [--json]',
   'slipway deployment rollback (--service S --environment ENV | --to DEP) [--description D] [--wait [--timeout S]] [--json]   (slipway deployment --help)',

@@ -138,15 +138,20 @@ describe('slipway deployment', () => {
     assert.equal(now.stdout, 'one\ntwo \\x1b[2Kthree\n');
     const asJson = await as(viewer, ['logs', '--id', created.id, '--json']);
     assert.deepEqual(asJson.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((l) => [l.seq, l.stream, l.line]), [[1, 'stdout', 'one'], [2, 'stderr', 'two \u001b[2Kthree']]);
+    const last = await as(viewer, ['logs', '--id', created.id, '--tail', '1']);
+    assert.equal(last.stdout, 'two \\x1b[2Kthree\n', last.stderr);
+    const tooMany = await as(viewer, ['logs', '--id', created.id, '--tail', '1001']);
+    assert.equal(tooMany.code, 2);
+    assert.match(tooMany.stderr, /--tail must be/);
 
     // Followed: the lines written after it started reach it, and it ends when the deployment does.
-    const following = as(viewer, ['logs', '--id', created.id, '--follow']);
+    const following = as(viewer, ['logs', '--id', created.id, '--tail', '1', '--follow']);
     await sleep(1_500);
     assert.equal((await runner.logs(created.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'healthy' }] })).status, 200);
     assert.equal((await runner.complete(created.id, lease, 'succeeded')).status, 200);
     const followed = await following;
     assert.equal(followed.code, 0, followed.stderr);
-    assert.equal(followed.stdout, 'one\ntwo \\x1b[2Kthree\nhealthy\n');
+    assert.equal(followed.stdout, 'two \\x1b[2Kthree\nhealthy\n');
 
     const stillRunning = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name });
     const gaveUp = await as(viewer, ['logs', '--id', stillRunning.id, '--follow', '--timeout', '1']);
