@@ -133,6 +133,7 @@ function startSession(accessToken, expiresIn) {
  */
 function signOut(reason, { keepPage = true } = {}) {
   sessionStorage.removeItem(TOKEN_KEY);
+  knownOrgs.clear();
   signInReason = reason ?? null;
   if (!keepPage && location.hash !== '#/') location.hash = '#/';
   else render();
@@ -1245,6 +1246,9 @@ const VIEWS = new Map(Object.entries({
   events: (org, _rest, q) => eventsView(org, q),
 }));
 
+/** Organizations this tab has found there, by the id or slug its addresses use. */
+const knownOrgs = new Set();
+
 async function render() {
   renders += 1;
   if (session() === null) return signInView();
@@ -1255,7 +1259,19 @@ async function render() {
     const query = new URLSearchParams(search);
     const parts = path.split('/').filter(Boolean).map((s) => decodeURIComponent(s));
     const view = parts[0] === 'o' && parts[1] ? VIEWS.get(parts[2] ?? 'deployments') : undefined;
-    if (view) await view(parts[1], parts.slice(3), query);
+    if (view) {
+      // An organization that is not there (or not the caller's) gets its 404, not a page of empty lists.
+      if (!knownOrgs.has(parts[1])) {
+        try {
+          await api('GET', `/v1/orgs/${encodeURIComponent(parts[1])}`);
+        } catch (error) {
+          if (error instanceof Problem && error.status === 404) frame(null);
+          throw error;
+        }
+        knownOrgs.add(parts[1]);
+      }
+      await view(parts[1], parts.slice(3), query);
+    }
     else if (parts.length === 0) await orgsView();
     else throw new Problem(404, { title: 'No such page', detail: `The console has no page at ${location.hash}.` });
   } catch (error) {

@@ -690,6 +690,20 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.badge.succeeded');
   });
 
+  it('answers a page of an organization that is not there with its 404, not a page of empty lists', async () => {
+    const page = await signedIn(server.bootstrap);
+    const reported = pageErrors.length;
+    await page.goto(`${server.url}/console/#/o/no-such-org/services`);
+    await page.waitForSelector('.problem:has-text("no-such-org")');
+    // The browser reports the 404 it was answered, and nothing else.
+    const added = pageErrors.splice(reported);
+    assert.ok(added.length === 1 && added.every((e) => /status of 404/.test(e)), added.join('\n'));
+    assert.equal(await page.locator('#create-service').count(), 0);
+    assert.equal(await page.locator('#org-nav a').count(), 0);
+    await page.click('text=Back to your organizations');
+    await page.waitForSelector('h1:has-text("Organizations")');
+  });
+
   it('says that the server could not be reached, rather than that something went wrong', async () => {
     const page = await signedIn(server.bootstrap);
     await page.route((url) => url.pathname === '/v1/orgs/default/environments', (route) => route.abort());
