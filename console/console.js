@@ -294,16 +294,28 @@ function pagedList(load, renderPage) {
   const more = h('button', { type: 'button' }, 'Load more');
   let cursor;
   const next = async () => {
+    // Whoever pressed Load more from the keyboard goes on from the first row it loaded.
+    const focused = document.activeElement === more;
     const page = await act(more, box, () => load(cursor));
     if (page === undefined) return;
     more.remove();
     const drawn = renderPage(page);
     // Later pages' rows join the first page's table, under the same headings.
     const table = box.querySelector(':scope > .table-scroll > table > tbody');
-    if (table && isTable(drawn)) table.append(...drawn.querySelector('tbody').children);
+    const added = table && isTable(drawn) ? [...drawn.querySelector('tbody').children] : [drawn];
+    if (table && isTable(drawn)) table.append(...added);
     else if (!(table && !isTable(drawn))) box.append(drawn);
     cursor = page.nextCursor;
     if (cursor) box.append(more);
+    if (focused && added[0] !== undefined) {
+      // Its first link or button, or else the first row itself, so that reading and Tab go on from there.
+      let target = added.map((el) => el.querySelector('a[href], button, input, select, textarea')).find(Boolean);
+      if (target === undefined) {
+        target = added[0];
+        target.tabIndex = -1;
+      }
+      target.focus();
+    }
   };
   more.addEventListener('click', next);
   next();
@@ -464,6 +476,20 @@ async function orgsView() {
 
 const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'];
 const UNFINISHED = ['queued', 'in_progress'];
+
+/** Escape sequences a program writes for a terminal (colours, cursor moves, titles, links): not text. */
+const TERMINAL_SEQUENCE = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]/g;
+
+/**
+ * A log line as a terminal would leave it: without its escape sequences, and after a carriage
+ * return only what was written over the line (a progress bar's last state). The API keeps the line
+ * as it was written.
+ */
+function asTerminalShows(line) {
+  const text = line.replace(TERMINAL_SEQUENCE, '');
+  const overwritten = text.replace(/\r+$/, '').lastIndexOf('\r');
+  return overwritten < 0 ? text.replace(/\r+$/, '') : text.slice(overwritten + 1).replace(/\r+$/, '');
+}
 /** A deployment's page starts from its log's last lines, and keeps at most this many as more come. */
 const LOG_SHOWN_FIRST = 1000;
 const LOG_SHOWN_MAX = 5000;
@@ -654,7 +680,7 @@ async function deploymentView(org, id) {
           const first = chunk.lines[0].seq;
           fill(logBox, first > 1 ? h('span', { class: 'muted' }, `… ${(first - 1).toLocaleString()} earlier lines are not shown here (slipway deployment logs ${d.id} prints them all).\n`) : []);
         }
-        for (const line of chunk.lines) logBox.append(h('span', { class: line.stream }, `${line.line}\n`));
+        for (const line of chunk.lines) logBox.append(h('span', { class: line.stream }, `${asTerminalShows(line.line)}\n`));
         // A long-running log keeps only its last lines on the page.
         while (logBox.childElementCount > LOG_SHOWN_MAX) logBox.firstElementChild.remove();
         if (atEnd) logBox.scrollTop = logBox.scrollHeight;

@@ -629,9 +629,10 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector(`#deployment-log >> text=500 earlier lines are not shown here (slipway deployment logs ${running.id} prints them all)`);
     assert.equal(await page.locator('#deployment-log span:text-is("line 500")').count(), 0);
     assert.equal(await page.locator('#deployment-log span:text-is("line 501")').count(), 1);
-    // It follows on from there.
-    await running.send(['line 1501']);
+    // It follows on from there, showing lines as a terminal would: no escape sequences, a progress bar's last state.
+    await running.send(['line 1501', '\u001b[31mred\u001b[0m alert', 'progress 10%\rprogress 100%\r']);
     await page.waitForSelector('#deployment-log >> text=line 1501');
+    assert.deepEqual(await page.locator('#deployment-log span').evaluateAll((spans) => spans.slice(-2).map((s) => s.textContent)), ['red alert\n', 'progress 100%\n']);
     await running.complete();
     await page.waitForSelector('.badge.succeeded');
   });
@@ -688,6 +689,21 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('#main .problem', { state: 'detached' });
     await running.complete();
     await page.waitForSelector('.badge.succeeded');
+  });
+
+  it('goes on from the first row it loaded when Load more is pressed from the keyboard', async () => {
+    // More events than a page holds: one a secret.
+    const made = await server.owner.http.post('/v1/orgs/default/secrets', { secrets: Array.from({ length: 60 }, (_, i) => ({ name: `paged-${process.pid}-${i}`, values: { K: 'v' } })) });
+    assert.equal(made.status, 201, made.text);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/events`);
+    const rows = page.locator('main tbody tr');
+    await page.locator('button:has-text("Load more")').focus();
+    const before = await rows.count();
+    await page.keyboard.press('Enter');
+    await rows.nth(before).waitFor();
+    // The focus is on the first row loaded, not on the document or past the new rows.
+    assert.equal(await page.evaluate<boolean>(`document.activeElement === document.querySelectorAll('main tbody tr')[${before}]`), true);
   });
 
   it('answers a page of an organization that is not there with its 404, not a page of empty lists', async () => {
