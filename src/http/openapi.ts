@@ -230,7 +230,7 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
 
   app.get(`${apiPrefix}/openapi.json`, { schema: { hide: true } }, async () => app.swagger());
   // The reference shares the console's origin, whose tab keeps a token: it gets a policy of its own
-  // (its scripts and styles by hash, framed by no one), and the same headers as the console.
+  // (only its own scripts run; no one may frame it), and the same headers as the console.
   await app.register(swaggerUi, {
     routePrefix: `${apiPrefix}/docs`, theme: { title: 'Slipway API reference' }, uiConfig: { docExpansion: 'list', deepLinking: true, validatorUrl: null },
     staticCSP: true,

@@ -90,9 +90,9 @@ const TokenResponseSchema = Type.Object({
   scope: Type.String({ description: 'The granted scopes.' }),
 });
 const OAuthErrorSchema = Type.Object({ error: Type.String(), error_description: Type.String() }, { description: 'RFC 6749 §5.2 error' });
-/** A rate-limited request: RFC 6749 has no code for it; `slow_down` is the one its registry holds for token requests (RFC 8628 §3.5). */
 /** A body over SLIPWAY_BODY_LIMIT_BYTES, refused before it is read whole. */
 const OAuthTooLarge = { ...OAuthErrorSchema, description: 'The body is larger than the server takes (SLIPWAY_BODY_LIMIT_BYTES): `{"error": "invalid_request"}`' };
+/** A rate-limited request: RFC 6749 has no code for it; `slow_down` is the one its registry holds for token requests (RFC 8628 §3.5). */
 const OAuthRateLimited = { ...OAuthErrorSchema, description: 'Rate limited: `{"error": "slow_down"}` (RFC 8628 §3.5, from the OAuth error registry; RFC 6749 has no code for it), with Retry-After' };
 interface FormField {
   description: string;
