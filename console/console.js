@@ -1096,7 +1096,7 @@ async function serviceUsersView(org) {
       h('button', { type: 'button', 'aria-label': `New secret for ${u.name}`, onclick: (e) => act(e.target, cell, async () => {
         const secret = await api('POST', `${base}/${encodeURIComponent(u.id)}/secrets`, { body: {} });
         fill(onceArea, shownOnce(`New client secret for ${u.name}`, { clientId: u.clientId, clientSecret: secret.clientSecret, hint: secret.hint }));
-        fill(list, listing());
+        await redrawRow(u, cell, `New secret for ${u.name}`);
       }) }, 'New secret'),
       h('button', { type: 'button', class: u.disabled ? '' : 'danger', 'aria-label': `${u.disabled ? 'Enable' : 'Disable'} ${u.name}`, onclick: (e) => {
         const self = u.id === session()?.subject;
@@ -1106,7 +1106,7 @@ async function serviceUsersView(org) {
         act(e.target, cell, async () => {
           await api('PATCH', `${base}/${encodeURIComponent(u.id)}`, { body: { disabled: !u.disabled } });
           notify(u.disabled ? `${u.name} enabled.` : `${u.name} disabled: its tokens no longer work.`);
-          fill(list, listing());
+          await redrawRow(u, cell, `${u.disabled ? 'Disable' : 'Enable'} ${u.name}`);
         });
       } }, u.disabled ? 'Enable' : 'Disable')));
     return h('tr', {},
@@ -1122,10 +1122,19 @@ async function serviceUsersView(org) {
           act(e.target, cell, async () => {
             await api('DELETE', `${base}/${encodeURIComponent(u.id)}/secrets/${encodeURIComponent(s.id)}`);
             notify('Client secret removed.');
-            fill(list, listing());
+            await redrawRow(u, cell, `New secret for ${u.name}`);
           });
         } }, 'Remove') : null))),
       cell);
+  };
+  /**
+   * Draws a user's row again as the API has it now, in place: the rest of the list (the pages
+   * loaded with Load more too) stays as it is, and the focus goes to the button named, in the new row.
+   */
+  const redrawRow = async (u, cell, focusLabel) => {
+    const row = userRow(await api('GET', `${base}/${encodeURIComponent(u.id)}`));
+    cell.closest('tr').replaceWith(row);
+    [...row.querySelectorAll('button')].find((b) => b.getAttribute('aria-label') === focusLabel)?.focus();
   };
   const listing = () => pagedList((cursor) => api('GET', base, { query: { cursor } }),
     (p) => table(['Service user', 'Role', 'Client secrets', ''], p.serviceUsers.map(userRow), 'No service users.'));

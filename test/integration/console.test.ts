@@ -706,6 +706,33 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.evaluate<boolean>(`document.activeElement === document.querySelectorAll('main tbody tr')[${before}]`), true);
   });
 
+  it('acts on a service user in place: the pages loaded stay, and the focus stays on the row', async () => {
+    const made: string[] = [];
+    try {
+      for (let i = 0; i < 55; i++) {
+        const user = await server.owner.http.post('/v1/orgs/default/service-users', { name: `listed-${process.pid}-${String(i).padStart(2, '0')}`, role: 'viewer' });
+        assert.equal(user.status, 201, user.text);
+        made.push(user.body.id);
+      }
+      const page = await signedIn(server.bootstrap);
+      await page.goto(`${server.url}/console/#/o/default/service-users`);
+      await page.click('button:has-text("Load more")');
+      const last = `listed-${process.pid}-54`;
+      const rows = page.locator('main tbody tr');
+      await page.locator(`button[aria-label="New secret for ${last}"]`).waitFor();
+      const shown = await rows.count();
+      await page.click(`button[aria-label="New secret for ${last}"]`);
+      await page.waitForSelector(`#shown-once:has-text("New client secret for ${last}")`);
+      assert.equal(await rows.count(), shown, 'the pages loaded are still there');
+      assert.equal(await page.evaluate<string | null>('document.activeElement?.getAttribute("aria-label") ?? null'), `New secret for ${last}`);
+      // The row says what it has now: two secrets, each removable.
+      assert.equal(await page.locator(`button[aria-label^="Remove the secret"][aria-label$="of ${last}"]`).count(), 2);
+    } finally {
+      // The other tests find their service users on the list's first page.
+      for (const id of made) await server.owner.http.delete(`/v1/orgs/default/service-users/${id}`);
+    }
+  });
+
   it('answers a page of an organization that is not there with its 404, not a page of empty lists', async () => {
     const page = await signedIn(server.bootstrap);
     const reported = pageErrors.length;
