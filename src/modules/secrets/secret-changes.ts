@@ -83,7 +83,7 @@ export function createSecretChanges(store: SecretStore) {
      */
     async remove(ctx: RequestContext, orgId: string, name: string, opts: { permanent: boolean; expected?: Expected }): Promise<void> {
       const now = nowIso();
-      await db.transaction().execute(async (trx) => {
+      const destroyed = await db.transaction().execute(async (trx) => {
         const row = opts.permanent ? await secretsRepo.findByName(trx, orgId, name, store.lock) : await store.live(trx, orgId, name, now);
         // A deletion past retention that the purge has not reached yet is still destroyed on request.
         if (row === undefined) throw errors.secretNotFound(name);
@@ -92,11 +92,13 @@ export function createSecretChanges(store: SecretStore) {
         if (opts.permanent) {
           await secretsRepo.destroy(trx, [row.id]);
           await appendEvents(trx, ctx, [{ orgId, type: 'secret.destroyed', subject, data: { name, version: row.version, wasDeleted: row.deleted_at !== null } }], now);
-          return;
+          return true;
         }
         if (!(await secretsRepo.markDeleted(trx, row.id, row.version, now))) throw concurrentChange();
         await appendEvents(trx, ctx, [{ orgId, type: 'secret.deleted', subject, data: { name, version: row.version, restorableUntil: store.keep.until(now) } }], now);
+        return false;
       });
+      if (destroyed) await store.scrub();
     },
 
     /** Brings a deleted secret back exactly as it was, within the retention window. */
@@ -134,7 +136,11 @@ export function createSecretChanges(store: SecretStore) {
           if (error instanceof AppError && error.code === 'organization_not_found') return 0;
           throw error;
         });
-        if (n === null) return purged;
+        if (n === null) {
+          // What this sweep purged, and what writing a name purged since the last one.
+          if (purged > 0 || store.purgedSinceScrub()) await store.scrub();
+          return purged;
+        }
         purged += n;
       }
     },

@@ -3,6 +3,7 @@
 import type { Limits } from '../../platform/config.js';
 import { SYSTEM_ACTOR_ID, type RequestContext } from '../../platform/context.js';
 import type { Db, Dialect, Executor } from '../../platform/db/database.js';
+import { scrubDeleted } from '../../platform/db/scrub.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { appendEvents } from '../events/event-log.js';
@@ -31,6 +32,8 @@ export function createSecretStore(deps: SecretsDeps) {
   const keep = retention(deps.retentionDays);
 
   const isExpired = (row: SecretRow, now: string) => row.deleted_at !== null && row.deleted_at < keep.cutoff(now);
+  /** Whether a purge has destroyed secrets since the last scrub (see scrub.ts). */
+  let unscrubbed = false;
 
   function assertLive(row: SecretRow | undefined, name: string, now: string): void {
     if (row === undefined || isExpired(row, now)) throw errors.secretNotFound(name);
@@ -48,6 +51,16 @@ export function createSecretStore(deps: SecretsDeps) {
   return {
     deps,
     lock,
+    /**
+     * Leaves no copy of the secrets destroyed so far in the database's live files (see scrub.ts).
+     * It never fails what was destroyed (that has committed): one it could not finish is done again
+     * by the next purge sweep.
+     */
+    async scrub(): Promise<void> {
+      unscrubbed = false;
+      if (!(await scrubDeleted(deps.db, ['secret_versions', 'secrets']).catch(() => false))) unscrubbed = true;
+    },
+    purgedSinceScrub: (): boolean => unscrubbed,
     keep,
     isExpired,
 
@@ -100,6 +113,7 @@ export function createSecretStore(deps: SecretsDeps) {
     /** Destroys these (locked) secrets and every version's ciphertext, with one event each. */
     async purge(trx: Executor, rows: SecretRow[], requestId: string | null, now: string): Promise<void> {
       if (rows.length === 0) return;
+      unscrubbed = true;
       await secretsRepo.destroy(trx, rows.map((r) => r.id));
       await appendEvents(trx, systemContext(requestId), rows.map((r) => ({
         orgId: r.org_id, type: 'secret.purged', subject: { type: 'secret', id: r.id },

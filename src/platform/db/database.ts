@@ -104,6 +104,10 @@ function openSqlite(file: string, onCheckpointError: ((message: string) => void)
   sqlite.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   sqlite.pragma('busy_timeout = 10000');
   sqlite.pragma('foreign_keys = ON');
+  // A deleted row is overwritten with zeros in the file, not left in a free page or cell: a value
+  // destroyed (a permanent delete, a purge, an organization deleted) leaves no ciphertext behind to
+  // open with a data key later (see scrub.ts for the write-ahead log).
+  sqlite.pragma('secure_delete = ON');
   // Each transaction of a group commit runs in a savepoint, whose journal (the pages it changed, as
   // they were) SQLite keeps in a temporary file once it outgrows 64 KiB, and then writes every page
   // there with system calls of its own. In memory, a deployment's creation costs a fifth less; the
