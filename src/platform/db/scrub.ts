@@ -1,9 +1,11 @@
 // What a deletion that promises the values are gone does once it has committed, in the server: a
-// permanent delete of a secret and the purge of deleted ones. Deleting a row leaves its bytes in the database's files until they are
-// overwritten: SQLite runs with secure_delete, so the file itself is zeroed where a row was, but the
-// pages as they were before stay in the write-ahead log until it is checkpointed and truncated;
-// PostgreSQL keeps a deleted row in its table until VACUUM. Copies in PostgreSQL's own write-ahead
-// log, in its archives and in any backup are out of reach here (see README, Secrets).
+// permanent delete of a secret and the purge of deleted ones. Deleting a row leaves its bytes in the
+// database's files until they are overwritten: SQLite runs with secure_delete, so the file itself is
+// zeroed where a row was, but the pages as they were before stay in the write-ahead log until it is
+// checkpointed and truncated; PostgreSQL keeps a deleted row in its table until VACUUM reuses the
+// space. Copies in PostgreSQL's own write-ahead log, in its archives and in any backup are out of
+// reach here (see README, Secrets). Only the server truncates: it holds the file's one long-lived
+// connection, which a truncation by another process could catch in the middle of its writes.
 import { sql, SqliteAdapter } from 'kysely';
 import type { Db } from './database.js';
 
