@@ -274,19 +274,30 @@ function refuseAmbiguities(text: string, value: unknown, escaped: boolean): void
 }
 
 /** The charset parameter of a Content-Type, lowercased, or undefined when it has none. */
-export function charsetOf(contentType: string | undefined): string | undefined {
+function charsetOf(contentType: string | undefined): string | undefined {
   const match = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType ?? '');
   return match === null ? undefined : (match[1] ?? match[2])!.toLowerCase();
+}
+
+/**
+ * Why a body cannot be read as it was sent, or null when it can: a Content-Encoding other than
+ * identity (bodies are not decoded), or a charset other than UTF-8. The JSON and the OAuth form
+ * parsers each answer it in their own form.
+ */
+export function unreadableAsSent(headers: { 'content-encoding'?: string; 'content-type'?: string }): { coding: string } | { charset: string } | null {
+  const coding = headers['content-encoding']?.trim().toLowerCase();
+  if (coding !== undefined && coding !== '' && coding !== 'identity') return { coding };
+  const charset = charsetOf(headers['content-type']);
+  return charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' ? { charset } : null;
 }
 
 export function registerJsonParser(app: App): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
-      const coding = req.headers['content-encoding']?.trim().toLowerCase();
-      if (coding !== undefined && coding !== '' && coding !== 'identity') throw errors.unsupportedContentEncoding(coding);
-      const charset = charsetOf(req.headers['content-type']);
-      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') throw errors.unsupportedMediaType(req.headers['content-type'], 'application/json in UTF-8 (RFC 8259 §8.1)');
+      const unreadable = unreadableAsSent(req.headers);
+      if (unreadable !== null && 'coding' in unreadable) throw errors.unsupportedContentEncoding(unreadable.coding);
+      if (unreadable !== null) throw errors.unsupportedMediaType(req.headers['content-type'], 'application/json in UTF-8 (RFC 8259 §8.1)');
       done(null, parseJsonBody(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);

@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
-import { charsetOf } from '../../http/json-body.js';
+import { unreadableAsSent } from '../../http/json-body.js';
 import { publicFor } from '../../http/schemas.js';
 import { enforceLimit, reportLimit, type RateLimiter } from '../../http/rate-limit.js';
 import { AppError, errors } from '../../platform/errors.js';
@@ -154,12 +154,13 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   app.addContentTypeParser(FORM, { parseAs: 'string' }, (req, body, done) => {
     // Read as it was sent, a compressed or otherwise encoded form would fail for a reason that
     // points elsewhere (a grant_type that seems missing); what the form is sent as is said instead.
-    const coding = req.headers['content-encoding']?.trim().toLowerCase();
-    const charset = charsetOf(req.headers['content-type']);
-    const unreadable = coding !== undefined && coding !== '' && coding !== 'identity'
-      ? `The body must be sent as it is: this endpoint does not decode Content-Encoding ${coding}.`
-      : charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' ? `The body must be ${FORM} in UTF-8, not in ${charset}.` : null;
-    if (unreadable !== null) return done(null, { kind: 'form', fields: new Map(), duplicate: null, unreadable } satisfies FormBody);
+    const sent = unreadableAsSent(req.headers);
+    if (sent !== null) {
+      const unreadable = 'coding' in sent
+        ? `The body must be sent as it is: this endpoint does not decode Content-Encoding ${sent.coding}.`
+        : `The body must be ${FORM} in UTF-8, not in ${sent.charset}.`;
+      return done(null, { kind: 'form', fields: new Map(), duplicate: null, unreadable } satisfies FormBody);
+    }
     const fields = new Map<string, string>();
     let duplicate: string | null = null;
     for (const [key, value] of new URLSearchParams(body as string)) {
