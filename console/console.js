@@ -486,9 +486,8 @@ const TERMINAL_SEQUENCE = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1
  * as it was written.
  */
 function asTerminalShows(line) {
-  const text = line.replace(TERMINAL_SEQUENCE, '');
-  const overwritten = text.replace(/\r+$/, '').lastIndexOf('\r');
-  return overwritten < 0 ? text.replace(/\r+$/, '') : text.slice(overwritten + 1).replace(/\r+$/, '');
+  const text = line.replace(TERMINAL_SEQUENCE, '').replace(/\r+$/, '');
+  return text.slice(text.lastIndexOf('\r') + 1);
 }
 /** A deployment's page starts from its log's last lines, and keeps at most this many as more come. */
 const LOG_SHOWN_FIRST = 1000;
