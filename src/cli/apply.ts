@@ -5,6 +5,7 @@
 // a create would give it. It names the resource; a file with another name is another resource.
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import { parseJsonBody } from '../http/json-body.js';
 import { syntaxErrorOffset } from '../http/json-syntax.js';
 import { AppError } from '../platform/errors.js';
 import type { PatientCall } from './api-client.js';
@@ -23,6 +24,8 @@ export function readJsonObject(file: string, readOnly: readonly string[], read: 
   } catch (error) {
     throw new UsageError(`--file ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
+  // A byte order mark, as some editors write one: no part of the JSON.
+  text = text.replace(/^\uFEFF/, '');
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -34,6 +37,14 @@ export function readJsonObject(file: string, readOnly: readonly string[], read: 
       : ` (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')})`;
     throw new UsageError(`--file ${where} is not valid JSON${place}; nothing was sent`);
   }
+  try {
+    // What the API refuses in a body, refused in the file too, before anything is read from it: a
+    // name twice in one object (only its last value would count, a "name" too), U+0000, a lone surrogate.
+    parseJsonBody(text);
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    throw new UsageError(`--file ${where}: ${error.detail.replace(/\b([Tt])he body\b/g, '$1he file')} Nothing was sent.`);
+  }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`--file ${where} must hold one JSON object; nothing was sent`);
   const object = parsed as Record<string, unknown>;
   if (typeof object.name !== 'string' || object.name === '') throw new UsageError(`--file ${where} needs a "name": what it describes is found by it; nothing was sent`);
@@ -42,7 +53,11 @@ export function readJsonObject(file: string, readOnly: readonly string[], read: 
 
 /** A field that an apply changed, and how; a variable is a field of its own (`variables.DEBUG`). */
 export type FieldChange = { field: string; change: 'added' | 'removed' | 'changed' };
-export type Applied<T> = { result: 'created' | 'updated' | 'unchanged'; changes: FieldChange[]; resource: T; dryRun: boolean };
+/**
+ * `replaced`: the fields another client changed between the apply's first read and its write,
+ * which the file's values then replaced (their changes are among `changes` too).
+ */
+export type Applied<T> = { result: 'created' | 'updated' | 'unchanged'; changes: FieldChange[]; replaced: string[]; resource: T; dryRun: boolean };
 
 /** The fields of `before` and `after` that differ, and how; variables one by one, never their values. */
 export function fieldChanges(before: Record<string, unknown>, after: Record<string, unknown>): FieldChange[] {
@@ -69,9 +84,10 @@ const ATTEMPTS = 5;
  * Creates the `kind` named `name` under `collection` from `create`, or brings the one there to
  * `update(current)` (a PATCH; `headers` may hold its If-Match). Another client's create, change or
  * delete in between (a name just taken, a 412, a 404) makes it read again and go on from what is
- * there, five times at most. What changed is measured from the first read to the last answer, on
- * `fields`, and by `revision` (its version, or when it last changed): a PATCH whose answer was lost
- * and that a retry found done, or one that undid a change made meanwhile, still changed it.
+ * there, five times at most. What changed is measured on `fields` from the first read to the last
+ * answer (a PATCH whose answer was lost and that a retry found done still changed it), and from the
+ * read the PATCH was sent after (one that undid a change another client made meanwhile changed
+ * that back: said, and named in `replaced`); `revision` (a version) catches what `fields` leave out.
  * `dryRun`: the server checks the create or the change and answers what it would make, writing
  * nothing (`?dryRun=true`), so the result says what the apply would do.
  */
@@ -82,7 +98,7 @@ export async function applyResource<T>(call: PatientCall, o: {
   create: Record<string, unknown>;
   update: (current: T) => { body: Record<string, unknown>; headers?: Record<string, string> };
   fields: (resource: T) => Record<string, unknown>;
-  revision: (resource: T) => string;
+  revision?: (resource: T) => string;
   dryRun: boolean;
 }): Promise<Applied<T>> {
   const one = `${o.collection}/${encodeURIComponent(o.name)}`;
@@ -103,15 +119,18 @@ export async function applyResource<T>(call: PatientCall, o: {
       if (current === null) {
         // A dry run has nothing to repeat, and takes no key.
         const made = await call<T>('POST', `${o.collection}${dry}`, o.create, o.dryRun ? {} : { 'idempotency-key': randomUUID() });
-        return { result: 'created', changes: [], resource: made, dryRun: o.dryRun };
+        return { result: 'created', changes: [], replaced: [], resource: made, dryRun: o.dryRun };
       }
       const { body, headers } = o.update(current);
       const after = await call<T>('PATCH', `${one}${dry}`, body, headers);
       // Created by another client meanwhile: what changed is measured from what it made.
       const before = first ?? current;
       const changes = fieldChanges(o.fields(before), o.fields(after));
-      const moved = changes.length > 0 || o.revision(before) !== o.revision(after);
-      return { result: moved ? 'updated' : 'unchanged', changes, resource: after, dryRun: o.dryRun };
+      const theirs = fieldChanges(o.fields(before), o.fields(current)).map((c) => c.field);
+      const undone = fieldChanges(o.fields(current), o.fields(after)).filter((c) => theirs.includes(c.field));
+      for (const c of undone) if (!changes.some((d) => d.field === c.field)) changes.push(c);
+      const moved = changes.length > 0 || (o.revision !== undefined && o.revision(before) !== o.revision(after));
+      return { result: moved ? 'updated' : 'unchanged', changes, replaced: undone.map((c) => c.field), resource: after, dryRun: o.dryRun };
     } catch (error) {
       if (!raced(error, `${o.kind}_name_taken`, `${o.kind}_not_found`, 'precondition_failed')) throw error;
     }
@@ -128,10 +147,15 @@ export function appliedLine(kind: string, name: string, applied: Applied<unknown
   const at = version === undefined ? '' : unchanged ? `, still version ${version}` : !applied.dryRun ? `, version ${version}` : applied.result === 'created' ? ` as version ${version}` : ` to version ${version}`;
   const changes = applied.changes.map((c) => `${c.field} ${c.change}`).join(', ');
   const result = applied.dryRun && !unchanged ? `would be ${applied.result}` : applied.result;
-  return `${kind} ${name}: ${result}${at}${changes !== '' ? ` (${changes})` : ''}${applied.dryRun ? '; a dry run: nothing was changed' : ''}`;
+  const replaced = applied.replaced.length === 0 ? ''
+    : `; ${applied.dryRun ? 'would replace' : 'replaced'} what another client changed meanwhile: ${applied.replaced.join(', ')}`;
+  return `${kind} ${name}: ${result}${at}${changes !== '' ? ` (${changes})` : ''}${replaced}${applied.dryRun ? '; a dry run: nothing was changed' : ''}`;
 }
 
-/** What `--json` prints of an apply: `{result, changes, <kind>}`, and `dryRun: true` for a dry run. */
+/**
+ * What `--json` prints of an apply: `{result, changes, <kind>}`, `dryRun: true` for a dry run, and
+ * `replaced` when it undid another client's change.
+ */
 export function appliedJson(kind: string, applied: Applied<unknown>): Record<string, unknown> {
-  return { result: applied.result, ...(applied.dryRun ? { dryRun: true } : {}), changes: applied.changes, [kind]: applied.resource };
+  return { result: applied.result, ...(applied.dryRun ? { dryRun: true } : {}), changes: applied.changes, ...(applied.replaced.length > 0 ? { replaced: applied.replaced } : {}), [kind]: applied.resource };
 }

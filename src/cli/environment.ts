@@ -90,7 +90,6 @@ export async function environmentCommand(argv: string[], env: Record<string, str
         // The whole environment: what the file leaves out is what a new one has.
         update: () => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! } }),
         fields: (e) => ({ description: e.description, protected: e.protected, variables: e.variables, secrets: e.secrets }),
-        revision: (e) => `${e.createdAt} ${e.updatedAt}`,
         dryRun: flags['dry-run'] === true,
       });
       if (json) printJson(appliedJson('environment', applied));

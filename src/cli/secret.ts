@@ -64,8 +64,10 @@ server and come back only from reveal (audited); nothing else prints them.
            already) is no refusal (exit 0, "nothing to delete")
   restore  brings back a deleted secret, or with --version N makes version N's values current again
 
-.env files follow dotenv's rules: KEY=value lines, \`export\` allowed, # comments, single quotes as
-written, double quotes with \\n \\r \\t \\" \\\\ \\$ \\\` escapes. A line that cannot be read, or a key given
+.env files follow dotenv's rules, but for one: KEY=value lines, \`export\` allowed, # comments,
+single quotes and backquotes as written, double quotes with \\n \\r \\t \\" \\\\ \\$ \\\` escapes, a
+quoted value over several lines; a # ends an unquoted value only after a space (PASS=abc#def is
+abc#def, as Compose reads it). A line that cannot be read, a quote never closed, or a key given
 twice, refuses the whole file with its line number. --from-file - reads standard input: prefer it
 to --set for values, which anyone who can list processes (ps) sees on the command line.
 
@@ -218,17 +220,19 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     }
     case 'import': {
       const keeps = Object.keys(imported!);
-      const inUse = flags.force === true ? null : await inUseRefusal(call, one, (current) => current.keys.filter((key) => !keeps.includes(key)),
+      const before = await readSecret(call, one);
+      const inUse = flags.force === true ? null : await inUseRefusal(call, one, before, (current) => current.keys.filter((key) => !keeps.includes(key)),
         (removed) => `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove`, 'keep the keys in the file');
       if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       const dryRun = flags['dry-run'] === true;
       const answer = await call<{ secrets: Change[] }>('PUT', `${secrets}${dryRun ? '?dryRun=true' : ''}`, { secrets: [{ name, values: imported }] });
-      return said(answer.secrets[0]!, dryRun);
+      return said(changeSinceRead(before, answer.secrets[0]!), dryRun);
     }
     case 'set': {
       const { set, unset } = change!;
+      const before = await readSecret(call, one);
       if (unset.length > 0) {
-        const inUse = flags.force === true ? null : await inUseRefusal(call, one, (current) => {
+        const inUse = flags.force === true ? null : await inUseRefusal(call, one, before, (current) => {
           const missing = unset.filter((key) => !current.keys.includes(key));
           if (missing.length > 0) printWarning(json, `secret ${name} has no key ${missing.join(', ')}: nothing to --unset there (its keys: ${current.keys.join(' ')})`);
           return unset.filter((key) => current.keys.includes(key));
@@ -236,7 +240,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
         if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       }
       try {
-        return said(await call<Change>('PATCH', one, { ...(Object.keys(set).length > 0 ? { set } : {}), ...(unset.length > 0 ? { unset } : {}) }));
+        return said(changeSinceRead(before, await call<Change>('PATCH', one, { ...(Object.keys(set).length > 0 ? { set } : {}), ...(unset.length > 0 ? { unset } : {}) })));
       } catch (error) {
         // A secret that does not exist yet is created with the keys set, when nothing was to be removed.
         if (!(error instanceof AppError && error.code === 'secret_not_found') || unset.length > 0) throw error;
@@ -253,7 +257,7 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
     }
     case 'delete': {
       const permanent = flags.permanent === true;
-      const inUse = flags.force === true ? null : await inUseRefusal(call, one, () => 'all', () => `secret ${name} would be deleted`, '');
+      const inUse = flags.force === true ? null : await inUseRefusal(call, one, await readSecret(call, one), () => 'all', () => `secret ${name} would be deleted`, '');
       if (inUse !== null) return failed(json, 'secret_in_use', inUse.message, undefined, { usedBy: inUse.usedBy });
       // Deleted already (and restorable) is gone too, for a delete that is not permanent.
       const deleted = await deleteResource(call, `${one}${permanent ? '?permanent=true' : ''}`, { ignoreNotFound: flags['ignore-not-found'] === true, gone: permanent ? ['secret_not_found'] : ['secret_not_found', 'secret_deleted'] });
@@ -273,16 +277,11 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
  * key is gone from the version it pins, or the secret is. Refused before anything is sent, naming
  * who takes what, unless --force; a whole-secret reference takes what keys there are, and is in
  * the way of a delete only. `removing` says what the change removes of the secret as it is now
- * ('all' for a delete). Null when nothing is in the way (or there is no such secret).
+ * ('all' for a delete); `current`: the secret as read just before (null: there is none). Null when
+ * nothing is in the way.
  */
-async function inUseRefusal(call: PatientCall, one: string, removing: (current: Metadata) => string[] | 'all', doing: (removed: string[]) => string, advice: string): Promise<{ message: string; removed: string[]; usedBy: unknown[] } | null> {
-  let current: Metadata;
-  try {
-    current = await call<Metadata>('GET', one);
-  } catch (error) {
-    if (error instanceof AppError && error.status === 404) return null;
-    throw error;
-  }
+async function inUseRefusal(call: PatientCall, one: string, current: Metadata | null, removing: (current: Metadata) => string[] | 'all', doing: (removed: string[]) => string, advice: string): Promise<{ message: string; removed: string[]; usedBy: unknown[] } | null> {
+  if (current === null) return null;
   const removed = removing(current);
   if (removed !== 'all' && removed.length === 0) return null;
   const used = await call<SecretUsage>('GET', `${one}/usage`);
@@ -298,6 +297,32 @@ async function inUseRefusal(call: PatientCall, one: string, removing: (current: 
     message: `${doing(removed === 'all' ? current.keys : removed)}, and ${who}: their next deployment would fail. Nothing was sent: ${advice !== '' ? `${advice}, ` : ''}change what takes ${removed === 'all' ? 'it' : 'them'} first, or give --force`,
     removed: removed === 'all' ? current.keys : removed, usedBy: takers,
   };
+}
+
+/** The secret as it is now; null when there is none (or it is deleted). */
+async function readSecret(call: PatientCall, one: string): Promise<Metadata | null> {
+  try {
+    return await call<Metadata>('GET', one);
+  } catch (error) {
+    if (error instanceof AppError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+/**
+ * What a change did, measured from the secret as read before it was sent. The caller tries a
+ * change again when its answer is lost, and the retry finds the values already there: "unchanged"
+ * then, though the first attempt made the version. When the version moved since the read, this
+ * call's change (or one just like it) made it: created or updated, with the keys it added and
+ * removed (which values changed, no answer says any more).
+ */
+export function changeSinceRead(before: Metadata | null, answer: Change): Change {
+  if (answer.result !== 'unchanged') return answer;
+  if (before === null) return { ...answer, result: 'created' };
+  if (before.version === answer.version) return answer;
+  const added = answer.keys.filter((key) => !before.keys.includes(key));
+  const removed = before.keys.filter((key) => !answer.keys.includes(key));
+  return { ...answer, result: 'updated', keyChanges: { added, removed, changed: [] } };
 }
 
 function missingFile(): never {

@@ -1,5 +1,6 @@
-// `.env` text, read and written by dotenv's rules: what the console and `slipway secret` import, and
-// what `slipway secret reveal` prints. It imports nothing: the console's page runs this very file.
+// `.env` text, read by dotenv's rules but for a `#` inside an unquoted value (kept, as Compose does), and written
+// so that dotenv, Compose and a shell read it back alike: what the console and `slipway secret` import, and what
+// `slipway secret reveal` prints. It imports nothing: the console's page runs this very file.
 
 export interface DotenvProblem {
   /** 1-based. */
@@ -10,47 +11,100 @@ export interface DotenvProblem {
 const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', '"': '"', '\\': '\\', $: '$', '`': '`' };
 
 /**
+ * Where the quote opened at `open` of `text` closes, or -1. A backslash takes the character after
+ * it, but for one just before a quote that could end the value (only spaces and a comment after it
+ * on its line), which stands for itself when no later quote on that line ends it: `A="x\\"` is `x\\`,
+ * `A="x\\"#"` is `x"#`. Each character is looked at a bounded number of times.
+ */
+function closingQuote(text: string, open: number): number {
+  const quote = text[open]!;
+  // The last escaped quote on this line that could end the value read the other way.
+  let fallback = -1;
+  for (let at = open + 1; at < text.length; at++) {
+    const c = text[at];
+    if (c === '\n' && fallback >= 0) return fallback;
+    if (c === quote) return fallback < 0 || endsLine(text, at + 1) ? at : fallback;
+    if (c !== '\\') continue;
+    if (text[at + 1] === quote && endsLine(text, at + 2)) fallback = at + 1;
+    at++;
+  }
+  return fallback;
+}
+
+/** Whether only spaces, and a `#` comment, are left of the line from `at` on (looking no further than the spaces). */
+function endsLine(text: string, at: number): boolean {
+  for (; at < text.length; at++) {
+    const c = text[at]!;
+    if (c === '\n' || c === '#') return true;
+    if (!/\s/.test(c)) return false;
+  }
+  return true;
+}
+
+/**
  * `KEY=value` lines, `export` allowed, blank lines and `#` comments skipped, a ` #` comment after an
- * unquoted value dropped (`KEY= # note` is empty); single quotes keep their text as it is, double
- * quotes expand \n, \r, \t, \", \\, and \$ and \` (a shell's escapes of what it would expand, as
- * dotenv-expand reads \$). A line that is none of these, or a key given twice, is a
- * problem with its line number rather than a value stored otherwise than meant; with any problem,
- * `values` is not to be used.
+ * unquoted value dropped (a `#` with no space before it is part of the value, as Compose reads it:
+ * `KEY=pa#ss`; `KEY= # note` is empty); single quotes and backquotes keep their text as it is,
+ * double quotes expand \n, \r, \t, \", \\, and \$ and \` (a shell's escapes of what it would expand,
+ * as dotenv-expand reads \$). A quoted value may go on over lines (a PEM key), up to its closing
+ * quote, after which only a comment may follow on that line. Line breaks are \n, \r\n or a lone \r.
+ * A line that is none of these, a quote never closed, or a key given twice, is a problem with its
+ * line number rather than a value stored otherwise than meant; with any problem, `values` is not to
+ * be used.
  */
 export function parseDotenv(text: string): { values: Record<string, string>; problems: DotenvProblem[] } {
   const values = new Map<string, string>();
   const problems: DotenvProblem[] = [];
   const firstSeen = new Map<string, number>();
-  text.replace(/^\uFEFF/, '').split(/\r?\n/).forEach((raw, index) => {
-    const line = index + 1;
+  const source = text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n');
+  // Each character is looked at a bounded number of times: no line takes longer than its length.
+  for (let at = 0, line = 1; at < source.length; line++) {
+    let eol = source.indexOf('\n', at);
+    if (eol < 0) eol = source.length;
+    const here = line;
+    const raw = source.slice(at, eol);
+    at = eol + 1;
     const trimmed = raw.trim();
-    if (trimmed === '' || trimmed.startsWith('#')) return;
-    const match = /^(?:export\s+)?([^=\s]+)\s*=\s*(.*)$/s.exec(trimmed);
+    if (trimmed === '' || trimmed.startsWith('#')) continue;
+    const match = /^(?:export\s+)?([^=\s]+)\s*=[^\S\n]*/.exec(raw.trimStart());
     if (!match) {
-      problems.push({ line, message: 'is not KEY=value' });
-      return;
+      problems.push({ line: here, message: 'is not KEY=value' });
+      continue;
     }
     const key = match[1]!;
-    const rest = match[2]!;
+    const valueAt = eol - raw.trimStart().length + match[0].length;
     let value: string;
-    // `s`: a quoted value may hold any character but the line break that ends it (U+2028 too). A
-    // backslash takes the character after it, but for one just before the closing quote, which
-    // stands for itself: one way only to read each, so that no line takes longer than its length
-    // (a backslash that could go either way made a line of 40 take seconds).
-    const quoted = /^(['"])((?:\\.|[^\\'"]|(?!\1)['"]|\\(?=\1\s*(?:#.*)?$))*)\1\s*(?:#.*)?$/s.exec(rest);
-    if (quoted) value = quoted[1] === '"' ? quoted[2]!.replace(/\\(.)/gs, (all, c: string) => ESCAPES[c] ?? all) : quoted[2]!;
-    else if (/^['"]/.test(rest)) {
-      problems.push({ line, message: 'has a quote that is not closed on the line (or text after the closing quote)' });
-      return;
-    } else value = rest.startsWith('#') ? '' : rest.replace(/\s+#.*$/s, '');
+    const quote = source[valueAt];
+    if (quote === '"' || quote === '\'' || quote === '`') {
+      const close = closingQuote(source, valueAt);
+      if (close < 0) {
+        problems.push({ line: here, message: 'has a quote that is not closed' });
+        continue;
+      }
+      const inner = source.slice(valueAt + 1, close);
+      // The lines the value took.
+      let closeEol = source.indexOf('\n', close);
+      if (closeEol < 0) closeEol = source.length;
+      for (let k = inner.indexOf('\n'); k >= 0; k = inner.indexOf('\n', k + 1)) line++;
+      at = closeEol + 1;
+      if (!endsLine(source, close + 1)) {
+        problems.push({ line: here, message: `has text after its closing quote${line > here ? ` (on line ${line})` : ''}` });
+        continue;
+      }
+      value = quote === '"' ? inner.replace(/\\(.)/gs, (all, c: string) => ESCAPES[c] ?? all) : inner;
+    } else {
+      const rest = source.slice(valueAt, eol);
+      const comment = rest.startsWith('#') ? 0 : rest.search(/\s#/);
+      value = (comment < 0 ? rest : rest.slice(0, comment)).trimEnd();
+    }
     const first = firstSeen.get(key);
     if (first !== undefined) {
-      problems.push({ line, message: `sets ${key} again (first on line ${first})` });
-      return;
+      problems.push({ line: here, message: `sets ${key} again (first on line ${first})` });
+      continue;
     }
-    firstSeen.set(key, line);
+    firstSeen.set(key, here);
     values.set(key, value);
-  });
+  }
   // fromEntries: every key an own property, `__proto__` included.
   return { values: Object.fromEntries(values), problems };
 }

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { tempDir, type Actor } from '../support/harness.js';
+import { lossyProxy } from '../support/lossy-proxy.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { runCli, type CliResult, clientVariables } from '../support/processes.js';
 
@@ -59,6 +60,36 @@ describe('slipway secret', () => {
     assert.deepEqual(changed.keyChanges, { added: ['TOKEN'], removed: ['DATABASE_URL', 'EMPTY'], changed: [] });
     assert.deepEqual(await reveal('app'), { DB_PASSWORD: sentinel, TOKEN: 't' });
     assert.deepEqual(await reveal('app', 1), { DATABASE_URL: 'postgres://app@db/app', DB_PASSWORD: sentinel, EMPTY: '' });
+  });
+
+  it('says created or updated when its change was made, even when the answer was lost and a retry found it done', async () => {
+    // Each first PUT or PATCH reaches the server, and its answer never comes back; the retry finds the values there.
+    let loseNext = false;
+    const proxy = await lossyProxy(f.server.url, (req) => {
+      if (req.method === 'GET' || !loseNext) return false;
+      loseNext = false;
+      return true;
+    });
+    const through = (args: string[], input?: string) => {
+      loseNext = true;
+      return runCli(['secret', ...args], clientVariables(f.server.url, f.orgId, developer, proxy.url), input);
+    };
+    try {
+      const created = await through(['import', '--name', 'lost', '--from-file', '-'], 'A=1\nB=2\n');
+      assert.equal(created.code, 0, created.stderr);
+      assert.equal(created.stdout, 'secret lost: created, version 1 (keys A B)\n');
+      const updated = await through(['import', '--name', 'lost', '--from-file', '-', '--json'], 'A=1\nC=3\n');
+      assert.equal(updated.code, 0, updated.stderr);
+      assert.deepEqual(JSON.parse(updated.stdout), { ...JSON.parse(updated.stdout), name: 'lost', result: 'updated', version: 2, keyChanges: { added: ['C'], removed: ['B'], changed: [] } });
+      const set = await through(['set', '--name', 'lost', '--set', 'D=4']);
+      assert.equal(set.code, 0, set.stderr);
+      assert.equal(set.stdout, 'secret lost: updated, version 3 (keys A C D; added D)\n');
+      assert.equal(proxy.seen.filter((r) => r.method !== 'GET').length, 6, 'each change was sent again once');
+    } finally {
+      await proxy.close();
+    }
+    assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/secrets/lost`)).body.version, 3);
+    assert.equal((await f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/lost?permanent=true`)).status, 204);
   });
 
   it('import --dry-run says what it would do, key by key, and changes nothing', async () => {

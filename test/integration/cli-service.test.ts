@@ -90,6 +90,28 @@ describe('slipway service and environment apply', () => {
     assert.deepEqual((await eventsOf(f.server, f.orgId, now.id)).map((e) => e.type), ['service.created', 'service.updated']);
   });
 
+  it('says so when it replaced a change another client made between its read and its write', async () => {
+    const name = unique('raced');
+    assert.equal((await as(developer, ['service', 'apply'], { name, spec: { command: ['v1'], variables: { A: '1' } } })).code, 0);
+    // Just before the apply's PATCH, someone adds a variable: that PATCH is a 412, the apply reads
+    // again and writes the file's service, which takes the variable out again.
+    let raced = false;
+    const proxy = await lossyProxy(f.server.url, () => false, async (req) => {
+      if (req.method !== 'PATCH' || raced) return;
+      raced = true;
+      const theirs = await developer.http.patch(`/v1/orgs/${f.orgId}/services/${name}`, { spec: { command: ['v1'], variables: { A: '1', FEATURE_FLAG: 'on' } } });
+      assert.equal(theirs.status, 200);
+    });
+    try {
+      const applied = await runCli(['service', 'apply', '--file', '-'], clientVariables(f.server.url, f.orgId, developer, proxy.url), JSON.stringify({ name, spec: { command: ['v1'], variables: { A: '2' } } }));
+      assert.equal(applied.code, 0, applied.stderr);
+      assert.equal(applied.stdout, `service ${name}: updated, version 3 (variables.A changed, variables.FEATURE_FLAG removed); replaced what another client changed meanwhile: variables.FEATURE_FLAG\n`);
+      assert.equal(proxy.seen.filter((r) => r.method === 'PATCH').length, 2, 'the first PATCH was refused, 412');
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('lists and shows services as a viewer, printable; deletes as an admin', async () => {
     const name = unique('api');
     assert.equal((await as(developer, ['service', 'apply'], { name, description: 'api \u001b[2Jgone', spec: { image: 'registry.example/api:1', variables: { A: '1' } } })).code, 0);
@@ -138,6 +160,10 @@ describe('slipway service and environment apply', () => {
       [`{"name": "${name}", "spec": `, /--file standard input is not valid JSON \(it ends before the value is complete\); nothing was sent/],
       [`{"name": "${name}",\n "spec": {"command": ['x']}}`, /--file standard input is not valid JSON \(line 2, column 23\); nothing was sent/],
       ['[1]', /must hold one JSON object/],
+      // Only one of the two would count: a name twice in one object is refused, "name" included.
+      [`{"name": "x", "name": "${name}", "spec": {"command": ["x"]}}`, /--file standard input: The file has the member \/name twice in one object.*Nothing was sent\./],
+      [`{"name": "${name}", "spec": {"command": ["x"], "variables": {"A": "1", "A": "2"}}}`, /the member \/spec\/variables\/A twice/],
+      [`{"name": "\\ud800", "spec": {"command": ["x"]}}`, /--file standard input: A string in the file holds an unpaired surrogate.*Nothing was sent\./i],
       [{ spec: { command: ['x'] } }, /needs a "name"/],
       [{ name, spec: [] }, /needs a "spec" object: an apply gives the whole service/],
     ] as const) {
@@ -145,6 +171,10 @@ describe('slipway service and environment apply', () => {
       assert.equal(refused.code, 2, refused.stderr);
       assert.match(refused.stderr, message);
     }
+    // A byte order mark, as some editors write, is no part of the JSON.
+    const withMark = await as(developer, ['service', 'apply', '--dry-run'], `\uFEFF{"name": "${name}", "spec": {"command": ["x"]}}`);
+    assert.equal(withMark.code, 0, withMark.stderr);
+    assert.match(withMark.stdout, /would be created/);
     const missingFile = await as(developer, ['service', 'apply', '--file', 'no-such-file.json']);
     assert.equal(missingFile.code, 2);
     assert.match(missingFile.stderr, /--file no-such-file\.json: cannot read it \(ENOENT\)/);

@@ -1,5 +1,6 @@
 // A proxy in front of a test server that forwards every request and, for those `lose` picks, cuts
-// the connection instead of answering: the server did what was asked, the client never heard.
+// the connection instead of answering: the server did what was asked, the client never heard. It
+// can also let another client act just before a request is passed on.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -10,7 +11,9 @@ export interface LossyProxy {
   close(): Promise<void>;
 }
 
-export async function lossyProxy(target: string, lose: (req: { method: string; url: string }, n: number) => boolean): Promise<LossyProxy> {
+/** `meanwhile`, when given, runs before each request is passed on: another client's doing, between two of this one's requests. */
+export async function lossyProxy(target: string, lose: (req: { method: string; url: string }, n: number) => boolean,
+  meanwhile?: (req: { method: string; url: string }) => Promise<void>): Promise<LossyProxy> {
   const seen: LossyProxy['seen'] = [];
   const proxy = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -18,6 +21,7 @@ export async function lossyProxy(target: string, lose: (req: { method: string; u
     req.on('end', async () => {
       const asked = { method: req.method!, url: req.url!, headers: req.headers };
       seen.push(asked);
+      await meanwhile?.(asked);
       const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length'].includes(k))) as Record<string, string>;
       const upstream = await fetch(`${target}${req.url}`, { method: req.method!, headers, ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}) });
       const text = await upstream.text();

@@ -30,20 +30,37 @@ describe('.env text', () => {
   });
 
   it('names every line it cannot read, and a key given twice, by its number', () => {
-    const { problems } = parseDotenv('A=1\nnot a line\nB="open\nC=\'x\' trailing\nA=2\n');
+    const { problems } = parseDotenv('A=1\nnot a line\nC=\'x\' trailing\nA=2\nB="open\n');
     assert.deepEqual(problems, [
       { line: 2, message: 'is not KEY=value' },
-      { line: 3, message: 'has a quote that is not closed on the line (or text after the closing quote)' },
-      { line: 4, message: 'has a quote that is not closed on the line (or text after the closing quote)' },
-      { line: 5, message: 'sets A again (first on line 1)' },
+      { line: 3, message: 'has text after its closing quote' },
+      { line: 4, message: 'sets A again (first on line 1)' },
+      { line: 5, message: 'has a quote that is not closed' },
     ]);
+    // A closing quote forgotten: the value runs on to the next quote, and what follows that is refused.
+    assert.deepEqual(parseDotenv('A="open\nB=2\nC="x"\nD=4\n').problems, [{ line: 1, message: 'has text after its closing quote (on line 3)' }]);
+  });
+
+  it('reads a quoted value over several lines, backquotes, a lone carriage return as a line break, and a # inside a value', () => {
+    const pem = '-----BEGIN PRIVATE KEY-----\nMIIBVQIBADANBgkqhkiG9w0BAQEFAASCAT8wggE7AgEAAkEA==\n-----END PRIVATE KEY-----';
+    const { values, problems } = parseDotenv([
+      `KEY="${pem}"  # a comment`,
+      `SINGLE='${pem}'`,
+      'TICK=`it\'s "both"`',
+      'PASS=abc#def',
+      'AFTER=1',
+    ].join('\r\n').replace('AFTER=1', 'AFTER=1\rLAST=2\r'));
+    assert.deepEqual(problems, []);
+    assert.deepEqual(values, { KEY: pem, SINGLE: pem, TICK: 'it\'s "both"', PASS: 'abc#def', AFTER: '1', LAST: '2' });
+    // The lines a value took count: a problem after it names its own line.
+    assert.deepEqual(parseDotenv(`A="1\n2\n3"\nbad\n`).problems, [{ line: 4, message: 'is not KEY=value' }]);
   });
 
   it('refuses a line of many backslashes and no closing quote at once (each character read one way only)', () => {
     // Read two ways, a backslash doubled the work: 40 of them took seconds, 60 would take days.
-    for (const quote of ['"', '\'']) {
-      const { problems } = parseDotenv(`A=${quote}${'\\'.repeat(10_000)}\nB=${quote}${'\\"'.repeat(10_000)} x\n`);
-      assert.deepEqual(problems.map((p) => p.line), [1, 2]);
+    for (const quote of ['"', '\'', '`']) {
+      assert.deepEqual(parseDotenv(`A=${quote}${'\\'.repeat(100_000)}\n`).problems.map((p) => p.line), [1]);
+      assert.deepEqual(parseDotenv(`B=${quote}${`\\${quote}  `.repeat(100_000)} x\n`).problems.map((p) => p.line), [1]);
     }
     // A backslash just before the closing quote stands for itself, as it did.
     assert.deepEqual(parseDotenv('A="x\\"\nB=\'y\\\' # note\n').values, { A: 'x\\', B: 'y\\' });
