@@ -148,6 +148,13 @@ describe('slipway CLI', () => {
       res = await api.get('/v1/orgs/cli-org');
     }
     assert.match(String(assertProblem(res, 401, 'invalid_token').detail), /disabled/);
+
+    // Enabled again from the CLI: a new token works at once, though this server still remembers it
+    // disabled; the old one stays refused.
+    assert.equal((await cliJson(['service-user', 'enable', '--org', 'cli-org', '--user', 'ci'], env)).disabled, false);
+    const fresh = server!.http(await server!.token(creds, creds.scope));
+    assert.equal((await fresh.get('/v1/orgs/cli-org')).status, 200);
+    assertProblem(await api.get('/v1/orgs/cli-org'), 401, 'invalid_token');
     assert.deepEqual(server!.undeclared, []);
   });
 

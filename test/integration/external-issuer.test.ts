@@ -4,6 +4,7 @@
 // the role they grant there, refuses every defect, picks up a key rotation without a restart, and
 // keeps accepting its own tokens beside them.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -35,6 +36,9 @@ async function startIssuer() {
   const keys: IssuerKey[] = [];
   const hits = { discovery: 0, jwks: 0 };
   let jwksStatus = 200;
+  /** A body to answer with instead of the key set; keys published before the issuer's own. */
+  let jwksBody: string | null = null;
+  let ahead: JWK[] = [];
   let keyCounter = 0;
   async function newKey(): Promise<IssuerKey> {
     const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
@@ -50,7 +54,8 @@ async function startIssuer() {
     }
     if (req.url === '/oauth/v2/keys') {
       hits.jwks++;
-      return json(jwksStatus, jwksStatus === 200 ? { keys: keys.map((k) => k.jwk) } : { error: 'down' });
+      if (jwksBody !== null) return res.writeHead(jwksStatus, { 'content-type': 'application/json' }).end(jwksBody);
+      return json(jwksStatus, jwksStatus === 200 ? { keys: [...ahead, ...keys.map((k) => k.jwk)] } : { error: 'down' });
     }
     return json(404, { error: 'not found' });
   });
@@ -63,6 +68,8 @@ async function startIssuer() {
     /** A new signing key, published beside the old one only from now on. */
     async rotate() { keys.push(await newKey()); return keys.at(-1)!; },
     setJwksStatus(status: number) { jwksStatus = status; },
+    setJwksBody(body: string | null) { jwksBody = body; },
+    publishAhead(jwks: JWK[]) { ahead = jwks; },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
@@ -230,6 +237,11 @@ describe('external issuer (ZITADEL) tokens', () => {
       ['no organization claim', () => sign({ ...good, 'urn:zitadel:iam:user:resourceowner:id': undefined }), /scope `urn:zitadel:iam:user:resourceowner`/],
       ['no client', () => sign({ ...good, client_id: undefined }), /client_id or azp/],
       ['a subject that passes for a service user', () => sign({ ...good, sub: server.bootstrap.clientId }), /form of a Slipway id/],
+      // Signed by the issuer, and still not what the claims must hold.
+      ['a subject that is a number', () => sign({ ...good, sub: 123 as never }), /sub claim must be a string of 1 to 255 characters/],
+      ['an empty subject', () => sign({ ...good, sub: '' }), /sub claim must be a string/],
+      ['a jti that is an object', () => sign({ ...good, jti: {} as never }), /jti claim must be a string/],
+      ['an expiry no date can hold', () => sign({ ...good, exp: 1.7e308 }), /exp claim is not a date this server can keep/],
       // The subject is repeated in the challenge: no character of it may break the header.
       ['such a subject with a quote, a backslash and characters no header can carry', () => sign({ ...good, sub: `${server.bootstrap.clientId}"\\→` }), /form of a Slipway id/],
     ];
@@ -250,6 +262,33 @@ describe('external issuer (ZITADEL) tokens', () => {
     const ghost = await server.http(await sign(claims(ZORG_A, ['viewer']), { kid: 'ghost' })).get('/v1/orgs');
     assertInvalid(ghost, /unknown key/, 'unknown kid');
     assert.equal(issuer.hits.jwks, before.jwks + 1);
+  });
+
+  it('tries each key the set holds under a token\'s kid, and answers 503 naming a key that cannot be used', async () => {
+    const { publicKey: other } = await generateKeyPair('RS256', { extractable: true });
+    const weak = crypto.generateKeyPairSync('rsa', { modulusLength: 1024 });
+    issuer.publishAhead([
+      // A stale copy under the current kid, ahead of the real key.
+      { ...(await exportJWK(other)), kid: issuer.current.kid, alg: 'RS256', use: 'sig' },
+      { ...weak.publicKey.export({ format: 'jwk' }), kid: 'weak-1024', alg: 'RS256', use: 'sig' } as JWK,
+    ]);
+    try {
+      // The key set is read again for the kid it does not know yet.
+      await sleep(REFRESH_WAIT_MS);
+      const payload = claims(ZORG_A, ['viewer']);
+      const input = `${base64url({ alg: 'RS256', typ: 'JWT', kid: 'weak-1024' })}.${base64url(payload)}`;
+      const weakToken = `${input}.${crypto.sign('sha256', Buffer.from(input), weak.privateKey).toString('base64url')}`;
+      const refused = await server.http(weakToken).get('/v1/orgs');
+      const body = assertProblem(refused, 503, 'unavailable');
+      assert.match(String(body.detail), /The external issuer's key "weak-1024" cannot be used \(.*2048.*\); its key set needs fixing\./);
+      // Two keys under the current kid: the one that verifies the token is found.
+      assert.equal((await (await api(claims(ZORG_A, ['viewer']))).get('/v1/orgs')).status, 200);
+      const { privateKey: stranger } = await generateKeyPair('RS256');
+      const forged = await new SignJWT(claims(ZORG_A, ['viewer'])).setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: issuer.current.kid }).sign(stranger);
+      assertInvalid(await server.http(forged).get('/v1/orgs'), /signature is invalid/, 'neither key of the kid');
+    } finally {
+      issuer.publishAhead([]);
+    }
   });
 
   it('answers 503 with Retry-After while the issuer cannot be read, and keeps accepting known keys', async () => {
@@ -300,6 +339,38 @@ describe('external issuer (ZITADEL) tokens', () => {
     } finally {
       Date.now = realNow;
       issuer.setJwksStatus(200);
+    }
+  });
+
+  it('takes an issuer\'s key set that answers 200 with something else for a failure, not for an outage, whatever came before', async () => {
+    const keys = createExternalKeys({ issuer: issuer.url, jwksUrl: `${issuer.url}/oauth/v2/keys` });
+    const options = { issuer: issuer.url, algorithms: ['RS256'] };
+    await jwtVerify(await sign(claims(ZORG_A, ['viewer'])), keys, options);
+    const known = await sign(claims(ZORG_A, ['viewer']));
+    const realNow = Date.now;
+    const at = (minutes: number) => { Date.now = () => realNow() + minutes * 60_000; };
+    const verifyKnown = () => jwtVerify(known, keys, { ...options, currentDate: new Date(realNow()) });
+    const unavailable = (detail: RegExp) => (error: unknown) => isAppError(error) && error.status === 503 && detail.test(error.detail);
+    try {
+      // An outage first: the keys last read verify meanwhile.
+      issuer.setJwksStatus(500);
+      at(11);
+      await verifyKnown();
+      // Back, then answering 200 with what is not a key set: that is no outage, and no grace.
+      issuer.setJwksStatus(200);
+      issuer.setJwksBody('not json at all');
+      at(22);
+      await assert.rejects(verifyKnown(), unavailable(/answered 200 with a body that is not JSON/));
+      issuer.setJwksBody('{"keys": "none"}');
+      at(33);
+      await assert.rejects(verifyKnown(), unavailable(/no "keys" array/));
+      issuer.setJwksBody(JSON.stringify({ keys: [], padding: 'x'.repeat(1024 * 1024) }));
+      at(44);
+      await assert.rejects(verifyKnown(), unavailable(/answered more than 1048576 bytes/));
+    } finally {
+      Date.now = realNow;
+      issuer.setJwksStatus(200);
+      issuer.setJwksBody(null);
     }
   });
 

@@ -23,6 +23,8 @@ const REFRESH_COOLDOWN_MS = 1_000;
 const LAST_READ_GRACE_MS = 60 * 60_000;
 /** After a failed read the issuer is not asked again for this long: requests meanwhile get 503 at once. */
 const RETRY_AFTER_SECONDS = 5;
+/** The most of a discovery document or key set read: a few keys take a few KiB. */
+const MAX_DOCUMENT_BYTES = 1024 * 1024;
 
 /** OpenID Connect Discovery §4: the issuer without its trailing slash, then the well-known path. */
 export function discoveryUrl(issuer: string): string {
@@ -41,8 +43,9 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
   // kids while it is down (or misconfigured) costs it one request per RETRY_AFTER_SECONDS.
   let failedUntil = 0;
   let reason = '';
-  // When the issuer last answered, and whether it is only out of reach now (no answer, a 5xx)
-  // rather than answering something else (a 4xx, a moved document, a key set that is not one).
+  // When the issuer last answered with a document that is one, and whether it is only out of reach
+  // now (no answer, a 5xx) rather than answering something else (a 4xx, a moved document, a key set
+  // that is not one); each read decides it again.
   let answeredAt = 0;
   let outOfReach = false;
   const fail = (why: string, transient = false): never => {
@@ -51,34 +54,54 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
     outOfReach = transient;
     throw unreachable(why);
   };
-  // Both documents come through here. Redirects are not followed (jose's choice for key sets): a moved document is a 3xx to fix.
-  const fetchFromIssuer = async (url: string, init: RequestInit): Promise<Response> => {
+  // Both documents come through here, read whole and checked to be what they should be before the
+  // issuer counts as having answered. Redirects are not followed (jose's choice for key sets): a
+  // moved document is a 3xx to fix.
+  const fetchFromIssuer = async (url: string, init: RequestInit, isKeySet: boolean): Promise<Response> => {
     if (Date.now() < failedUntil) throw unreachable(reason);
+    const noAnswer = (error: unknown) => fail(`${url}: ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}`, true);
     let response: Response;
     try {
       response = await fetch(url, { ...init, redirect: 'manual', signal: init.signal ?? AbortSignal.timeout(FETCH_TIMEOUT_MS) });
     } catch (error) {
-      return fail(`${url}: ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}`, true);
+      return noAnswer(error);
     }
-    if (response.status === 200) {
-      answeredAt = Date.now();
-      return response;
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      return fail(`${url} answered ${response.status}`, response.status >= 500);
     }
-    await response.body?.cancel();
-    return fail(`${url} answered ${response.status}`, response.status >= 500);
+    let text: string | null;
+    try {
+      text = await readUpTo(response, MAX_DOCUMENT_BYTES);
+    } catch (error) {
+      // A body that stops coming is no answer.
+      return noAnswer(error);
+    }
+    if (text === null) return fail(`${url} answered more than ${MAX_DOCUMENT_BYTES} bytes`);
+    let document: unknown;
+    try {
+      document = JSON.parse(text);
+    } catch {
+      return fail(`${url} answered 200 with a body that is not JSON`);
+    }
+    if (document === null || typeof document !== 'object' || Array.isArray(document)) return fail(`${url} answered 200 with JSON that is not an object`);
+    if (isKeySet && !Array.isArray((document as { keys?: unknown }).keys)) return fail(`${url} answered 200 with no "keys" array: not a JSON Web Key Set`);
+    answeredAt = Date.now();
+    outOfReach = false;
+    return new Response(text, { status: 200, headers: { 'content-type': 'application/json' } });
   };
   const remoteSet = (url: string) => createRemoteJWKSet(new URL(url), {
-    cooldownDuration: REFRESH_COOLDOWN_MS, timeoutDuration: FETCH_TIMEOUT_MS, [customFetch]: fetchFromIssuer,
+    cooldownDuration: REFRESH_COOLDOWN_MS, timeoutDuration: FETCH_TIMEOUT_MS, [customFetch]: (u: string, init: RequestInit) => fetchFromIssuer(u, init, true),
   });
   let keys = config.jwksUrl === null ? null : remoteSet(config.jwksUrl);
   let discovering: Promise<ReturnType<typeof remoteSet>> | null = null;
 
   async function discover(): Promise<ReturnType<typeof remoteSet>> {
     const url = discoveryUrl(config.issuer);
-    const response = await fetchFromIssuer(url, { headers: { accept: 'application/json' } });
-    const document = (await response.json().catch(() => null)) as { issuer?: unknown; jwks_uri?: unknown } | null;
+    const response = await fetchFromIssuer(url, { headers: { accept: 'application/json' } }, false);
+    const document = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
     // Discovery §4.3: the document must be the configured issuer's own.
-    if (document?.issuer !== config.issuer) return fail(`${url} names the issuer ${JSON.stringify(document?.issuer ?? null)}, not "${config.issuer}"`);
+    if (document.issuer !== config.issuer) return fail(`${url} names the issuer ${JSON.stringify(document.issuer ?? null)}, not "${config.issuer}"`);
     if (typeof document.jwks_uri !== 'string' || !/^https?:\/\//.test(document.jwks_uri)) return fail(`${url} has no http(s) jwks_uri`);
     // Keys fetched in the clear would let anyone on the way swap in their own for an https issuer's.
     if (config.issuer.startsWith('https:') && !document.jwks_uri.startsWith('https:')) return fail(`${url} names a jwks_uri that is not https`);
@@ -106,4 +129,22 @@ export function createExternalKeys(config: ExternalIssuerConfig): JWTVerifyGetKe
       throw error;
     }
   };
+}
+
+/** The body's text, or null when it is longer than `max` bytes (then no more of it is read). */
+async function readUpTo(response: Response, max: number): Promise<string | null> {
+  const declared = Number(response.headers.get('content-length'));
+  if (declared > max) {
+    await response.body?.cancel();
+    return null;
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength;
+    // Leaving the loop cancels the rest of the body.
+    if (size > max) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

@@ -15,7 +15,8 @@ export interface SubjectState {
 }
 
 export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
-  const states = new ReadThroughCache<string, SubjectState>({ max: 50_000, ttlMs: deps.ttlMs ?? 5_000, load: async (subject) => {
+  const ttlMs = deps.ttlMs ?? 5_000;
+  const states = new ReadThroughCache<string, SubjectState>({ max: 50_000, ttlMs, load: async (subject) => {
     const row = await deps.db.selectFrom('service_users').select(['org_id', 'role', 'instance_admin', 'disabled_at', 'token_generation']).where('id', '=', subject).executeTakeFirst();
     return row && {
       orgId: row.org_id, role: row.role as Role, instanceAdmin: row.instance_admin === 1, disabled: row.disabled_at !== null,
@@ -27,6 +28,10 @@ export function createPrincipalDirectory(deps: { db: Db; ttlMs?: number }) {
     /** What this node remembers of `subject` (null: it does not exist), or undefined when it must be read. */
     known: (subject: string) => states.known(subject),
     get: (subject: string) => states.get(subject),
+    /** A fresh read, remembered from now on. */
+    read: (subject: string) => states.read(subject),
+    /** How old what this node remembers can be. */
+    ttlMs,
     forget: (subject: string) => states.forget(subject),
   };
 }

@@ -5,9 +5,9 @@
 // With an external issuer configured (a ZITADEL), tokens are routed by `iss`: that issuer's are
 // verified against its keys and act in the organization linked to theirs (external-issuer.ts,
 // zitadel-claims.ts); any other `iss` meets the checks of our own tokens, and fails them.
-import { createLocalJWKSet, decodeJwt, errors as joseErrors, jwtVerify, type JWK, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWK, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { errors } from '../../platform/errors.js';
+import { AppError, errors } from '../../platform/errors.js';
 import type { Organization } from '../orgs/orgs.schemas.js';
 import { createExternalKeys, EXTERNAL_ALGORITHMS, type ExternalIssuerConfig } from './external-issuer.js';
 import type { Principal } from './principal.js';
@@ -27,6 +27,8 @@ interface OwnClaims {
   tokenId: string;
   scopes: string[];
   expiresAt: number;
+  /** When it was issued (its `iat`), in milliseconds. */
+  issuedAt: number;
   /** The generation of its subject's tokens it was issued in (none: issued before there were any, 0). */
   generation: number;
   /** Whether `aud` names this API's project: a token without it is ours but not for the API. */
@@ -66,6 +68,8 @@ const EXTERNAL_TYPES = new Set(['jwt', 'at+jwt']);
 const listed = (items: string[]) => `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
 
 const UNKNOWN_KEY = 'The access token was signed with an unknown key.';
+/** The longest a verified token is remembered before its signature is checked again. */
+const REMEMBER_AT_MOST_MS = 24 * 60 * 60_000;
 
 /** What jose found wrong with a token, in words; `algorithms` is what it should have been signed with. */
 function describe(error: unknown, algorithms = SIGNING_ALG): string {
@@ -153,6 +157,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       tokenId: payload.jti!,
       scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
       expiresAt: payload.exp! * 1000,
+      issuedAt: payload.iat! * 1000,
       generation: typeof payload[generationClaimName] === 'number' ? payload[generationClaimName] : 0,
       forThisApi: aud.includes(deps.projectId),
       kid,
@@ -165,18 +170,24 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
   const externalAlgorithms = listed(EXTERNAL_ALGORITHMS);
 
   async function verifyExternal(token: string): Promise<VerifiedClaims> {
+    const options = {
+      algorithms: EXTERNAL_ALGORITHMS,
+      issuer: external!.issuer,
+      clockTolerance: deps.clockToleranceSeconds ?? CLOCK_TOLERANCE,
+      currentDate: nowDate(),
+      requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+    };
     let verified;
     try {
-      verified = await jwtVerify(token, externalKeys!, {
-        algorithms: EXTERNAL_ALGORITHMS,
-        issuer: external!.issuer,
-        clockTolerance: deps.clockToleranceSeconds ?? CLOCK_TOLERANCE,
-        currentDate: nowDate(),
-        requiredClaims: ['exp', 'iat', 'sub', 'jti'],
-      });
+      verified = await jwtVerify(token, externalKeys!, options);
     } catch (error) {
-      if (!(error instanceof joseErrors.JOSEError)) throw error;
-      throw errors.invalidToken(describe(error, externalAlgorithms));
+      if (error instanceof AppError) throw error;
+      // Two keys of the set under the token's kid: each is tried, as jose leaves to its caller.
+      if (error instanceof joseErrors.JWKSMultipleMatchingKeys) verified = await verifyWithEach(token, error, options);
+      else if (error instanceof joseErrors.JOSEError) throw errors.invalidToken(describe(error, externalAlgorithms));
+      // What jose or WebCrypto refuse of the key itself (an RSA key shorter than 2048 bits, an EC
+      // key that is not one) is the issuer's key set's fault, not the token's.
+      else throw errors.unavailable(`The external issuer's key ${JSON.stringify(decodeProtectedHeader(token).kid ?? null)} cannot be used (${(error as Error).message}); its key set needs fixing.`, 60);
     }
     const typ = verified.protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ === undefined || !EXTERNAL_TYPES.has(typ)) throw errors.invalidToken('The access token has the wrong type; expected a JWT (or at+jwt) access token.');
@@ -186,6 +197,20 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       throw errors.invalidToken('The access token was issued in the future (its "iat"): the issuer\'s clock or this server\'s is wrong.');
     }
     return { external: true, ...zitadelClaims(verified.payload, deps.projectId) };
+  }
+
+  /** The claims of a token that one of the candidate keys verifies; a 401 when none does. */
+  async function verifyWithEach(token: string, candidates: joseErrors.JWKSMultipleMatchingKeys, options: Parameters<typeof jwtVerify>[2]) {
+    let last: unknown = candidates;
+    for await (const key of candidates) {
+      try {
+        return await jwtVerify(token, key, options);
+      } catch (error) {
+        if (!(error instanceof joseErrors.JOSEError)) throw error;
+        last = error;
+      }
+    }
+    throw errors.invalidToken(describe(last, externalAlgorithms));
   }
 
   /**
@@ -220,7 +245,8 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     // Its key may have left the set while it was being verified (a revocation read meanwhile, which
     // emptied the cache): it must not be accepted, or remembered, after that.
     if (!claims.external && !jwksKids.has(claims.kid)) throw errors.invalidToken(UNKNOWN_KEY);
-    verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, claims.expiresAt - nowMs()) });
+    // Never longer than a day (an issuer may write any `exp`), and never past the token's expiry.
+    verified.set(signatureOf(token), { token, claims }, { ttl: Math.max(1, Math.min(claims.expiresAt - nowMs(), REMEMBER_AT_MOST_MS)) });
     return claims;
   }
 
@@ -249,6 +275,19 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     };
   }
 
+  function refusedOrPrincipal(claims: OwnClaims, state: SubjectState | null): Principal | AppError {
+    try {
+      return principalOf(claims, state);
+    } catch (error) {
+      if (error instanceof AppError) return error;
+      throw error;
+    }
+  }
+
+  /** Whether the token was issued after what this node remembers of its subject may have been read. */
+  const mayBeNewerThanKnown = (claims: OwnClaims) =>
+    claims.issuedAt >= nowMs() - deps.principals.ttlMs - (deps.clockToleranceSeconds ?? CLOCK_TOLERANCE) * 1000;
+
   const revokedError = () => errors.invalidToken('The access token has been revoked.');
 
   return {
@@ -264,7 +303,12 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       if (!claims.forThisApi && !options.anyAudience) throw errors.wrongAudience(claims.external ? externalAudience : audience);
       if (!options.allowRevoked && (await deps.revocations.isRevoked(claims.tokenId))) throw revokedError();
       if (claims.external) return externalPrincipal(claims, await external!.orgs.findByExternalId(claims.externalOrgId));
-      return principalOf(claims, await deps.principals.get(claims.subject));
+      const principal = refusedOrPrincipal(claims, await deps.principals.get(claims.subject));
+      if (!(principal instanceof AppError)) return principal;
+      // Refused on what this node remembers of its subject, which may be older than the token: a
+      // service user enabled again on another node (or in the CLI) works at once with a new token.
+      if (!mayBeNewerThanKnown(claims)) throw principal;
+      return principalOf(claims, await deps.principals.read(claims.subject));
     },
 
     /**
@@ -284,7 +328,11 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
         return org === undefined ? undefined : externalPrincipal(claims, org);
       }
       const state = deps.principals.known(claims.subject);
-      return state === undefined ? undefined : principalOf(claims, state);
+      if (state === undefined) return undefined;
+      const principal = refusedOrPrincipal(claims, state);
+      if (!(principal instanceof AppError)) return principal;
+      if (mayBeNewerThanKnown(claims)) return undefined;
+      throw principal;
     },
     forget(token: string): void {
       verified.delete(signatureOf(token));

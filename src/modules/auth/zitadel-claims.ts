@@ -28,6 +28,9 @@ export function zitadelAudienceScope(projectId: string): string {
   return audienceScope(ZITADEL, projectId);
 }
 
+/** The longest `sub` or `jti` read: ZITADEL's ids are 18 digits. */
+const MAX_ID_CLAIM = 255;
+
 /** What a verified external token says, fixed for its lifetime (its organization's link is not: it is looked up per request). */
 export interface ExternalClaims {
   subject: string;
@@ -66,6 +69,13 @@ function reservedSubject(subject: string): boolean {
 
 /** Maps the payload of a token whose signature, issuer, type and times were checked. Throws a 401 for what it lacks. */
 export function zitadelClaims(payload: JWTPayload, projectId: string): ExternalClaims {
+  // jose checks that they are there; what they hold is the issuer's to get right, and checked here.
+  for (const claim of ['sub', 'jti'] as const) {
+    const value: unknown = payload[claim];
+    if (typeof value !== 'string' || value === '' || value.length > MAX_ID_CLAIM) throw errors.invalidToken(`The access token's ${claim} claim must be a string of 1 to ${MAX_ID_CLAIM} characters.`);
+  }
+  // A NumericDate whose milliseconds are a number still: one written as 1e308 would never expire here.
+  if (!Number.isSafeInteger(Math.trunc(payload.exp! * 1000))) throw errors.invalidToken('The access token\'s exp claim is not a date this server can keep.');
   const subject = payload.sub!;
   if (reservedSubject(subject)) throw errors.invalidToken(`The access token's subject "${subject}" has the form of a Slipway id, which an external subject may not have.`);
   const clientId = typeof payload.client_id === 'string' ? payload.client_id : payload.azp;
