@@ -12,6 +12,11 @@ export interface PendingDeployments {
   inProgress: number;
   /** When the oldest queued deployment was created, or null when none waits. */
   oldestQueuedAt: string | null;
+  /**
+   * PostgreSQL: when the oldest transaction still open in the database that has written began; the
+   * event log, and so webhooks, wait for it to end. Null when none is open (always on SQLite).
+   */
+  eventLogHeldSince?: string | null;
 }
 
 export interface Metrics {
@@ -131,15 +136,18 @@ export function createMetrics(options: { version: string }): RecordingMetrics {
       this.set({ state: 'in_progress' }, now.inProgress);
     },
   });
-  new Gauge({
-    name: 'slipway_deployment_oldest_queued_age_seconds', help: 'How long the oldest queued deployment has existed (0 when none waits): runners not keeping up, or none running',
-    registers: [registry], aggregator: 'max',
+  /** Seconds since the time `since` picks from the database's readings (0 when it is null; NaN when unread). */
+  const ageGauge = (name: string, help: string, since: (now: PendingDeployments) => string | null | undefined) => new Gauge({
+    name, help, registers: [registry], aggregator: 'max',
     async collect() {
       const now = await pendingNow()?.catch(() => null);
       if (now === null || now === undefined) return this.set(Number.NaN);
-      this.set(now.oldestQueuedAt === null ? 0 : Math.max(0, (nowMs() - Date.parse(now.oldestQueuedAt)) / 1000));
+      const at = since(now) ?? null;
+      this.set(at === null ? 0 : Math.max(0, (nowMs() - Date.parse(at)) / 1000));
     },
   });
+  ageGauge('slipway_deployment_oldest_queued_age_seconds', 'How long the oldest queued deployment has existed (0 when none waits): runners not keeping up, or none running', (now) => now.oldestQueuedAt);
+  ageGauge('slipway_event_log_held_seconds', 'PostgreSQL: how long the oldest open transaction that has written to the database has been open; events are listed, and webhooks delivered, only once it ends (0 when none is open, and on SQLite)', (now) => now.eventLogHeldSince);
 
   if (cluster.isWorker) {
     // The primary asks, and gathers every worker's answer into one page (clusterMetrics below).

@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { after, before, describe, it } from 'node:test';
 import { createEnvironment, createService, deploy, eventually, newRunner } from '../support/deployments.js';
 import { freePort, startServer, tempDir, testDatabase, TEST_DB, type TestServer } from '../support/harness.js';
@@ -117,6 +119,28 @@ describe('metrics', () => {
     const running = await gauges();
     assert.equal(running.queued, start.queued! + 1);
     assert.equal(running.running, start.running! + 1);
+  });
+
+  it('says how long an open transaction has held the event log back (PostgreSQL), 0 when none does', async () => {
+    const held = async () => samples((await scrape(address)).text).get('slipway_event_log_held_seconds{}');
+    if (TEST_DB !== 'postgres') {
+      assert.equal(await held(), 0, 'SQLite writes one at a time: nothing holds its log');
+      return;
+    }
+    // Another session of the same database, left open after it wrote: a psql that was not committed.
+    const other = new pg.Client({ connectionString: server.config.databaseUrl! });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query('select pg_current_xact_id()');
+      await sleep(1_100);
+      const seen = await held();
+      assert.ok(seen! >= 1, `the open transaction is seen: ${seen}`);
+      await other.query('commit');
+      await eventually('the gauge back under a second', async () => ((await held())! < 1 ? true : undefined));
+    } finally {
+      await other.end();
+    }
   });
 
   it('counts webhook attempts by outcome', async () => {

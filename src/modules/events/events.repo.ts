@@ -44,6 +44,20 @@ export const COMMITTED_HORIZON = sql`(
 )`;
 
 export const eventsRepo = {
+  /**
+   * PostgreSQL: when the oldest transaction open in this database that has written began (the one
+   * COMMITTED_HORIZON waits for: a session left idle in a transaction holds the log back); null
+   * when there is none, and on SQLite, whose writes are one at a time.
+   */
+  async heldSince(db: Executor, dialect: Dialect): Promise<string | null> {
+    if (dialect !== 'postgres') return null;
+    const { rows } = await sql<{ since: Date | string | null }>`
+      select min(xact_start) as since from pg_stat_activity
+      where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()`.execute(db);
+    const since = rows[0]?.since ?? null;
+    return since === null ? null : new Date(since).toISOString();
+  },
+
   async insert(db: Executor, rows: EventRow[]): Promise<void> {
     await insertRows(db, 'events', rows);
   },

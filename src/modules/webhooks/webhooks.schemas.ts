@@ -80,7 +80,7 @@ export const DeliverySchema = Type.Object({
   id: Type.String(),
   eventId: Type.String({ description: 'The event delivered: also the `webhook-id` header, the same on every attempt.' }),
   eventType: Type.String(),
-  attempt: Type.Integer({ description: '1 for the first attempt at this event, then 2, 3, …' }),
+  attempt: Type.Integer({ description: '1 for the first attempt at this event, then 2, 3, …; a change of the webhook (a PATCH), or turning it on again, counts from 1 again.' }),
   status: Type.Union([Type.Integer(), Type.Null()], { description: 'The HTTP status it answered, or null when none came back.' }),
   error: Type.Union([Type.String(), Type.Null()], { description: 'Why it was not a delivery; null for a 2xx.' }),
   durationMs: Type.Integer(),
