@@ -2,6 +2,7 @@
 // and show them as a viewer; as an admin or owner, apply one from a JSON file kept in a repository,
 // delete one, and lock one (a deploy freeze) and unlock it, from an incident channel's bot or a
 // release pipeline.
+import { etagOf } from '../platform/etags.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import type { Environment } from '../modules/environments/environments.schemas.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, deleteResource, everyItem, patientCaller, subcommandFlags } from './api-client.js';
@@ -35,7 +36,9 @@ Environments through the API, as a service user.
            POST /v1/orgs/{orgId}/environments: {"name", "description", "protected", "variables",
            "secrets"}. It is the whole environment: what it leaves out takes a new one's value
            (no description, not protected, no variables, no secrets). A lock is not part of it:
-           what show --json prints applies as it is (its id, lock and times are left out).
+           what show --json prints applies as it is (its id, lock, version and times are left
+           out). A change made by someone else meanwhile is read and applied over (If-Match),
+           and the apply names what it replaced.
            --file - reads standard input. --dry-run: the server checks it all and says what
            would be created or changed; nothing is changed
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment
@@ -68,7 +71,7 @@ export async function environmentCommand(argv: string[], env: Record<string, str
   const name = sub === 'list' || sub === 'apply' ? '' : requiredFlagText(flags, 'environment', 'the environment, by name or id');
   const reason = flags.reason;
   if (sub === 'lock' && (typeof reason !== 'string' || reason.trim() === '')) throw new UsageError('--reason is required: why the environment is locked, shown to everyone refused a deployment into it');
-  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the environment (- for standard input)'), ['id', 'lock', 'createdAt', 'updatedAt']) : undefined;
+  const file = sub === 'apply' ? readJsonObject(requiredFlagText(flags, 'file', 'the JSON file describing the environment (- for standard input)'), ['id', 'lock', 'version', 'createdAt', 'updatedAt']) : undefined;
 
   const settings = apiClientSettings(flags, env);
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: 'check with slipway environment show whether it was made' });
@@ -88,7 +91,7 @@ export async function environmentCommand(argv: string[], env: Record<string, str
         name: file!.name as string,
         create: file!,
         // The whole environment: what the file leaves out is what a new one has.
-        update: () => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! } }),
+        update: (current) => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! }, headers: { 'if-match': etagOf(current.version, current.createdAt) } }),
         fields: (e) => ({ description: e.description, protected: e.protected, variables: e.variables, secrets: e.secrets }),
         dryRun: flags['dry-run'] === true,
       });
@@ -114,7 +117,7 @@ export async function environmentCommand(argv: string[], env: Record<string, str
       }
       else if (sub === 'show') {
         printFields({
-          name: answer.name, id: answer.id, protected: answer.protected,
+          name: answer.name, id: answer.id, version: answer.version, protected: answer.protected,
           lock: answer.lock === null ? 'none' : `since ${answer.lock.lockedAt} by ${answer.lock.lockedBy ?? '—'}: ${answer.lock.reason}`,
           variables: Object.keys(answer.variables).join(' '), secrets: answer.secrets.map((r) => r.secret).join(' '),
         });

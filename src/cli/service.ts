@@ -32,8 +32,8 @@ An organization's services through the API, as a service user.
            alone when it does not ("unchanged"); says what changed. The file is one JSON object,
            the body of POST /v1/orgs/{orgId}/services: {"name", "description", "spec"}. It is the
            whole service: a description it leaves out is emptied, and the spec replaces the one
-           there. A change made by someone else meanwhile is read and applied over (If-Match).
-           What show --json prints applies as it is (its id, version and times are left out).
+           there. A change made by someone else meanwhile is read and applied over (If-Match),
+           and the apply names what it replaced. What show --json prints applies as it is (its id, version and times are left out).
            --file - reads standard input. --dry-run: the server checks it all and says what
            would be created or changed, and the version it would make; nothing is changed
   delete   deletes it and its finished deployments (admin, owner); refused while a deployment of

@@ -1,11 +1,22 @@
 // How versioned resources (secrets, services) speak preconditions over HTTP: If-Match and
 // If-None-Match in, ETag out, all documented.
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply } from 'fastify';
-import { etagOf } from '../platform/etags.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { etagOf, unchangedSince } from '../platform/etags.js';
 import { withHeader } from './schemas.js';
 
 export { preconditionsOf, unchangedSince } from '../platform/etags.js';
+
+/**
+ * A conditional read's answer (RFC 9110 §13.2.2): the `kind` with its ETag, or a 304 without a
+ * body when If-None-Match names its version; a 412 when If-Match names none of its versions.
+ */
+export function readAnswer<T extends { name: string; version: number; createdAt: string }>(req: FastifyRequest, reply: FastifyReply, kind: string, resource: T): T {
+  tagged(reply, resource);
+  // No payload at all: a null would be sent as "null", with a Content-Length of 4.
+  if (unchangedSince(req, { kind, ...resource })) return reply.code(304).send(undefined as never) as never;
+  return resource;
+}
 
 /** The precondition headers of a write to a `noun` (`secret`, `service`). */
 export function ifMatchHeaders(noun: string) {

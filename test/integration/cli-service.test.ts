@@ -112,6 +112,28 @@ describe('slipway service and environment apply', () => {
     }
   });
 
+  it('replaces, and names, a change another client made to an environment between the apply\'s read and its write', async () => {
+    const name = unique('raced-env');
+    assert.equal((await as(f.admin, ['environment', 'apply'], { name, variables: { LOG_LEVEL: 'info' } })).code, 0);
+    let raced = false;
+    const proxy = await lossyProxy(f.server.url, () => false, async (req) => {
+      if (req.method !== 'PATCH' || raced) return;
+      raced = true;
+      assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${name}`, { variables: { LOG_LEVEL: 'info', HOTFIX: '1' } })).status, 200);
+    });
+    try {
+      const applied = await runCli(['environment', 'apply', '--file', '-'], clientVariables(f.server.url, f.orgId, f.admin, proxy.url), JSON.stringify({ name, variables: { LOG_LEVEL: 'debug' } }));
+      assert.equal(applied.code, 0, applied.stderr);
+      assert.equal(applied.stdout, `environment ${name}: updated (variables.LOG_LEVEL changed, variables.HOTFIX removed); replaced what another client changed meanwhile: variables.HOTFIX\n`);
+      assert.equal(proxy.seen.filter((r) => r.method === 'PATCH').length, 2, 'the first PATCH was refused, 412');
+    } finally {
+      await proxy.close();
+    }
+    // A lock is no change of the file's: the apply that follows one is "unchanged".
+    assert.equal((await as(f.admin, ['environment', 'lock', '--environment', name, '--reason', 'incident'])).code, 0);
+    assert.equal((await as(f.admin, ['environment', 'apply'], { name, variables: { LOG_LEVEL: 'debug' } })).stdout, `environment ${name}: unchanged\n`);
+  });
+
   it('lists and shows services as a viewer, printable; deletes as an admin', async () => {
     const name = unique('api');
     assert.equal((await as(developer, ['service', 'apply'], { name, description: 'api \u001b[2Jgone', spec: { image: 'registry.example/api:1', variables: { A: '1' } } })).code, 0);

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
 import {
   assertHiddenFromOtherOrgs, assertOneChain, createEnvironment, createService, deploy, eventsOf, holding, lockWaiters, ship, startDeployFixture, unique, type DeployFixture,
 } from '../support/deployments.js';
@@ -103,6 +104,43 @@ describe('environments', () => {
     const names = updates.filter((e) => e.data.changed.includes('name')).map((e): [string, string] => [e.data.from.name, e.data.to.name]);
     assert.equal(names.length, 10);
     assertOneChain(names, env.name);
+  });
+
+  it('has a version and an ETag: each change, a lock and an unlock included, makes the next; If-Match refuses a stale one, If-None-Match answers 304', async () => {
+    const made = await admin.http.post(`/v1/orgs/${orgId}/environments`, { name: unique('tagged') });
+    assert.equal(made.status, 201);
+    assert.equal(made.body.version, 1);
+    const url = `/v1/orgs/${orgId}/environments/${made.body.name}`;
+    const first = made.headers.get('etag')!;
+    assert.match(first, /^"1\.[0-9a-z]+"$/);
+    const read = await viewer.http.get(url);
+    assert.equal(read.headers.get('etag'), first);
+    const notModified = await viewer.http.get(url, { headers: { 'if-none-match': first } });
+    assert.equal(notModified.status, 304);
+    assert.equal(notModified.text, '');
+
+    const changed = await admin.http.patch(url, { variables: { A: '1' } }, { headers: { 'if-match': first } });
+    assert.equal(changed.status, 200, changed.text);
+    assert.equal(changed.body.version, 2);
+    const second = changed.headers.get('etag')!;
+    // The same again changes nothing: no version, no event.
+    const same = await admin.http.patch(url, { variables: { A: '1' } }, { headers: { 'if-match': second } });
+    assert.deepEqual([same.status, same.body.version, same.headers.get('etag')], [200, 2, second]);
+    // A stale ETag: 412 naming the version there, and nothing changed.
+    const stale = await admin.http.patch(url, { variables: { B: '2' } }, { headers: { 'if-match': first } });
+    assert.equal(assertProblem(stale, 412, 'precondition_failed').currentVersion, 2);
+    assert.deepEqual((await viewer.http.get(url)).body.variables, { A: '1' });
+
+    // A lock and an unlock are changes too: a writer that read before either is refused.
+    const locked = await admin.http.put(`${url}/lock`, { reason: 'freeze' }, { headers: { 'if-match': second } });
+    assert.deepEqual([locked.status, locked.body.version], [200, 3]);
+    assertProblem(await admin.http.patch(url, { protected: true }, { headers: { 'if-match': second } }), 412, 'precondition_failed');
+    assertProblem(await admin.http.delete(`${url}/lock`, { headers: { 'if-match': second } }), 412, 'precondition_failed');
+    const unlocked = await admin.http.delete(`${url}/lock`, { headers: { 'if-match': locked.headers.get('etag')! } });
+    assert.deepEqual([unlocked.status, unlocked.body.version, unlocked.body.lock], [200, 4, null]);
+    assertProblem(await admin.http.delete(url, { headers: { 'if-match': second } }), 412, 'precondition_failed');
+    assert.equal((await admin.http.delete(url, { headers: { 'if-match': unlocked.headers.get('etag')! } })).status, 204);
+    assert.deepEqual((await eventsOf(server, orgId, made.body.id)).map((e) => e.type), ['environment.created', 'environment.updated', 'environment.locked', 'environment.unlocked', 'environment.deleted']);
   });
 
   it('is invisible from another organization', async () => {

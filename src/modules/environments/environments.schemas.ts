@@ -27,6 +27,7 @@ export const EnvironmentSchema = Type.Object({
   variables: Type.Record(Type.String(), Type.String(), { description: 'Plain variables every deployment into it gets, over its service\'s plain variables of the same name.' }),
   secrets: Type.Array(SecretReference, { description: 'Secret references every deployment into it gets, besides its service\'s.' }),
   lock: Type.Union([EnvironmentLockSchema, Type.Null()], { description: 'Set while it is locked (a deploy freeze): no deployment into it is created, rolled back to or promoted into (409 `environment_locked`). Null while it is not.' }),
+  version: Type.Integer({ minimum: 1, description: 'Up by one with each change: its name, description, protection, variables or secrets, and a lock or an unlock. Its ETag names it.' }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

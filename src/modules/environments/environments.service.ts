@@ -7,6 +7,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { transaction } from '../../platform/db/dry-run.js';
 import { errors } from '../../platform/errors.js';
+import { checkExpected, type Expected } from '../../platform/etags.js';
 import { newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
@@ -26,7 +27,7 @@ export function toEnvironment(row: EnvironmentRow): Environment {
   return {
     id: row.id, name: row.name, description: row.description, protected: row.protected === 1, ...configurationOf(row),
     lock: lockOf(row),
-    createdAt: row.created_at, updatedAt: row.updated_at,
+    version: row.version, createdAt: row.created_at, updatedAt: row.updated_at,
   };
 }
 
@@ -43,6 +44,8 @@ export function assertUnlocked(environment: EnvironmentRow, what = 'deploy to it
   const lock = lockOf(environment);
   if (lock !== null) throw errors.environmentLocked(environment.name, lock, what);
 }
+
+const tagOf = (row: EnvironmentRow) => ({ kind: 'environment', name: row.name, version: row.version, createdAt: row.created_at });
 
 const nameTaken = (name: string) =>
   errors.conflict('environment_name_taken', `An environment named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
@@ -91,15 +94,17 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
   const loadForChange = (executor: Executor, orgId: string, idOrName: string) => loadEnvironment(executor, orgId, idOrName, deps.dialect === 'postgres');
 
   /** Sets (`reason`) or lifts (null) the lock, with its event; the same lock again, or none lifted, is no change and appends none. */
-  async function changeLock(ctx: RequestContext, orgId: string, idOrName: string, reason: string | null): Promise<Environment> {
+  async function changeLock(ctx: RequestContext, orgId: string, idOrName: string, reason: string | null, expected?: Expected): Promise<Environment> {
     const now = nowIso();
     return db.transaction().execute(async (trx) => {
       const current = await loadEnvironment(trx, orgId, idOrName, deps.dialect === 'postgres' ? 'freeze' : false);
+      checkExpected(tagOf(current), expected);
       const was = lockOf(current);
       if (reason === null ? was === null : was?.reason === reason) return toEnvironment(current);
+      const version = current.version + 1;
       const row = await environmentsRepo.update(trx, current.id, reason === null
-        ? { lock_reason: null, locked_by: null, locked_at: null, updated_at: now }
-        : { lock_reason: reason, locked_by: ctx.actor.id, locked_at: now, updated_at: now });
+        ? { lock_reason: null, locked_by: null, locked_at: null, version, updated_at: now }
+        : { lock_reason: reason, locked_by: ctx.actor.id, locked_at: now, version, updated_at: now });
       if (row === undefined) throw errors.notFound('environment', idOrName);
       await appendEvents(trx, ctx, [reason === null
         ? { orgId, type: 'environment.unlocked', subject: { type: 'environment', id: current.id }, data: { name: row.name, lock: was } }
@@ -117,7 +122,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
           const { config, variables, secrets } = await checkedConfiguration(trx, orgId, input);
           row = {
             id: newId('environment'), org_id: orgId, name: input.name, description: input.description ?? '', protected: input.protected ? 1 : 0,
-            variables, secrets, lock_reason: null, locked_by: null, locked_at: null, created_at: now, updated_at: now,
+            variables, secrets, lock_reason: null, locked_by: null, locked_at: null, version: 1, created_at: now, updated_at: now,
           };
           await environmentsRepo.insert(trx, row);
           await appendEvents(trx, ctx, [{
@@ -142,7 +147,8 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
       return toEnvironment(await loadEnvironment(db, orgId, idOrName));
     },
 
-    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<EnvironmentInput>, dryRun = false): Promise<Environment> {
+    async update(ctx: RequestContext, orgId: string, idOrName: string, patch: Partial<EnvironmentInput>, opts: { expected?: Expected; dryRun?: boolean } = {}): Promise<Environment> {
+      const dryRun = opts.dryRun === true;
       const now = nowIso();
       try {
         return await transaction(db, dryRun, async (trx) => {
@@ -150,6 +156,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
           // the deployments being made into it, which read the row FOR KEY SHARE, and they for it.
           // Once it has answered, none is made as the environment was before.
           const current = await loadEnvironment(trx, orgId, idOrName, deps.dialect === 'postgres' ? 'freeze' : false);
+          checkExpected(tagOf(current), opts.expected);
           // As an organization's: the event says what changed from what, and no change appends none.
           const before = toEnvironment(current);
           const changes = changesOf(['name', 'description', 'protected'], before, patch);
@@ -167,6 +174,7 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
             ...(changed.includes('protected') ? { protected: patch.protected ? 1 : 0 } : {}),
             ...(changed.includes('variables') ? { variables: checked.variables } : {}),
             ...(changed.includes('secrets') ? { secrets: checked.secrets } : {}),
+            version: current.version + 1,
             updated_at: now,
           });
           // PostgreSQL: deleted by a concurrent request since it was read.
@@ -188,23 +196,26 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
      * Holds the row against the deployments being made into it (PostgreSQL): once this answers, no
      * deployment into it is created until it is unlocked.
      */
-    async lock(ctx: RequestContext, orgId: string, idOrName: string, reason: string): Promise<Environment> {
-      return changeLock(ctx, orgId, idOrName, reason);
+    async lock(ctx: RequestContext, orgId: string, idOrName: string, reason: string, expected?: Expected): Promise<Environment> {
+      return changeLock(ctx, orgId, idOrName, reason, expected);
     },
 
     /** Lifts its lock; nothing to do when it has none. */
-    async unlock(ctx: RequestContext, orgId: string, idOrName: string): Promise<Environment> {
-      return changeLock(ctx, orgId, idOrName, null);
+    async unlock(ctx: RequestContext, orgId: string, idOrName: string, expected?: Expected): Promise<Environment> {
+      return changeLock(ctx, orgId, idOrName, null, expected);
     },
 
     /**
      * Refused while a deployment into it is queued or in progress, and, unless `force`, while a
      * service serves in it; its finished deployments go with it.
      */
-    async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean } = { force: false }): Promise<void> {
+    async remove(ctx: RequestContext, orgId: string, idOrName: string, opts: { force: boolean; expected?: Expected } = { force: false }): Promise<void> {
       // A locked environment is left as it is, deployments and all, until it is unlocked.
       await deleteWithDeployments(db, deps.dialect, ctx, orgId, idOrName, {
-        kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force, check: (row) => assertUnlocked(row, 'delete it'),
+        kind: 'environment', load: loadForChange, delete: environmentsRepo.delete, refuseServing: !opts.force, check: (row) => {
+          checkExpected(tagOf(row), opts.expected);
+          assertUnlocked(row, 'delete it');
+        },
       });
     },
   };

@@ -7,7 +7,7 @@ import { DryRunQuery, OrgParams } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { errors } from '../../platform/errors.js';
 import { allows } from '../auth/roles.js';
-import { unchangedSince } from '../../http/etag-headers.js';
+import { readAnswer } from '../../http/etag-headers.js';
 import { IfMatchHeaders, preconditionsOf, ReadHeaders, tagged, withEtag } from './secret-http.js';
 import { secretVersionsRoutes } from './secret-versions.routes.js';
 import {
@@ -77,12 +77,7 @@ export function secretsRoutes(app: App, deps: { secrets: SecretsService; limits:
       headers: ReadHeaders,
       response: { 200: withEtag(SecretMetadata), 304: withEtag(Type.Null({ description: 'Not modified: the secret is still at a version If-None-Match names' })), ...problems(412) },
     },
-  }, async (req, reply) => {
-    const secret = tagged(reply, await secrets.get(req.org!.id, req.params.name));
-    // No payload at all (the schema's null types the route): a null would be sent as "null", with a Content-Length of 4.
-    if (unchangedSince(req, { kind: 'secret', ...secret })) return reply.code(304).send(undefined as never);
-    return secret;
-  });
+  }, async (req, reply) => readAnswer(req, reply, 'secret', await secrets.get(req.org!.id, req.params.name)));
 
   app.put('/v1/orgs/:orgId/secrets/:name', {
     config: { auth: 'developer', operation: 'secrets.replace' },

@@ -1,6 +1,6 @@
 import type { App } from '../../http/app-types.js';
 import { created, withLocation } from '../../http/created.js';
-import { ifMatchHeaders, preconditionsOf, readHeaders, tagged, unchangedSince, withEtag } from '../../http/etag-headers.js';
+import { ifMatchHeaders, preconditionsOf, readAnswer, readHeaders, tagged, withEtag } from '../../http/etag-headers.js';
 import { problems } from '../../http/openapi.js';
 import { Type } from '@sinclair/typebox';
 import { DryRunQuery, OrgParams, PageQuery } from '../../http/schemas.js';
@@ -54,12 +54,7 @@ export function servicesRoutes(app: App, deps: { services: ServicesService; limi
       headers: readHeaders('service'),
       response: { 200: tagOf(ServiceSchema), 304: tagOf(Type.Null({ description: 'Not modified: the service is still at a version If-None-Match names' })), ...problems(412) },
     },
-  }, async (req, reply) => {
-    const service = tagged(reply, await services.get(req.org!.id, req.params.svc));
-    // No payload at all: a null would be sent as "null", with a Content-Length of 4.
-    if (unchangedSince(req, { kind: 'service', ...service })) return reply.code(304).send(undefined as never);
-    return service;
-  });
+  }, async (req, reply) => readAnswer(req, reply, 'service', await services.get(req.org!.id, req.params.svc)));
 
   app.patch('/v1/orgs/:orgId/services/:svc', {
     config: { auth: 'developer', operation: 'services.update' },

@@ -169,6 +169,8 @@ export interface EnvironmentsTable {
   lock_reason: string | null;
   locked_by: string | null;
   locked_at: string | null;
+  /** Up by one with each change, a lock and an unlock included; from 1. */
+  version: number;
   created_at: string;
   updated_at: string;
 }

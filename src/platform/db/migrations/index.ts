@@ -26,9 +26,10 @@ import { environmentLocks } from './0022-environment-locks.js';
 import { deploymentsPairById } from './0023-deployments-pair-by-id.js';
 import { deploymentLogRetention } from './0024-deployment-log-retention.js';
 import { runnerStopped } from './0025-runner-stopped.js';
+import { environmentVersions } from './0026-environment-versions.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions];
 
 export interface MigrationOutcome {
   applied: string[];
