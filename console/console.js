@@ -818,9 +818,11 @@ async function environmentsView(org) {
 async function environmentView(org, name) {
   frame(org, 'environments');
   const base = `/v1/orgs/${encodeURIComponent(org)}/environments/${encodeURIComponent(name)}`;
-  const env = await api('GET', base);
+  const { data: env, etag: envTag } = await api('GET', base, { etag: true });
+  // With the ETag of the version shown: a change made meanwhile elsewhere is a 412, not overwritten.
+  const ifMatch = { 'if-match': envTag };
   const toggle = h('button', { type: 'button', onclick: (e) => act(e.target, e.target.closest('.card'), async () => {
-    const saved = await api('PATCH', base, { body: { protected: !env.protected } });
+    const saved = await api('PATCH', base, { headers: ifMatch, body: { protected: !env.protected } });
     notify(saved.protected ? `${saved.name} is protected.` : `${saved.name} is no longer protected.`);
     render();
   }) }, env.protected ? 'Unprotect' : 'Protect');
@@ -846,7 +848,7 @@ async function environmentView(org, name) {
     if (config === null || typeof config !== 'object' || Array.isArray(config)) {
       throw new Problem(400, { title: 'Not a configuration', detail: 'The configuration is a JSON object: {"variables": {…}, "secrets": […]}.' });
     }
-    const saved = await api('PATCH', base, { body: { variables: config.variables, secrets: config.secrets } });
+    const saved = await api('PATCH', base, { headers: ifMatch, body: { variables: config.variables, secrets: config.secrets } });
     notify(`Environment ${saved.name}: configuration saved. The next deployment into it takes it; those made keep theirs.`);
     render();
   });

@@ -838,6 +838,14 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const env = (await api.get('/v1/orgs/default/environments/configured')).body;
     assert.deepEqual([env.variables, env.secrets], [{ LOG_LEVEL: 'debug' }, [{ secret: 'cfg-db', key: 'URL', as: 'DATABASE_URL' }]]);
     assert.equal((await page.content()).includes('postgres://configured'), false, 'a secret\'s value is never on the page');
+
+    // Changed elsewhere after the page was drawn: the page's save is refused, not written over it.
+    assert.equal((await api.patch('/v1/orgs/default/environments/configured', { variables: { LOG_LEVEL: 'warn' } })).status, 200);
+    await page.click('summary:has-text("Edit")');
+    await page.fill('#environment-configuration textarea', JSON.stringify({ variables: { LOG_LEVEL: 'trace' } }));
+    await page.click('#environment-configuration button[type=submit]');
+    await page.waitForSelector('.problem:has-text("Precondition failed")');
+    assert.deepEqual((await api.get('/v1/orgs/default/environments/configured')).body.variables, { LOG_LEVEL: 'warn' });
   });
 
   it('locks an environment with a reason, shows it locked, and unlocks it', async () => {
