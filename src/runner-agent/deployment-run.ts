@@ -13,6 +13,7 @@ import { Refused } from './http-call.js';
 import { freePort, launch, LaunchError, type LaunchSpec, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
 import { LogShipper, secretMasker } from './log-shipper.js';
 import type { ProtocolClient } from './protocol-client.js';
+import { cutAt } from '../platform/text.js';
 import { supervise } from './supervisor.js';
 
 /** Ports handed to processes of this runner that still run, so two of them never share one. */
@@ -145,7 +146,7 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     await heartbeat.stop();
     output = serviceOutputLog(log, mask);
     await shipper.close();
-    const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: mask(reason).slice(0, REASON_MAX_CHARS) } : {}) };
+    const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: cutAt(mask(reason), REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
     log.info({ outcome, state: done.state, ...(reason !== undefined ? { reason: body.reason } : {}) }, `deployment ${outcome}`);
     return done.state;

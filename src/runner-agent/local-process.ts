@@ -15,7 +15,7 @@ import { get as httpGet } from 'node:http';
 import { createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TRUNCATED } from './log-shipper.js';
-import { unwatchGroup, watchGroup } from './reaper.js';
+import { reaperWatching, unwatchGroup, watchGroup } from './reaper.js';
 
 export interface LaunchSpec {
   /** argv; command[0] is resolved via PATH like spawn does, no shell. */
@@ -214,10 +214,11 @@ function buildEnv(spec: LaunchSpec): Record<string, string> {
 
 function spawnChild(spec: LaunchSpec): ChildProcess {
   const [file, ...args] = spec.command;
+  const env = buildEnv(spec);
   try {
     return spawn(file!, args, {
       cwd: spec.cwd,
-      env: buildEnv(spec),
+      env,
       // Own process group, so stop() reaches everything the service starts that stays in it.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -226,6 +227,10 @@ function spawnChild(spec: LaunchSpec): ChildProcess {
     // Synchronous failures are argument problems, not runtime ones. Node's message quotes the
     // offending argument, which may be a secret's value (one holding a NUL character, say).
     const code = (err as { code?: string }).code;
+    if (code === 'E2BIG') {
+      const bytes = [...spec.command, ...Object.entries(env).map(([k, v]) => `${k}=${v ?? ''}`)].reduce((sum, s) => sum + Buffer.byteLength(s) + 1, 0);
+      throw new LaunchError(`could not start ${file}: its command and environment (${bytes} bytes, or a single variable over the system's limit for one) are larger than the system allows (E2BIG); give the service fewer or smaller variables and secrets`, { cause: err });
+    }
     throw new LaunchError(`could not start ${file}: its command or environment was refused${code ? ` (${code})` : ''}; no argument or variable may hold a NUL character`, { cause: err });
   }
 }
@@ -461,9 +466,11 @@ function groupAlive(pid: number): boolean {
 }
 
 // Runner exits that skip stopAll() (process.exit(), an uncaught exception):
-// kill the groups of leaders still running. SIGTERM/SIGINT don't run 'exit'
-// handlers, hence ProcessTable.stopAll(); nothing runs on SIGKILL, hence the
-// reaper (reaper.ts), which also stops groups whose leader exited first.
+// SIGTERM to the groups of leaders still running, and the reaper, which sees
+// the runner gone, sends SIGKILL 5 s later (at once, when there is no reaper).
+// SIGTERM/SIGINT don't run 'exit' handlers, hence ProcessTable.stopAll();
+// nothing runs on SIGKILL, hence the reaper (reaper.ts), which also stops
+// groups whose leader exited first.
 const liveGroups = new Set<number>();
 let exitHookInstalled = false;
 
@@ -473,7 +480,8 @@ function rememberGroup(pid: number): void {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.on('exit', () => {
-      for (const group of liveGroups) signalGroup(group, 'SIGKILL');
+      const signal = reaperWatching() ? 'SIGTERM' : 'SIGKILL';
+      for (const group of liveGroups) signalGroup(group, signal);
     });
   }
 }

@@ -6,6 +6,7 @@
 // queued, so they never leave the runner, and NUL characters are replaced, so that the server takes
 // the line.
 import type { LogStreamT } from '../modules/deployments/deployments.schemas.js';
+import { cutAt } from '../platform/text.js';
 import { LOG_LINE_MAX_CHARS, LOG_LINES_PER_CALL } from '../modules/runner/runner.protocol.js';
 
 export interface LogEntry {
@@ -25,6 +26,8 @@ export interface LogShipperOptions {
   mask?: (line: string) => string;
   /** Lines waiting at most; more are counted and dropped. */
   maxQueued?: number;
+  /** Characters of line text waiting at most (what a chatty service can make the runner hold); more are counted and dropped. */
+  maxQueuedChars?: number;
   /** Characters of line text per request, to stay well inside the server's body limit. */
   batchChars?: number;
   /** How long a line waits for company before it is sent. */
@@ -120,6 +123,8 @@ function maskRanges(line: string, needles: string[]): string {
 export class LogShipper {
   readonly #options: Required<Omit<LogShipperOptions, 'mask'>> & Pick<LogShipperOptions, 'mask'>;
   #queue: LogEntry[] = [];
+  /** The characters of the lines in #queue. */
+  #queuedChars = 0;
   #dropped = 0;
   #closed = false;
   #failure: { error: unknown } | undefined;
@@ -127,18 +132,19 @@ export class LogShipper {
   #timer: NodeJS.Timeout | undefined;
 
   constructor(options: LogShipperOptions) {
-    this.#options = { maxQueued: 10_000, batchChars: 512 * 1024, lingerMs: 200, ...options };
+    this.#options = { maxQueued: 10_000, maxQueuedChars: 4 * 1024 * 1024, batchChars: 512 * 1024, lingerMs: 200, ...options };
   }
 
   /** Queues a line (masked, without NUL, cut to the protocol's length); after close() or a failure, drops it. */
   push(stream: LogStreamT, line: string): void {
     if (this.#closed || this.#failure !== undefined) return;
-    if (this.#queue.length >= this.#options.maxQueued) {
+    const prepared = this.#prepare(line);
+    if (this.#queue.length >= this.#options.maxQueued || this.#queuedChars + prepared.length > this.#options.maxQueuedChars) {
       this.#dropped++;
       return;
     }
     this.#noteDropped();
-    this.#queue.push({ stream, line: this.#prepare(line), at: new Date().toISOString() });
+    this.#enqueue({ stream, line: prepared, at: new Date().toISOString() });
     if (this.#queue.length >= LOG_LINES_PER_CALL) this.#pump();
     else this.#timer ??= setTimeout(() => this.#pump(), this.#options.lingerMs).unref();
   }
@@ -163,11 +169,8 @@ export class LogShipper {
     // are not UTF-8 already became, so the log shows both kinds of binary noise alike.
     const text = (this.#options.mask?.(line) ?? line).replaceAll('\0', '\uFFFD');
     if (text.length <= LOG_LINE_MAX_CHARS) return text;
-    // Never between the halves of a surrogate pair: the server refuses an unpaired one (no UTF-8
-    // text can hold it), and with it the line.
-    let end = LOG_LINE_MAX_CHARS - TRUNCATED.length;
-    if (/[\uD800-\uDBFF]/.test(text[end - 1]!)) end--;
-    return text.slice(0, end) + TRUNCATED;
+    // Never between the halves of a surrogate pair, which the server would refuse with the line.
+    return cutAt(text, LOG_LINE_MAX_CHARS - TRUNCATED.length) + TRUNCATED;
   }
 
   /** Lines lost to a full queue are reported where they were lost, once there is room again. */
@@ -175,7 +178,12 @@ export class LogShipper {
     if (this.#dropped === 0 || this.#failure !== undefined) return;
     const line = `[runner] ${this.#dropped} line${this.#dropped === 1 ? '' : 's'} of output dropped: they came faster than the server took them`;
     this.#dropped = 0;
-    this.#queue.push({ stream: 'runner', line, at: new Date().toISOString() });
+    this.#enqueue({ stream: 'runner', line, at: new Date().toISOString() });
+  }
+
+  #enqueue(entry: LogEntry): void {
+    this.#queue.push(entry);
+    this.#queuedChars += entry.line.length;
   }
 
   #pump(): void {
@@ -192,6 +200,7 @@ export class LogShipper {
       } catch (error) {
         this.#failure = { error };
         this.#queue = [];
+        this.#queuedChars = 0;
         this.#options.onError(error);
       }
     }
@@ -213,6 +222,8 @@ export class LogShipper {
       if (count > 0 && chars > this.#options.batchChars) break;
       count++;
     }
-    return this.#queue.splice(0, count);
+    const batch = this.#queue.splice(0, count);
+    for (const entry of batch) this.#queuedChars -= entry.line.length;
+    return batch;
   }
 }

@@ -20,6 +20,11 @@ export function unwatchGroup(pgid: number): void {
   tell(`-${pgid}`);
 }
 
+/** Whether a reaper is there to stop the groups when this process ends (SIGTERM, then SIGKILL 5 s later). */
+export function reaperWatching(): boolean {
+  return reaper !== undefined && reaper !== null && reaper.exitCode === null && reaper.signalCode === null;
+}
+
 function tell(line: string): void {
   if (reaper === undefined) {
     reaper = start();
@@ -27,7 +32,7 @@ function tell(line: string): void {
     if (reaper?.stdin?.writable) for (const pgid of watched) reaper.stdin.write(`+${pgid}\n`);
     return;
   }
-  if (reaper?.stdin?.writable) reaper.stdin.write(`${line}\n`);
+  if (line !== '' && reaper?.stdin?.writable) reaper.stdin.write(`${line}\n`);
 }
 
 function start(): ChildProcess | null {
@@ -41,9 +46,12 @@ function start(): ChildProcess | null {
     });
     child.on('error', () => {});
     child.stdin!.on('error', () => {});
-    // A reaper that ended (killed by someone) is started again with the next group watched or stopped.
+    // A reaper that ended (killed by someone) is started again at once while there are groups to
+    // stop, told of each: a runner that crashes next still leaves none behind.
     child.once('exit', () => {
-      if (reaper === child) reaper = undefined;
+      if (reaper !== child) return;
+      reaper = undefined;
+      if (watched.size > 0) tell('');
     });
     // It must keep neither this process nor its event loop alive.
     child.unref();

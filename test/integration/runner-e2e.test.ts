@@ -9,6 +9,23 @@ import { after, before, describe, it } from 'node:test';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
 import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
 import { spawnSlipway } from '../support/processes.js';
+
+/** The processes `pid` started that still run (Linux's /proc). */
+function childrenOf(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function commandLineOf(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
 import { alive, ask, deploymentLog, gateFile, noLongerServing, servedBy, serviceSpec, settled, startedPids, startRunner, type RunnerProcess } from '../support/runner-agent.js';
 
 describe('slipway runner', () => {
@@ -196,7 +213,7 @@ describe('slipway runner killed', () => {
   after(() => f.close());
 
   // The only runner of its organization: nothing else claims these deployments.
-  it('does not leave its services running when it is killed (SIGKILL): the one serving and the one being deployed stop', async () => {
+  it('does not leave its services running when it is killed (SIGKILL), even after its watchdog was killed: the one serving and the one being deployed stop', async () => {
     const env = await createEnvironment(f.admin.http, f.orgId);
     const gate = gateFile();
     const [serving, pending] = [await createService(f.developer.http, f.orgId, { spec: serviceSpec() }), await createService(f.developer.http, f.orgId, { spec: serviceSpec({ variables: { HEALTH_GATE: gate } }) })];
@@ -211,11 +228,40 @@ describe('slipway runner killed', () => {
     });
     assert.equal(alive(up.pid) && alive(starting!), true);
 
+    // Its watchdog killed first (by someone): another is started at once, and does its work.
+    const watchdogs = () => childrenOf(doomed.proc.child.pid!).filter((pid) => commandLineOf(pid).includes('reaper-main.js'));
+    const [watchdog] = await eventually('the watchdog', async () => (watchdogs().length === 1 ? watchdogs() : undefined));
+    process.kill(watchdog!, 'SIGKILL');
+    // At once, not with the next process the runner starts or stops (the gated one's health check
+    // ends only after 30 s): 10 s is ample for a process to start.
+    await eventually('another watchdog', async () => (watchdogs().some((pid) => pid !== watchdog) ? true : undefined), 10_000);
+
     doomed.proc.child.kill('SIGKILL');
     await doomed.proc.exited;
     await eventually('both processes to be gone', async () => (alive(up.pid) || alive(starting!) ? undefined : true));
     // A connection that reached the listener as it closed is reset; after that, refused.
     await eventually('its port to refuse connections', async () => ((await ask(up.port) as { error?: string }).error === 'ECONNREFUSED' ? true : undefined));
+  });
+
+  it('starts every deployment a stopped runner let go of again at once on the next, more than the server hands out in one answer', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    // Eleven services that run without a health check: one more than an adopt answer holds by default.
+    const ids: string[] = [];
+    for (let i = 0; i < 11; i++) {
+      const svc = await createService(f.developer.http, f.orgId, { spec: { command: [process.execPath, '-e', 'setInterval(() => {}, 1 << 30)'] } });
+      ids.push((await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id, revision: 'v1' })).id);
+    }
+    const first = await startRunner(f.server, f.orgId, { environments: [env.name] });
+    for (const id of ids) assert.equal((await settled(f.developer.http, f.orgId, id)).state, 'succeeded');
+    assert.equal(await first.stop(), 0);
+
+    // Its rounds are 20 s apart (a third of the default host timeout): all eleven come on the first look.
+    const next = await startRunner(f.server, f.orgId, { environments: [env.name] });
+    await eventually('every deployment adopted', async () => {
+      const adopted = new Set(next.proc.logs().filter((l) => String(l.msg).startsWith('adopted:')).map((l) => l.deployment));
+      return ids.every((id) => adopted.has(id)) ? true : undefined;
+    }, 10_000);
+    await next.stop();
   });
 });
 

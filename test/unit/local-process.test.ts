@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { get as httpGet } from 'node:http';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -140,6 +142,35 @@ describe('launch', { timeout: 20_000 }, () => {
       `health check GET /healthz on port ${port} did not answer 2xx within 1 s (last: HTTP 500)`,
     );
     assertGone(pidFrom(lines.stdout));
+  });
+
+  test('a runner that crashes sends its services SIGTERM first, and the watchdog SIGKILL after the grace', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'slipway-crash-'));
+    try {
+      const marks = path.join(dir, 'marks');
+      const service = `const fs = require('node:fs'); fs.writeFileSync(${JSON.stringify(marks)}, 'UP'); process.on('SIGTERM', () => { fs.appendFileSync(${JSON.stringify(marks)}, ' TERM'); process.exit(0); }); setInterval(() => {}, 1 << 30);`;
+      // A runner's process that starts a service, then dies of an uncaught exception.
+      const runner = `import { launch } from ${JSON.stringify(new URL('../../src/runner-agent/local-process.js', import.meta.url).href)};
+await launch({ command: [process.execPath, '-e', ${JSON.stringify(service)}], env: {}, port: ${await freePort()} }, () => {});
+while (!require('node:fs').existsSync(${JSON.stringify(marks)})) await new Promise((r) => setTimeout(r, 20));
+throw new Error('crashed');`.replace("require('node:fs')", '(await import(\'node:fs\'))');
+      const crashed = spawn(process.execPath, ['--input-type=module', '-e', runner], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const [code] = await once(crashed, 'exit');
+      assert.equal(code, 1);
+      for (let i = 0; i < 200 && !readFileSync(marks, 'utf8').includes('TERM'); i++) await sleep(25);
+      assert.equal(readFileSync(marks, 'utf8'), 'UP TERM');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('an environment larger than the system takes says so, not that a NUL was in it', { skip: process.platform !== 'linux' && 'Linux\'s limit on one variable' }, async () => {
+    const port = await freePort();
+    // Linux takes at most 128 KiB in one variable (MAX_ARG_STRLEN).
+    await rejectsWithReason(
+      launch({ command: node('0'), env: { BIG: 'x'.repeat(200_000) }, port }, () => {}),
+      /^could not start .*: its command and environment \(\d+ bytes, or a single variable over the system's limit for one\) are larger than the system allows \(E2BIG\); give the service fewer or smaller variables and secrets$/,
+    );
   });
 
   test('a process that never listens is reported as connection refused', async () => {

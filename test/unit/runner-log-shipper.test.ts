@@ -95,6 +95,21 @@ describe('log shipper', () => {
     assert.equal(to.batches.flat().find((e) => e.line.startsWith('[runner]'))!.stream, 'runner');
   });
 
+  it('holds at most its character budget of waiting lines, however few they are', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    const to = receiver();
+    let calls = 0;
+    const shipper = new LogShipper({ send: async (l) => { calls++; await held; await to.send(l); }, onError: assert.fail, maxQueuedChars: 100, lingerMs: 0 });
+    shipper.push('stdout', 'first');
+    await until(() => calls === 1);
+    // Four lines of 40 characters while the first is held: two fit in 100, two are dropped.
+    for (let i = 0; i < 4; i++) shipper.push('stdout', String(i).repeat(40));
+    release();
+    await shipper.close();
+    assert.deepEqual(to.lines(), ['first', '0'.repeat(40), '1'.repeat(40), '[runner] 2 lines of output dropped: they came faster than the server took them']);
+  });
+
   it('stops for good when a send fails: reports it once, drops the rest, and close rejects with it', async () => {
     const refused = new Error('lease lost');
     const reported: unknown[] = [];
