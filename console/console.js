@@ -820,7 +820,7 @@ async function environmentView(org, name) {
   const base = `/v1/orgs/${encodeURIComponent(org)}/environments/${encodeURIComponent(name)}`;
   const { data: env, etag: envTag } = await api('GET', base, { etag: true });
   // With the ETag of the version shown: a change made meanwhile elsewhere is a 412, not overwritten.
-  const ifMatch = { 'if-match': envTag };
+  const ifMatch = envTag ? { 'if-match': envTag } : {};
   const toggle = h('button', { type: 'button', onclick: (e) => act(e.target, e.target.closest('.card'), async () => {
     const saved = await api('PATCH', base, { headers: ifMatch, body: { protected: !env.protected } });
     notify(saved.protected ? `${saved.name} is protected.` : `${saved.name} is no longer protected.`);

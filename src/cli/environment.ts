@@ -91,7 +91,11 @@ export async function environmentCommand(argv: string[], env: Record<string, str
         name: file!.name as string,
         create: file!,
         // The whole environment: what the file leaves out is what a new one has.
-        update: (current) => ({ body: { description: '', protected: false, variables: {}, secrets: [], ...file! }, headers: { 'if-match': etagOf(current.version, current.createdAt) } }),
+        // With its ETag, when the server gives environments one (an older one does not, and refuses any If-Match).
+        update: (current) => ({
+          body: { description: '', protected: false, variables: {}, secrets: [], ...file! },
+          ...(typeof current.version === 'number' ? { headers: { 'if-match': etagOf(current.version, current.createdAt) } } : {}),
+        }),
         fields: (e) => ({ description: e.description, protected: e.protected, variables: e.variables, secrets: e.secrets }),
         dryRun: flags['dry-run'] === true,
       });

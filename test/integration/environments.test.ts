@@ -138,8 +138,12 @@ describe('environments', () => {
     assertProblem(await admin.http.delete(`${url}/lock`, { headers: { 'if-match': second } }), 412, 'precondition_failed');
     const unlocked = await admin.http.delete(`${url}/lock`, { headers: { 'if-match': locked.headers.get('etag')! } });
     assert.deepEqual([unlocked.status, unlocked.body.version, unlocked.body.lock], [200, 4, null]);
-    assertProblem(await admin.http.delete(url, { headers: { 'if-match': second } }), 412, 'precondition_failed');
-    assert.equal((await admin.http.delete(url, { headers: { 'if-match': unlocked.headers.get('etag')! } })).status, 204);
+    // A write that knows no version (a node of an older Slipway, during a rolling upgrade) moves it all the same.
+    await server.core.db.updateTable('environments').set({ description: 'from an older node' }).where('id', '=', made.body.id).execute();
+    const moved = await viewer.http.get(url, { headers: { 'if-none-match': unlocked.headers.get('etag')! } });
+    assert.deepEqual([moved.status, moved.body.version, moved.body.description], [200, 5, 'from an older node']);
+    assertProblem(await admin.http.delete(url, { headers: { 'if-match': unlocked.headers.get('etag')! } }), 412, 'precondition_failed');
+    assert.equal((await admin.http.delete(url, { headers: { 'if-match': moved.headers.get('etag')! } })).status, 204);
     assert.deepEqual((await eventsOf(server, orgId, made.body.id)).map((e) => e.type), ['environment.created', 'environment.updated', 'environment.locked', 'environment.unlocked', 'environment.deleted']);
   });
 
