@@ -270,6 +270,8 @@ describe('external issuer (ZITADEL) tokens', () => {
     issuer.publishAhead([
       // A stale copy under the current kid, ahead of the real key.
       { ...(await exportJWK(other)), kid: issuer.current.kid, alg: 'RS256', use: 'sig' },
+      // And one that cannot be used under it: it is passed over.
+      { ...weak.publicKey.export({ format: 'jwk' }), kid: issuer.current.kid, alg: 'RS256', use: 'sig' } as JWK,
       { ...weak.publicKey.export({ format: 'jwk' }), kid: 'weak-1024', alg: 'RS256', use: 'sig' } as JWK,
     ]);
     try {

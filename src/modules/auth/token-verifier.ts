@@ -185,9 +185,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       // Two keys of the set under the token's kid: each is tried, as jose leaves to its caller.
       if (error instanceof joseErrors.JWKSMultipleMatchingKeys) verified = await verifyWithEach(token, error, options);
       else if (error instanceof joseErrors.JOSEError) throw errors.invalidToken(describe(error, externalAlgorithms));
-      // What jose or WebCrypto refuse of the key itself (an RSA key shorter than 2048 bits, an EC
-      // key that is not one) is the issuer's key set's fault, not the token's.
-      else throw errors.unavailable(`The external issuer's key ${JSON.stringify(decodeProtectedHeader(token).kid ?? null)} cannot be used (${(error as Error).message}); its key set needs fixing.`, 60);
+      else throw unusableKey(token, error);
     }
     const typ = verified.protectedHeader.typ?.toLowerCase().replace(/^application\//, '');
     if (typ === undefined || !EXTERNAL_TYPES.has(typ)) throw errors.invalidToken('The access token has the wrong type; expected a JWT (or at+jwt) access token.');
@@ -199,18 +197,31 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     return { external: true, ...zitadelClaims(verified.payload, deps.projectId) };
   }
 
-  /** The claims of a token that one of the candidate keys verifies; a 401 when none does. */
+  /**
+   * What jose or WebCrypto refuse of the key itself (an RSA key shorter than 2048 bits, an EC key
+   * that is not one) is the issuer's key set's fault, not the token's: a 503 naming the key.
+   */
+  function unusableKey(token: string, error: unknown): AppError {
+    return errors.unavailable(`The external issuer's key ${JSON.stringify(decodeProtectedHeader(token).kid ?? null)} cannot be used (${(error as Error).message}); its key set needs fixing.`, 60);
+  }
+
+  /**
+   * The claims of a token that one of the candidate keys verifies. None: a 401 when one could be
+   * used and refused the token, a 503 when none could be used.
+   */
   async function verifyWithEach(token: string, candidates: joseErrors.JWKSMultipleMatchingKeys, options: Parameters<typeof jwtVerify>[2]) {
-    let last: unknown = candidates;
+    let refused: unknown;
+    let unusable: unknown;
     for await (const key of candidates) {
       try {
         return await jwtVerify(token, key, options);
       } catch (error) {
-        if (!(error instanceof joseErrors.JOSEError)) throw error;
-        last = error;
+        if (error instanceof joseErrors.JOSEError) refused = error;
+        else unusable = error;
       }
     }
-    throw errors.invalidToken(describe(last, externalAlgorithms));
+    if (refused === undefined && unusable !== undefined) throw unusableKey(token, unusable);
+    throw errors.invalidToken(describe(refused ?? candidates, externalAlgorithms));
   }
 
   /**
