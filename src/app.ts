@@ -35,7 +35,7 @@ import { createDeploymentsService } from './modules/deployments/deployments.serv
 import { environmentsRoutes } from './modules/environments/environments.routes.js';
 import { createEnvironmentsService } from './modules/environments/environments.service.js';
 import { eventsRoutes } from './modules/events/events.routes.js';
-import { eventsRepo } from './modules/events/events.repo.js';
+import { eventLogHold } from './modules/events/events.repo.js';
 import { createEventsService } from './modules/events/events.service.js';
 import { bootstrapIfEmpty } from './modules/instance/bootstrap.js';
 import { registerIdempotency } from './modules/idempotency/idempotency.hooks.js';
@@ -276,9 +276,10 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     : await bootstrapIfEmpty({ db: core.db, dataDir: config.dataDir, orgs: core.orgs, serviceUsers: core.serviceUsers, logger: core.logger });
 
   const metrics = config.metricsAddress === null ? null : createMetrics({ version: VERSION });
+  const eventLogHeldSince = eventLogHold(core.db, core.database.dialect);
   metrics?.readPendingDeployments(async () => {
-    const [pending, eventLogHeldSince] = await Promise.all([core.deployments.pending(), eventsRepo.heldSince(core.db, core.database.dialect)]);
-    return { ...pending, eventLogHeldSince };
+    const [pending, heldSince] = await Promise.all([core.deployments.pending(), eventLogHeldSince()]);
+    return { ...pending, eventLogHeldSince: heldSince };
   });
 
   const server = await buildServer({

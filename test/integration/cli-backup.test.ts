@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startServer, tempDir, type TestServer } from '../support/harness.js';
+import { startServer, tempDir, type HttpResult, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
 import { cliEnv, runCli } from '../support/processes.js';
 
 describe('slipway backup', () => {
@@ -29,6 +30,13 @@ describe('slipway backup', () => {
     const admin = server.owner;
     const before = await admin.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'kept-in-backup', values: { K: 'sentinel-before-backup' } }] });
     assert.equal(before.status, 201, before.text);
+    /** Where a follower of the event log is after reading all of it. */
+    const resumeCursor = async (http: typeof admin.http) => {
+      let page = (await http.get('/v1/orgs/default/events?limit=200')).body;
+      while (page.nextCursor !== null) page = (await http.get(`/v1/orgs/default/events?limit=200&cursor=${encodeURIComponent(page.nextCursor)}`)).body;
+      return page.resumeCursor as string;
+    };
+    const fromBefore = await resumeCursor(admin.http);
 
     // Writes go on all the while the copy is made.
     let writing = true;
@@ -64,6 +72,9 @@ describe('slipway backup', () => {
 
     // Restored: the copy as the database of a new data directory, with the master key beside it
     // (that server's close removes the directory).
+    // A follower of the log that read past what the copy holds.
+    assert.equal((await admin.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'after-backup', values: { K: 'x' } }] })).status, 201);
+    const fromAfter = await resumeCursor(admin.http);
     const restored = path.dirname(target);
     for (const file of ['master.key', 'bootstrap.json']) fs.copyFileSync(path.join(server.dataDir, file), path.join(restored, file));
     const again = await startServer({ reuse: { dataDir: restored, database: { url: null, drop: async () => {} } } });
@@ -71,6 +82,19 @@ describe('slipway backup', () => {
       const reveal = await again.owner.http.post('/v1/orgs/default/secrets/kept-in-backup/reveal', {});
       assert.equal(reveal.status, 200, reveal.text);
       assert.deepEqual(reveal.body.values, { K: 'sentinel-before-backup' });
+      // The restored log numbers its new events as the old one numbered those the copy lacks: a
+      // cursor past the copy is refused, not left to pass the new events by; one from before it goes on.
+      assert.equal((await again.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'after-restore', values: { K: 'y' } }] })).status, 201);
+      assertProblem(await again.owner.http.get(`/v1/orgs/default/events?cursor=${encodeURIComponent(fromAfter)}`), 400, 'invalid_cursor');
+      const names: string[] = [];
+      for (let cursor: string | null = fromBefore; cursor !== null;) {
+        const page: HttpResult = await again.owner.http.get(`/v1/orgs/default/events?limit=200&cursor=${encodeURIComponent(cursor)}`);
+        assert.equal(page.status, 200, page.text);
+        names.push(...page.body.events.map((e: { data: { name?: string } }) => e.data.name));
+        cursor = page.body.nextCursor;
+      }
+      assert.equal(names.at(-1), 'after-restore');
+      assert.ok(!names.includes('after-backup'), 'what the copy lacks is not there');
     } finally {
       await again.close();
     }

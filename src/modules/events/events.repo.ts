@@ -2,6 +2,7 @@ import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import { insertRows, type Dialect, type Executor } from '../../platform/db/database.js';
 import type { EventsTable, Schema } from '../../platform/db/schema.js';
 import { idFloor } from '../../platform/ids.js';
+import { nowMs } from '../../platform/clock.js';
 
 /** An event as written (its place in commit order is the database's to give). */
 export type EventRow = Omit<EventsTable, 'seq' | 'tx_id'>;
@@ -43,21 +44,40 @@ export const COMMITTED_HORIZON = sql`(
   )
 )`;
 
-export const eventsRepo = {
-  /**
-   * PostgreSQL: when the oldest transaction open in this database that has written began (the one
-   * COMMITTED_HORIZON waits for: a session left idle in a transaction holds the log back); null
-   * when there is none, and on SQLite, whose writes are one at a time.
-   */
-  async heldSince(db: Executor, dialect: Dialect): Promise<string | null> {
-    if (dialect !== 'postgres') return null;
-    const { rows } = await sql<{ since: Date | string | null }>`
-      select min(xact_start) as since from pg_stat_activity
-      where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()`.execute(db);
-    const since = rows[0]?.since ?? null;
-    return since === null ? null : new Date(since).toISOString();
-  },
+/**
+ * PostgreSQL: a reading of since when the event log has been held back (null: it is not), for the
+ * metrics. The transaction that holds it is the one COMMITTED_HORIZON waits for: its start shows in
+ * pg_stat_activity only to its own role and to those granted pg_read_all_stats, so the reading is
+ * the earlier of the oldest start this role can see and the first reading that found the horizon
+ * where it still is (a hold this role cannot see is then dated from when it was first seen). SQLite
+ * writes one at a time: never held.
+ */
+export function eventLogHold(db: Executor, dialect: Dialect): () => Promise<string | null> {
+  if (dialect !== 'postgres') return async () => null;
+  let held: { horizon: string; since: number } | null = null;
+  return async () => {
+    const { rows } = await sql<{ horizon: string; next: string; since: Date | string | null }>`
+      select ${COMMITTED_HORIZON}::text as horizon, pg_snapshot_xmax(pg_current_snapshot())::text as next,
+        (select min(xact_start) from pg_stat_activity
+         where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as since`.execute(db);
+    const row = rows[0]!;
+    if (row.horizon === row.next) {
+      held = null;
+      return null;
+    }
+    if (held?.horizon !== row.horizon) held = { horizon: row.horizon, since: nowMs() };
+    const seen = row.since === null ? Number.POSITIVE_INFINITY : new Date(row.since).getTime();
+    return new Date(Math.min(held.since, seen)).toISOString();
+  };
+}
 
+// Looked for organization by organization, through the (org_id, tx_id, id) index: this runs at every start.
+const everyOrg = (eb: ExpressionBuilder<Schema, 'events'>) => eb('org_id', 'in', eb.selectFrom('organizations').select('id'));
+
+/** An event whose transaction id is at or past the next one this cluster gives out: restored from another. */
+const fromAnotherCluster = sql<boolean>`tx_id >= pg_snapshot_xmax(pg_current_snapshot())`;
+
+export const eventsRepo = {
   async insert(db: Executor, rows: EventRow[]): Promise<void> {
     await insertRows(db, 'events', rows);
   },
@@ -87,15 +107,17 @@ export const eventsRepo = {
    * starts at the same time finds nothing left to do. Returns how many were renumbered.
    */
   async renumberRestored(db: Executor): Promise<number> {
-    // Looked for organization by organization, through the (org_id, tx_id, id) index: this runs at every start.
-    const everyOrg = (eb: ExpressionBuilder<Schema, 'events'>) => eb('org_id', 'in', eb.selectFrom('organizations').select('id'));
     const result = await db.updateTable('events').set({ tx_id: sql<string>`'1'::xid8` })
       .where(everyOrg)
       .where(sql<boolean>`tx_id <> '1'::xid8`)
-      .where(({ exists, selectFrom }) => exists(selectFrom('events').select('id').where(everyOrg)
-        .where(sql<boolean>`tx_id >= pg_snapshot_xmax(pg_current_snapshot())`)))
+      .where(({ exists, selectFrom }) => exists(selectFrom('events').select('id').where(everyOrg).where(fromAnotherCluster)))
       .executeTakeFirst();
     return Number(result.numUpdatedRows);
+  },
+
+  /** PostgreSQL: whether events carry transaction ids this cluster has not given yet (see renumberRestored). */
+  async restoredFromElsewhere(db: Executor): Promise<boolean> {
+    return (await db.selectFrom('events').select('id').where(everyOrg).where(fromAnotherCluster).limit(1).executeTakeFirst()) !== undefined;
   },
 
   /** The place of one event in commit order (for cursors that name an event id), or undefined. */

@@ -1,6 +1,7 @@
 import type { Db, Dialect, Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { cursorList, encodeCursor, pageRequest, toPage, type Page } from '../../platform/pagination.js';
+import { instanceRepo } from '../instance/instance.repo.js';
 import { eventsRepo, type EventPosition, type StoredEvent } from './events.repo.js';
 import type { Event } from './events.schemas.js';
 
@@ -17,16 +18,18 @@ export function toEvent(row: StoredEvent): Event {
 }
 
 /**
- * The sort key a cursor carries. SQLite: the event's sequence number. PostgreSQL: the event's id,
- * whose place is looked up when the cursor comes back: transaction ids mean something only in the
- * cluster that gave them, so a cursor that held one would lose its place after a dump and restore.
+ * The sort key a cursor carries: the event's id, whose place is looked up when the cursor comes
+ * back. Transaction ids (PostgreSQL) mean something only in the cluster that gave them, and
+ * sequence numbers (SQLite) only in the file that gave them: after a restore from a backup they are
+ * given again, to other events, and a cursor that held one would pass those by without a word. An
+ * event the database does not have (one made after the backup) is a 400 instead.
  */
-function keyOf(dialect: Dialect, row: StoredEvent): string {
-  return dialect === 'postgres' ? row.id : String(row.seq);
+function keyOf(row: StoredEvent): string {
+  return row.id;
 }
 
 export function createEventsService(deps: { db: Db; dialect: Dialect }) {
-  /** The position a cursor's key names (an event id on PostgreSQL, and in cursors from before SQLite numbered events). */
+  /** The position a cursor's key names: an event id, or on SQLite a sequence number (cursors made before they named events). */
   async function positionOf(orgId: string, key: string): Promise<EventPosition> {
     if (/^evt_[0-9a-z]{1,40}$/.test(key)) {
       const position = await eventsRepo.positionOf(deps.db, deps.dialect, orgId, key);
@@ -40,15 +43,17 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
   return {
     /**
      * After a restore into another PostgreSQL cluster, puts the restored events back in order (see
-     * the repository), and in the same transaction runs `followers`, which keep places in the log
-     * (webhooks); 0 on SQLite.
+     * the repository). In the same transaction, and before, `followers` move the places they keep
+     * in the log (webhooks), while the order those places were taken in can still be read; 0 on
+     * SQLite. Nodes that start together do it once: the first holds the others until it is done.
      */
     async renumberRestored(followers: (trx: Executor) => Promise<void> = async () => {}): Promise<number> {
-      if (deps.dialect !== 'postgres') return 0;
+      if (deps.dialect !== 'postgres' || !(await eventsRepo.restoredFromElsewhere(deps.db))) return 0;
       return deps.db.transaction().execute(async (trx) => {
-        const renumbered = await eventsRepo.renumberRestored(trx);
-        if (renumbered > 0) await followers(trx);
-        return renumbered;
+        await instanceRepo.lock(trx, 'events_renumbering');
+        if (!(await eventsRepo.restoredFromElsewhere(trx))) return 0;
+        await followers(trx);
+        return eventsRepo.renumberRestored(trx);
       });
     },
 
@@ -69,9 +74,9 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
       const page = pageRequest(list, query);
       const after = page.after === null ? null : await positionOf(orgId, page.after);
       const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, newestFirst, limit: page.limit, type: query.type, subjectId: query.subject });
-      const result = toPage(list, rows, page.limit, (r) => keyOf(deps.dialect, r));
+      const result = toPage(list, rows, page.limit, keyOf);
       const newest = newestFirst ? result.items[0] : result.items.at(-1);
-      const resumeCursor = newest !== undefined ? encodeCursor(following, keyOf(deps.dialect, newest)) : newestFirst ? null : (query.cursor ?? null);
+      const resumeCursor = newest !== undefined ? encodeCursor(following, keyOf(newest)) : newestFirst ? null : (query.cursor ?? null);
       return { items: result.items.map(toEvent), nextCursor: result.nextCursor, resumeCursor };
     },
   };

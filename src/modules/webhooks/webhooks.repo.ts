@@ -88,11 +88,28 @@ export const webhooksRepo = {
   },
 
   /**
-   * PostgreSQL, after a restore into another cluster renumbered the restored events to transaction
-   * id 1 (see eventsRepo.renumberRestored): positions among them are moved there too.
+   * PostgreSQL, before a restore into another cluster renumbers the restored events to transaction
+   * id 1, in id order (see eventsRepo.renumberRestored): each position is moved to where no event
+   * that came after it in the old order comes before it in the new one, just before the lowest id
+   * among those. An event committed after another that took its id earlier (as under concurrent
+   * writes) is then delivered, not passed over; some already delivered may go again, as after any
+   * lost answer. No event before it: from the start.
    */
   async followRenumberedEvents(db: Executor): Promise<void> {
-    await db.updateTable('webhooks').set({ position_tx: '1' }).where('position_tx', 'is not', null).execute();
+    await sql`
+      update webhooks w set position_tx = case when moved.id is null then null else '1' end, position_event_id = moved.id
+      from (
+        select w2.id as webhook_id, (
+          select max(e.id) from events e
+          where e.org_id = w2.org_id and (later.first is null or e.id < later.first)
+        ) as id
+        from webhooks w2 cross join lateral (
+          select min(a.id) as first from events a
+          where a.org_id = w2.org_id and (a.tx_id, a.id) > (w2.position_tx::xid8, w2.position_event_id)
+        ) later
+        where w2.position_tx is not null
+      ) moved
+      where w.id = moved.webhook_id`.execute(db);
   },
 
   async release(db: Executor, id: string, owner: string): Promise<void> {
