@@ -226,7 +226,10 @@ export function within(parent: AbortSignal, ms: number): { signal: AbortSignal; 
   };
 }
 
-export type PatientCall = <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<T>;
+export type PatientCall = (<T>(method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<T>) & {
+  /** How many times a call was sent again so far (the server unavailable, an answer lost). */
+  readonly retries: number;
+};
 
 /**
  * Calls the API as the settings' service user, trying again while the server is unavailable for up
@@ -235,13 +238,15 @@ export type PatientCall = <T>(method: string, path: string, body?: unknown, head
  */
 export function patientCaller(settings: ApiClientSettings, options: { json: boolean; retryMs: number; unanswered: string }): PatientCall {
   const caller = apiCaller(settings, createTokenSource(settings.credentials, { who: `${settings.credentials.clientId}'s` }), () => {});
-  return async <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<T> => {
+  let retries = 0;
+  const call = async <T>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<T> => {
     const bounded = within(new AbortController().signal, options.retryMs);
     let trouble = '';
     try {
       return await untilAvailable(() => caller<T>(method, path, bounded.signal, body, headers), {
         signal: bounded.signal,
         onRetry: (error, n) => {
+          retries++;
           trouble = error.message;
           if (n === 1 && !options.json) process.stderr.write(`slipway: the server is unavailable, trying again for up to ${options.retryMs / 1000} s: ${error.message}\n`);
         },
@@ -253,6 +258,7 @@ export function patientCaller(settings: ApiClientSettings, options: { json: bool
       bounded.clear();
     }
   };
+  return Object.defineProperty(call, 'retries', { get: () => retries }) as PatientCall;
 }
 
 const PAGE = 200;

@@ -66,8 +66,8 @@ server and come back only from reveal (audited); nothing else prints them.
 
 .env files follow dotenv's rules, but for one: KEY=value lines, \`export\` allowed, # comments,
 single quotes and backquotes as written, double quotes with \\n \\r \\t \\" \\\\ \\$ \\\` escapes, a
-quoted value over several lines; a # ends an unquoted value only after a space (PASS=abc#def is
-abc#def, as Compose reads it). A line that cannot be read, a quote never closed, or a key given
+quoted value over several lines; a # ends an unquoted value only after a space or a tab
+(PASS=abc#def is abc#def, as Compose reads it). A line that cannot be read, a quote never closed, or a key given
 twice, refuses the whole file with its line number. --from-file - reads standard input: prefer it
 to --set for values, which anyone who can list processes (ps) sees on the command line.
 
@@ -225,8 +225,9 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
         (removed) => `the file leaves out ${removed.join(', ')} of secret ${name}, which the import would remove`, 'keep the keys in the file');
       if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       const dryRun = flags['dry-run'] === true;
+      const retries = call.retries;
       const answer = await call<{ secrets: Change[] }>('PUT', `${secrets}${dryRun ? '?dryRun=true' : ''}`, { secrets: [{ name, values: imported }] });
-      return said(changeSinceRead(before, answer.secrets[0]!), dryRun);
+      return said(changeSinceRead(before, answer.secrets[0]!, call.retries > retries), dryRun);
     }
     case 'set': {
       const { set, unset } = change!;
@@ -240,7 +241,9 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
         if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       }
       try {
-        return said(changeSinceRead(before, await call<Change>('PATCH', one, { ...(Object.keys(set).length > 0 ? { set } : {}), ...(unset.length > 0 ? { unset } : {}) })));
+        const retries = call.retries;
+        const answer = await call<Change>('PATCH', one, { ...(Object.keys(set).length > 0 ? { set } : {}), ...(unset.length > 0 ? { unset } : {}) });
+        return said(changeSinceRead(before, answer, call.retries > retries));
       } catch (error) {
         // A secret that does not exist yet is created with the keys set, when nothing was to be removed.
         if (!(error instanceof AppError && error.code === 'secret_not_found') || unset.length > 0) throw error;
@@ -312,12 +315,13 @@ async function readSecret(call: PatientCall, one: string): Promise<Metadata | nu
 /**
  * What a change did, measured from the secret as read before it was sent. The caller tries a
  * change again when its answer is lost, and the retry finds the values already there: "unchanged"
- * then, though the first attempt made the version. When the version moved since the read, this
- * call's change (or one just like it) made it: created or updated, with the keys it added and
- * removed (which values changed, no answer says any more).
+ * then, though the first attempt made the version. When it was sent again (`retried`) and the
+ * version moved since the read, this call's change made it: created or updated, with the keys it
+ * added and removed (which values changed, no answer says any more). Not sent again, "unchanged"
+ * is the server's word, whatever another client did meanwhile.
  */
-export function changeSinceRead(before: Metadata | null, answer: Change): Change {
-  if (answer.result !== 'unchanged') return answer;
+export function changeSinceRead(before: Metadata | null, answer: Change, retried: boolean): Change {
+  if (answer.result !== 'unchanged' || !retried) return answer;
   if (before === null) return { ...answer, result: 'created' };
   if (before.version === answer.version) return answer;
   const added = answer.keys.filter((key) => !before.keys.includes(key));

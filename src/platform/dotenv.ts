@@ -43,7 +43,7 @@ function endsLine(text: string, at: number): boolean {
 
 /**
  * `KEY=value` lines, `export` allowed, blank lines and `#` comments skipped, a ` #` comment after an
- * unquoted value dropped (a `#` with no space before it is part of the value, as Compose reads it:
+ * unquoted value dropped (a `#` with no space or tab before it is part of the value, as Compose reads it:
  * `KEY=pa#ss`; `KEY= # note` is empty); single quotes and backquotes keep their text as it is,
  * double quotes expand \n, \r, \t, \", \\, and \$ and \` (a shell's escapes of what it would expand,
  * as dotenv-expand reads \$). A quoted value may go on over lines (a PEM key), up to its closing
@@ -94,7 +94,7 @@ export function parseDotenv(text: string): { values: Record<string, string>; pro
       value = quote === '"' ? inner.replace(/\\(.)/gs, (all, c: string) => ESCAPES[c] ?? all) : inner;
     } else {
       const rest = source.slice(valueAt, eol);
-      const comment = rest.startsWith('#') ? 0 : rest.search(/\s#/);
+      const comment = rest.startsWith('#') ? 0 : rest.search(/[ \t]#/);
       value = (comment < 0 ? rest : rest.slice(0, comment)).trimEnd();
     }
     const first = firstSeen.get(key);

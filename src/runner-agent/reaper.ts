@@ -5,6 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 let reaper: ChildProcess | null | undefined;
+/** When the last reaper was started: one that ends at once (its file gone) is not started again in a loop. */
+let startedAt = 0;
+const RESTART_AT_MOST_EVERY_MS = 1_000;
 /** The groups it is to stop: told again to a reaper started anew after the last one ended. */
 const watched = new Set<number>();
 
@@ -36,6 +39,7 @@ function tell(line: string): void {
 }
 
 function start(): ChildProcess | null {
+  startedAt = Date.now();
   try {
     const child = spawn(process.execPath, [fileURLToPath(new URL('./reaper-main.js', import.meta.url))], {
       // Its own process group: a signal to the runner's group (Ctrl-C, `kill -9 -PGID`) does not reach it.
@@ -47,11 +51,14 @@ function start(): ChildProcess | null {
     child.on('error', () => {});
     child.stdin!.on('error', () => {});
     // A reaper that ended (killed by someone) is started again at once while there are groups to
-    // stop, told of each: a runner that crashes next still leaves none behind.
+    // stop, told of each: a runner that crashes next still leaves none behind. At most once a second.
     child.once('exit', () => {
       if (reaper !== child) return;
       reaper = undefined;
-      if (watched.size > 0) tell('');
+      const restart = () => { if (reaper === undefined && watched.size > 0) tell(''); };
+      const wait = startedAt + RESTART_AT_MOST_EVERY_MS - Date.now();
+      if (wait <= 0) restart();
+      else setTimeout(restart, wait).unref();
     });
     // It must keep neither this process nor its event loop alive.
     child.unref();

@@ -48,9 +48,6 @@ export interface Runner {
 
 const ENVIRONMENT_GONE_RETRY_MS = 15_000;
 const REFUSED_RETRY_MS = 30_000;
-
-/** Pages of orphans adopted one after another in a round: 10 × ADOPT_MAX, the rest the next round. */
-const ADOPT_PAGES = 10;
 /** This machine's name as the server takes it in a process's address; null (not reported) when it is not one. */
 const HOSTNAME = ((name) => (/^[A-Za-z0-9._-]{1,253}$/.test(name) ? name : null))(hostname());
 export const RECONCILE_DEFAULT_SECONDS = 15;
@@ -154,16 +151,11 @@ export function createRunner(options: RunnerOptions): Runner {
    * old server, which knows no hosts, is asked no more, and no `host` is sent to it.
    */
   async function adoptOrphans(): Promise<void> {
-    // As many as the server hands out at once, and again while a whole page came: what a runner
-    // that stopped ran is started again at once, not ten a round.
-    for (let page = 0; page < ADOPT_PAGES && await adoptPage(); page++);
-  }
-
-  /** One page of orphans adopted; true when it was a whole one, and more may wait. */
-  async function adoptPage(): Promise<boolean> {
-    if (!hosting) return false;
+    if (!hosting) return;
     let answer;
     try {
+      // As many as the server hands out at once (not its default of 10): what a runner that
+      // stopped ran is started again at once, and more than that over the next rounds.
       answer = await client.adopt({ host, limit: ADOPT_MAX, ...environments, ...details }, stopping.signal).catch((error: unknown) => {
         if (!olderNodeRefusedDetails(error)) throw error;
         return client.adopt({ host, limit: ADOPT_MAX, ...environments }, stopping.signal);
@@ -171,7 +163,7 @@ export function createRunner(options: RunnerOptions): Runner {
     } catch (error) {
       const older = 'the server does not hand out the deployments of runners that went away (it is older than this runner): they are not started again here';
       if (unanswered(error, older, 'could not ask for the deployments of runners that went away') === 'never') hosting = false;
-      return false;
+      return;
     }
     reportingProcesses = answer.acceptsProcessReports === true;
     reportingAddresses = reportingProcesses && answer.acceptsProcessAddresses === true;
@@ -187,7 +179,6 @@ export function createRunner(options: RunnerOptions): Runner {
         .finally(() => resuming.delete(id));
       resuming.set(id, job);
     }
-    return answer.adopted.length >= ADOPT_MAX;
   }
 
   /**

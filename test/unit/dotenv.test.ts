@@ -24,9 +24,11 @@ describe('.env text', () => {
       'export=word',
       'NOTE= # only a comment',
       'NOTE2=#',
+      'TAB=a\t# after a tab',
+      'NBSP=a\u00a0#kept',
     ].join('\r\n'));
     assert.deepEqual(problems, []);
-    assert.deepEqual(values, { A: '1', B: 'spaced out', C: 'no#comment', D: 'single \\n kept', E: 'double \n \t " \\ \\x', F: '', G: 'a\u2028b', H: 'indented', export: 'word', NOTE: '', NOTE2: '' });
+    assert.deepEqual(values, { A: '1', B: 'spaced out', C: 'no#comment', D: 'single \\n kept', E: 'double \n \t " \\ \\x', F: '', G: 'a\u2028b', H: 'indented', export: 'word', NOTE: '', NOTE2: '', TAB: 'a', NBSP: 'a\u00a0#kept' });
   });
 
   it('names every line it cannot read, and a key given twice, by its number', () => {
