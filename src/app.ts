@@ -46,7 +46,7 @@ import { runnerRoutes } from './modules/runner/runner.routes.js';
 import { createRunnerService } from './modules/runner/runner.service.js';
 import { VERSION } from './platform/version.js';
 import { runnersRoutes } from './modules/runner/runners.routes.js';
-import { createRunnersService } from './modules/runner/runners.service.js';
+import { createRunnersService, onlineWithinSeconds } from './modules/runner/runners.service.js';
 import { servicesRoutes } from './modules/services/services.routes.js';
 import { createServicesService } from './modules/services/services.service.js';
 import { createOrgsService } from './modules/orgs/orgs.service.js';
@@ -190,6 +190,7 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     // its data keys too, unwrapped ones included.
     const orgs = createOrgsService({
       db,
+      runnersOnlineWithinSeconds: onlineWithinSeconds(config.runnerHostTimeoutSeconds),
       onDeleted: (orgId, { serviceUserIds, dataKeyIds }) => {
         for (const id of serviceUserIds) { principals.forget(id); tokens.forgetClient(id); }
         dataKeys.forgetOrganization(orgId, dataKeyIds);

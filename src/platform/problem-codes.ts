@@ -52,7 +52,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   // 409
   org_slug_taken: { status: 409, meaning: 'Another organization has this slug, or had it (a slug given up, or that of a deleted organization, stays reserved to its organization).' },
   deleted_meanwhile: { status: 409, meaning: 'Something the request names was deleted by another request at the same moment; nothing was written (Retry-After: 1).' },
-  organization_in_use: { status: 409, meaning: 'The organization has deployments queued, in progress or serving; `conflicts` lists them (cancel them, and delete its services or environments with `?force=true`).' },
+  organization_in_use: { status: 409, meaning: 'The organization has deployments queued, in progress or serving, or runners online; `conflicts` lists them (cancel the deployments, delete its services or environments with `?force=true`, and stop the runners).' },
   organization_has_instance_admins: { status: 409, meaning: 'The organization holds instance administrators, which deleting it would delete; `conflicts` lists them.' },
   org_external_id_taken: { status: 409, meaning: 'Another organization is linked to this external organization.' },
   service_user_name_taken: { status: 409, meaning: 'Another service user of the organization has this name.' },

@@ -73,6 +73,14 @@ describe('deleting an organization', () => {
     assertProblem(await admin.http.delete(path), 409, 'organization_in_use');
     assert.equal((await a.owner.http.delete(`${path}/services/${a.svc.name}?force=true`)).status, 204);
     assert.ok(Object.values(await rowsOf(server, a.org.id)).some((n) => n > 0));
+    // A runner still online may still run what served: it learns that it no longer does at its next
+    // report, and with its credentials gone it would keep it running. Stopped, it is in nobody's way.
+    const host = 'rh_deletion-test';
+    assert.equal((await a.runner.actor.http.post(`${path}/runner/adopt`, { host })).status, 200);
+    const online = assertProblem(await admin.http.delete(path), 409, 'organization_in_use');
+    assert.deepEqual((online.conflicts as Array<{ runner: string }>).map((c) => c.runner), [host]);
+    assert.match(String(online.detail), /has runners online \(rh_deletion-test\).*stop them first/);
+    assert.equal((await a.runner.actor.http.post(`${path}/runner/release`, { host, deployments: [], stopping: true })).status, 200);
 
     assert.equal((await admin.http.delete(path)).status, 204);
     for (const [table, n] of Object.entries(await rowsOf(server, a.org.id))) {
@@ -119,7 +127,7 @@ describe('deleting an organization', () => {
     assert.equal((await owner.http.get(`${base}/secrets`)).status, 200);
     assert.equal((await owner.http.post(`${base}/secrets`, { secrets: [{ name: 'early', values: { K: 'v' } }] })).status, 201);
     // Another node (the CLI, another server on the database) deletes it: this node's caches are not told.
-    const elsewhere = createOrgsService({ db: server.core.db });
+    const elsewhere = createOrgsService({ db: server.core.db, runnersOnlineWithinSeconds: 60 });
     await elsewhere.remove(cliContext(), org.id);
 
     for (const [path, body] of [

@@ -59,7 +59,7 @@ describe('auth caches', () => {
   });
 
   it('does not cache an organization read that raced a change on this node', async () => {
-    const orgs = createOrgsService({ db: database.db });
+    const orgs = createOrgsService({ db: database.db, runnersOnlineWithinSeconds: 60 });
     const ctx = { requestId: 'r', actor: { id: 'su_a', kind: 'service_user' as const, orgId: 'org_a', role: 'owner' as const, instanceAdmin: true } };
     const reading = orgs.find('a');
     await orgs.update(ctx, 'org_a', { slug: 'renamed' });

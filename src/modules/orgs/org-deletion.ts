@@ -24,10 +24,13 @@ const LISTED = 20;
 
 /**
  * Refuses (409) while the organization holds an instance administrator, which deleting it would
- * delete (the caller itself, perhaps), or while a deployment of it is queued, in progress or serving:
- * its runners, whose credentials go with it, could no longer be told to stop what they run.
+ * delete (the caller itself, perhaps), while a deployment of it is queued, in progress or serving,
+ * or while one of its runners is online (heard from since `onlineSince`, and not stopped): its
+ * runners, whose credentials go with it, could no longer be told to stop what they run. A runner
+ * learns that a deployment deleted with its service no longer serves only at its next report, and
+ * with its credentials refused it keeps its services running, so it is stopped first.
  */
-export async function assertDeletable(trx: Executor, org: { id: string; slug: string }): Promise<void> {
+export async function assertDeletable(trx: Executor, org: { id: string; slug: string }, onlineSince: string): Promise<void> {
   const admins = await trx.selectFrom('service_users').select(['id', 'name']).where('org_id', '=', org.id).where('instance_admin', '=', 1).orderBy('id').limit(LISTED).execute();
   if (admins.length > 0) {
     throw errors.conflict('organization_has_instance_admins', `The organization "${org.slug}" holds instance administrators (${admins.map((a) => `${a.id} "${a.name}"`).join(', ')}), which deleting it would delete; make one in another organization and delete these first (one that is the organization's last enabled owner needs another owner beside it before it can be deleted).`,
@@ -38,6 +41,12 @@ export async function assertDeletable(trx: Executor, org: { id: string; slug: st
   if (blocking.length > 0) {
     throw errors.conflict('organization_in_use', `The organization "${org.slug}" has deployments that are queued, in progress or serving (${blocking.map((d) => `${d.id} ${d.state}`).join(', ')}${blocking.length === LISTED ? ', …' : ''}): cancel those that are unfinished, and delete its services (or environments) with ?force=true so that its runners stop what they run, then delete the organization.`,
       { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
+  }
+  const online = await trx.selectFrom('runners').select(['host', 'hostname', 'last_seen_at']).where('org_id', '=', org.id)
+    .where('stopped_at', 'is', null).where('last_seen_at', '>=', onlineSince).orderBy('host').limit(LISTED).execute();
+  if (online.length > 0) {
+    throw errors.conflict('organization_in_use', `The organization "${org.slug}" has runners online (${online.map((r) => `${r.host}${r.hostname !== null ? ` on ${r.hostname}` : ''}`).join(', ')}${online.length === LISTED ? ', …' : ''}), which deleting it would leave running what they run with nothing to tell them to stop: stop them first (SIGTERM or Ctrl-C; they stop their services), then delete the organization. One killed rather than stopped counts as online until it has not been heard from for the host timeout.`,
+      { conflicts: online.map((r) => ({ runner: r.host, hostname: r.hostname, lastSeenAt: r.last_seen_at })) });
   }
 }
 

@@ -67,6 +67,11 @@ export const orgsRepo = {
       .onConflict((oc) => oc.column('slug').doUpdateSet({ org_id: orgId, retired_at: at })).execute();
   },
 
+  /** The slugs an organization gave up, reserved to it. */
+  async retiredSlugsOf(db: Executor, orgId: string): Promise<string[]> {
+    return (await db.selectFrom('retired_org_slugs').select('slug').where('org_id', '=', orgId).orderBy('slug').execute()).map((r) => r.slug);
+  },
+
   /** An organization taking back a slug it gave up. */
   async reclaimSlug(db: Executor, slug: string, orgId: string): Promise<void> {
     await db.deleteFrom('retired_org_slugs').where('slug', '=', slug).where('org_id', '=', orgId).execute();

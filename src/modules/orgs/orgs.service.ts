@@ -9,7 +9,7 @@ import { instanceRepo } from '../instance/instance.repo.js';
 import { assertDeletable, purgeOrganization, type Forgotten, type PurgeCounts } from './org-deletion.js';
 import { orgsRepo, type OrgRow } from './orgs.repo.js';
 import type { Organization } from './orgs.schemas.js';
-import { nowIso } from '../../platform/clock.js';
+import { nowIso, nowMs } from '../../platform/clock.js';
 
 export function toOrganization(row: OrgRow): Organization {
   return {
@@ -20,9 +20,9 @@ export function toOrganization(row: OrgRow): Organization {
 
 const slugTaken = (slug: string) =>
   errors.conflict('org_slug_taken', `An organization with the slug "${slug}" already exists.`, { conflicts: [{ pointer: '/slug', slug }] });
-const slugRetired = (slug: string, at: string) =>
-  errors.conflict('org_slug_taken', `The slug "${slug}" belonged to another organization until ${at}, and stays reserved to it: requests still sent to "${slug}" (scripts, an instance administrator's) must not reach a different organization. Choose another slug.`,
-    { conflicts: [{ pointer: '/slug', slug }] });
+const slugRetired = (slug: string, at: string, holder: string) =>
+  errors.conflict('org_slug_taken', `The slug "${slug}" belonged to the organization ${holder} until ${at}, and stays reserved to it: requests still sent to "${slug}" (scripts, an instance administrator's) must not reach a different organization. Choose another slug.`,
+    { conflicts: [{ pointer: '/slug', slug, organization: holder }] });
 /**
  * What the owner of one organization is told of a slug another organization has or had: only that
  * it is not to be had. Whether that organization still uses it, was renamed or deleted, and when,
@@ -40,12 +40,14 @@ const seesEveryOrg = (ctx: RequestContext) => ctx.actor.instanceAdmin;
  * lock serves (PostgreSQL; SQLite writes one transaction at a time anyway).
  */
 const ORGS_LOCK = 'organizations';
+/** The most slugs an organization gave up that stay reserved to it (it takes one back to change again). */
+export const MAX_RETIRED_SLUGS = 10;
 
 /** A slug another organization gave up is not to be had; one this organization gave up is its own again. */
 async function claimSlug(trx: Executor, ctx: RequestContext, slug: string, orgId: string): Promise<void> {
   const retired = await orgsRepo.retiredSlug(trx, slug);
   if (retired === undefined) return;
-  if (retired.org_id !== orgId) throw seesEveryOrg(ctx) ? slugRetired(slug, retired.retired_at) : slugUnavailable(slug);
+  if (retired.org_id !== orgId) throw seesEveryOrg(ctx) ? slugRetired(slug, retired.retired_at, retired.org_id) : slugUnavailable(slug);
   await orgsRepo.reclaimSlug(trx, slug, orgId);
 }
 
@@ -64,7 +66,12 @@ const CACHE_TTL_MS = 5_000;
 /** The organizations list has no filters or parent: one scope for every request. */
 const ORGS_LIST = cursorList('orgs');
 
-export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, forgotten: Forgotten) => void }) {
+export function createOrgsService(deps: {
+  db: Db;
+  onDeleted?: (orgId: string, forgotten: Forgotten) => void;
+  /** How recently a runner was heard from to count as online (runners.service's onlineWithinSeconds). */
+  runnersOnlineWithinSeconds: number;
+}) {
   const { db } = deps;
   /** Organizations by one of their keys, remembered a few seconds (null: there is none). */
   const lookup = (read: (key: string) => Promise<OrgRow | undefined>) =>
@@ -151,6 +158,12 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
           if (changes.changed.length === 0) return toOrganization(row);
           if (changes.changed.includes('slug')) {
             await claimSlug(trx, ctx, patch.slug!, row.id);
+            // Each slug given up stays reserved: a few are what renames need, not a stock of names.
+            const held = await orgsRepo.retiredSlugsOf(trx, row.id);
+            if (held.length >= MAX_RETIRED_SLUGS) {
+              throw errors.limitExceeded(`The organization keeps ${held.length} slugs it gave up reserved to itself (${held.join(', ')}), the most it may (${MAX_RETIRED_SLUGS}): changing its slug again would reserve another. Take one of those back as its slug instead.`,
+                { name: 'retired slugs per organization', value: MAX_RETIRED_SLUGS });
+            }
             await orgsRepo.retireSlug(trx, row.slug, row.id, now);
           }
           const next = (await orgsRepo.update(trx, row.id, Object.fromEntries(changes.changed.map((f) => [FIELDS[f], patch[f]])), now))!;
@@ -180,7 +193,7 @@ export function createOrgsService(deps: { db: Db; onDeleted?: (orgId: string, fo
         // so a request that wrote into it just before has committed, and its rows are found below.
         await orgsRepo.retireSlug(trx, row.slug, row.id, now);
         await orgsRepo.markDeleted(trx, row.id, now);
-        await assertDeletable(trx, row);
+        await assertDeletable(trx, row, new Date(nowMs() - deps.runnersOnlineWithinSeconds * 1000).toISOString());
         const { serviceUserIds, dataKeyIds, counts } = await purgeOrganization(trx, row.id);
         if (ctx.actor.orgId !== null && ctx.actor.orgId !== row.id) {
           await appendEvents(trx, ctx, [{

@@ -18,6 +18,12 @@ import { nowIso, nowMs } from '../../platform/clock.js';
 export const SEEN_WRITE_EVERY_MS = 10_000;
 /** A runner heard from within this is online, whatever the host timeout: a claim waits up to 30 s, and the writes lag. */
 const ONLINE_AT_LEAST_SECONDS = CLAIM_WAIT_MAX_SECONDS + SEEN_WRITE_EVERY_MS / 1000;
+
+/** How recently a runner that has not said it stopped was heard from, at most, to count as online. */
+export function onlineWithinSeconds(hostTimeoutSeconds: number): number {
+  return Math.max(hostTimeoutSeconds, ONLINE_AT_LEAST_SECONDS);
+}
+
 /** Runners not heard from for this long are forgotten. */
 export const RUNNER_RETENTION_DAYS = 7;
 
@@ -43,7 +49,7 @@ export interface RunnersDeps {
 
 export function createRunnersService(deps: RunnersDeps) {
   const { db } = deps;
-  const onlineWithinSeconds = Math.max(deps.hostTimeoutSeconds, ONLINE_AT_LEAST_SECONDS);
+  const onlineWithin = onlineWithinSeconds(deps.hostTimeoutSeconds);
   /** When this node last wrote each runner down, and what it said then. */
   const written = new LRUCache<string, { at: number; said: string }>({ max: 10_000 });
   const writeEveryMs = deps.writeEveryMs ?? SEEN_WRITE_EVERY_MS;
@@ -79,7 +85,7 @@ export function createRunnersService(deps: RunnersDeps) {
 
   function toRunner(row: RunnerRow, now: number, names: Map<string, string>, work: Awaited<ReturnType<typeof runnersRepo.workOf>>): Runner {
     const ids = effectiveEnvironments(row);
-    const state: RunnerState = row.stopped_at === null && now - Date.parse(row.last_seen_at) <= onlineWithinSeconds * 1000 ? 'online' : 'offline';
+    const state: RunnerState = row.stopped_at === null && now - Date.parse(row.last_seen_at) <= onlineWithin * 1000 ? 'online' : 'offline';
     return {
       host: row.host,
       state,
@@ -97,7 +103,7 @@ export function createRunnersService(deps: RunnersDeps) {
   }
 
   return {
-    onlineWithinSeconds,
+    onlineWithinSeconds: onlineWithin,
 
     /** `ctx.actor`'s runner process `sighting.host` is there, saying this of itself. */
     async seen(ctx: RequestContext, orgId: string, sighting: Sighting): Promise<void> {
@@ -146,7 +152,7 @@ export function createRunnersService(deps: RunnersDeps) {
       const list = cursorList('runners', { org: orgId, environment: environmentId, state: query.state });
       const page = pageRequest(list, query);
       const now = nowMs();
-      const since = new Date(now - onlineWithinSeconds * 1000).toISOString();
+      const since = new Date(now - onlineWithin * 1000).toISOString();
       const rows = await runnersRepo.list(db, deps.dialect, orgId, {
         ...page, environmentId, seen: query.state === undefined ? undefined : { since, online: query.state === 'online' },
       });
