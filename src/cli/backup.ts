@@ -39,7 +39,8 @@ export async function backupCommand(argv: string[], env: Record<string, string |
   if (file === null) throw new UsageError('backup copies a SQLite database; back PostgreSQL up with its own tools (pg_dump, or your provider\'s snapshots)');
   assertDatabaseExists(config);
   const target = path.resolve(to);
-  if (fs.existsSync(target)) throw new UsageError(`--to ${target} exists already; give a new file (nothing was written)`);
+  // lstat: a link, even to nothing, is there already too (the copy is never written through one).
+  if (fs.lstatSync(target, { throwIfNoEntry: false }) !== undefined) throw new UsageError(`--to ${target} exists already${fs.existsSync(target) ? '' : ' (a link to nothing)'}; give a new file (nothing was written)`);
   if (target === path.resolve(file)) throw new UsageError('--to must not be the database itself');
   if (!fs.existsSync(path.dirname(target))) throw new UsageError(`--to ${target}: the directory ${path.dirname(target)} does not exist; make it first (nothing was written)`);
 

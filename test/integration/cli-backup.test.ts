@@ -62,6 +62,13 @@ describe('slipway backup', () => {
     const existing = await runCli(['backup', '--to', target], cliEnv(server));
     assert.equal(existing.code, 2, existing.stderr);
     assert.match(existing.stderr, /exists already; give a new file \(nothing was written\)/);
+    // A link, even one to nothing, is a file there already: nothing is written through it.
+    const link = path.join(newDir(), 'link.db');
+    fs.symlinkSync(path.join(path.dirname(link), 'nowhere.db'), link);
+    const throughLink = await runCli(['backup', '--to', link], cliEnv(server));
+    assert.equal(throughLink.code, 2, throughLink.stderr);
+    assert.match(throughLink.stderr, /link\.db exists already \(a link to nothing\); give a new file \(nothing was written\)/);
+    assert.equal(fs.existsSync(path.join(path.dirname(link), 'nowhere.db')), false);
     const missing = await runCli(['backup'], cliEnv(server));
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /--to FILE is required/);

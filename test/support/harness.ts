@@ -151,6 +151,18 @@ export interface StartOptions {
 }
 
 export async function startServer(options: StartOptions = {}): Promise<TestServer> {
+  // A free port is free when it is picked, not always when the server listens on it a moment
+  // later: the other suite's processes pick ports too, and outgoing connections take them.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startServerOnce(options);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || options.reuse?.port !== undefined || attempt === 3) throw error;
+    }
+  }
+}
+
+async function startServerOnce(options: StartOptions): Promise<TestServer> {
   const dataDir = options.reuse?.dataDir ?? tempDir();
   const database = options.reuse?.database ?? await testDatabase();
   const port = options.reuse?.port ?? await freePort();
