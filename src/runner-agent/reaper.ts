@@ -29,13 +29,14 @@ export function reaperWatching(): boolean {
 }
 
 function tell(line: string): void {
-  if (reaper === undefined) {
-    reaper = start();
-    // A new reaper knows nothing yet: everything watched, this line's group among them.
-    if (reaper?.stdin?.writable) for (const pgid of watched) reaper.stdin.write(`+${pgid}\n`);
-    return;
-  }
-  if (line !== '' && reaper?.stdin?.writable) reaper.stdin.write(`${line}\n`);
+  if (reaper === undefined) startTellingAll();
+  else if (reaper?.stdin?.writable) reaper.stdin.write(`${line}\n`);
+}
+
+/** Starts a reaper, and tells it everything watched: a new one knows nothing yet. */
+function startTellingAll(): void {
+  reaper = start();
+  if (reaper?.stdin?.writable) for (const pgid of watched) reaper.stdin.write(`+${pgid}\n`);
 }
 
 function start(): ChildProcess | null {
@@ -55,7 +56,7 @@ function start(): ChildProcess | null {
     child.once('exit', () => {
       if (reaper !== child) return;
       reaper = undefined;
-      const restart = () => { if (reaper === undefined && watched.size > 0) tell(''); };
+      const restart = () => { if (reaper === undefined && watched.size > 0) startTellingAll(); };
       const wait = startedAt + RESTART_AT_MOST_EVERY_MS - Date.now();
       if (wait <= 0) restart();
       else setTimeout(restart, wait).unref();

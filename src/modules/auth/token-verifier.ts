@@ -274,25 +274,17 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
     };
   }
 
-  function principalOf(claims: OwnClaims, state: SubjectState | null): Principal {
-    if (state === null || state.orgId !== claims.orgId) throw errors.invalidToken('The service user of this token no longer exists.');
-    if (state.disabled) throw errors.invalidToken('The service user of this token is disabled.');
+  /** The principal of a token whose subject is as `state` says, or the 401 its subject's state calls for. */
+  function principalOf(claims: OwnClaims, state: SubjectState | null): Principal | AppError {
+    if (state === null || state.orgId !== claims.orgId) return errors.invalidToken('The service user of this token no longer exists.');
+    if (state.disabled) return errors.invalidToken('The service user of this token is disabled.');
     if (claims.generation !== state.tokenGeneration) {
-      throw errors.invalidToken('The access token was issued before its service user was disabled; request a new one.');
+      return errors.invalidToken('The access token was issued before its service user was disabled; request a new one.');
     }
     return {
       subject: claims.subject, clientId: claims.clientId, orgId: claims.orgId, tokenId: claims.tokenId, scopes: claims.scopes,
       expiresAt: claims.expiresAt, role: state.role, instanceAdmin: state.instanceAdmin, issuer: deps.issuer,
     };
-  }
-
-  function refusedOrPrincipal(claims: OwnClaims, state: SubjectState | null): Principal | AppError {
-    try {
-      return principalOf(claims, state);
-    } catch (error) {
-      if (error instanceof AppError) return error;
-      throw error;
-    }
   }
 
   /** Whether the token was issued after what this node remembers of its subject may have been read. */
@@ -314,12 +306,12 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       if (!claims.forThisApi && !options.anyAudience) throw errors.wrongAudience(claims.external ? externalAudience : audience);
       if (!options.allowRevoked && (await deps.revocations.isRevoked(claims.tokenId))) throw revokedError();
       if (claims.external) return externalPrincipal(claims, await external!.orgs.findByExternalId(claims.externalOrgId));
-      const principal = refusedOrPrincipal(claims, await deps.principals.get(claims.subject));
-      if (!(principal instanceof AppError)) return principal;
+      let principal = principalOf(claims, await deps.principals.get(claims.subject));
       // Refused on what this node remembers of its subject, which may be older than the token: a
       // service user enabled again on another node (or in the CLI) works at once with a new token.
-      if (!mayBeNewerThanKnown(claims)) throw principal;
-      return principalOf(claims, await deps.principals.read(claims.subject));
+      if (principal instanceof AppError && mayBeNewerThanKnown(claims)) principal = principalOf(claims, await deps.principals.read(claims.subject));
+      if (principal instanceof AppError) throw principal;
+      return principal;
     },
 
     /**
@@ -340,7 +332,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps) {
       }
       const state = deps.principals.known(claims.subject);
       if (state === undefined) return undefined;
-      const principal = refusedOrPrincipal(claims, state);
+      const principal = principalOf(claims, state);
       if (!(principal instanceof AppError)) return principal;
       if (mayBeNewerThanKnown(claims)) return undefined;
       throw principal;

@@ -6,6 +6,7 @@
 import type { Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { UNFINISHED_STATES } from '../deployments/deployment-state.js';
+import { runnersRepo } from '../runner/runners.repo.js';
 
 /** Rows removed, by what they were. */
 export interface PurgeCounts {
@@ -42,8 +43,7 @@ export async function assertDeletable(trx: Executor, org: { id: string; slug: st
     throw errors.conflict('organization_in_use', `The organization "${org.slug}" has deployments that are queued, in progress or serving (${blocking.map((d) => `${d.id} ${d.state}`).join(', ')}${blocking.length === LISTED ? ', …' : ''}): cancel those that are unfinished, and delete its services (or environments) with ?force=true so that its runners stop what they run, then delete the organization.`,
       { conflicts: blocking.map((d) => ({ deployment: d.id, state: d.state })) });
   }
-  const online = await trx.selectFrom('runners').select(['host', 'hostname', 'last_seen_at']).where('org_id', '=', org.id)
-    .where('stopped_at', 'is', null).where('last_seen_at', '>=', onlineSince).orderBy('host').limit(LISTED).execute();
+  const online = await runnersRepo.online(trx, org.id, onlineSince, LISTED);
   if (online.length > 0) {
     throw errors.conflict('organization_in_use', `The organization "${org.slug}" has runners online (${online.map((r) => `${r.host}${r.hostname !== null ? ` on ${r.hostname}` : ''}`).join(', ')}${online.length === LISTED ? ', …' : ''}), which deleting it would leave running what they run with nothing to tell them to stop: stop them first (SIGTERM or Ctrl-C; they stop their services), then delete the organization. One killed rather than stopped counts as online until it has not been heard from for the host timeout.`,
       { conflicts: online.map((r) => ({ runner: r.host, hostname: r.hostname, lastSeenAt: r.last_seen_at })) });

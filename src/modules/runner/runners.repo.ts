@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
+import { sql, type ExpressionBuilder } from 'kysely';
 import type { Dialect, Executor } from '../../platform/db/database.js';
-import type { RunnersTable } from '../../platform/db/schema.js';
+import type { RunnersTable, Schema } from '../../platform/db/schema.js';
 
 /** A runner, with its service user's name and the environments that service user is kept to (JSON ids; null: all). */
 export type RunnerRow = RunnersTable & { service_user_name: string; kept_to: string | null };
@@ -13,6 +13,10 @@ export interface RunnerListFilter {
   /** Heard from since (`online`), or not (`offline`). */
   seen?: { since: string; online: boolean } | undefined;
 }
+
+/** Online: heard from since `since`, and not said to have stopped. */
+const onlineSince = (since: string) => (eb: ExpressionBuilder<Schema, 'runners'>) =>
+  eb.and([eb('runners.last_seen_at', '>=', since), eb('runners.stopped_at', 'is', null)]);
 
 export const runnersRepo = {
   /**
@@ -43,6 +47,11 @@ export const runnersRepo = {
       .where('service_user_id', '=', serviceUserId).where('stopped_at', 'is', null).execute();
   },
 
+  /** The organization's runners online (see onlineSince), `limit` at most, by host. */
+  async online(db: Executor, orgId: string, since: string, limit: number): Promise<RunnersTable[]> {
+    return db.selectFrom('runners').selectAll().where('org_id', '=', orgId).where(onlineSince(since)).orderBy('host').limit(limit).execute();
+  },
+
   async list(db: Executor, dialect: Dialect, orgId: string, filter: RunnerListFilter): Promise<RunnerRow[]> {
     let q = db.selectFrom('runners').innerJoin('service_users', 'service_users.id', 'runners.service_user_id')
       .selectAll('runners').select(['service_users.name as service_user_name', 'service_users.runner_environments as kept_to'])
@@ -50,8 +59,7 @@ export const runnersRepo = {
     if (filter.after !== null) q = q.where('runners.host', '>', filter.after);
     if (filter.seen !== undefined) {
       const { since } = filter.seen;
-      q = filter.seen.online ? q.where('runners.last_seen_at', '>=', since).where('runners.stopped_at', 'is', null)
-        : q.where((eb) => eb.or([eb('runners.last_seen_at', '<', since), eb('runners.stopped_at', 'is not', null)]));
+      q = q.where((eb) => (filter.seen!.online ? onlineSince(since)(eb) : eb.not(onlineSince(since)(eb))));
     }
     if (filter.environmentId !== undefined) {
       // Ids are JSON strings in the arrays: the quoted id appears in one exactly when it is listed.
