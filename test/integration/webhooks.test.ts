@@ -107,6 +107,8 @@ describe('webhooks', () => {
 
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 204);
     assert.equal((await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 404);
+    // An id of any length an id of another resource may have is not found, as those are.
+    assert.equal((await admin.http.get(`/v1/orgs/${orgId}/webhooks/whk_${'x'.repeat(90)}`)).status, 404);
 
     const events = await eventsOf(server, orgId, hook.id);
     assert.deepEqual(events.map((e) => e.type), ['webhook.created', 'webhook.updated', 'webhook.deleted']);
@@ -507,7 +509,7 @@ describe('webhooks that keep failing, and private addresses', () => {
     const strict = await startServer();
     try {
       for (const url of ['http://127.0.0.1:9/x', 'http://localhost/x', 'http://api.localhost/x', 'http://[::1]/x', 'http://10.1.2.3/x', 'http://169.254.169.254/latest/meta-data', 'http://[::ffff:192.168.0.1]/x', 'http://[::ffff:7f00:1]/x',
-        'http://[::127.0.0.1]/x', 'http://[2002:7f00:1::]/x', 'http://[64:ff9b:1::7f00:1]/x', 'http://2130706433/x', 'http://0x7f.1/x', 'http://intranet/x']) {
+        'http://[::127.0.0.1]/x', 'http://[2002:7f00:1::]/x', 'http://[64:ff9b:1::7f00:1]/x', 'http://[fec0::1]/x', 'http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/x', 'http://2130706433/x', 'http://0x7f.1/x', 'http://intranet/x']) {
         const res = await strict.owner.http.post(`/v1/orgs/${strict.bootstrap.orgId}/webhooks`, { url });
         assert.equal(res.status, 400, `${url}: ${res.text}`);
         assert.match(res.body.errors[0].message, /SLIPWAY_WEBHOOK_ALLOW_PRIVATE/);

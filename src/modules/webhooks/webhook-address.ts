@@ -13,17 +13,19 @@ for (const [network, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) PRIVATE_V4.addSubnet(network, prefix, 'ipv4');
-// Besides this host, unique-local, link-local and multicast: the forms that carry an IPv4 address,
-// which a gateway may reach (IPv4-compatible, mapped, SIIT-translated, NAT64, 6to4).
+// Besides this host, unique-local, the old site-local (still routed inside some networks),
+// link-local, multicast and discard-only: the forms that carry an IPv4 address, which a gateway may
+// reach (IPv4-compatible, mapped, SIIT-translated, NAT64, 6to4, Teredo).
 const PRIVATE_V6 = new net.BlockList();
 for (const [network, prefix] of [
   ['::', 96], ['::ffff:0:0', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16],
-  ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['2001:db8::', 32],
+  ['2001::', 32], ['fc00::', 7], ['fec0::', 10], ['fe80::', 10], ['ff00::', 8], ['100::', 64], ['2001:db8::', 32],
 ] as const) PRIVATE_V6.addSubnet(network, prefix, 'ipv6');
 
 /**
  * True for an address of this host or of a private, shared, link-local, multicast or reserved
- * network, and for every IPv6 form that carries an IPv4 address (`::ffff:10.0.0.1`, 6to4, NAT64).
+ * network, and for every IPv6 form that carries an IPv4 address (`::ffff:10.0.0.1`, 6to4, NAT64,
+ * Teredo).
  */
 export function isPrivateAddress(address: string): boolean {
   const family = net.isIP(address);

@@ -57,7 +57,7 @@ export const UpdateWebhookBody = Type.Object({
 
 export const WebhookParams = Type.Object({
   orgId: OrgIdParam,
-  id: Type.String({ minLength: 1, maxLength: 64, description: 'Webhook id (`whk_…`).' }),
+  id: Type.String({ minLength: 1, maxLength: 100, description: 'Webhook id (`whk_…`).' }),
 });
 
 export const WebhookList = Type.Object({ webhooks: Type.Array(WebhookSchema), nextCursor: NullableCursor });
