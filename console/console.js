@@ -121,6 +121,7 @@ function claimsOf(token) {
 }
 
 function startSession(accessToken, expiresIn) {
+  caller = NOBODY;
   const claims = claimsOf(accessToken);
   const expiresAt = typeof claims.exp === 'number' ? claims.exp * 1000 : Date.now() + expiresIn * 1000;
   sessionStorage.setItem(TOKEN_KEY, JSON.stringify({ accessToken, expiresAt, subject: claims.sub ?? claims.client_id ?? 'unknown' }));
@@ -134,10 +135,35 @@ function startSession(accessToken, expiresIn) {
 function signOut(reason, { keepPage = true } = {}) {
   sessionStorage.removeItem(TOKEN_KEY);
   knownOrgs.clear();
+  caller = NOBODY;
   signInReason = reason ?? null;
   if (!keepPage && location.hash !== '#/') location.hash = '#/';
   else render();
 }
+
+// Who the tab's token acts as, and its role now (GET /v1/token), read again at most every 30 seconds
+// and on every sign-in: the console offers only the changes that role may make. The API decides; a
+// role that could not be read (an older server) leaves everything offered, for the API to refuse.
+const RANK = { runner: 0, viewer: 1, developer: 2, admin: 3, owner: 4 };
+const CALLER_FRESH_MS = 30_000;
+const NOBODY = { role: null, name: null, readAt: 0 };
+let caller = NOBODY;
+
+async function readCaller() {
+  if (Date.now() - caller.readAt < CALLER_FRESH_MS) return;
+  try {
+    const me = await api('GET', '/v1/token');
+    caller = { role: me.instanceAdmin ? 'owner' : me.role, name: me.name, readAt: Date.now() };
+  } catch (error) {
+    if (quiet(error)) throw error;
+    caller = { ...NOBODY, readAt: Date.now() };
+  }
+}
+
+/** Whether the caller's role is `least` or above (an instance administrator is an owner everywhere). */
+const may = (least) => caller.role === null || RANK[caller.role] >= RANK[least];
+/** `what` when the caller's role may use it, else nothing. */
+const offered = (least, what) => (may(least) ? what : null);
 
 /** How long signing out waits for the API to revoke the token before it signs out without. */
 const REVOKE_WAIT_MS = 5_000;
@@ -377,15 +403,16 @@ function signInView() {
 // Layout
 // ---------------------------------------------------------------------------------------------
 
+/** The organization's pages, with the least role that may read each. */
 const SECTIONS = [
-  ['deployments', 'Deployments'],
-  ['services', 'Services'],
-  ['environments', 'Environments'],
-  ['runners', 'Runners'],
-  ['secrets', 'Secrets'],
-  ['service-users', 'Service users'],
-  ['webhooks', 'Webhooks'],
-  ['events', 'Events'],
+  ['deployments', 'Deployments', 'viewer'],
+  ['services', 'Services', 'viewer'],
+  ['environments', 'Environments', 'viewer'],
+  ['runners', 'Runners', 'viewer'],
+  ['secrets', 'Secrets', 'viewer'],
+  ['service-users', 'Service users', 'admin'],
+  ['webhooks', 'Webhooks', 'admin'],
+  ['events', 'Events', 'admin'],
 ];
 
 /** The organization whose pages are shown, for the tab's title. */
@@ -393,7 +420,7 @@ let shownOrg = null;
 
 function frame(org, section) {
   shownOrg = org;
-  fill($nav, ...(org ? SECTIONS.map(([id, title]) => {
+  fill($nav, ...(org ? SECTIONS.filter(([id, , least]) => id === section || may(least)).map(([id, title]) => {
     const a = link(title, 'o', org, id);
     if (id === section) {
       a.className = 'current';
@@ -404,7 +431,7 @@ function frame(org, section) {
   const current = session();
   fill($who,
     org ? h('span', {}, 'Organization ', h('strong', {}, org), ' · ', link('switch', '')) : null,
-    h('span', { title: current?.subject ?? '' }, current?.subject ?? ''),
+    h('span', { title: current?.subject ?? '', id: 'caller' }, caller.name ?? current?.subject ?? '', caller.role ? h('span', { class: 'muted' }, ` (${caller.role})`) : null),
     h('button', { type: 'button', onclick: (event) => signOutByUser(event.currentTarget) }, 'Sign out'));
 }
 
@@ -609,14 +636,14 @@ async function deploymentView(org, id) {
       d.promotedFrom ? h('p', {}, 'Promoted from ', link(d.promotedFrom, 'o', org, 'deployments', d.promotedFrom)) : null,
       h('p', { class: 'muted' }, 'Created ', when(d.createdAt), ' by ', d.createdBy ?? '—', d.finishedAt ? [' · finished ', when(d.finishedAt)] : ''));
     fill(actions,
-      UNFINISHED.includes(d.state) ? h('button', { type: 'button', class: 'danger', onclick: (e) => act(e.target, head, async () => {
+      UNFINISHED.includes(d.state) && may('developer') ? h('button', { type: 'button', class: 'danger', onclick: (e) => act(e.target, head, async () => {
         if (!confirm(`Cancel the deployment of ${d.service.name} into ${d.environment.name}${d.state === 'in_progress' ? '? Its runner stops the new process; what served before goes on serving.' : '?'}`)) return;
         d = await api('POST', `${base}/cancel`, { body: {} });
         notify('Deployment cancelled.');
         drawHead();
       }) }, 'Cancel') : null,
       // What serves now (succeeded) is no rollback target: only what served before it.
-      d.state === 'superseded' ? h('button', { type: 'button', onclick: (e) => act(e.target, head, async () => {
+      d.state === 'superseded' && may('developer') ? h('button', { type: 'button', onclick: (e) => act(e.target, head, async () => {
         if (!confirm(`Roll ${d.service.name} in ${d.environment.name} back to this deployment${d.revision ? ` (revision ${d.revision})` : ''}? A new deployment of it is queued, and replaces what serves there once it succeeds.`)) return;
         const made = await api('POST', `${base}/rollback`, { body: {} });
         notify(`Rolling back: deployment ${made.id} queued.`);
@@ -629,7 +656,7 @@ async function deploymentView(org, id) {
   const promote = h('div');
   let promoteOffered = false;
   const offerPromotion = async () => {
-    if (promoteOffered || !(d.state === 'succeeded' || d.state === 'superseded')) return;
+    if (promoteOffered || !(d.state === 'succeeded' || d.state === 'superseded') || !may('developer')) return;
     promoteOffered = true;
     const others = (await everyPage((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/environments`, { query: { limit: 100, cursor } }), 'environments'))
       .filter((e) => e.id !== d.environment.id);
@@ -745,7 +772,7 @@ async function servicesView(org) {
       (p) => table(['Name', 'Version', 'Runs', 'Updated'], p.services.map((s) => h('tr', {},
         h('td', {}, link(s.name, 'o', org, 'services', s.name)), h('td', {}, s.version),
         h('td', {}, h('code', {}, s.spec.command ? s.spec.command.join(' ') : s.spec.image ?? '')), h('td', {}, when(s.updatedAt)))), 'No services yet.')),
-    h('details', { class: 'card' }, h('summary', {}, 'New service'), create));
+    offered('developer', h('details', { class: 'card' }, h('summary', {}, 'New service'), create)));
 }
 
 async function serviceView(org, name) {
@@ -780,14 +807,15 @@ async function serviceView(org, name) {
   page(`Service ${service.name}`,
     h('div', { class: 'card' }, h('p', {}, service.description || h('span', { class: 'muted' }, 'No description.')),
       h('p', { class: 'muted' }, `Version ${service.version} · updated `, when(service.updatedAt), ` · ${service.id}`),
-      environments.environments.length > 0 ? deploy : h('p', {}, 'Create an environment to deploy into: ', link('Environments', 'o', org, 'environments'), '.')),
+      !may('developer') ? null
+        : environments.environments.length > 0 ? deploy : h('p', {}, 'Create an environment to deploy into: ', link('Environments', 'o', org, 'environments'), '.')),
     h('h2', {}, 'Recent deployments'),
     pagedList((cursor) => api('GET', `${orgPath}/deployments`, { query: { service: service.name, limit: 10, cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Not deployed yet.')),
     h('h2', {}, 'Spec'),
-    h('details', { class: 'card' }, h('summary', {}, 'Edit'), edit),
+    offered('developer', h('details', { class: 'card' }, h('summary', {}, 'Edit'), edit)),
     json(service.spec),
-    h('h2', {}, 'Danger zone'), h('div', { class: 'card' }, remove));
+    offered('admin', [h('h2', {}, 'Danger zone'), h('div', { class: 'card' }, remove)]));
   followListedStates(org);
 }
 
@@ -812,7 +840,7 @@ async function environmentsView(org) {
       (p) => table(['Name', 'Description', 'Created'], p.environments.map((e) => h('tr', {},
         h('td', {}, link(e.name, 'o', org, 'environments', e.name), ' ', e.protected ? badge('protected') : null, ' ', e.lock ? badge('locked', 'failed') : null),
         h('td', {}, e.description), h('td', {}, when(e.createdAt)))), 'No environments yet.')),
-    h('h2', {}, 'New environment'), h('div', { class: 'card' }, create));
+    offered('admin', [h('h2', {}, 'New environment'), h('div', { class: 'card' }, create)]));
 }
 
 async function environmentView(org, name) {
@@ -856,16 +884,16 @@ async function environmentView(org, name) {
   page(`Environment ${env.name}`,
     h('div', { class: 'card' }, h('div', { class: 'spread' },
       h('div', {}, env.protected ? badge('protected') : badge('unprotected', 'cancelled'), ' ', env.description),
-      h('div', { class: 'row' }, toggle, remove))),
+      offered('admin', h('div', { class: 'row' }, toggle, remove)))),
     env.lock
       ? h('div', { class: 'card', id: 'environment-lock' }, h('div', { class: 'spread' },
         h('p', {}, badge('locked', 'failed'), ' No deployment into it until it is unlocked: ', env.lock.reason, h('span', { class: 'muted' }, ' (', env.lock.lockedBy ?? '—', ', ', when(env.lock.lockedAt), ')')),
-        unlock))
-      : h('details', { class: 'card' }, h('summary', {}, 'Lock (a deploy freeze)'), lockForm),
+        offered('admin', unlock)))
+      : offered('admin', h('details', { class: 'card' }, h('summary', {}, 'Lock (a deploy freeze)'), lockForm)),
     h('h2', {}, 'Configuration'),
     h('p', { class: 'muted' }, 'Every deployment into this environment gets these besides its service\'s: its plain variables over the service\'s of the same name, its secrets beside the service\'s (a variable both would export is refused when deploying).'),
     configured ? json({ variables: env.variables, secrets: env.secrets }) : h('p', {}, 'None: deployments here get their service\'s variables and secrets only.'),
-    h('details', { class: 'card' }, h('summary', {}, 'Edit'), configure),
+    offered('admin', h('details', { class: 'card' }, h('summary', {}, 'Edit'), configure)),
     h('h2', {}, 'Runners'),
     runnersList(org, env.id, `No runner takes ${env.name}'s deployments yet: start one with slipway runner --environment ${env.name}.`),
     h('h2', {}, 'Serving now'),
@@ -956,14 +984,14 @@ async function secretsView(org, query) {
     h('td', {}, s.keys.map((k) => [h('code', {}, k), ' '])),
     h('td', {}, when(deleted ? s.deletedAt : s.updatedAt)),
     deleted ? h('td', {}, when(s.restorableUntil)) : null,
-    deleted ? h('td', {}, h('button', { type: 'button', 'aria-label': `Restore ${s.name}`, onclick: (e) => act(e.target, e.target.parentElement, async () => {
+    deleted ? h('td', {}, offered('admin', h('button', { type: 'button', 'aria-label': `Restore ${s.name}`, onclick: (e) => act(e.target, e.target.parentElement, async () => {
       await api('POST', `${base}/${encodeURIComponent(s.name)}/restore`, { body: {} });
       notify(`Secret ${s.name} restored.`);
       location.hash = `#/o/${encodeURIComponent(org)}/secrets/${encodeURIComponent(s.name)}`;
-    }) }, 'Restore')) : null)), deleted ? 'No deleted secrets to restore.' : prefix ? `No secret's name starts with ${prefix}.` : 'No secrets here yet.');
+    }) }, 'Restore'))) : null)), deleted ? 'No deleted secrets to restore.' : prefix ? `No secret's name starts with ${prefix}.` : 'No secrets here yet.');
   page('Secrets', h('div', { class: 'card' }, filter),
     pagedList((cursor) => api('GET', base, { query: { prefix, deleted: deleted ? 'true' : undefined, cursor } }), rows),
-    deleted ? null : [h('h2', {}, 'New secret, or a new version'), h('div', { class: 'card' }, save)]);
+    deleted ? null : offered('developer', [h('h2', {}, 'New secret, or a new version'), h('div', { class: 'card' }, save)]));
 }
 
 /** Values of one version, on screen until hidden; never kept anywhere else. */
@@ -1020,18 +1048,18 @@ async function secretView(org, name) {
   page(`Secret ${secret.name}`,
     h('div', { class: 'card' },
       h('div', { class: 'spread' }, h('span', {}, `Version ${secret.version} · updated `, when(secret.updatedAt)),
-        h('div', { class: 'row' }, h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values'), remove)),
+        h('div', { class: 'row' }, offered('admin', h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values')), offered('developer', remove))),
       revealArea,
       table(['Key', ''], secret.keys.map((key) => h('tr', {}, h('td', {}, h('code', {}, key)),
-        h('td', {}, h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${key}`, onclick: unset(key) }, 'Remove')))), 'No keys.')),
-    h('h2', {}, 'Set a key'), h('div', { class: 'card' }, setKey),
+        h('td', {}, offered('developer', h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${key}`, onclick: unset(key) }, 'Remove'))))), 'No keys.')),
+    offered('developer', [h('h2', {}, 'Set a key'), h('div', { class: 'card' }, setKey)]),
     h('h2', {}, 'Versions'), versionsProblem,
     pagedList((cursor) => api('GET', `${base}/versions`, { query: { cursor } }),
       (p) => table(['Version', 'Keys', 'Made by', 'When', ''], p.versions.map((v) => h('tr', {},
         h('td', {}, v.version), h('td', {}, v.keys.map((k) => [h('code', {}, k), ' '])), h('td', {}, v.createdBy ?? '—'), h('td', {}, when(v.createdAt)),
         h('td', {}, h('div', { class: 'row' },
-          h('button', { type: 'button', 'aria-label': `Reveal version ${v.version}`, onclick: () => reveal(v.version) }, 'Reveal'),
-          v.version === secret.version ? null : h('button', { type: 'button', 'aria-label': `Restore version ${v.version}`, onclick: (e) => act(e.target, versionsProblem, async () => {
+          offered('admin', h('button', { type: 'button', 'aria-label': `Reveal version ${v.version}`, onclick: () => reveal(v.version) }, 'Reveal')),
+          v.version === secret.version || !may('admin') ? null : h('button', { type: 'button', 'aria-label': `Restore version ${v.version}`, onclick: (e) => act(e.target, versionsProblem, async () => {
             const saved = await api('POST', `${base}/restore`, { headers: ifMatch, body: { version: v.version } });
             notify(saved.result === 'unchanged' ? 'Those are the current values already.' : `Version ${v.version} restored as version ${saved.version}.`);
             render();
@@ -1052,6 +1080,8 @@ async function secretView(org, name) {
 // ---------------------------------------------------------------------------------------------
 
 const ROLES = ['viewer', 'developer', 'admin', 'owner', 'runner'];
+/** The roles the caller may hand out: up to its own, and a runner's by an admin or owner. */
+const grantable = (role) => may(role === 'runner' ? 'admin' : role);
 
 /** A client secret, shown once with what a client needs to use it. */
 function shownOnce(title, fields) {
@@ -1066,7 +1096,7 @@ async function serviceUsersView(org) {
   const onceArea = h('div');
   const create = onSubmit(h('form', { id: 'create-service-user' },
     h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'ci-pipeline' })),
-    h('label', {}, 'Role', h('select', { name: 'role' }, ROLES.map((r) => h('option', { value: r, selected: r === 'developer' }, r)))),
+    h('label', {}, 'Role', h('select', { name: 'role' }, ROLES.filter(grantable).map((r) => h('option', { value: r, selected: r === 'developer' }, r)))),
     h('label', {}, 'Description', h('input', { name: 'description' })),
     h('button', { type: 'submit', class: 'primary' }, 'Create')), async (form) => {
     const made = await api('POST', base, { body: { name: form.get('name'), role: form.get('role'), description: form.get('description') || undefined } });
@@ -1076,7 +1106,7 @@ async function serviceUsersView(org) {
     fill(list, listing());
   });
   const userRow = (u) => {
-    const role = h('select', { 'aria-label': `Role of ${u.name}` }, ROLES.map((r) => h('option', { value: r, selected: r === u.role }, r)));
+    const role = h('select', { 'aria-label': `Role of ${u.name}` }, ROLES.filter((r) => r === u.role || grantable(r)).map((r) => h('option', { value: r, selected: r === u.role }, r)));
     const cell = h('td');
     // The role changes on this button, not as the list changes: arrow keys on a select pass through
     // each role on the way (developer, admin, owner…), and each would have been given.
@@ -1291,6 +1321,7 @@ async function render() {
   // A notice stays for the page its action went to, not for the pages after it.
   if (Date.now() - noticeAt > 1_000) $notice.hidden = true;
   try {
+    await readCaller();
     const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
     const query = new URLSearchParams(search);
     const parts = path.split('/').filter(Boolean).map((s) => decodeURIComponent(s));

@@ -240,6 +240,43 @@ describe('API token checks', () => {
   });
 });
 
+describe('GET /v1/token: who the token acts as, and with what role now', () => {
+  let server: TestServer;
+  before(async () => { server = await startServer(); });
+  after(async () => {
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  it('describes its own token to every role, no-store, never the token itself', async () => {
+    for (const role of ROLES) {
+      const actor = await server.actor(server.bootstrap.orgId, role, `who-${role}`);
+      const res = await actor.http.get('/v1/token');
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers.get('cache-control'), 'no-store');
+      const claims = decodeJwt(actor.token);
+      assert.deepEqual(res.body, {
+        subject: actor.id, clientId: actor.clientId, name: `who-${role}`, orgId: server.bootstrap.orgId, role, instanceAdmin: false,
+        issuer: claims.iss, scopes: String(claims.scope).split(' '), expiresAt: new Date(claims.exp! * 1000).toISOString(),
+      });
+      assert.ok(!res.text.includes(actor.token.split('.')[2]!));
+    }
+    const owner = await server.owner.http.get('/v1/token');
+    assert.deepEqual([owner.body.role, owner.body.instanceAdmin], ['owner', true]);
+  });
+
+  it('shows a role changed after the token was issued, and refuses a revoked token or none', async () => {
+    const actor = await server.actor(server.bootstrap.orgId, 'developer');
+    assert.equal((await actor.http.get('/v1/token')).body.role, 'developer');
+    const changed = await server.owner.http.patch(`/v1/orgs/${server.bootstrap.orgId}/service-users/${actor.id}`, { role: 'viewer' });
+    assert.equal(changed.status, 200, changed.text);
+    assert.equal((await actor.http.get('/v1/token')).body.role, 'viewer');
+    assert.equal((await actor.http.delete('/v1/token')).status, 204);
+    assertBearer401(await actor.http.get('/v1/token'), 'invalid_token', /revoked/);
+    assertBearer401(await server.http().get('/v1/token'), null, /Authorization: Bearer/);
+  });
+});
+
 describe('DELETE /v1/token: the caller revokes the token it sends', () => {
   let server: TestServer;
   // A small hourly budget, so that the test below can spend it; every other test revokes as a client of its own.

@@ -376,13 +376,21 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const grant = await clientCredentialsGrant(server.bootstrap.tokenUrl, { clientId: clientId!, clientSecret: clientSecret! }, server.bootstrap.scope);
     assert.equal(grant.status, 200, 'the secret shown once is the real one');
 
+    // The console offers a developer what a developer may do: it may set a key, not reveal; the
+    // pages of admins are not in its menu, and one reached all the same is the API's refusal.
     const dev = await signedIn({ clientId: clientId!, clientSecret: clientSecret! });
+    await dev.waitForSelector('#caller:has-text("console-dev (developer)")');
+    assert.deepEqual(await dev.locator('#org-nav a').allTextContents(), ['Deployments', 'Services', 'Environments', 'Runners', 'Secrets']);
     await dev.goto(`${server.url}/console/#/o/default/secrets/payments`);
-    await dev.click('#reveal');
-    await dev.waitForSelector('.problem:has-text("admin")');
+    await dev.waitForSelector('#set-key');
+    assert.equal(await dev.locator('#reveal, button:has-text("Reveal")').count(), 0);
     assert.ok(!(await dev.content()).includes(SENTINEL));
+    await dev.goto(`${server.url}/console/#/o/default/environments`);
+    await dev.waitForSelector('h1:has-text("Environments")');
+    assert.equal(await dev.locator('#create-environment').count(), 0);
     await dev.goto(`${server.url}/console/#/o/default/service-users`);
     await dev.waitForSelector('.problem:has-text("admin")');
+    assert.equal(await dev.locator('#org-nav a[aria-current=page]').textContent(), 'Service users');
 
     // Disabled from the owner's page: the developer's next call signs it out with the reason.
     page.once('dialog', (dialog) => void dialog.accept());
@@ -935,6 +943,25 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.evaluate<string>('`${document.activeElement.tagName} ${document.activeElement.textContent}`'), 'H1 Secrets');
     await page.keyboard.press('Tab');
     assert.equal(await page.evaluate<string>('document.activeElement.getAttribute("name")'), 'prefix');
+  });
+
+  it('offers a viewer no change to make, and an admin no role above its own to give', async () => {
+    const viewer = await server.actor(server.bootstrap.orgId, 'viewer', 'console-viewer');
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name: 'looked-at', spec: { command: ['x'] } })).status, 201);
+    const page = await signedIn(viewer);
+    await page.waitForSelector('#caller:has-text("console-viewer (viewer)")');
+    for (const [section, heading] of [['services', 'Services'], ['services/looked-at', 'Service looked-at'], ['environments', 'Environments'], ['secrets', 'Secrets']]) {
+      await page.goto(`${server.url}/console/#/o/default/${section}`);
+      await page.waitForSelector(`h1:has-text("${heading}")`);
+      assert.equal(await page.locator('main form:not(#secret-filter), main button:not(:has-text("Show")):not(:has-text("Load more"))').count(), 0, section);
+    }
+    const admin = await server.actor(server.bootstrap.orgId, 'admin', 'console-admin');
+    const adminPage = await signedIn(admin);
+    await adminPage.goto(`${server.url}/console/#/o/default/service-users`);
+    await adminPage.waitForSelector('#create-service-user');
+    assert.deepEqual(await adminPage.locator('#create-service-user select[name=role] option').allTextContents(), ['viewer', 'developer', 'admin', 'runner']);
+    // The owner's own role is shown as it is, though this admin may not give it.
+    assert.deepEqual(await adminPage.locator('tr:has-text("bootstrap-owner") select option').allTextContents(), ['viewer', 'developer', 'admin', 'owner', 'runner']);
   });
 
   it('reported no script error, refused resource or policy violation on any page', () => {

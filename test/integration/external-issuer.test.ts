@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { decodeJwt, exportJWK, generateKeyPair, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { createExternalKeys } from '../../src/modules/auth/external-issuer.js';
 import type { Role } from '../../src/modules/auth/roles.js';
 import type { Organization } from '../../src/modules/orgs/orgs.schemas.js';
@@ -374,6 +374,14 @@ describe('external issuer (ZITADEL) tokens', () => {
       issuer.setJwksStatus(200);
       issuer.setJwksBody(null);
     }
+  });
+
+  it('describes an external token by its issuer\'s claims: no service user name here', async () => {
+    const token = await sign(claims(ZORG_A, ['developer']));
+    const res = await server.http(token).get('/v1/token');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual([res.body.subject, res.body.name, res.body.orgId, res.body.role, res.body.instanceAdmin, res.body.issuer],
+      [decodeJwt(token).sub, null, orgA.id, 'developer', false, issuer.url]);
   });
 
   it('keeps our own tokens working beside, and our authorization server speaks only for them', async () => {

@@ -52,6 +52,18 @@ export interface TokenServiceDeps {
   writesElsewhere: () => number | null;
 }
 
+export interface CallerDescription {
+  subject: string;
+  clientId: string;
+  name: string | null;
+  orgId: string;
+  role: Principal['role'];
+  instanceAdmin: boolean;
+  issuer: string;
+  scopes: string[];
+  expiresAt: string;
+}
+
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
@@ -285,6 +297,17 @@ export function createTokenService(deps: TokenServiceDeps) {
      * issuer's to revoke. `spend` takes from the caller's revocation budget (or refuses), once the
      * token is known to be one this server can revoke.
      */
+    /** The caller as `GET /v1/token` describes it: the principal, and its service user's name when it is one of ours. */
+    async describe(principal: Principal): Promise<CallerDescription> {
+      const user = principal.issuer === deps.issuer
+        ? await deps.db.selectFrom('service_users').select('name').where('id', '=', principal.subject).executeTakeFirst()
+        : undefined;
+      return {
+        subject: principal.subject, clientId: principal.clientId, name: user?.name ?? null, orgId: principal.orgId,
+        role: principal.role, instanceAdmin: principal.instanceAdmin, issuer: principal.issuer, scopes: principal.scopes,
+        expiresAt: new Date(principal.expiresAt).toISOString(),
+      };
+    },
     async revokeOwn(ctx: RequestContext, principal: Principal, token: string, spend: () => void = () => {}): Promise<void> {
       if (principal.issuer !== deps.issuer) throw errors.externalToken(principal.issuer);
       spend();
