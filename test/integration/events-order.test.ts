@@ -119,6 +119,17 @@ describe('events in commit order', () => {
     const unknown = await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${cursorFor('evt_00000000000000000000000000')}`);
     assert.equal(unknown.status, 400, unknown.text);
     assert.equal(unknown.body.code, 'invalid_cursor');
+    // On SQLite a number (as cursors were before they named events) names an event of this
+    // organization's, never a place in the instance's sequence, which would tell what others wrote.
+    if (fixture.server.core.database.dialect === 'sqlite') {
+      const seqOf = async (id: string) => Number((await fixture.server.core.db.selectFrom('events').select('seq').where('id', '=', id).executeTakeFirstOrThrow()).seq);
+      const own = await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${cursorFor(String(await seqOf(from.id)))}`);
+      assert.deepEqual(own.body.events.map((e: EventT) => e.id), [all[all.length - 1]!.id]);
+      const elsewhere = await fixture.server.owner.http.get(`/v1/orgs/${fixture.server.bootstrap.orgId}/events?limit=1`);
+      const others = await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${cursorFor(String(await seqOf(elsewhere.body.events[0].id)))}`);
+      assert.equal(others.status, 400, others.text);
+      assert.equal(others.body.code, 'invalid_cursor');
+    }
     for (const bad of ['12.x', '99999999999999999999', '-1', '', 'evt_', 'evt_\u0000', 'evt_x\u0000']) {
       const garbage = await admin.http.get(`/v1/orgs/${orgId}/events?cursor=${cursorFor(bad)}`);
       assert.equal(garbage.status, 400, `${bad}: ${garbage.text}`);

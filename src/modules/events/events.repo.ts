@@ -121,11 +121,14 @@ export const eventsRepo = {
   },
 
   /** The place of one event in commit order (for cursors that name an event id), or undefined. */
-  async positionOf(db: Executor, dialect: Dialect, orgId: string, id: string): Promise<EventPosition | undefined> {
-    const q = db.selectFrom('events').where('org_id', '=', orgId).where('id', '=', id);
+  /** Where an event of the organization is: named by its id, or on SQLite by its sequence number (cursors made before they named events). */
+  async positionOf(db: Executor, dialect: Dialect, orgId: string, id: string | { seq: number }): Promise<EventPosition | undefined> {
+    const q = typeof id === 'string'
+      ? db.selectFrom('events').where('org_id', '=', orgId).where('id', '=', id)
+      : db.selectFrom('events').where('org_id', '=', orgId).where('seq', '=', id.seq);
     if (dialect === 'postgres') {
       const row = await q.select('tx_id').executeTakeFirst();
-      return row === undefined ? undefined : { txId: String(row.tx_id), id };
+      return row === undefined ? undefined : { txId: String(row.tx_id), id: id as string };
     }
     const row = await q.select('seq').executeTakeFirst();
     return row === undefined ? undefined : { seq: Number(row.seq) };

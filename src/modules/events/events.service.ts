@@ -29,15 +29,16 @@ function keyOf(row: StoredEvent): string {
 }
 
 export function createEventsService(deps: { db: Db; dialect: Dialect }) {
-  /** The position a cursor's key names: an event id, or on SQLite a sequence number (cursors made before they named events). */
+  /**
+   * The position a cursor's key names: an event id, or on SQLite a sequence number (cursors made
+   * before they named events). Either is an event of this organization's: the sequence is the
+   * instance's, and a number of another's would tell how many events the others wrote.
+   */
   async function positionOf(orgId: string, key: string): Promise<EventPosition> {
-    if (/^evt_[0-9a-z]{1,40}$/.test(key)) {
-      const position = await eventsRepo.positionOf(deps.db, deps.dialect, orgId, key);
-      if (position === undefined) throw errors.invalidCursor();
-      return position;
-    }
-    if (deps.dialect === 'sqlite' && /^\d{1,15}$/.test(key)) return { seq: Number(key) };
-    throw errors.invalidCursor();
+    const named = /^evt_[0-9a-z]{1,40}$/.test(key) ? key : deps.dialect === 'sqlite' && /^\d{1,15}$/.test(key) ? { seq: Number(key) } : null;
+    const position = named === null ? undefined : await eventsRepo.positionOf(deps.db, deps.dialect, orgId, named);
+    if (position === undefined) throw errors.invalidCursor();
+    return position;
   }
 
   return {

@@ -4,7 +4,8 @@
 //
 // - SQLite: one writer at a time, so a row number given at insert follows commit order. The table
 //   gets an INTEGER PRIMARY KEY (`seq`, SQLite's row id, which VACUUM keeps), existing events
-//   numbered in id order. Events are never deleted, so a number is never given twice.
+//   numbered in id order. Events are deleted only with their organization; a number given again
+//   after that (SQLite may reuse the highest) is past every place kept in the log, so it is read as new.
 // - PostgreSQL: transactions overlap. Each event records its transaction id (`tx_id`, xid8, PostgreSQL
 //   13 and later); readers order by (tx_id, id) and see only transactions older than every
 //   transaction still running, so nothing can later appear behind a page already read.
