@@ -15,6 +15,7 @@ import { cliContext } from '../../src/platform/context.js';
 import { errors } from '../../src/platform/errors.js';
 import { createEnvironment, createService, eventually } from '../support/deployments.js';
 import { rawDatabaseBytes, startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
+import { assertProblem } from '../support/problems.js';
 
 const withKey = (key: string) => ({ headers: { 'idempotency-key': key } });
 const oneSecret = (name: string) => ({ secrets: [{ name, values: { TOKEN: `value-of-${name}` } }] });
@@ -322,6 +323,9 @@ describe('Idempotency-Key', () => {
     const borrowed = await developer.http.post('/v1/orgs/default/secrets', oneSecret(uniqueName('same-request-id')), { headers: { 'x-request-id': firstRequestId! } });
     assert.equal(borrowed.status, 201, borrowed.text);
     assert.equal(borrowed.headers.get('x-request-id'), firstRequestId);
+    // Nor does a later request of the same caller under it (a CI job that sends one id on every call).
+    const later = await server.owner.http.post('/v1/orgs/default/secrets', oneSecret(uniqueName('same-request-id-later')), { headers: { 'x-request-id': firstRequestId! } });
+    assert.equal(later.status, 201, later.text);
     const deploymentsOf = async () => (await server.core.db.selectFrom('deployments').select('id').where('service_id', '=', svc.id).execute()).map((d) => d.id);
     assert.deepEqual(await deploymentsOf(), [first.body.id]);
 
@@ -443,6 +447,18 @@ describe('Idempotency-Key', () => {
     const row = await keyRow(key);
     assert.equal(row!.state, 'completed');
     for (const bytes of await rawDatabaseBytes(server)) assert.equal(bytes.indexOf(secret), -1);
+  });
+
+  it('answers a retry the route refuses now with that refusal, fresh: no Location of the first answer, no mark of a replay', async () => {
+    const key = randomUUID();
+    const body = { name: uniqueName('gone'), role: 'viewer' };
+    const first = await server.owner.http.post('/v1/orgs/default/service-users', body, withKey(key));
+    assert.equal(first.status, 201, first.text);
+    assert.equal((await server.owner.http.delete(`/v1/orgs/default/service-users/${first.body.id}`)).status, 204);
+    const retry = await server.owner.http.post('/v1/orgs/default/service-users', body, withKey(key));
+    assertProblem(retry, 404, 'service_user_not_found');
+    assert.equal(retry.headers.get('idempotent-replayed'), null);
+    assert.equal(retry.headers.get('location'), null);
   });
 
   it('replays an answer kept by an older Slipway, whose response had fewer fields, as it was made', async () => {

@@ -83,14 +83,15 @@ export const eventsRepo = {
   },
 
   /**
-   * What the request with this id changed, from the events it wrote at or after `since` (ms): ids
-   * are time-ordered, so the look-up reads only the events written since (through the id's index).
+   * What the request with this id changed, from the events it wrote at or after `since` (ms) and
+   * by `until` (the time its change committed at): ids are time-ordered, so the look-up reads only
+   * the events written since (through the id's index).
    */
-  async subjectsOfRequest(db: Executor, actorId: string, requestId: string, since: number): Promise<Array<{ type: string; id: string }>> {
-    // Its caller's own events only: a request id is whatever the caller sent as X-Request-Id, and
-    // another caller's request may carry the same one.
+  async subjectsOfRequest(db: Executor, actorId: string, requestId: string, since: number, until: string): Promise<Array<{ type: string; id: string }>> {
+    // Its caller's own events only, and none after its commit: a request id is whatever the caller
+    // sent as X-Request-Id, and another request may carry the same one (a CI job's every call).
     const rows = await db.selectFrom('events').select(['subject_type', 'subject_id'])
-      .where('id', '>=', idFloor('event', since)).where('request_id', '=', requestId).where('actor_id', '=', actorId)
+      .where('id', '>=', idFloor('event', since)).where('created_at', '<=', until).where('request_id', '=', requestId).where('actor_id', '=', actorId)
       .orderBy('id').limit(100).execute();
     const seen = new Map<string, { type: string; id: string }>();
     for (const row of rows) seen.set(`${row.subject_type}/${row.subject_id}`, { type: row.subject_type, id: row.subject_id });

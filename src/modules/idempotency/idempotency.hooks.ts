@@ -65,16 +65,19 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
       return;
     }
     const { status, headers, body } = admission.response;
-    reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' });
     const kept = referenceFor(byReference, status);
+    // Made again from what was kept before anything of the first answer is set: one the route
+    // refuses now (its resource gone, the caller's role lowered) is that refusal, fresh, without
+    // the first answer's Location or the mark of a replay.
+    const replayed = kept === undefined ? body : await kept.replay(req, body);
+    reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' });
     if (kept === undefined) {
       reply.send(body);
       return;
     }
-    // Made again from what was kept, and serialized as the first answer was; an answer kept by an
-    // older Slipway whose response has gained a required field since is sent as it was made,
-    // rather than failing every retry with a 500 for as long as the key lives.
-    const replayed = await kept.replay(req, body);
+    // Serialized as the first answer was; an answer kept by an older Slipway whose response has
+    // gained a required field since is sent as it was made, rather than failing every retry with
+    // a 500 for as long as the key lives.
     let serialized: unknown;
     try {
       serialized = reply.serialize(replayed);

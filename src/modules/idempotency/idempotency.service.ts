@@ -107,8 +107,10 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
 
   /** The answer to a retry of an attempt that committed and died before its response was kept. */
   async function lostResponse(row: IdempotencyRow): Promise<AppError> {
-    // Its events were written after it took the key (a minute's leeway for the clock stepping back).
-    const changed = row.request_id === null ? [] : await eventsRepo.subjectsOfRequest(db, row.subject, row.request_id, Date.parse(row.created_at) - 60_000);
+    // Its events were written after it took the key (a minute's leeway for the clock stepping
+    // back), and at the latest when its change committed (their time, recorded with the commit).
+    const changed = row.request_id === null || row.committed_at === null ? []
+      : await eventsRepo.subjectsOfRequest(db, row.subject, row.request_id, Date.parse(row.created_at) - 60_000, row.committed_at);
     return errors.idempotencyResponseLost(row.request_id, changed);
   }
 
