@@ -134,6 +134,7 @@ describe('environment configuration', () => {
     assert.deepEqual([events[0].data.variables, events[0].data.secrets], [['SETTING'], []]);
     assert.deepEqual([events[1].data.changed, events[1].data.variables, events[1].data.secrets], [['variables', 'secrets'], ['MORE', 'SETTING'], [db]]);
     assert.deepEqual(events[1].data.variableChanges, { added: ['MORE'], removed: [], changed: ['SETTING'] });
+    assert.deepEqual(events[1].data.secretChanges, { added: [{ secret: db }], removed: [] });
     assert.equal(JSON.stringify(events).includes(VALUE), false);
     for (const line of server.logs) assert.equal(line.includes(VALUE), false, line);
   });

@@ -196,8 +196,10 @@ describe('services', () => {
     const events = await eventsOf(server, orgId, svc.id);
     assert.deepEqual(events.map((e) => e.type), ['service.created', 'service.updated']);
     assert.deepEqual(events[1].data.changed.sort(), ['name', 'spec']);
-    // Names only: the variable it removed.
+    // Names only: the variable it removed; the references it added and removed; and what runs, both sides.
     assert.deepEqual(events[1].data.variableChanges, { added: [], removed: ['A'], changed: [] });
+    assert.deepEqual(events[1].data.secretChanges, { added: [{ secret: secretName, key: 'STRIPE_KEY' }], removed: [] });
+    assert.deepEqual(events[1].data.specChanges, [{ field: 'command', change: 'changed', from: ['a'], to: ['b'] }]);
   });
 
   it('refuses deletion while a deployment is queued, deletes it otherwise', async () => {

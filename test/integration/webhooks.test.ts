@@ -113,7 +113,7 @@ describe('webhooks', () => {
     const events = await eventsOf(server, orgId, hook.id);
     assert.deepEqual(events.map((e) => e.type), ['webhook.created', 'webhook.updated', 'webhook.deleted']);
     assert.deepEqual(events[0].data, { urlOrigin: 'https://hooks.example.com', events: ['deployment.*', 'secret.created'], active: true });
-    assert.deepEqual(events[1].data.changed, ['urlOrigin', 'events', 'active']);
+    assert.deepEqual(events[1].data.changed, ['url', 'events', 'active']);
     assert.deepEqual(events[1].data.to, { urlOrigin: 'https://hooks.example.org', events: [], active: false });
     const text = JSON.stringify(events);
     assert.ok(!text.includes('token') && !text.includes(secret), 'events name the origin only, and never the secret');

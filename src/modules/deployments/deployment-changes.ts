@@ -7,6 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { App } from '../../http/app-types.js';
 import type { Db } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
+import { difference, RUN_FIELDS, runFieldChanges } from '../services/service-spec.js';
 import type { DeploymentSpecT, PinnedSecretReferenceT } from '../services/services.schemas.js';
 import type { DeploymentState } from './deployment-state.js';
 import { DeploymentParams, DeploymentStateSchema } from './deployments.schemas.js';
@@ -15,7 +16,6 @@ import type { DeploymentRow } from './deployments.repo.js';
 
 const Change = Type.Union([Type.Literal('added'), Type.Literal('removed'), Type.Literal('changed')]);
 const Json = Type.Unknown();
-const RUN_FIELDS = ['command', 'image', 'port', 'healthCheck', 'minReadySeconds'] as const;
 
 export const DeploymentChanges = Type.Object({
   deployment: Type.String(),
@@ -50,15 +50,6 @@ export const ChangesQuery = Type.Object({
   against: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Another deployment of the organization (`dep_…`) to compare with: one in another environment, to see what a promotion changes. By default, the last deployment of the same service and environment that succeeded before this one was created.' })),
 });
 
-function same(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
-/** What became of a value that differs: added, removed or changed, with the sides it has. */
-function difference<T>(was: T | undefined, is: T | undefined): { change: 'added' | 'removed' | 'changed'; from?: T; to?: T } {
-  return { change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed', ...(was !== undefined ? { from: was } : {}), ...(is !== undefined ? { to: is } : {}) };
-}
-
 /**
  * References by secret, key and name, and which of those they are: a promotion may pin two
  * references alike (its service's and its environment's, each exporting the whole secret, at two
@@ -76,13 +67,7 @@ function byReference(refs: readonly PinnedSecretReferenceT[]): Map<string, Pinne
 
 /** `from` (null: nothing before) against `to`. */
 export function specChanges(from: DeploymentSpecT | null, to: DeploymentSpecT): Pick<DeploymentChangesT, 'spec' | 'variables' | 'secrets'> {
-  const spec: DeploymentChangesT['spec'] = [];
-  for (const field of RUN_FIELDS) {
-    const was = from?.[field];
-    const is = to[field];
-    if (same(was, is)) continue;
-    spec.push({ field, ...difference(was, is) });
-  }
+  const spec: DeploymentChangesT['spec'] = runFieldChanges(from, to);
   const variables: DeploymentChangesT['variables'] = [];
   const before = from?.variables ?? {};
   for (const name of [...new Set([...Object.keys(before), ...Object.keys(to.variables)])].sort()) {

@@ -115,15 +115,42 @@ export interface SpecPlace {
   overridesAre?: string | undefined;
 }
 
-/** What events say about a configuration (a service's spec, an environment's): the names it holds, never a value. */
+/** The fields of a spec that say what runs and how, beside its variables and secrets. */
+export const RUN_FIELDS = ['command', 'image', 'port', 'healthCheck', 'minReadySeconds'] as const;
+export type RunField = (typeof RUN_FIELDS)[number];
+export type Change<T> = { change: 'added' | 'removed' | 'changed'; from?: T; to?: T };
+
+/** What became of a value that differs: added, removed or changed, with the sides it has. */
+export function difference<T>(was: T | undefined, is: T | undefined): Change<T> {
+  return { change: was === undefined ? 'added' : is === undefined ? 'removed' : 'changed', ...(was !== undefined ? { from: was } : {}), ...(is !== undefined ? { to: is } : {}) };
+}
+
+/** The run fields that differ between two specs (`from` null: nothing before), in RUN_FIELDS' order. */
+export function runFieldChanges(from: Partial<Record<RunField, unknown>> | null, to: Partial<Record<RunField, unknown>>): Array<{ field: RunField } & Change<unknown>> {
+  return RUN_FIELDS.flatMap((field) => {
+    const was = from?.[field];
+    const is = to[field];
+    return JSON.stringify(was) === JSON.stringify(is) ? [] : [{ field, ...difference(was, is) }];
+  });
+}
+
+/** A reference as events name it: its secret, and the key and the name it exports it under when it takes one. */
+const referenceOf = (r: SecretReferenceT) => ({ secret: r.secret, ...(r.key !== undefined ? { key: r.key } : {}), ...(r.as !== undefined ? { as: r.as } : {}) });
+
 /**
- * What an event of a changed configuration says of it, names only: the variables and secrets it
- * holds now, and, given what it held before, the variables it added, removed and gave another value.
+ * What an event of a changed configuration (a service's spec, an environment's) says of it, names
+ * only, never a value: the variables and secrets it holds now, and, given what it held before, the
+ * variables it added, removed and gave another value, and the secret references it added and removed.
  */
 export function configurationSummary(config: Configuration, before?: Configuration) {
+  const holds = { variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret) };
+  if (before === undefined) return holds;
+  const named = (refs: readonly SecretReferenceT[]) => new Map(refs.map((r) => [JSON.stringify(referenceOf(r)), referenceOf(r)]));
+  const [was, is] = [named(before.secrets), named(config.secrets)];
   return {
-    variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret),
-    ...(before !== undefined ? { variableChanges: keyDiff(before.variables, config.variables, Object.keys(config.variables).sort()) } : {}),
+    ...holds,
+    variableChanges: keyDiff(before.variables, config.variables, Object.keys(config.variables).sort()),
+    secretChanges: { added: [...is].filter(([k]) => !was.has(k)).map(([, r]) => r), removed: [...was].filter(([k]) => !is.has(k)).map(([, r]) => r) },
   };
 }
 

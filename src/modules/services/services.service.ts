@@ -11,7 +11,7 @@ import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagin
 import { deleteWithDeployments } from '../deployments/deployment-history.js';
 import { checkExpected, type Expected } from '../../platform/etags.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
-import { byName, configurationSummary, normalizeSpec, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
+import { byName, configurationSummary, normalizeSpec, runFieldChanges, pinToCurrentVersions, type SecretVersionSource } from './service-spec.js';
 import { assertUnlocked } from '../environments/environments.service.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
 import { servicesRepo, type ServiceRow } from './services.repo.js';
@@ -43,6 +43,13 @@ function resaved(json: string): string {
   const spec = JSON.parse(json) as ServiceSpec;
   return JSON.stringify({ ...spec, variables: byName(spec.variables) });
 }
+
+/**
+ * What a `service.updated` event says of a changed spec: its configuration's summary, and the run
+ * fields that differ, with both sides (what GET shows any viewer), so that the log answers who
+ * changed what runs, and to what.
+ */
+const specSummary = (spec: ServiceSpec, before: ServiceSpec) => ({ ...configurationSummary(spec, before), specChanges: runFieldChanges(before, spec) });
 
 const nameTaken = (name: string) =>
   errors.conflict('service_name_taken', `A service named "${name}" already exists in this organization.`, { conflicts: [{ pointer: '/name', name }] });
@@ -132,7 +139,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
             orgId, type: 'service.updated', subject: { type: 'service', id: row.id },
             data: {
               name: row.name, version: row.version, changed: specChanged ? [...changed, 'spec'] : changed, from, to,
-              ...(specChanged ? configurationSummary(checked.spec, JSON.parse(current.spec) as ServiceSpec) : {}),
+              ...(specChanged ? specSummary(checked.spec, JSON.parse(current.spec) as ServiceSpec) : {}),
             },
           }], now);
           return toService(row);

@@ -199,13 +199,15 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
         }
         const row = await webhooksRepo.update(trx, current.id, set);
         if (row === undefined) throw errors.notFound('webhook', id);
-        // The event log keeps a URL's origin only; the types stay a list.
+        // The event log keeps a URL's origin only (its path and query may hold a token): a changed
+        // URL is named `url` in `changed`, its sides by their origins, the same when only the path
+        // or query moved. The types stay a list.
         const shown = (v: Partial<Record<string, unknown>>) => Object.fromEntries(Object.entries(v).map(([k, value]) => [
           k === 'url' ? 'urlOrigin' : k, k === 'url' ? originOf(value as string) : k === 'events' ? JSON.parse(value as string) as unknown : value,
         ]));
         await appendEvents(trx, ctx, [{
           orgId, type: 'webhook.updated', subject: { type: 'webhook', id: current.id },
-          data: { changed: changes.changed.map((f) => (f === 'url' ? 'urlOrigin' : f)), from: shown(changes.from), to: shown(changes.to) },
+          data: { changed: changes.changed, from: shown(changes.from), to: shown(changes.to) },
         }], now);
         return toWebhook(row);
       });
