@@ -6,7 +6,7 @@
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, type ApiClientSettings } from './api-client.js';
 import { flagText, printWarning, UsageError } from './args.js';
-import { deploymentPath, deploymentSession, WAIT_DEFAULT_SECONDS, waitSecondsOf, type FollowedDeployment } from './follow.js';
+import { deploymentPath, deploymentSession, Refused, WAIT_DEFAULT_SECONDS, waitSecondsOf, type FollowedDeployment } from './follow.js';
 import { flagTable } from './output.js';
 
 const FLAGS = {
@@ -130,9 +130,9 @@ export async function deployCommand(argv: string[], env: Env): Promise<number> {
 async function servingIn(environment: string, service: string, revision: string | undefined, get: (path: string) => Promise<{ deployments: FollowedDeployment[] }>): Promise<FollowedDeployment> {
   const { deployments } = await get(`/environments/${encodeURIComponent(environment)}/active?service=${encodeURIComponent(service)}&limit=1`);
   const serving = deployments[0];
-  if (serving === undefined) throw new Error(`nothing serves ${service} in ${environment}: no deployment of it succeeded there to promote (deploy it there first)`);
+  if (serving === undefined) throw new Refused('nothing_to_promote', `nothing serves ${service} in ${environment}: no deployment of it succeeded there to promote (deploy it there first)`);
   if (revision !== undefined && serving.revision !== revision) {
-    throw new Error(`${environment} serves ${service} at ${serving.revision ?? 'no revision'} (deployment ${serving.id}), not at ${revision}: nothing was promoted`);
+    throw new Refused('revision_not_serving', `${environment} serves ${service} at ${serving.revision ?? 'no revision'} (deployment ${serving.id}), not at ${revision}: nothing was promoted`);
   }
   return serving;
 }

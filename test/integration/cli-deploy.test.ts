@@ -145,6 +145,12 @@ describe('slipway deploy', () => {
       assert.equal(refused.code, 1, refused.stderr);
       assert.match(refused.stderr, message);
     }
+    // With --json, a code a pipeline can tell from a failure of the system.
+    for (const [args, code] of [[['--from', staging.name, '--revision', 'def456'], 'revision_not_serving'], [['--from', empty.name], 'nothing_to_promote']] as const) {
+      const refused = await deployAs(developer, ['--service', svc.name, '--environment', production.name, ...args, '--json']);
+      assert.equal(refused.code, 1, refused.stderr);
+      assert.equal(JSON.parse(refused.stderr).error.code, code);
+    }
     assert.equal((await all()).length, 1, 'nothing promoted');
     const same = await deployAs(developer, ['--service', svc.name, '--environment', staging.name, '--from', staging.name]);
     assert.equal(same.code, 2);
