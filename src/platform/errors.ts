@@ -183,11 +183,11 @@ export const errors = {
   writeConflict: () => new AppError(409, 'write_conflict', 'Conflict',
     'Another request changed the same data at the same moment, and this one was stopped so that neither overwrote the other; nothing was written. Retry.', {}, { 'retry-after': '1' }),
   /** A deployment state change the state graph does not have; `allowed` are the states reachable from `from`. */
-  invalidTransition: (id: string, from: string, to: string, allowed: string[]) =>
+  invalidTransition: (id: string, from: string, to: string, allowed: string[], hint?: string) =>
     new AppError(409, 'invalid_transition', 'Conflict',
-      allowed.length > 0
+      (allowed.length > 0
         ? `Deployment ${id} is ${from} and cannot become ${to}; from ${from} it can only become ${allowed.join(', ')}.`
-        : `Deployment ${id} is ${from === to ? 'already ' : ''}${from}, a final state: it cannot become ${to}${from === to ? ' again' : ''}, nor anything else.`,
+        : `Deployment ${id} is ${from === to ? 'already ' : ''}${from}, a final state: it cannot become ${to}${from === to ? ' again' : ''}, nor anything else.`) + (hint === undefined ? '' : ` ${hint}`),
       { state: from, requested: to, allowedTransitions: allowed }),
   leaseLost: (id: string) =>
     new AppError(409, 'lease_lost', 'Conflict',

@@ -522,7 +522,10 @@ describe('deployments', () => {
     };
     // Through the API: cancel from every state that has no edge to cancelled; complete from every finished state under its own lease.
     for (const state of DEPLOYMENT_STATES.filter((s) => !canTransition(s, 'cancelled'))) {
-      expectConflict(await developer.http.post(`/v1/orgs/${orgId}/deployments/${inState[state]!.id}/cancel`), state, 'cancelled');
+      const res = await developer.http.post(`/v1/orgs/${orgId}/deployments/${inState[state]!.id}/cancel`);
+      expectConflict(res, state, 'cancelled');
+      // What serves cannot be cancelled: the refusal says how to stop it serving.
+      if (state === 'succeeded') assert.match(res.body.detail, /roll back .*rollback.*deploy another.*force=true/);
     }
     for (const state of ['succeeded', 'failed', 'superseded'] as const) {
       const { id, token } = inState[state]!;

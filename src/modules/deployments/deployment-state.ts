@@ -53,9 +53,15 @@ export function isDeploymentState(value: string): value is DeploymentState {
   return (DEPLOYMENT_STATES as readonly string[]).includes(value);
 }
 
-/** The 409 for a move the graph does not have, listing the moves it does have from `from`. */
+/**
+ * The 409 for a move the graph does not have, listing the moves it does have from `from`; a cancel
+ * of what serves says how to stop it serving (someone on call who reaches for cancel wants that).
+ */
 export function transitionConflict(id: string, from: DeploymentState, to: DeploymentState) {
-  return errors.invalidTransition(id, from, to, allowedFrom(from));
+  const hint = from === 'succeeded' && to === 'cancelled'
+    ? 'It serves now: to replace it, roll back (POST …/rollback on the deployment it replaced, or slipway deployment rollback --service S --environment E) or deploy another; to stop the service, DELETE …/services/{svc}?force=true.'
+    : undefined;
+  return errors.invalidTransition(id, from, to, allowedFrom(from), hint);
 }
 
 export interface CompareAndSet {
