@@ -915,7 +915,7 @@ function runnersList(org, environment, empty) {
     (p) => table(['Runner', 'State', 'Service user', 'Machine', 'Environments', 'Last heard from', 'Carrying out', 'Serving'], p.runners.map((r) => h('tr', {},
       h('td', {}, h('code', {}, r.host)), h('td', {}, badge(r.state, r.state === 'online' ? 'succeeded' : 'cancelled')),
       h('td', {}, r.serviceUser.name), h('td', {}, [r.hostname, r.version].filter(Boolean).join(' · ')),
-      h('td', {}, r.environments === null ? 'all' : r.environments.map((e) => e.name).join(', ')),
+      h('td', {}, r.environments === null ? 'all' : r.environments.map((e) => e.name).join(', ') || 'none that still exists'),
       h('td', {}, when(r.lastSeenAt)),
       h('td', {}, ...r.inProgress.flatMap((id, i) => [i > 0 ? ' ' : null, link(id, 'o', org, 'deployments', id)])),
       h('td', {}, String(r.serving)))), empty));

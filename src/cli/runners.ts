@@ -66,7 +66,8 @@ export async function runnersCommand(argv: string[], env: Record<string, string 
     state: typeof r.stoppedAt === 'string' ? 'offline (stopped)' : r.state,
     service_user: r.serviceUser.name,
     hostname: r.hostname ?? '',
-    environments: r.environments === null ? 'all' : r.environments.map((e) => e.name).join(' '),
+    // Kept to environments that were all deleted since: it takes nothing.
+    environments: r.environments === null ? 'all' : r.environments.length === 0 ? 'none (deleted)' : r.environments.map((e) => e.name).join(' '),
     last_seen: ago(r.lastSeenAt),
     in_progress: r.inProgress.length,
     serving: r.serving,

@@ -313,6 +313,11 @@ describe('runners list', () => {
     const unknown = await as(['--environment', unique('nowhere')]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /environment/);
+
+    // Its one environment deleted: it takes nothing, which the table says rather than leave a blank.
+    assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/environments/${env.id}`)).status, 204);
+    const after = await as([]);
+    assert.match(after.stdout.split('\n').find((l) => l.startsWith(host)) ?? '', new RegExp(`^${host}\\s+online\\s+${runner.actor.name}\\s+ci-box\\s+none \\(deleted\\)\\s+`));
   });
 
   it('is hidden from other organizations', async () => {
