@@ -67,6 +67,9 @@ describe('slipway runner and its lease', () => {
     assert.deepEqual(moves, ['queued→in_progress@1', 'in_progress→queued@2', 'queued→in_progress@2', 'in_progress→succeeded@2']);
     const log = await deploymentLog(developer.http, orgId, d.id);
     assert.ok(!log.some((l) => l.attempt === 1 && l.line.startsWith('healthy: ')), JSON.stringify(log));
+    // The log says where attempt 1 ended and why, before attempt 2's lines.
+    const ended = log.findIndex((l) => l.attempt === 1 && l.stream === 'runner' && l.line === 'slipway: The lease of attempt 1 expired without a heartbeat; re-queued.');
+    assert.ok(ended >= 0 && log.slice(ended + 1).every((l) => l.attempt === 2), JSON.stringify(log));
     assert.equal((await getDeployment(developer.http, orgId, d.id)).state, 'succeeded');
     assert.deepEqual(await ask(serving.port), { pid: serving.pid, greeting: null, apiKey: null, revision: null });
 

@@ -265,6 +265,13 @@ export const deploymentsRepo = {
     await insertRows(db, 'deployment_logs', rows);
   },
 
+  /** One line of the server's own at the end of a deployment's log (a lease that expired), numbered after the rest. */
+  async appendServerLine(db: Executor, d: { orgId: string; id: string; attempt: number }, line: string, at: string): Promise<void> {
+    const row = await db.updateTable('deployments').set((eb) => ({ log_seq: eb('log_seq', '+', 1) }))
+      .where('id', '=', d.id).where('org_id', '=', d.orgId).returning('log_seq').executeTakeFirst();
+    if (row !== undefined) await insertRows(db, 'deployment_logs', [{ deployment_id: d.id, seq: Number(row.log_seq), attempt: d.attempt, stream: 'runner', line, at }]);
+  },
+
   /**
    * Removes the logs of up to `limit` deployments that failed, were cancelled or were superseded
    * before `cutoff` (their last change), oldest first, and says when on each; returns how many it

@@ -48,9 +48,14 @@ export async function expireLeases(db: Db, opts: { orgId: string | null; maxAtte
   const now = opts.now ?? nowIso();
   const touched = new Set<string>();
   for (const d of await deploymentsRepo.expiredLeases(db, now, opts.orgId, BATCH)) {
-    const moved = await db.transaction().execute((trx) => endAttempt(trx, SYSTEM_CONTEXT, d, {
-      maxAttempts: opts.maxAttempts, now, leaseExpiredBefore: now, why: `The lease of attempt ${d.attempt} expired without a heartbeat`,
-    }));
+    const moved = await db.transaction().execute(async (trx) => {
+      const ended = await endAttempt(trx, SYSTEM_CONTEXT, d, {
+        maxAttempts: opts.maxAttempts, now, leaseExpiredBefore: now, why: `The lease of attempt ${d.attempt} expired without a heartbeat`,
+      });
+      // Its runner, gone silent, said nothing of it: the log says why its lines stop, and what comes next.
+      if (ended) await deploymentsRepo.appendServerLine(trx, { orgId: d.org_id, id: d.id, attempt: d.attempt }, `slipway: ${ended.reason}`, now);
+      return ended;
+    });
     if (moved) touched.add(d.org_id);
   }
   return touched;
