@@ -677,7 +677,7 @@ async function deploymentView(org, id) {
   const changes = await api('GET', `${base}/changes`);
   const shown = (value) => (value === undefined ? '—' : typeof value === 'string' ? value : JSON.stringify(value));
   const changeRows = [
-    ...(changes.revision ? [['revision', 'changed', changes.revision.from ?? '—', changes.revision.to ?? '—']] : []),
+    ...(changes.revision ? [['revision', changes.revision.from === null ? 'added' : changes.revision.to === null ? 'removed' : 'changed', changes.revision.from ?? '—', changes.revision.to ?? '—']] : []),
     ...changes.spec.map((c) => [c.field, c.change, shown(c.from), shown(c.to)]),
     ...changes.variables.map((c) => [c.name, c.change, shown(c.from), shown(c.to)]),
     ...changes.secrets.map((c) => [`secret ${c.secret}${c.key ? ` ${c.key}` : ''}${c.as ? ` as ${c.as}` : ''}`, c.change,

@@ -130,7 +130,7 @@ function printChanges(c: DeploymentChangesT): void {
     ? `${c.deployment}: the first of its service in its environment; everything is added`
     : `${c.deployment} against ${c.against.id} (${c.against.state}${c.against.revision !== null ? ` at ${c.against.revision}` : ''} in ${c.against.environment.name})`)}\n`);
   const rows: Array<Record<string, string>> = [];
-  if (c.revision !== null) rows.push({ what: 'revision', change: 'changed', from: c.revision.from ?? '—', to: c.revision.to ?? '—' });
+  if (c.revision !== null) rows.push({ what: 'revision', change: c.revision.from === null ? 'added' : c.revision.to === null ? 'removed' : 'changed', from: c.revision.from ?? '—', to: c.revision.to ?? '—' });
   for (const s of c.spec) rows.push({ what: s.field, change: s.change, from: show(s.from), to: show(s.to) });
   for (const v of c.variables) rows.push({ what: `variable ${v.name}`, change: v.change, from: show(v.from), to: show(v.to) });
   for (const s of c.secrets) {

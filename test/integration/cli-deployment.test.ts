@@ -172,6 +172,8 @@ describe('slipway deployment', () => {
     assert.match(changes.stdout, /^variable GREETING +changed +hi +hello$/m);
     assert.equal((await as(viewer, ['changes', '--id', v2.id, '--against', v2.id])).stdout, `${v2.id} against ${v2.id} (succeeded at v2 in ${env.name})\nno changes\n`);
     assert.deepEqual(JSON.parse((await as(viewer, ['changes', '--id', v1.id, '--json'])).stdout).against, null);
+    // The first deployment here: its revision is new, as everything else is.
+    assert.match((await as(viewer, ['changes', '--id', v1.id])).stdout, /^revision +added +— +v1$/m);
   });
 
   it('rolls a service back to what served before, again back, and to a deployment named; --wait follows it', async () => {
