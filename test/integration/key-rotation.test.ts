@@ -249,6 +249,21 @@ describe('master key rotation, key file source', () => {
     await assertEverySecretOpens(server, [newest!], expected);
     await assertFreshCoreStarts(server, {});
   });
+
+  it('a key file with an old key added at its end (to open a restored backup) rotates to a new key, not taken for a rotation under way', async () => {
+    const [current] = readKeyFile(keyFile());
+    const restored = generateMasterKey();
+    writeKeyFile(keyFile(), [current!, restored]);
+    const res = await runCli(['keys', 'rotate-master', '--json'], cliEnv(server));
+    assert.equal(res.code, 0, res.stderr);
+    const result = JSON.parse(res.stdout);
+    assert.equal(result.resumed, false);
+    assert.notEqual(result.masterKeyId, masterKeyId(current!));
+    assert.deepEqual(readKeyFile(keyFile()).map(masterKeyId), [result.masterKeyId]);
+    assert.deepEqual(await usageIds(server), [result.masterKeyId]);
+    await assertKeyOpensNothing(server, current!);
+    await assertEverySecretOpens(server, readKeyFile(keyFile()), expected);
+  });
 });
 
 describe('a missing or foreign master key file beside a database in use', () => {

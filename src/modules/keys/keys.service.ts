@@ -95,8 +95,14 @@ export function createKeysService(deps: KeysServiceDeps) {
     try {
       if (lock.tookOverFrom !== null) logger.warn({ holderPid: lock.tookOverFrom }, 'an earlier master key rotation stopped before finishing; continuing it');
       let keys = readKeyFile(keyFile);
-      // More than one key in the file: a rotation started and has not finished. Its new key is first.
-      const resumed = keys.length > 1;
+      // A rotation that started and has not finished: its new key is first in the file, and its
+      // process left its lock behind, or rows are under that key and under another, or it is the
+      // key --new-key-file names again. More keys with every row under the first are old keys added
+      // to open a restored backup (see Backups): this rotation makes a new key, as one not begun does.
+      const usage = await keysRepo.usage(database.db);
+      const first = masterKeyId(keys[0]!);
+      const resumed = keys.length > 1 && (lock.tookOverFrom !== null || options.newKey?.equals(keys[0]!) === true
+        || (usage.some((u) => u.masterKeyId === first) && usage.some((u) => u.masterKeyId !== first)));
       if (resumed && options.newKey && !options.newKey.equals(keys[0]!)) {
         throw errors.conflict('rotation_unfinished', `An earlier rotation to master key ${masterKeyId(keys[0]!)} has not finished; run slipway keys rotate-master without --new-key-file to finish it first.`);
       }
