@@ -95,6 +95,9 @@ function isKeyOf32Bytes(text: string): boolean {
 type Env = Record<string, string | undefined>;
 
 /** The variables and their `serve` flag names, so both are documented and parsed from one table. */
+/** The most keys SLIPWAY_MAX_KEYS_PER_SECRET may allow: no secret ever holds more. */
+export const KEYS_PER_SECRET_CEILING = 10_000;
+
 export const CONFIG_VARIABLES = {
   host: 'SLIPWAY_HOST',
   port: 'SLIPWAY_PORT',
@@ -291,7 +294,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     limits: {
       bodyBytes: int('bodyLimit', 4 * 1024 * 1024, 1024, 512 * 1024 * 1024),
       secretsPerRequest: int('maxSecretsPerRequest', 1000, 1, 10000),
-      keysPerSecret: int('maxKeysPerSecret', 100, 1, 10000),
+      keysPerSecret: int('maxKeysPerSecret', 100, 1, KEYS_PER_SECRET_CEILING),
       valueChars: int('maxValueChars', 65536, 1, 16 * 1024 * 1024),
       specBytes: int('maxSpecBytes', 64 * 1024, 1024, 64 * 1024 * 1024),
       webhooksPerOrg: int('maxWebhooksPerOrg', 20, 1, 1000),

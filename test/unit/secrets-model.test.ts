@@ -38,26 +38,38 @@ describe('secret values', () => {
     }));
   });
 
+  const limits = (keysPerSecret: number, valueChars = 1000) => ({ keysPerSecret, valueChars });
+
   it('a patch sets and unsets exactly what it names, and unsetting an absent key changes nothing', () => {
     fc.assert(fc.property(values, values, fc.array(key, { maxLength: 4 }), (current, set, unsetRaw) => {
       const unset = [...new Set(unsetRaw.filter((k) => !(k in set)))];
       const remaining = Object.keys({ ...current, ...set }).filter((k) => !unset.includes(k));
       if (remaining.length === 0) return;
-      const next = applyPatch(current, { set, unset }, 100);
+      const next = applyPatch(current, { set, unset }, limits(100));
       for (const [k, v] of Object.entries(set)) if (!unset.includes(k)) assert.equal(next[k], v);
       for (const k of unset) assert.ok(!(k in next));
       for (const k of Object.keys(current)) if (!(k in set) && !unset.includes(k)) assert.equal(next[k], current[k]);
-      assert.ok(sameValues(applyPatch(next, { set, unset }, 100), next), 'a patch applied twice is the same as once');
+      assert.ok(sameValues(applyPatch(next, { set, unset }, limits(100)), next), 'a patch applied twice is the same as once');
     }));
   });
 
   it('a patch refuses nothing to do, a key both set and unset, no keys left, and too many keys', () => {
-    assert.equal(problemOf(() => applyPatch({ A: '1' }, {}, 10)).code, 'invalid_request');
-    assert.equal(problemOf(() => applyPatch({ A: '1' }, { set: { B: '1' }, unset: ['B'] }, 10)).code, 'invalid_request');
-    assert.equal(problemOf(() => applyPatch({ A: '1' }, { unset: ['A'] }, 10)).code, 'invalid_request');
-    const tooMany = problemOf(() => applyPatch({ A: '1', B: '2' }, { set: { C: '3' } }, 2));
+    assert.equal(problemOf(() => applyPatch({ A: '1' }, {}, limits(10))).code, 'invalid_request');
+    assert.equal(problemOf(() => applyPatch({ A: '1' }, { set: { B: '1' }, unset: ['B'] }, limits(10))).code, 'invalid_request');
+    assert.equal(problemOf(() => applyPatch({ A: '1' }, { unset: ['A'] }, limits(10))).code, 'invalid_request');
+    const tooMany = problemOf(() => applyPatch({ A: '1', B: '2' }, { set: { C: '3' } }, limits(2)));
     assert.deepEqual([tooMany.code, tooMany.status, tooMany.limit], ['limit_exceeded', 400, { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: 2 }]);
-    assert.deepEqual(applyPatch({ A: '1', B: '2' }, { set: { C: '3' }, unset: ['A'] }, 2), { B: '2', C: '3' });
+    assert.deepEqual(applyPatch({ A: '1', B: '2' }, { set: { C: '3' }, unset: ['A'] }, limits(2)), { B: '2', C: '3' });
+  });
+
+  it('a patch of a secret over limits lowered since may keep what it has, and take it down a step at a time; never add to it', () => {
+    const over = { A: '1', B: '2', C: 'long value' };
+    assert.deepEqual(applyPatch(over, { unset: ['A'] }, limits(1, 5)), { B: '2', C: 'long value' });
+    assert.deepEqual(applyPatch(over, { set: { A: 'x' } }, limits(1, 5)), { A: 'x', B: '2', C: 'long value' });
+    assert.deepEqual(problemOf(() => applyPatch(over, { set: { D: '4' } }, limits(1, 5))).limit, { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: 1 });
+    assert.deepEqual(problemOf(() => applyPatch(over, { set: { A: 'also long' } }, limits(1, 5))).limit, { name: 'SLIPWAY_MAX_VALUE_CHARS', value: 5 });
+    // Characters are code points, as the schemas count them.
+    assert.deepEqual(applyPatch({ A: '1' }, { set: { A: '😀😀' } }, limits(1, 2)), { A: '😀😀' });
   });
 
   it('keyDiff names added, removed and changed keys only', () => {

@@ -6,7 +6,7 @@ import { nowIso, type Executor } from '../../platform/db/database.js';
 import { AppError, errors, isAppError } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { checkExpected as checkTagged, type Expected } from '../../platform/etags.js';
-import { applyPatch, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
+import { applyPatch, checkWithinLimits, keyDiff, keysOf, sameValues, toChange, type Values } from './secret-model.js';
 import type { SecretStore } from './secret-store.js';
 import { concurrentChange } from './secret-writes.js';
 import { secretsRepo, type SecretRow } from './secrets.repo.js';
@@ -59,7 +59,7 @@ export function createSecretChanges(store: SecretStore) {
     },
 
     patch(ctx: RequestContext, orgId: string, name: string, patch: { set?: Values | undefined; unset?: string[] | undefined }, expected?: Expected) {
-      return change(ctx, orgId, name, expected, { kind: 'patch', next: (current) => applyPatch(current, patch, limits.keysPerSecret) });
+      return change(ctx, orgId, name, expected, { kind: 'patch', next: (current) => applyPatch(current, patch, limits) });
     },
 
     /** A new version holding an earlier version's values (none if they are the current ones). */
@@ -67,7 +67,12 @@ export function createSecretChanges(store: SecretStore) {
       try {
         return await change(ctx, orgId, name, expected, {
           kind: 'restore', data: { restoredFrom: from },
-          next: async (_current, trx, row) => store.open(trx, orgId, await store.version(trx, row, from)),
+          next: async (current, trx, row) => {
+            // A version made under higher limits than now's is no way past them.
+            const values = await store.open(trx, orgId, await store.version(trx, row, from));
+            checkWithinLimits(values, current, limits, { what: `Restoring version ${from}`, pointer: '/version' });
+            return values;
+          },
         });
       } catch (error) {
         // Deleted: the restore it asks for is the other one.

@@ -51,7 +51,7 @@ export function keyDiff(before: Values, after: Values, afterKeys = keysOf(after)
  * not there, so a retried patch does the same). The result must keep at least one key and stay
  * within the keys-per-secret limit.
  */
-export function applyPatch(current: Values, patch: { set?: Values | undefined; unset?: string[] | undefined }, keysPerSecret: number): Values {
+export function applyPatch(current: Values, patch: { set?: Values | undefined; unset?: string[] | undefined }, limits: SecretLimits): Values {
   const set = patch.set ?? {};
   const unset = patch.unset ?? [];
   if (Object.keys(set).length === 0 && unset.length === 0) {
@@ -65,11 +65,35 @@ export function applyPatch(current: Values, patch: { set?: Values | undefined; u
   if (count === 0) {
     throw errors.invalidRequest('The patch would leave the secret without keys; a secret keeps at least one. Delete the secret instead.', [{ pointer: '/unset', message: 'removes every key' }]);
   }
-  if (count > keysPerSecret) {
-    throw errors.limitExceeded(`The patch would leave the secret with ${count} keys; the limit is ${keysPerSecret} (SLIPWAY_MAX_KEYS_PER_SECRET).`,
-      { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: keysPerSecret }, [{ pointer: '/set', message: `the result has ${count} keys, more than ${keysPerSecret}` }]);
-  }
+  checkWithinLimits(next, current, limits, { what: 'The patch', pointer: '/set' });
   return next;
+}
+
+export interface SecretLimits {
+  keysPerSecret: number;
+  valueChars: number;
+}
+
+/**
+ * Refuses a new version past the limits: more keys than SLIPWAY_MAX_KEYS_PER_SECRET, or a value
+ * longer than SLIPWAY_MAX_VALUE_CHARS (in code points, as the schemas count). What the current
+ * version has already is let be: a secret made under higher limits can still lose keys, change
+ * others, and come back under the limits a step at a time.
+ */
+export function checkWithinLimits(next: Values, current: Values, limits: SecretLimits, at: { what: string; pointer: string }): void {
+  const count = Object.keys(next).length;
+  if (count > limits.keysPerSecret && count > Object.keys(current).length) {
+    throw errors.limitExceeded(`${at.what} would leave the secret with ${count} keys; the limit is ${limits.keysPerSecret} (SLIPWAY_MAX_KEYS_PER_SECRET).`,
+      { name: 'SLIPWAY_MAX_KEYS_PER_SECRET', value: limits.keysPerSecret }, [{ pointer: at.pointer, message: `the result has ${count} keys, more than ${limits.keysPerSecret}` }]);
+  }
+  for (const [key, value] of Object.entries(next)) {
+    if (current[key] === value) continue;
+    const chars = [...value].length;
+    if (chars > limits.valueChars) {
+      throw errors.limitExceeded(`${at.what} would give ${key} a value of ${chars} characters; the limit is ${limits.valueChars} (SLIPWAY_MAX_VALUE_CHARS).`,
+        { name: 'SLIPWAY_MAX_VALUE_CHARS', value: limits.valueChars }, [{ pointer: at.pointer, message: `${key}'s value has ${chars} characters, more than ${limits.valueChars}` }]);
+    }
+  }
 }
 
 /** Every item whose name occurs more than once in the request, each pointed at. */

@@ -2,7 +2,7 @@
 // at start-up and the OpenAPI document shows the limits in force.
 import { Type, type Static } from '@sinclair/typebox';
 import { NullableCursor, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
-import type { Limits } from '../../platform/config.js';
+import { KEYS_PER_SECRET_CEILING, type Limits } from '../../platform/config.js';
 
 export const SECRET_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$';
 export const KEY_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]{0,255}$';
@@ -98,7 +98,9 @@ export function replaceBodySchema(limits: Limits) {
 export function patchBodySchema(limits: Limits) {
   return Type.Object({
     set: Type.Optional(valuesSchema(limits, 0)),
-    unset: Type.Optional(Type.Array(KeyName, { maxItems: limits.keysPerSecret, 'x-limit': 'SLIPWAY_MAX_KEYS_PER_SECRET', uniqueItems: true })),
+    // As many as a secret can have under the highest limit: one made under a higher limit than
+    // now's may lose more keys than the limit at once.
+    unset: Type.Optional(Type.Array(KeyName, { maxItems: KEYS_PER_SECRET_CEILING, uniqueItems: true })),
   }, { additionalProperties: false });
 }
 
