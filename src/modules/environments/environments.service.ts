@@ -81,9 +81,14 @@ export function createEnvironmentsService(deps: { db: Db; dialect: Dialect; secr
     };
     const variables = JSON.stringify(config.variables);
     const secrets = JSON.stringify(config.secrets);
+    const touched = input.variables !== undefined || input.secrets !== undefined;
     const bytes = Buffer.byteLength(variables) + Buffer.byteLength(secrets);
-    if (bytes > deps.limits.specBytes) throw errors.specTooLarge('The environment\'s variables and secrets', bytes, deps.limits.specBytes, input.secrets !== undefined ? '/secrets' : '/variables');
-    if (input.variables !== undefined || input.secrets !== undefined) await pinToCurrentVersions(deps.secrets, executor, orgId, config, { spec: '' });
+    // One made under a higher limit than now's can still be renamed, protected, and made smaller.
+    const grows = current === undefined || (touched && bytes > Buffer.byteLength(JSON.stringify(current.variables)) + Buffer.byteLength(JSON.stringify(current.secrets)));
+    if (bytes > deps.limits.specBytes && grows) {
+      throw errors.specTooLarge('The environment\'s variables and secrets', bytes, deps.limits.specBytes, input.variables !== undefined ? '/variables' : '/secrets');
+    }
+    if (touched) await pinToCurrentVersions(deps.secrets, executor, orgId, config, { spec: '' });
     return { config, variables, secrets };
   }
 
