@@ -69,22 +69,22 @@ export function registerIdempotency(app: App, deps: { idempotency: IdempotencySe
     // Made again from what was kept before anything of the first answer is set: one the route
     // refuses now (its resource gone, the caller's role lowered) is that refusal, fresh, without
     // the first answer's Location or the mark of a replay.
-    const replayed = kept === undefined ? body : await kept.replay(req, body);
+    const replayed = kept === undefined ? null : await kept.replay(req, body);
     reply.code(status).headers({ ...headers, [REPLAYED_HEADER]: 'true' });
-    if (kept === undefined) {
-      reply.send(body);
-      return;
-    }
-    // Serialized as the first answer was; an answer kept by an older Slipway whose response has
-    // gained a required field since is sent as it was made, rather than failing every retry with
-    // a 500 for as long as the key lives.
-    let serialized: unknown;
+    reply.send(kept === undefined ? body : serializedAsFirst(reply, replayed));
+  }
+
+  /**
+   * A made-again answer serialized as the first one was; one kept by an older Slipway whose
+   * response has gained a required field since is sent as it was made, rather than failing every
+   * retry with a 500 for as long as the key lives.
+   */
+  function serializedAsFirst(reply: FastifyReply, replayed: unknown): unknown {
     try {
-      serialized = reply.serialize(replayed);
+      return reply.serialize(replayed);
     } catch {
-      serialized = JSON.stringify(replayed);
+      return JSON.stringify(replayed);
     }
-    reply.send(serialized);
   }
 
   function recording(byReference: ReplayedByReference | undefined) {
