@@ -79,6 +79,7 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   idempotency_response_lost: { status: 409, meaning: 'The first request with this Idempotency-Key made its change, but its response was lost (`changed`).' },
   signing_key_active: { status: 409, meaning: 'CLI `keys revoke-signing`: the active signing key cannot be revoked.' },
   master_key_in_use: { status: 409, meaning: 'CLI `keys rotate-master`: the new key is the current one.' },
+  master_key_not_in_use: { status: 409, meaning: 'CLI `keys rotate-signing`: its master key wraps no row, so the servers may not hold it.' },
   master_key_unavailable: { status: 409, meaning: 'CLI `keys rotate-master`: data is wrapped under a key that is not configured.' },
   rotation_running: { status: 409, meaning: 'CLI `keys`: another rotation is running on this data directory.' },
   rotation_unfinished: { status: 409, meaning: 'CLI `keys`: an interrupted rotation must be finished first.' },

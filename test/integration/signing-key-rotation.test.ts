@@ -2,6 +2,8 @@
 // and database of a server that keeps serving meanwhile.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import path from 'node:path';
+import { generateMasterKey, KEY_FILE, masterKeyId, readKeyFile } from '../../src/platform/crypto/master-key.js';
 import { startServer, type TestServer } from '../support/harness.js';
 import { cliEnv, cliJson, runCli } from '../support/processes.js';
 
@@ -88,6 +90,18 @@ describe('signing key rotation', () => {
     assert.match(dash.stderr, /--kid needs a value; one that begins with a dash goes after =, as in --kid=-XYZ/);
     await server.core.keys.reload();
     assert.deepEqual((await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid), [rotated.active.kid]);
+  });
+
+  it('refuses to wrap a new key under a master key no row is under (one retired, or not given to the servers yet), changing nothing', async () => {
+    const [current] = readKeyFile(path.join(server.dataDir, KEY_FILE));
+    const before = (await server.core.keys.list()).length;
+    const env = { ...cliEnv(server), SLIPWAY_MASTER_KEY: generateMasterKey().toString('base64'), SLIPWAY_MASTER_KEY_PREVIOUS: current!.toString('base64') };
+    const refused = await runCli(['keys', 'rotate-signing', '--json'], env);
+    assert.equal(refused.code, 1, refused.stderr);
+    const error = JSON.parse(refused.stderr.trim().split('\n').at(-1)!).error;
+    assert.equal(error.code, 'master_key_not_in_use');
+    assert.match(error.message, new RegExp(`the data is under ${masterKeyId(current!)}.*nothing was changed`));
+    assert.equal((await server.core.keys.list()).length, before);
   });
 
   it('stops accepting a key whose publication ended, on a node that has been running all along', async () => {

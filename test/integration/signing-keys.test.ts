@@ -4,8 +4,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createSigningKeys, generateSigningKeyRow } from '../../src/modules/auth/signing-keys.js';
+import { signingKeysRepo } from '../../src/modules/auth/signing-keys.repo.js';
+import { generateMasterKey, keyringOf } from '../../src/platform/crypto/master-key.js';
 import { openDatabase, type Database } from '../../src/platform/db/database.js';
 import { startServer, type TestServer } from '../support/harness.js';
+import { requestToken } from '../support/tokens.js';
 
 describe('signing keys across nodes', () => {
   let server: TestServer;
@@ -45,7 +48,30 @@ describe('signing keys across nodes', () => {
     assert.deepEqual((await active()).map((k) => k.kid), [later.kid]);
     // Retired, not revoked: tokens it signed stay valid until they expire.
     const set = await keysOf(node(1)).current();
-    assert.equal(set.signer.kid, later.kid);
+    assert.equal((await keysOf(node(1)).signer()).kid, later.kid);
     assert.deepEqual(set.publicJwks.map((k) => k.kid).filter((kid) => kid === current!.kid || kid === later.kid).sort(), [current!.kid, later.kid].sort());
+  });
+
+  it('a signing key wrapped under a master key this node lacks stops its tokens being issued (503 naming the key), not their verification or the JWKS', async () => {
+    const unused = (await requestToken(server, server.bootstrap)).body.access_token as string;
+    const now = new Date().toISOString();
+    const stranger = await generateSigningKeyRow(keyringOf([generateMasterKey()]), now);
+    await server.core.db.transaction().execute(async (trx) => {
+      await signingKeysRepo.insert(trx, stranger);
+      await signingKeysRepo.retireActive(trx, stranger.kid, now);
+    });
+    try {
+      await server.core.keys.reload();
+      const jwks = await server.http().get('/oauth/v2/keys');
+      assert.equal(jwks.status, 200, jwks.text);
+      assert.ok(jwks.body.keys.some((k: { kid: string }) => k.kid === stranger.kid));
+      // A token signed before, verified here for the first time.
+      assert.equal((await server.http(unused).get('/v1/orgs')).status, 200);
+      const refused = await requestToken(server, server.bootstrap);
+      assert.equal(refused.status, 503, refused.text);
+      assert.match(JSON.stringify(refused.body), new RegExp(stranger.master_key_id));
+    } finally {
+      await server.core.keys.rotate();
+    }
   });
 });

@@ -86,13 +86,13 @@ export function claimsFor(server: TestServer, user: { clientId: string; orgId: s
 
 /** Signs with the server's active signing key; the header can be overridden (typ, kid, …). */
 export async function signWithServerKey(server: TestServer, payload: JWTPayload, header: Record<string, unknown> = {}): Promise<string> {
-  const { signer } = await server.core.keys.current();
+  const signer = await server.core.keys.signer();
   return new SignJWT(payload).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: signer.kid, ...header }).sign(signer.privateKey);
 }
 
 /** Signs with a fresh ES256 key that the server has never seen, under the server's kid by default. */
 export async function signWithForeignKey(server: TestServer, payload: JWTPayload, header: Record<string, unknown> = {}): Promise<string> {
-  const { signer } = await server.core.keys.current();
+  const signer = await server.core.keys.signer();
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
   // The attacker's key also rides in the header (`jwk`): the server must not trust it.
   return new SignJWT(payload)
@@ -107,7 +107,8 @@ export function unsecured(payload: JWTPayload, kid?: string): string {
 
 /** The classic key-confusion attack: HS256 with the server's public key (SPKI PEM) as the HMAC secret. */
 export async function hs256WithPublicKey(server: TestServer, payload: JWTPayload): Promise<string> {
-  const { publicJwks, signer } = await server.core.keys.current();
+  const { publicJwks } = await server.core.keys.current();
+  const signer = await server.core.keys.signer();
   const jwk = publicJwks.find((k) => k.kid === signer.kid) as JWK;
   const pem = await exportSPKI((await importJWK(jwk, 'ES256', { extractable: true })) as CryptoKey);
   return new SignJWT(payload).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: signer.kid }).sign(new TextEncoder().encode(pem));

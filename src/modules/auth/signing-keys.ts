@@ -4,8 +4,8 @@
 import { createPrivateKey } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Db } from '../../platform/db/database.js';
-import { errors } from '../../platform/errors.js';
-import { unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
+import { errors, isAppError, type AppError } from '../../platform/errors.js';
+import { MasterKeyNotHeldError, unwrapKey, wrapKey, type MasterKeyring } from '../../platform/crypto/master-key.js';
 import { es256Signer } from './jws.js';
 import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
 import { instanceRepo } from '../instance/instance.repo.js';
@@ -24,7 +24,12 @@ export interface ActiveSigner {
 }
 
 export interface KeySet {
-  signer: ActiveSigner;
+  /**
+   * What signs, or why nothing can here: the key is wrapped under a master key this process is not
+   * configured with. The public keys need no unwrapping, so tokens are verified and the JWKS
+   * served all the same; only issuing waits for an operator.
+   */
+  signer: ActiveSigner | AppError;
   /** Public JWKs of every key whose tokens may still be live, newest first. */
   publicJwks: JWK[];
 }
@@ -120,7 +125,12 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     }
     const active = rows.find((r) => r.retired_at === null)!;
     // Most reads find the key already signing (a master-key rotation re-wraps it, the key stays the same).
-    const signer = cached?.set.signer.kid === active.kid ? cached.set.signer : await signerOf(active);
+    const known = cached?.set.signer;
+    const signer = known !== undefined && !isAppError(known) && known.kid === active.kid ? known
+      : await signerOf(active).catch((error: unknown) => {
+        if (error instanceof MasterKeyNotHeldError) return errors.masterKeyMissing(error.masterKeyId, error.source === 'SLIPWAY_MASTER_KEY');
+        throw error;
+      });
     const set = { signer, publicJwks: rows.map((r) => JSON.parse(r.public_jwk) as JWK) };
     // Older than what is applied (or than a change this process made since it began): its caller
     // gets it, nobody else does.
@@ -163,6 +173,12 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
       if (cached && nowMs() - cached.loadedAt < SIGNER_CACHE_MS) return cached.set;
       refreshing ??= load().finally(() => { refreshing = null; });
       return refreshing;
+    },
+    /** The key that signs now; a 503 `master_key_missing` when this process cannot open it. */
+    async signer(): Promise<ActiveSigner> {
+      const { signer } = await this.current();
+      if (isAppError(signer)) throw signer;
+      return signer;
     },
     /** Re-reads now: a token names a kid this node has not seen yet. */
     reload: load,

@@ -240,7 +240,7 @@ export function createTokenService(deps: TokenServiceDeps) {
     async clientCredentialsGrant(user: ServiceUserRow, scope: string | undefined): Promise<TokenResponse> {
       const parsed = parseScopes(scope);
       if (!parsed.ok) throw oauthErrors.invalidScope(parsed.unknown, supported);
-      const { signer } = await deps.keys.current();
+      const signer = await deps.keys.signer();
       const accessToken = signer.signAccessToken(accessTokenClaims(user, parsed.audience, parsed.scope, Math.floor(nowMs() / 1000)));
       // RFC 6749 §4.4.3: no refresh token for this grant, even when offline_access is asked for.
       return { access_token: accessToken, token_type: 'Bearer', expires_in: deps.ttlSeconds, scope: parsed.scope };

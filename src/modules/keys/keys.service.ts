@@ -191,6 +191,16 @@ export function createKeysService(deps: KeysServiceDeps) {
      * expired, or with `revokePrevious` every other key is revoked at once.
      */
     async rotateSigning(opts: { revokePrevious?: boolean } = {}): Promise<{ active: SigningKeyInfo; retired: SigningKeyInfo[]; revoked: SigningKeyInfo[] }> {
+      // The new key is wrapped under this command's master key. One no row is under (a key retired
+      // since, or one the servers were not given yet) may be one the servers cannot open, and then
+      // no server could issue a token.
+      const current = deps.ring.current().id;
+      const usage = await keysRepo.usage(database.db);
+      if (usage.length > 0 && !usage.some((u) => u.masterKeyId === current)) {
+        const inUse = [...new Set(usage.map((u) => u.masterKeyId))].join(', ');
+        throw errors.conflict('master_key_not_in_use', `This command's master key ${current} wraps nothing here (the data is under ${inUse}), so a signing key wrapped under it may be one the servers cannot open. `
+          + 'Run it with the master key the servers use, or finish moving to this one first (slipway keys rotate-master); nothing was changed.');
+      }
       const rotated = await deps.signingKeys.rotate(opts);
       const keys = await deps.signingKeys.list();
       const active = keys.find((k) => k.kid === rotated.kid)!;
