@@ -20,17 +20,20 @@ usage:
   slipway keys revoke-signing --kid=KID [--json]
 
 status          the current master key, how many rows each master key wraps, and every signing
-                key (active; retired: still in the JWKS; expired and revoked: gone from it).
+                key (active; staged: the next one, published ahead; retired: still in the JWKS;
+                expired and revoked: gone from it).
 rotate-master   re-wraps every organization data key, signing key and instance key under a new
                 master key, --batch-size rows (default 100) per transaction, waiting --pause-ms
                 (default 0) between batches. Servers keep serving throughout, accepting the old
                 and the new key. Interrupted? Run it again: it continues where it stopped.
                 The key file is one data directory's: nodes sharing a PostgreSQL database
                 rotate with SLIPWAY_MASTER_KEY instead (below).
-rotate-signing  new tokens are signed with a new key (by every running server within a
-                minute); the old key stays in the JWKS until every token it signed has
+rotate-signing  new tokens are signed with the next key, published in the JWKS ahead since the
+                last rotation (by every running server within a minute), and a new next key is
+                published; the old key stays in the JWKS until every token it signed has
                 expired (SLIPWAY_TOKEN_TTL after the rotation, plus that minute).
-                --revoke-previous: every other key is revoked instead (a key that leaked):
+                --revoke-previous: every other key, the next one included, is revoked instead
+                and a new key signs (a key that leaked):
                 within a minute no node publishes it or accepts a token it signed; clients get
                 401 and request new tokens.
 revoke-signing  revokes a retired key the same way (the key that signs: rotate-signing
@@ -161,6 +164,7 @@ export async function keysCommand(argv: string[], env: Env): Promise<number> {
       else {
         printFields({
           'signing key': result.active.kid,
+          next: `${result.next.kid} (published now, signs from the next rotation)`,
           retired: result.retired.map((k) => `${k.kid} (in the JWKS until ${k.publishedUntil})`).join(', ') || '(none)',
           ...(result.revoked.length > 0 ? { revoked: result.revoked.map((k) => k.kid).join(', ') } : {}),
         });

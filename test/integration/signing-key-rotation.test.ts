@@ -17,11 +17,17 @@ describe('signing key rotation', () => {
 
   const kidOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8')) as { kid: string }).kid;
 
-  it('signs new tokens with a new key while tokens signed with the old one stay valid; the JWKS lists both', async () => {
+  it('signs new tokens with the next key, published ahead, while tokens signed with the old one stay valid; the JWKS lists them all', async () => {
     const before = server.owner.token;
     const oldKid = kidOf(before);
+    // The next key is published before it signs anything.
+    const ahead = (await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid);
+    const staged = (await cliJson(['keys', 'status'], cliEnv(server))).signingKeys.filter((k: any) => k.state === 'staged').map((k: any) => k.kid);
+    assert.equal(staged.length, 1);
+    assert.deepEqual(ahead.sort(), [oldKid, staged[0]].sort());
     const rotated = await cliJson(['keys', 'rotate-signing'], cliEnv(server));
-    assert.notEqual(rotated.active.kid, oldKid);
+    assert.equal(rotated.active.kid, staged[0]);
+    assert.equal(rotated.next.state, 'staged');
     assert.equal(rotated.active.state, 'active');
     assert.deepEqual(rotated.retired.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired']]);
     const ttlMs = server.config.tokenTtlSeconds * 1000;
@@ -36,10 +42,10 @@ describe('signing key rotation', () => {
       assert.equal(res.status, 200, res.text);
     }
     const jwks = await server.http().get('/oauth/v2/keys');
-    assert.deepEqual(jwks.body.keys.map((k: any) => k.kid).sort(), [oldKid, rotated.active.kid].sort());
+    assert.deepEqual(jwks.body.keys.map((k: any) => k.kid), [rotated.next.kid, rotated.active.kid, oldKid]);
 
     const status = await cliJson(['keys', 'status'], cliEnv(server));
-    assert.deepEqual(status.signingKeys.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired'], [rotated.active.kid, 'active']]);
+    assert.deepEqual(status.signingKeys.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired'], [rotated.active.kid, 'active'], [rotated.next.kid, 'staged']]);
     assert.match((await runCli(['keys', 'rotate-signing'], cliEnv(server))).stderr, /signing key rotated/);
   });
 
@@ -57,14 +63,15 @@ describe('signing key rotation', () => {
     const refused = await server.http(before).get('/v1/orgs/default');
     assert.equal(refused.status, 401, refused.text);
     assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer /);
+    // The next key, kept as the leaked one was, is revoked too: a new one signs, and a new one is next.
     const jwks = (await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid);
-    assert.deepEqual(jwks, [rotated.active.kid]);
+    assert.deepEqual(jwks, [rotated.next.kid, rotated.active.kid]);
     const after = await server.token(server.bootstrap);
     assert.equal(kidOf(after), rotated.active.kid);
     assert.equal((await server.http(after).get('/v1/orgs/default')).status, 200);
 
     const status = await cliJson(['keys', 'status'], cliEnv(server));
-    assert.deepEqual(status.signingKeys.filter((k: any) => k.state !== 'revoked').map((k: any) => k.kid), [rotated.active.kid]);
+    assert.deepEqual(status.signingKeys.filter((k: any) => k.state !== 'revoked').map((k: any) => k.kid).sort(), [rotated.active.kid, rotated.next.kid].sort());
   });
 
   it('revokes one retired key by its kid, and refuses to revoke the key that signs or one it does not know', async () => {
@@ -89,7 +96,7 @@ describe('signing key rotation', () => {
     assert.equal(dash.code, 2);
     assert.match(dash.stderr, /--kid needs a value; one that begins with a dash goes after =, as in --kid=-XYZ/);
     await server.core.keys.reload();
-    assert.deepEqual((await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid), [rotated.active.kid]);
+    assert.deepEqual((await server.http().get('/oauth/v2/keys')).body.keys.map((k: any) => k.kid), [rotated.next.kid, rotated.active.kid]);
   });
 
   it('refuses to wrap a new key under a master key no row is under (one retired, or not given to the servers yet), changing nothing', async () => {

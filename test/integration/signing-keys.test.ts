@@ -36,6 +36,8 @@ describe('signing keys across nodes', () => {
       await server.core.db.updateTable('signing_keys').set({ retired_at: new Date().toISOString() }).where('retired_at', 'is', null).execute();
       await Promise.all([0, 1, 2, 3].map((i) => keysOf(node(i)).ensureActiveKey()));
       assert.equal((await active()).length, 1, `round ${round}`);
+      // And one next key, published ahead, however many nodes looked.
+      assert.equal((await server.core.db.selectFrom('signing_keys').select('kid').where('activated_at', 'is', null).where('revoked_at', 'is', null).execute()).length, 1, `round ${round}`);
     }
   });
 

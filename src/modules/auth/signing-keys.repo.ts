@@ -1,22 +1,36 @@
+import { sql } from 'kysely';
 import type { Executor } from '../../platform/db/database.js';
 import type { SigningKeysTable } from '../../platform/db/schema.js';
 
 export type SigningKeyRow = SigningKeysTable;
 
 export const signingKeysRepo = {
-  /** Keys that sign now or whose tokens may still be live (retired less than a token lifetime ago, not revoked). */
+  /**
+   * The keys to publish: the next one (staged), the one that signs now, and those whose tokens may
+   * still be live (retired less than a token lifetime ago), none revoked; newest first, the staged
+   * ones before the rest.
+   */
   async listUsable(db: Executor, retiredAfter: string): Promise<SigningKeyRow[]> {
     return db.selectFrom('signing_keys').selectAll()
-      .where('activated_at', 'is not', null)
       .where('revoked_at', 'is', null)
       .where((eb) => eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', retiredAfter)]))
+      .orderBy(sql`activated_at is null`, 'desc')
       .orderBy('activated_at', 'desc')
+      .orderBy('created_at', 'desc')
       .orderBy('kid', 'desc')
       .execute();
   },
 
+  /** A staged key starts signing. */
+  async activate(db: Executor, kid: string, at: string): Promise<void> {
+    await db.updateTable('signing_keys').set({ activated_at: at }).where('kid', '=', kid).where('activated_at', 'is', null).execute();
+  },
+
+  /** Every key, in the order they signed (the staged ones last), oldest first. */
   async listAll(db: Executor): Promise<SigningKeyRow[]> {
-    return db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'asc').execute();
+    return db.selectFrom('signing_keys').selectAll()
+      .orderBy(sql`activated_at is null`, 'asc').orderBy('activated_at', 'asc').orderBy('created_at', 'asc').orderBy('kid', 'asc')
+      .execute();
   },
 
   async insert(db: Executor, row: SigningKeyRow): Promise<void> {

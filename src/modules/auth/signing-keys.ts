@@ -1,6 +1,8 @@
 // Token signing keys: ES256, kept in the database (private part wrapped by the master key) so every
-// node signs with the same key and publishes the same JWKS. Rotation starts a new key and keeps the
-// old one in the JWKS until every token it signed has expired.
+// node signs with the same key and publishes the same JWKS. Beside the key that signs, the next one
+// is made ahead and published (`staged`): a rotation makes it sign at once, and every node and
+// every relying party that reads the JWKS knew it long before its first token. The old key stays in
+// the JWKS until every token it signed has expired.
 import { createPrivateKey } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Db } from '../../platform/db/database.js';
@@ -66,14 +68,15 @@ export interface SigningKeyInfo {
 export function describeSigningKey(row: SigningKeyRow, tokenTtlSeconds: number, now = nowMs()): SigningKeyInfo {
   const retention = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + jwksRetentionMs(tokenTtlSeconds)).toISOString();
   const publishedUntil = row.revoked_at !== null && (retention === null || row.revoked_at < retention) ? row.revoked_at : retention;
-  const state: SigningKeyState = row.activated_at === null ? 'staged'
-    : row.revoked_at !== null ? 'revoked'
+  const state: SigningKeyState = row.revoked_at !== null ? 'revoked'
+    : row.activated_at === null ? 'staged'
       : row.retired_at === null ? 'active'
         : Date.parse(publishedUntil!) > now ? 'retired' : 'expired';
   return { kid: row.kid, alg: row.alg, createdAt: row.created_at, activatedAt: row.activated_at, retiredAt: row.retired_at, state, publishedUntil, revokedAt: row.revoked_at };
 }
 
-export async function generateSigningKeyRow(ring: MasterKeyring, now: string): Promise<SigningKeyRow> {
+/** A new key, signing from `activatedAt` (null: staged, published ahead of signing). */
+export async function generateSigningKeyRow(ring: MasterKeyring, now: string, activatedAt: string | null = now): Promise<SigningKeyRow> {
   const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
   const publicJwk = await exportJWK(publicKey);
   const kid = await calculateJwkThumbprint(publicJwk);
@@ -86,7 +89,7 @@ export async function generateSigningKeyRow(ring: MasterKeyring, now: string): P
     private_sealed: wrapped.sealed,
     master_key_id: wrapped.masterKeyId,
     created_at: now,
-    activated_at: now,
+    activated_at: activatedAt,
     retired_at: null,
     revoked_at: null,
   };
@@ -119,11 +122,11 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     const read = ++reads;
     const retiredAfter = new Date(nowMs() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
     let rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
-    if (!rows.some((r) => r.retired_at === null)) {
+    if (!rows.some((r) => r.activated_at !== null && r.retired_at === null) || !rows.some((r) => r.activated_at === null)) {
       await ensureActiveKey();
       rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
     }
-    const active = rows.find((r) => r.retired_at === null)!;
+    const active = rows.find((r) => r.activated_at !== null && r.retired_at === null)!;
     // Most reads find the key already signing (a master-key rotation re-wraps it, the key stays the same).
     const known = cached?.set.signer;
     const signer = known !== undefined && !isAppError(known) && known.kid === active.kid ? known
@@ -142,26 +145,30 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   }
 
   const activeOf = (rows: SigningKeyRow[]) => rows.filter((r) => r.activated_at !== null && r.retired_at === null);
+  const stagedOf = (rows: SigningKeyRow[]) => rows.filter((r) => r.activated_at === null && r.revoked_at === null);
 
   /**
-   * Creates the first key when there is none (first start, or every key retired), under a lock:
-   * nodes starting together on an empty database each made one before. Where that left more than
-   * one key signing, the newest (the one servers sign with) stays and the others are retired:
-   * their tokens stay valid until they expire.
+   * Creates the key that signs when there is none (first start, or every key retired), and the next
+   * one, published ahead, when there is none (first start, a database of a Slipway that made none),
+   * under a lock: nodes starting together on an empty database each made one before. Where that
+   * left more than one key signing, the newest (the one servers sign with) stays and the others
+   * are retired: their tokens stay valid until they expire.
    */
   async function ensureActiveKey(): Promise<void> {
-    const seen = activeOf(await signingKeysRepo.listAll(deps.db));
-    if (seen.length === 1) return;
-    const fresh = seen.length === 0 ? await generateSigningKeyRow(deps.ring, nowIso()) : null;
+    const all = await signingKeysRepo.listAll(deps.db);
+    if (activeOf(all).length === 1 && stagedOf(all).length > 0) return;
     await deps.db.transaction().execute(async (trx) => {
       await instanceRepo.lock(trx, 'signing_keys');
-      const active = activeOf(await signingKeysRepo.listAll(trx));
+      const now = nowIso();
+      const rows = await signingKeysRepo.listAll(trx);
+      const active = activeOf(rows);
       if (active.length === 0) {
-        await signingKeysRepo.insert(trx, fresh ?? await generateSigningKeyRow(deps.ring, nowIso()));
+        await signingKeysRepo.insert(trx, await generateSigningKeyRow(deps.ring, now));
       } else if (active.length > 1) {
         const newest = active.reduce((a, b) => (b.activated_at! > a.activated_at! || (b.activated_at === a.activated_at && b.kid > a.kid) ? b : a));
-        await signingKeysRepo.retireActive(trx, newest.kid, nowIso());
+        await signingKeysRepo.retireActive(trx, newest.kid, now);
       }
+      if (stagedOf(rows).length === 0) await signingKeysRepo.insert(trx, await generateSigningKeyRow(deps.ring, now, null));
     });
     forget();
   }
@@ -198,26 +205,31 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
       listeners.push(listener);
     },
     /**
-     * Starts signing with a new key; the old one stays published until its tokens expire, or, with
-     * `revokePrevious`, every other key is revoked: gone from the JWKS, its tokens refused.
+     * Starts signing with the next key, published ahead (or a new one where there is none), and
+     * stages a new next key; the old one stays published until its tokens expire. With
+     * `revokePrevious` every other key, the next one included (it was kept as the leaked one was),
+     * is revoked: gone from the JWKS, its tokens refused; a new key signs at once.
      */
-    async rotate(opts: { revokePrevious?: boolean } = {}): Promise<{ kid: string; retired: string[]; revoked: string[] }> {
+    async rotate(opts: { revokePrevious?: boolean } = {}): Promise<{ kid: string; next: string; retired: string[]; revoked: string[] }> {
       const now = nowIso();
-      const row = await generateSigningKeyRow(deps.ring, now);
-      const { before, revoked } = await deps.db.transaction().execute(async (trx) => {
+      const fresh = await generateSigningKeyRow(deps.ring, now);
+      const next = await generateSigningKeyRow(deps.ring, now, null);
+      const { kid, before, revoked } = await deps.db.transaction().execute(async (trx) => {
         await instanceRepo.lock(trx, 'signing_keys');
         const all = await signingKeysRepo.listAll(trx);
-        const changed = {
-          before: activeOf(all).map((r) => r.kid),
-          revoked: opts.revokePrevious === true ? all.filter((r) => r.revoked_at === null).map((r) => r.kid) : [],
-        };
-        await signingKeysRepo.insert(trx, row);
-        await signingKeysRepo.retireActive(trx, row.kid, now);
-        await signingKeysRepo.revoke(trx, changed.revoked, now);
-        return changed;
+        const revoking = opts.revokePrevious === true ? all.filter((r) => r.revoked_at === null).map((r) => r.kid) : [];
+        // The oldest staged key: the one published longest.
+        const staged = revoking.length > 0 ? undefined : stagedOf(all)[0];
+        if (staged !== undefined) await signingKeysRepo.activate(trx, staged.kid, now);
+        else await signingKeysRepo.insert(trx, fresh);
+        const signing = staged?.kid ?? fresh.kid;
+        await signingKeysRepo.insert(trx, next);
+        await signingKeysRepo.retireActive(trx, signing, now);
+        await signingKeysRepo.revoke(trx, revoking, now);
+        return { kid: signing, before: activeOf(all).map((r) => r.kid), revoked: revoking };
       });
       forget();
-      return { kid: row.kid, retired: before.filter((kid) => !revoked.includes(kid)), revoked };
+      return { kid, next: next.kid, retired: before.filter((k) => !revoked.includes(k)), revoked };
     },
 
     /**

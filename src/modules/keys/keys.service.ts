@@ -190,7 +190,7 @@ export function createKeysService(deps: KeysServiceDeps) {
      * A new active signing key; the old one stays in the JWKS until every token it signed has
      * expired, or with `revokePrevious` every other key is revoked at once.
      */
-    async rotateSigning(opts: { revokePrevious?: boolean } = {}): Promise<{ active: SigningKeyInfo; retired: SigningKeyInfo[]; revoked: SigningKeyInfo[] }> {
+    async rotateSigning(opts: { revokePrevious?: boolean } = {}): Promise<{ active: SigningKeyInfo; next: SigningKeyInfo; retired: SigningKeyInfo[]; revoked: SigningKeyInfo[] }> {
       // The new key is wrapped under this command's master key. One no row is under (a key retired
       // since, or one the servers were not given yet) may be one the servers cannot open, and then
       // no server could issue a token.
@@ -204,10 +204,11 @@ export function createKeysService(deps: KeysServiceDeps) {
       const rotated = await deps.signingKeys.rotate(opts);
       const keys = await deps.signingKeys.list();
       const active = keys.find((k) => k.kid === rotated.kid)!;
+      const next = keys.find((k) => k.kid === rotated.next)!;
       const retired = keys.filter((k) => rotated.retired.includes(k.kid));
       const revoked = keys.filter((k) => rotated.revoked.includes(k.kid));
-      logger.info({ kid: active.kid, retired: rotated.retired, revoked: rotated.revoked }, 'signing key rotated');
-      return { active, retired, revoked };
+      logger.info({ kid: active.kid, next: next.kid, retired: rotated.retired, revoked: rotated.revoked }, 'signing key rotated');
+      return { active, next, retired, revoked };
     },
 
     /** Revokes a signing key that no longer signs: out of the JWKS, its tokens refused. */
