@@ -12,9 +12,11 @@ export { preconditionsOf, unchangedSince } from '../platform/etags.js';
  * body when If-None-Match names its version; a 412 when If-Match names none of its versions.
  */
 export function readAnswer<T extends { name: string; version: number; createdAt: string }>(req: FastifyRequest, reply: FastifyReply, kind: string, resource: T): T {
+  // Checked first: a 412 is a problem, and carries no ETag of the resource it refused to describe.
+  const unchanged = unchangedSince(req, { kind, ...resource });
   tagged(reply, resource);
   // No payload at all: a null would be sent as "null", with a Content-Length of 4.
-  if (unchangedSince(req, { kind, ...resource })) return reply.code(304).send(undefined as never) as never;
+  if (unchanged) return reply.code(304).send(undefined as never) as never;
   return resource;
 }
 

@@ -56,8 +56,12 @@ function enrich(route: RouteOptions): void {
       add('413', 'Request body too large');
       add('415', 'Unsupported media type: send application/json');
     }
+    // Answered before routing: a path segment longer than any name or id.
+    if (route.url.includes(':')) add('414', 'A path segment longer than any name or id');
     if (config.auth) {
-      schema.security = [{ bearerAuth: [] }];
+      // A bearer token, which the client credentials flow below gets (tools that run flows, the
+      // reference page's Authorize among them, fetch one themselves).
+      schema.security = [{ bearerAuth: [] }, { clientCredentials: [] }];
       // The role matrix, machine-readable: the least role (or `runner`, `member`, `instance-admin`) the route admits.
       schema['x-required-role'] = config.auth;
       add('401', 'Missing, invalid, expired or revoked access token');
@@ -209,6 +213,11 @@ export async function registerOpenApi(app: App, options: OpenApiOptions): Promis
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from the token endpoint.' },
           clientBasic: { type: 'http', scheme: 'basic', description: 'client_id:client_secret, each form-url-encoded (RFC 6749 §2.3.1).' },
+          clientCredentials: {
+            type: 'oauth2',
+            description: `The client credentials grant of a service user: its token is the bearer token the API takes. Ask for the scopes below, the audience scope \`${options.scope.split(' ').find((s) => s.startsWith('urn:'))}\` at least.`,
+            flows: { clientCredentials: { tokenUrl: options.tokenUrl, scopes: Object.fromEntries(options.scope.split(' ').map((s) => [s, s.startsWith('urn:') ? 'The API\'s audience: a token without it is refused' : 'Granted, and changes nothing'])) } },
+          },
         },
       },
       tags: [

@@ -487,6 +487,15 @@ describe('Idempotency-Key', () => {
     assert.equal(Number(await count()), before);
   });
 
+  it('takes a POST with no body and the same POST with {} as one request', async () => {
+    const created = await server.owner.http.post('/v1/orgs/default/webhooks', { url: 'https://hooks.example.com/idem' });
+    assert.equal(created.status, 201, created.text);
+    const key = randomUUID();
+    const first = await server.owner.http.post(`/v1/orgs/default/webhooks/${created.body.id}/rotate-secret`, undefined, withKey(key));
+    assert.equal(first.status, 200, first.text);
+    assertReplayOf(await server.owner.http.post(`/v1/orgs/default/webhooks/${created.body.id}/rotate-secret`, {}, withKey(key)), first);
+  });
+
   it('refuses a key that is not 1-255 printable ASCII characters (400)', async () => {
     for (const key of ['k'.repeat(256), 'caf\u00e9']) {
       const res = await createSecret(key, uniqueName('bad-key'));

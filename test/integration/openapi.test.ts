@@ -145,6 +145,41 @@ describe('OpenAPI document and reference page', () => {
     assert.equal(doc.paths['/.well-known/oauth-authorization-server'].get.operationId, 'oauth.metadata');
   });
 
+  it('types the OAuth answers as they are (metadata, keys, introspection), so that a generated client can read them', async () => {
+    const schemaOf = (path: string, method: string) => doc.paths[path][method].responses['200'].content['application/json'].schema;
+    const documented = (schema: any, answer: Record<string, unknown>, what: string) => {
+      assert.equal(schema.additionalProperties, false, what);
+      for (const key of Object.keys(answer)) assert.ok(key in schema.properties, `${what}: ${key} is not documented`);
+      for (const key of schema.required ?? []) assert.ok(key in answer, `${what}: ${key} is documented as required and missing`);
+    };
+    const metadata = await server.http().get('/.well-known/oauth-authorization-server');
+    documented(schemaOf('/.well-known/oauth-authorization-server', 'get'), metadata.body, 'metadata');
+    assert.equal(schemaOf('/.well-known/oauth-authorization-server', 'get').properties.token_endpoint.type, 'string');
+    const keys = await server.http().get('/oauth/v2/keys');
+    for (const key of keys.body.keys) documented(schemaOf('/oauth/v2/keys', 'get').properties.keys.items, key, 'jwk');
+    const basic = `Basic ${Buffer.from(`${server.bootstrap.clientId}:${server.bootstrap.clientSecret}`).toString('base64')}`;
+    for (const token of [server.owner.token, 'not-a-token']) {
+      const res = await fetch(`${server.url}/oauth/v2/introspect`, { method: 'POST', headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token }) });
+      documented(schemaOf('/oauth/v2/introspect', 'post'), await res.json() as Record<string, unknown>, 'introspection');
+    }
+  });
+
+  it('declares 414 where a path takes a parameter, and bodies that may be left out as not required', async () => {
+    assert.ok(doc.paths['/v1/orgs/{orgId}/secrets/{name}'].get.responses['414']);
+    const long = await server.owner.http.get(`/v1/orgs/default/secrets/${'a'.repeat(1100)}`);
+    assert.equal(long.status, 414);
+    for (const path of ['/v1/orgs/{orgId}/secrets/{name}/reveal', '/v1/orgs/{orgId}/secrets/{name}/restore']) {
+      assert.equal(doc.paths[path].post.requestBody.required, false, path);
+    }
+    // Headers of a success only on the success: a refused read has no ETag, a refused creation of a
+    // credential no Cache-Control it does not declare.
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'documented', values: { K: 'v' } }] })).status, 201);
+    const stale = await server.owner.http.get('/v1/orgs/default/secrets/documented', { headers: { 'if-match': '"99"' } });
+    assert.deepEqual([stale.status, stale.headers.get('etag')], [412, null]);
+    const taken = await server.owner.http.post('/v1/orgs/default/service-users', { name: 'bootstrap-owner', role: 'viewer' });
+    assert.deepEqual([taken.status, taken.headers.get('cache-control')], [409, null]);
+  });
+
   it('serves an API reference page at /docs whose assets load', async () => {
     const page = await fetch(`${server.url}/docs`);
     assert.equal(page.status, 200);

@@ -173,6 +173,7 @@ describe('organizations', () => {
     for (let i = 0; i < 10; i++) assert.equal((await hoarderOwner.http.patch(`/v1/orgs/${hoarder.id}`, { slug: `${hoarder.slug}-${i}` })).status, 200);
     const eleventh = assertProblem(await hoarderOwner.http.patch(`/v1/orgs/${hoarder.id}`, { slug: `${hoarder.slug}-x` }), 400, 'limit_exceeded');
     assert.match(String(eleventh.detail), /keeps 10 slugs it gave up reserved to itself .*Take one of those back/);
+    assert.deepEqual((eleventh.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/slug']);
     // Taking one back frees its place.
     assert.equal((await hoarderOwner.http.patch(`/v1/orgs/${hoarder.id}`, { slug: hoarder.slug })).status, 200);
 

@@ -286,6 +286,7 @@ describe('runner protocol', () => {
 
     const tooLong = await runner.logs(d.id, { leaseToken: token, lines: [{ line: 'x'.repeat(LOG_LINE_MAX_CHARS + 1) }] });
     assert.equal(tooLong.status, 400);
+    assert.deepEqual([tooLong.body.code, tooLong.body.errors[0].pointer], ['invalid_request', '/lines/0/line']);
     const stale = await runner.logs(d.id, { leaseToken: `${token}x`, lines: [{ line: 'intruder' }] });
     assert.equal(stale.status, 409);
     assert.equal(stale.body.code, 'lease_lost');
@@ -458,7 +459,9 @@ describe('runner leases', () => {
     assert.equal((await lost.complete(d.id, first.lease.token)).status, 409);
 
     const logs = await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs`);
-    assert.deepEqual(logs.body.lines.map((l: any) => [l.attempt, l.line]), [[1, 'attempt one'], [2, 'attempt two']]);
+    // Attempt 1's lines end with why it ended, written when its lease expired.
+    assert.deepEqual(logs.body.lines.map((l: any) => [l.attempt, l.stream, l.line]),
+      [[1, 'stdout', 'attempt one'], [1, 'runner', 'slipway: The lease of attempt 1 expired without a heartbeat; re-queued.'], [2, 'stdout', 'attempt two']]);
     const moves = (await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').map((e) => `${e.data.from}→${e.data.to}@${e.data.attempt}`);
     assert.deepEqual(moves, ['queued→in_progress@1', 'in_progress→queued@2', 'queued→in_progress@2', 'in_progress→succeeded@2']);
   });

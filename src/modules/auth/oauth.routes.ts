@@ -1,6 +1,6 @@
 // The authorization server's endpoints, under the path of SLIPWAY_AUTH_URL: token, discovery,
 // JWKS, introspection and revocation. Form-encoded in, RFC 6749 errors out.
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../../http/app-types.js';
 import { unreadableAsSent } from '../../http/json-body.js';
@@ -126,9 +126,51 @@ const FormSchema = (fields: Record<string, FormField>) => {
 /** HTTP Basic, or no HTTP authentication and the credentials in the body (client_secret_post). */
 const CLIENT_AUTH: Array<Record<string, string[]>> = [{ clientBasic: [] }, {}];
 
+/** A public signing key as the JWKS publishes it: P-256, for ES256. */
+const PublicJwk = Type.Object({
+  kty: Type.Literal('EC'), crv: Type.Literal('P-256'), x: Type.String(), y: Type.String(),
+  kid: Type.String({ description: 'The key\'s RFC 7638 thumbprint; a token names it in its header.' }), alg: Type.Literal(SIGNING_ALG), use: Type.Literal('sig'),
+}, { additionalProperties: false });
+
+const Names = Type.Array(Type.String());
+/** RFC 8414 metadata, the fields this server gives: what `discoveryDocument` returns. */
+const Metadata = Type.Object({
+  issuer: Type.String(),
+  token_endpoint: Type.String(),
+  jwks_uri: Type.String(),
+  introspection_endpoint: Type.String(),
+  revocation_endpoint: Type.String(),
+  grant_types_supported: Names,
+  response_types_supported: Names,
+  subject_types_supported: Names,
+  token_endpoint_auth_methods_supported: Names,
+  introspection_endpoint_auth_methods_supported: Names,
+  revocation_endpoint_auth_methods_supported: Names,
+  scopes_supported: Names,
+  claims_supported: Names,
+  access_token_signing_alg_values_supported: Names,
+  service_documentation: Type.String(),
+}, { additionalProperties: false });
+
+/** RFC 7662's answer: `active` alone for a token that is not (or not the caller's to know of), else its claims. */
+const introspection = (orgClaimName: string) => Type.Object({
+  active: Type.Boolean(),
+  scope: Type.Optional(Type.String()),
+  client_id: Type.Optional(Type.String()),
+  sub: Type.Optional(Type.String()),
+  token_type: Type.Optional(Type.Literal('Bearer')),
+  exp: Type.Optional(Type.Integer()),
+  iat: Type.Optional(Type.Integer()),
+  nbf: Type.Optional(Type.Integer()),
+  iss: Type.Optional(Type.String()),
+  aud: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+  jti: Type.Optional(Type.String()),
+  [orgClaimName]: Type.Optional(Type.String({ description: 'The organization the token acts in.' })),
+}, { additionalProperties: false });
+
 /** How long caches may keep the key set and the metadata. */
-const jwksAnswer = publicFor(60, Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) }));
-const metadataAnswer = publicFor(300, Type.Record(Type.String(), Type.Unknown()));
+const jwksAnswer = publicFor(60, Type.Object({ keys: Type.Array(PublicJwk) }));
+const metadataAnswer = publicFor(300, Metadata);
 
 export interface OAuthRoutesDeps {
   tokens: TokenService;
@@ -257,7 +299,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       security: CLIENT_AUTH,
       consumes: [FORM],
       body: FormSchema({ token: { description: 'The access token', required: true }, token_type_hint: { description: 'Optional: access_token' } }),
-      response: { 200: Type.Object({ active: Type.Boolean() }, { additionalProperties: true }), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 413: OAuthTooLarge, 429: OAuthRateLimited },
+      response: { 200: introspection(orgClaim(deps.idpName)), 400: OAuthErrorSchema, 401: OAuthErrorSchema, 413: OAuthTooLarge, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
     const { caller, token } = await tokenRequest(req, reply);
@@ -304,7 +346,8 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
   }, async (_req, reply) => {
     const set = await deps.keys.current();
     reply.header('cache-control', jwksAnswer.header);
-    return { keys: set.publicJwks };
+    // As stored when each key was made (generateSigningKeyRow): P-256 keys for ES256.
+    return { keys: set.publicJwks as Array<Static<typeof PublicJwk>> };
   });
 
   // OpenID Connect Discovery appends its segment to the issuer; RFC 8414 §3.1 puts its own between
@@ -328,7 +371,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
  * Connect Discovery requires for those, `authorization_endpoint` and
  * `id_token_signing_alg_values_supported`, are left out rather than made up.
  */
-export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpName' | 'projectId' | 'baseUrl'>): Record<string, unknown> {
+export function discoveryDocument(deps: Pick<OAuthRoutesDeps, 'issuer' | 'idpName' | 'projectId' | 'baseUrl'>): Static<typeof Metadata> {
   const authMethods = ['client_secret_basic', 'client_secret_post'];
   return {
     issuer: deps.issuer,

@@ -40,8 +40,9 @@ export function tokenRoutes(app: App, deps: TokenRoutesDeps): void {
       response: { 200: noStore(Caller) },
     },
   }, async (req, reply) => {
+    const caller = await deps.tokens.describe(req.principal!);
     reply.header('cache-control', 'no-store');
-    return deps.tokens.describe(req.principal!);
+    return caller;
   });
 
   app.delete('/v1/token', {

@@ -71,7 +71,9 @@ export function requestFingerprint(key: Buffer, request: Pick<IdempotentRequest,
   // Only when there are any, so that a request without them keeps the fingerprint it always had.
   const { ifMatch, ifNoneMatch } = request.preconditions ?? {};
   if (ifMatch !== undefined || ifNoneMatch !== undefined) hmac.update(`preconditions ${JSON.stringify([ifMatch ?? null, ifNoneMatch ?? null])}\n`);
-  return hmac.update(canonicalJson(request.body)).digest('hex');
+  // No body is the empty object: where a route takes a body at all, every field of one it may go
+  // without is optional (a bare POST …/rotate-secret, then the same with `{}`, is one request).
+  return hmac.update(canonicalJson(request.body ?? {})).digest('hex');
 }
 
 // The sealed body is bound to its row: moved to another caller's key, it does not open.

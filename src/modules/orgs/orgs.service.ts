@@ -162,7 +162,7 @@ export function createOrgsService(deps: {
             const held = await orgsRepo.retiredSlugsOf(trx, row.id);
             if (held.length >= MAX_RETIRED_SLUGS) {
               throw errors.limitExceeded(`The organization keeps ${held.length} slugs it gave up reserved to itself (${held.join(', ')}), the most it may (${MAX_RETIRED_SLUGS}): changing its slug again would reserve another. Take one of those back as its slug instead.`,
-                { name: 'retired slugs per organization', value: MAX_RETIRED_SLUGS });
+                { name: 'retired slugs per organization', value: MAX_RETIRED_SLUGS }, [{ pointer: '/slug', message: `would reserve one more slug given up; take back one of ${held.join(', ')}` }]);
             }
             await orgsRepo.retireSlug(trx, row.slug, row.id, now);
           }

@@ -169,7 +169,7 @@ export const AppendLogsRequest = Type.Object({
   leaseToken: LeaseToken,
   lines: Type.Array(Type.Object({
     stream: Type.Optional({ ...LogStream, default: 'stdout' }),
-    line: Type.String({ maxLength: LOG_LINE_MAX_CHARS, 'x-limit': 'LOG_LINE_MAX_CHARS', description: 'One line, without its newline.' }),
+    line: Type.String({ maxLength: LOG_LINE_MAX_CHARS, description: `One line, without its newline: up to ${LOG_LINE_MAX_CHARS.toLocaleString('en')} characters.` }),
     at: Type.Optional({ ...Timestamp, description: 'When the line was written (default: when it arrived).' }),
   }, { additionalProperties: false }), { minItems: 1, maxItems: LOG_LINES_PER_CALL, description: 'Stored in this order, after every line already stored.' }),
 }, { additionalProperties: false });

@@ -149,8 +149,9 @@ export function runnerRoutes(app: App, deps: { runner: RunnerService; runners: P
       response: { 200: noStore(AdoptResponse) },
     },
   }, async (req, reply) => {
+    const adopted = await runner.adopt(caller(req), req.org!.id, req.body, () => sighted(req, req.body));
     reply.header('cache-control', 'no-store');
-    return runner.adopt(caller(req), req.org!.id, req.body, () => sighted(req, req.body));
+    return adopted;
   });
 
   app.post(RUNNER_ROUTES.release, {

@@ -2,7 +2,7 @@
 // restore (undelete, or bring back an earlier version's values as a new version).
 import type { App } from '../../http/app-types.js';
 import { problems } from '../../http/openapi.js';
-import { noStore, PageQuery } from '../../http/schemas.js';
+import { noStore, optionalBody, PageQuery } from '../../http/schemas.js';
 import { keptByReference } from '../idempotency/idempotency.schemas.js';
 import { IfMatchHeaders, preconditionsOf, tagged, withEtag } from './secret-http.js';
 import { RevealedSecret, SecretParams, SecretRestore, SecretVersion, SecretVersionPage, SecretVersionParams, VersionBody } from './secrets.schemas.js';
@@ -68,11 +68,11 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
           'if-none-match': { type: 'string', description: 'Reveal only if the secret is not at any of these versions (weak comparison); otherwise 412.' },
         },
       },
-      body: VersionBody,
+      body: optionalBody(VersionBody),
       response: { 200: noStore(RevealedSecret), ...problems(412) },
     },
   }, async (req, reply) => {
-    const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body.version, preconditionsOf(req));
+    const answer = await secrets.reveal(req.ctx, req.org!.id, req.params.name, req.body?.version, preconditionsOf(req));
     revealed.note(req, { secretId: answer.secretId, version: answer.revealed.version });
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
     return answer.revealed;
@@ -87,14 +87,14 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
       description: 'Without `version`: brings back a deleted secret exactly as it was (`"result": "restored"`), within SLIPWAY_SECRET_RETENTION_DAYS of its deletion; 409 `secret_not_deleted` if it is not deleted. With `version`: makes a new version holding that version\'s values (`"result": "updated"`), or none if they are the current values (`"result": "unchanged"`); honours If-Match.',
       params: SecretParams,
       headers: IfMatchHeaders,
-      body: VersionBody,
+      body: optionalBody(VersionBody),
       response: { 200: withEtag(SecretRestore), ...problems(409, 412) },
     },
   }, async (req, reply) => {
     const { name } = req.params;
-    const result = req.body.version === undefined
+    const result = req.body?.version === undefined
       ? await secrets.undelete(req.ctx, req.org!.id, name, preconditionsOf(req))
-      : await secrets.restoreVersion(req.ctx, req.org!.id, name, req.body.version, preconditionsOf(req));
+      : await secrets.restoreVersion(req.ctx, req.org!.id, name, req.body?.version, preconditionsOf(req));
     return tagged(reply, result);
   });
 }

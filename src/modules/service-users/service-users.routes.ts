@@ -47,9 +47,10 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
       response: { 201: noStore(withLocation(CreatedServiceUser)), ...problems(409) },
     },
   }, async (req, reply) => {
-    reply.header('cache-control', 'no-store');
     const user = await serviceUsers.create(req.ctx, req.org!.id, req.body);
     handedOut.note(req, { body: user, user: user.id });
+    // On the answer that carries the secret only: a refusal carries none.
+    reply.header('cache-control', 'no-store');
     return created(reply, `/v1/orgs/${req.org!.id}/service-users/${user.id}`, user);
   });
 
@@ -88,8 +89,8 @@ export function serviceUsersRoutes(app: App, deps: { serviceUsers: ServiceUsersS
       response: { 201: noStore(NewClientSecret), ...problems(409) },
     },
   }, async (req, reply) => {
-    reply.code(201).header('cache-control', 'no-store');
     const { serviceUserId, ...secret } = await serviceUsers.addSecret(req.ctx, req.org!.id, req.params.id);
+    reply.code(201).header('cache-control', 'no-store');
     // By id: a service user renamed since is still the one whose secret this is.
     handedOut.note(req, { body: secret, user: serviceUserId });
     return secret;

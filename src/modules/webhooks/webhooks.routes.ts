@@ -36,8 +36,8 @@ export function webhooksRoutes(app: App, deps: { webhooks: WebhooksService }): v
       response: { 201: noStore(withLocation(CreatedWebhookSchema)) },
     },
   }, async (req, reply) => {
-    reply.header('cache-control', 'no-store');
     const webhook = await webhooks.create(req.ctx, req.org!.id, req.body);
+    reply.header('cache-control', 'no-store');
     return created(reply, `/v1/orgs/${req.org!.id}/webhooks/${webhook.id}`, webhook);
   });
 
@@ -77,8 +77,9 @@ export function webhooksRoutes(app: App, deps: { webhooks: WebhooksService }): v
       response: { 200: noStore(RotatedSecretSchema) },
     },
   }, async (req, reply) => {
+    const rotated = await webhooks.rotateSecret(req.ctx, req.org!.id, req.params.id);
     reply.header('cache-control', 'no-store');
-    return webhooks.rotateSecret(req.ctx, req.org!.id, req.params.id);
+    return rotated;
   });
 
   app.post('/v1/orgs/:orgId/webhooks/:id/test', {
