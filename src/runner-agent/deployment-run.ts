@@ -354,7 +354,7 @@ function keepLeaseAlive(client: ProtocolClient, id: string, lease: LeaseT, work:
     while (!signal.aborted) {
       try {
         await sleep(every, undefined, { signal });
-        every = (await client.heartbeat(id, lease.token, signal)).lease.heartbeatSeconds * 1000;
+        every = (await client.heartbeat(id, lease.token, signal, every)).lease.heartbeatSeconds * 1000;
       } catch (error) {
         if (!signal.aborted) work.abort(error);
         return;

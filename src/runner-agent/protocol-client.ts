@@ -130,8 +130,13 @@ export function createProtocolClient(options: ProtocolClientOptions) {
       }
     },
 
-    async heartbeat(id: string, leaseToken: string, signal: AbortSignal): Promise<HeartbeatResponseT> {
-      return expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal));
+    /**
+     * Each try waits `timeoutMs` at most (the heartbeat's interval): a node that took the
+     * connection and went silent (stopped, paused, cut off) must not hold the renewal past the
+     * lease, which a try on another node would have kept.
+     */
+    async heartbeat(id: string, leaseToken: string, signal: AbortSignal, timeoutMs = CALL_TIMEOUT_MS): Promise<HeartbeatResponseT> {
+      return expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal, { timeoutMs: Math.min(timeoutMs, CALL_TIMEOUT_MS) }));
     },
 
     /** Lines are stored once even when a retry follows an answer that got lost: the key makes the retry a replay. */

@@ -7,7 +7,7 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import { sql } from 'kysely';
 import pg from 'pg';
 import { isDatabaseUnreachable } from '../../src/platform/db/database.js';
-import { eventually } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventually, newRunner } from '../support/deployments.js';
 import { clientCredentialsGrant, startServer, tempDir, TEST_DB, testDatabase, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import { createTcpProxy } from '../support/tcp-proxy.js';
@@ -118,6 +118,43 @@ describe('a database that takes no writes', () => {
       return res.status === 201 ? true : undefined;
     });
     assert.deepEqual(server.undeclared, []);
+  });
+});
+
+describe('leases across a database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file: a busy one is covered by the CLI tests)' }, () => {
+  it('expires no lease for one lease after the database comes back: the runners\' retried heartbeats land first', async () => {
+    const database = await testDatabase();
+    const proxy = createTcpProxy();
+    const url = new URL(database.url!);
+    url.port = String(await proxy.open(url.hostname, Number(url.port)));
+    const server = await startServer({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '3' }, reuse: { dataDir: tempDir(), database: { url: url.href, drop: database.drop } } });
+    try {
+      const orgId = server.bootstrap.orgId;
+      const env = await createEnvironment(server.owner.http, orgId);
+      const svc = await createService(server.owner.http, orgId);
+      const d = await deploy(server.owner.http, orgId, { service: svc.id, environment: env.id });
+      const runner = await newRunner(server, orgId);
+      const claimed = await runner.take({ waitSeconds: 0, environments: [env.name] });
+      assert.equal(claimed.deployment.id, d.id);
+      // Past the grace after the start, the lease kept alive; then out of reach for longer than the lease.
+      for (let i = 0; i < 4; i++) {
+        await sleep(1_000);
+        assert.equal((await runner.heartbeat(d.id, claimed.lease.token)).status, 200);
+      }
+      await proxy.cut();
+      await sleep(4_500);
+      await proxy.open();
+      // The sweep runs every second: it has had its turns when the runner's retried heartbeat lands.
+      await sleep(1_500);
+      const beat = await runner.heartbeat(d.id, claimed.lease.token);
+      assert.equal(beat.status, 200, beat.text);
+      const now = await server.owner.http.get(`/v1/orgs/${orgId}/deployments/${d.id}`);
+      assert.deepEqual([now.body.state, now.body.attempt], ['in_progress', 1]);
+    } finally {
+      await proxy.open();
+      await server.close();
+      await proxy.cut();
+    }
   });
 });
 

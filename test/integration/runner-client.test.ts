@@ -472,6 +472,38 @@ describe('runner token source and protocol client', () => {
     }
   });
 
+  it('gives up a heartbeat on a node that took it and went silent within the heartbeat interval, and renews through another try', async () => {
+    // Behind a balancer, one node stopped (SIGSTOP, a long pause): it holds the connection and never answers.
+    let heartbeats = 0;
+    const fake = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/oauth/v2/token') {
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: 'a.b.c', token_type: 'Bearer', expires_in: 3600 }));
+          return;
+        }
+        if (++heartbeats === 1) return;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ lease: { token: 't', expiresAt: new Date(Date.now() + 30_000).toISOString(), heartbeatSeconds: 10, attempt: 1 } }));
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = fake.address() as AddressInfo;
+      const client = createProtocolClient({
+        baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
+        tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
+      });
+      const started = Date.now();
+      const beat = await client.heartbeat('dep_x', 't', AbortSignal.timeout(20_000), 1_000);
+      assert.equal(beat.lease.heartbeatSeconds, 10);
+      assert.equal(heartbeats, 2);
+      assert.ok(Date.now() - started < 10_000, `renewed after ${Date.now() - started} ms, not after the 30 s a call may take`);
+    } finally {
+      fake.closeAllConnections();
+      await new Promise((resolve) => fake.close(resolve));
+    }
+  });
+
   it('names the token endpoint, not the API, when the token endpoint is what cannot be reached', async () => {
     const tokenUrl = `http://127.0.0.1:${await freePort()}/oauth/v2/token`;
     const stop = new AbortController();

@@ -2,8 +2,9 @@
 // token, log appends and completion. Every write checks the lease token in the same statement
 // that makes it, so a runner that lost its lease changes nothing.
 import { randomBytes, randomInt } from 'node:crypto';
+import { sql } from 'kysely';
 import type { RequestContext } from '../../platform/context.js';
-import { isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
+import { isDatabaseUnreachable, isUniqueViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors, isAppError, MAX_FIELD_ERRORS, type AppError } from '../../platform/errors.js';
 import type { DeploymentSignals } from '../deployments/deployment-signals.js';
 import { compareAndSet, transitionConflict, type DeploymentState } from '../deployments/deployment-state.js';
@@ -84,7 +85,8 @@ export function createRunnerService(deps: RunnerDeps) {
   // Reports and heartbeats made to a server that was down did not arrive. Until a whole host timeout
   // has passed since this one began to serve, only what a runner let go of is an orphan, not what
   // went unreported; until a whole lease has, no lease expires (see expire). Counted from when it
-  // listens (`listening`): a start that takes long (migrating, a loaded machine) heard nothing either.
+  // listens (`listening`): a start that takes long (migrating, a loaded machine) heard nothing either;
+  // and from when the database last could not be reached, which no heartbeat or report reached either.
   let startedAt = nowMs();
 
   function leaseOf(row: DeploymentRow): LeaseT {
@@ -99,11 +101,21 @@ export function createRunnerService(deps: RunnerDeps) {
    * A lease that ran out while the server was down (restarting, upgraded) is no sign that its
    * runner is gone: the runner retries its heartbeat until the server answers, and that retry must
    * land before the lease is taken from it, or a restart costs every deployment in progress an
-   * attempt. The nodes that stayed up meanwhile expire leases as ever.
+   * attempt. The nodes that stayed up meanwhile expire leases as ever. A database out of reach is
+   * the same to every node (no heartbeat could be recorded anywhere): the lease after it comes
+   * back is the runners' to land theirs. The periodic sweep notices: it reaches the database every
+   * few seconds, with one trivial statement while it may expire nothing.
    */
   async function expire(orgId: string | null): Promise<void> {
-    if (nowMs() - startedAt < leaseMs) return;
-    for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
+    const held = nowMs() - startedAt < leaseMs;
+    if (held && orgId !== null) return;
+    try {
+      if (held) await sql`select 1`.execute(db);
+      else for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
+    } catch (error) {
+      if (isDatabaseUnreachable(error)) startedAt = nowMs();
+      throw error;
+    }
   }
 
   /**
