@@ -438,29 +438,40 @@ describe('runner token source and protocol client', () => {
     });
   }
 
+  /** A server of its own that hands out tokens, and answers the API's calls with `api`; a client of it. */
+  async function fakeApi(api: (req: http.IncomingMessage, res: http.ServerResponse) => void) {
+    const fake = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url !== '/oauth/v2/token') return api(req, res);
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: 'a.b.c', token_type: 'Bearer', expires_in: 3600 }));
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const { port } = fake.address() as AddressInfo;
+    const client = createProtocolClient({
+      baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
+      tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
+    });
+    return {
+      client,
+      close: async () => {
+        fake.closeAllConnections();
+        await new Promise((resolve) => fake.close(resolve));
+      },
+    };
+  }
+
   it('gives up the key of a claim whose first try the server still holds, and claims again under a new one', async () => {
     // A server whose node died with the first try's long poll: it answers that try's retries 409
     // in progress (with Retry-After) until its lock timeout frees the key.
     const keys: string[] = [];
-    const fake = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.url === '/oauth/v2/token') {
-          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: 'a.b.c', token_type: 'Bearer', expires_in: 3600 }));
-          return;
-        }
-        keys.push(String(req.headers['idempotency-key']));
-        res.writeHead(409, { 'content-type': 'application/problem+json', 'retry-after': '1' })
-          .end(JSON.stringify({ status: 409, code: 'idempotency_request_in_progress', detail: 'A request with this Idempotency-Key is still being processed.' }));
-      });
+    const { client, close } = await fakeApi((req, res) => {
+      keys.push(String(req.headers['idempotency-key']));
+      res.writeHead(409, { 'content-type': 'application/problem+json', 'retry-after': '1' })
+        .end(JSON.stringify({ status: 409, code: 'idempotency_request_in_progress', detail: 'A request with this Idempotency-Key is still being processed.' }));
     });
-    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
     try {
-      const { port } = fake.address() as AddressInfo;
-      const client = createProtocolClient({
-        baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
-        tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
-      });
       const started = Date.now();
       assert.equal(await client.claim({ waitSeconds: 0 }, AbortSignal.timeout(5000)), null);
       assert.equal(await client.claim({ waitSeconds: 0 }, AbortSignal.timeout(5000)), null);
@@ -468,39 +479,25 @@ describe('runner token source and protocol client', () => {
       assert.equal(keys.length, 2);
       assert.notEqual(keys[0], keys[1]);
     } finally {
-      await new Promise((resolve) => fake.close(resolve));
+      await close();
     }
   });
 
   it('gives up a heartbeat on a node that took it and went silent within the heartbeat interval, and renews through another try', async () => {
     // Behind a balancer, one node stopped (SIGSTOP, a long pause): it holds the connection and never answers.
     let heartbeats = 0;
-    const fake = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.url === '/oauth/v2/token') {
-          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: 'a.b.c', token_type: 'Bearer', expires_in: 3600 }));
-          return;
-        }
-        if (++heartbeats === 1) return;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ lease: { token: 't', expiresAt: new Date(Date.now() + 30_000).toISOString(), heartbeatSeconds: 10, attempt: 1 } }));
-      });
+    const { client, close } = await fakeApi((_req, res) => {
+      if (++heartbeats === 1) return;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ lease: { token: 't', expiresAt: new Date(Date.now() + 30_000).toISOString(), heartbeatSeconds: 10, attempt: 1 } }));
     });
-    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
     try {
-      const { port } = fake.address() as AddressInfo;
-      const client = createProtocolClient({
-        baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
-        tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
-      });
       const started = Date.now();
       const beat = await client.heartbeat('dep_x', 't', AbortSignal.timeout(20_000), 1_000);
       assert.equal(beat.lease.heartbeatSeconds, 10);
       assert.equal(heartbeats, 2);
       assert.ok(Date.now() - started < 10_000, `renewed after ${Date.now() - started} ms, not after the 30 s a call may take`);
     } finally {
-      fake.closeAllConnections();
-      await new Promise((resolve) => fake.close(resolve));
+      await close();
     }
   });
 
