@@ -252,7 +252,7 @@ export interface SlipwayOptions extends CoreOptions {
   onUndeclaredStatus?: (route: string, status: number) => void;
   /**
    * Serve GET /metrics on SLIPWAY_METRICS_ADDRESS (when set). The workers of `serve --workers N`
-   * do not: the primary serves theirs, summed.
+   * do not: the primary serves theirs, each labelled with its worker.
    */
   metricsListener?: boolean;
   /** Create the default organization on an empty database (true for `serve`). */

@@ -22,7 +22,7 @@ const CLOSED_LINGER_MS = 1_000;
 const WORKERS_MARGIN_MS = 5_000;
 
 async function runServer(config: Config, primary: boolean, signals: StopSignals, logger: Logger): Promise<void> {
-  // A worker's metrics are served by the primary, summed with the other workers'.
+  // A worker's metrics are served by the primary, beside the other workers', each labelled with its worker.
   const slipway = await createSlipway(config, { logger, bootstrap: primary, migrate: primary, metricsListener: !cluster.isWorker });
   const log = slipway.core.logger;
   if (signals.received !== null) {
@@ -154,7 +154,7 @@ export async function serve(config: Config, signals: StopSignals, unknownVariabl
     let stopping = false;
     let startFailed = false;
     const listened = new Set<number>();
-    // The workers' metrics, summed, on the primary's own listener.
+    // The workers' metrics, each labelled with its worker, on the primary's own listener.
     let metrics: MetricsListener | null = null;
     if (config.metricsAddress !== null) {
       try {
