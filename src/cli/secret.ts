@@ -226,7 +226,12 @@ export async function secretCommand(argv: string[], env: Env): Promise<number> {
       if (inUse !== null) return failed(json, 'keys_in_use', inUse.message, undefined, { removed: inUse.removed, usedBy: inUse.usedBy });
       const dryRun = flags['dry-run'] === true;
       const retries = call.retries;
-      const answer = await call<{ secrets: Change[] }>('PUT', `${secrets}${dryRun ? '?dryRun=true' : ''}`, { secrets: [{ name, values: imported }] });
+      let answer: { secrets: Change[] };
+      try {
+        answer = await call<{ secrets: Change[] }>('PUT', `${secrets}${dryRun ? '?dryRun=true' : ''}`, { secrets: [{ name, values: imported }] });
+      } catch (error) {
+        throw inTermsOfTheFile(error, String(flags['from-file']) === '-' ? 'standard input' : `--from-file ${String(flags['from-file'])}`, imported!);
+      }
       return said(changeSinceRead(before, answer.secrets[0]!, call.retries > retries), dryRun);
     }
     case 'set': {
@@ -300,6 +305,25 @@ async function inUseRefusal(call: PatientCall, one: string, current: Metadata | 
     message: `${doing(removed === 'all' ? current.keys : removed)}, and ${who}: their next deployment would fail. Nothing was sent: ${advice !== '' ? `${advice}, ` : ''}change what takes ${removed === 'all' ? 'it' : 'them'} first, or give --force`,
     removed: removed === 'all' ? current.keys : removed, usedBy: takers,
   };
+}
+
+/**
+ * The server's refusal of an import over a limit, said of the file rather than of the request the
+ * command made of it (`/secrets/0/values`): how many keys it holds, or which key's value is long.
+ */
+function inTermsOfTheFile(error: unknown, where: string, values: Record<string, string>): unknown {
+  if (!(error instanceof AppError) || error.code !== 'limit_exceeded') return error;
+  const limit = (error.extras as { limit?: { name?: string; value?: number } }).limit;
+  const fields = (error.extras as { errors?: Array<{ pointer?: string }> }).errors ?? [];
+  let detail: string | null = null;
+  if (limit?.name === 'SLIPWAY_MAX_KEYS_PER_SECRET') {
+    detail = `${where} holds ${Object.keys(values).length} keys; the server takes at most ${limit.value} in a secret (SLIPWAY_MAX_KEYS_PER_SECRET). Nothing was changed.`;
+  } else if (limit?.name === 'SLIPWAY_MAX_VALUE_CHARS') {
+    const keys = fields.flatMap((f) => /^\/secrets\/0\/values\/(.+)$/.exec(f.pointer ?? '')?.[1] ?? []).map((k) => k.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const said = keys.map((k) => `${k} (${[...(values[k] ?? '')].length} characters)`).join(', ');
+    detail = `${where}: the value of ${said || 'a key'} is longer than the server takes (${limit.value} characters, SLIPWAY_MAX_VALUE_CHARS). Nothing was changed.`;
+  }
+  return detail === null ? error : new AppError(error.status, error.code, error.title, detail, error.extras, error.headers);
 }
 
 /** The secret as it is now; null when there is none (or it is deleted). */

@@ -237,6 +237,19 @@ describe('slipway secret', () => {
     assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/secrets/api`)).body.version, before, 'nothing changed');
   });
 
+  it('says a refusal over a limit of the file imported: how many keys it holds, which value is too long', async () => {
+    const many = file('many.env', Array.from({ length: 101 }, (_, i) => `K${i}=v`).join('\n'));
+    const tooMany = await secretAs(developer, ['import', '--name', 'many', '--from-file', many]);
+    assert.equal(tooMany.code, 1);
+    assert.match(tooMany.stderr, new RegExp(`^slipway: --from-file ${many} holds 101 keys; the server takes at most 100 in a secret \\(SLIPWAY_MAX_KEYS_PER_SECRET\\)\\. Nothing was changed\\.$`, 'm'));
+    const long = await secretAs(developer, ['import', '--name', 'long', '--from-file', '-', '--json'], `SHORT=x\nLONG=${'y'.repeat(65_537)}\n`);
+    assert.equal(long.code, 1);
+    const error = JSON.parse(long.stderr).error;
+    assert.equal(error.code, 'limit_exceeded');
+    assert.match(error.message, /^standard input: the value of LONG \(65537 characters\) is longer than the server takes \(65536 characters, SLIPWAY_MAX_VALUE_CHARS\)/);
+    assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/secrets/many`)).status, 404);
+  });
+
   it('refuses a mistaken command line with exit 2 before anything is sent, quoting no value', async () => {
     const before = (await f.owner.http.get(`/v1/orgs/${f.orgId}/events?limit=200`)).body.events.length;
     const broken = file('broken.env', `GOOD=1\nnot a line\nQUOTE="${sentinel}\nGOOD=2\n`);
