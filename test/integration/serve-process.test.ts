@@ -294,6 +294,37 @@ describe('slipway serve (child process)', () => {
     assert.deepEqual(await group.exited, { code: 0, signal: null }, group.output.join('\n'));
     assert.equal(group.logs().filter((l) => l.msg === 'stopped cleanly').length, 2, group.output.join('\n'));
   });
+
+  it('expires no lease right after it was frozen longer than a lease (SIGSTOP, a paused VM): the runners\' heartbeats land first', async () => {
+    const proc = serve([], { SLIPWAY_RUNNER_LEASE_SECONDS: '2' });
+    await proc.waitForLog(listening, 'that it listens');
+    const base = `http://127.0.0.1:${port}`;
+    const api = httpClient(base, await accessToken(boot));
+    const env = await api.post('/v1/orgs/default/environments', { name: 'frozen' });
+    assert.equal(env.status, 201, env.text);
+    assert.equal((await api.post('/v1/orgs/default/services', { name: 'frozen', spec: { command: ['x'] } })).status, 201);
+    const user = await api.post('/v1/orgs/default/service-users', { name: 'frozen-runner', role: 'runner' });
+    const runner = httpClient(base, await accessToken({ ...boot, clientId: user.body.clientId, clientSecret: user.body.clientSecret }));
+    const made = await api.post('/v1/orgs/default/deployments', { service: 'frozen', environment: 'frozen' });
+    assert.equal(made.status, 201, made.text);
+    const claimed = await runner.post('/v1/orgs/default/runner/claim', { waitSeconds: 5, environments: ['frozen'] });
+    assert.equal(claimed.status, 200, claimed.text);
+    const beat = () => runner.post(`/v1/orgs/default/runner/deployments/${made.body.id}/heartbeat`, { leaseToken: claimed.body.lease.token });
+    // Past the grace after its start, the lease kept alive.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      assert.equal((await beat()).status, 200);
+    }
+    proc.child.kill('SIGSTOP');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    proc.child.kill('SIGCONT');
+    const after = await beat();
+    assert.equal(after.status, 200, after.text);
+    const now = (await api.get(`/v1/orgs/default/deployments/${made.body.id}`)).body;
+    assert.deepEqual([now.state, now.attempt], ['in_progress', 1]);
+    proc.child.kill('SIGTERM');
+    assert.deepEqual(await proc.exited, { code: 0, signal: null }, proc.output.join('\n'));
+  });
 });
 
 describe('slipway serve stopped while it starts', () => {

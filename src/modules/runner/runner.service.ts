@@ -501,7 +501,13 @@ export function createRunnerService(deps: RunnerDeps) {
     /** Sweeps every `intervalMs` (never two at once) until the returned function is called. */
     startSweeper(intervalMs: number, onError: (error: unknown) => void): () => void {
       let running = false;
+      let lastTick = performance.now();
       const timer = setInterval(() => {
+        // A process that was frozen (stopped, paused by its host, swapped out) longer than a lease
+        // heard no heartbeat meanwhile: as after a start, the runners' retries land first.
+        const now = performance.now();
+        if (now - lastTick > leaseMs) startedAt = nowMs();
+        lastTick = now;
         if (running) return;
         running = true;
         expire(null).catch(onError).finally(() => { running = false; });
