@@ -221,6 +221,32 @@ describe('events', () => {
     assert.equal(bad.status, 400);
   });
 
+  it('filters by actor and by time (what did this caller do, and when), and binds its cursors to them', async () => {
+    const su = `/v1/orgs/${orgId}/service-users`;
+    const start = new Date().toISOString();
+    const made = (await owner.http.post(su, { name: 'audited', role: 'viewer' })).body;
+    issuedSecrets.push(made.clientSecret);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const middle = new Date().toISOString();
+    await admin.http.patch(`${su}/${made.id}`, { role: 'developer' });
+    await owner.http.patch(`${su}/${made.id}`, { description: 'seen' });
+    const all = await allEvents(orgId, admin, `&subject=${made.id}`);
+    assert.deepEqual(all.map((e) => e.type), ['service_user.created', 'service_user.role_changed', 'service_user.updated']);
+
+    assert.deepEqual((await allEvents(orgId, admin, `&subject=${made.id}&actor=${owner.id}`)).map((e) => e.type), ['service_user.created', 'service_user.updated']);
+    assert.deepEqual((await allEvents(orgId, admin, `&actor=${admin.id}&since=${encodeURIComponent(start)}`)).map((e) => e.type), ['service_user.role_changed']);
+    assert.deepEqual((await allEvents(orgId, admin, `&subject=${made.id}&until=${encodeURIComponent(middle)}`)).map((e) => e.type), ['service_user.created']);
+    // Another zone is the same instant.
+    const offset = new Date(Date.parse(middle)).toISOString().replace('Z', '+00:00');
+    assert.deepEqual((await allEvents(orgId, admin, `&subject=${made.id}&since=${encodeURIComponent(offset)}`)).map((e) => e.type), ['service_user.role_changed', 'service_user.updated']);
+    // A page's cursor goes with its filters only.
+    const first = await admin.http.get(`/v1/orgs/${orgId}/events?limit=1&actor=${owner.id}&subject=${made.id}`);
+    assert.equal(first.status, 200, first.text);
+    const other = await admin.http.get(`/v1/orgs/${orgId}/events?limit=1&actor=${admin.id}&subject=${made.id}&cursor=${first.body.nextCursor}`);
+    assert.equal(other.body.code, 'invalid_cursor');
+    assert.equal((await admin.http.get(`/v1/orgs/${orgId}/events?since=yesterday`)).status, 400);
+  });
+
   it('gives a cursor to follow the log from its end: later, only what was appended since', async () => {
     const base = `/v1/orgs/${orgId}/events?type=service_user.*&limit=200`;
     const end = (await admin.http.get(base)).body;

@@ -59,7 +59,7 @@ describe('deployment state graph', () => {
         assert.equal(error.code, 'invalid_transition');
         assert.deepEqual(error.extras, { state: from, requested: to, allowedTransitions: allowedFrom(from) });
         assert.match(error.detail, allowedFrom(from).length > 0
-          ? new RegExp(`is ${from} and cannot become ${to}; from ${from} it can only become ${allowedFrom(from).join(', ')}\\.$`)
+          ? new RegExp(`is ${from} and cannot become ${to}; from ${from} it can only become ${allowedFrom(from).join(', ')}\\.${from === 'succeeded' && to === 'cancelled' ? ' It serves now: to replace it, roll back' : '$'}`)
           : new RegExp(`is ${from === to ? 'already ' : ''}${from}, a final state: it cannot become ${to}${from === to ? ' again' : ''}, nor anything else\\.$`));
       }
     }

@@ -22,6 +22,10 @@ export interface EventFilter {
   limit: number;
   type?: string | undefined;
   subjectId?: string | undefined;
+  actorId?: string | undefined;
+  /** Made at or after `since` and before `until` (ISO 8601 UTC, as `created_at`). */
+  since?: string | undefined;
+  until?: string | undefined;
 }
 
 /**
@@ -150,6 +154,9 @@ export const eventsRepo = {
         : q.where((eb) => eb(eb.fn<string>('substr', [eb.ref('type'), eb.lit(1), eb.lit(prefix.length)]), '=', prefix));
     }
     if (opts.subjectId !== undefined) q = q.where('subject_id', '=', opts.subjectId);
+    if (opts.actorId !== undefined) q = q.where('actor_id', '=', opts.actorId);
+    if (opts.since !== undefined) q = q.where('created_at', '>=', opts.since);
+    if (opts.until !== undefined) q = q.where('created_at', '<', opts.until);
     const after = opts.after;
     const direction = opts.newestFirst ? 'desc' : 'asc';
     if (dialect === 'postgres') {

@@ -40,6 +40,9 @@ export const EventListQuery = Type.Composite([
   Type.Object({
     type: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'An event type, or a family such as `secret.*`.' })),
     subject: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only events about this subject id.' })),
+    actor: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Only events of this actor: a service user id, the `sub` of an external issuer\'s token, or `cli`.' })),
+    since: Type.Optional(Type.String({ format: 'date-time', description: 'Only events made at or after this time (RFC 3339).' })),
+    until: Type.Optional(Type.String({ format: 'date-time', description: 'Only events made before this time (RFC 3339).' })),
     order: Type.Optional(Type.Union([Type.Literal('oldest'), Type.Literal('newest')], {
       default: 'oldest',
       description: '`oldest` first (the default: the order to follow the log in) or `newest` first (what happened lately). A cursor is valid only with the order it was made in.',

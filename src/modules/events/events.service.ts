@@ -65,16 +65,18 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
      * reads, later, only what was appended since; `nextCursor` is null on the last page, like every
      * list's.
      */
-    async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string; order?: 'oldest' | 'newest' }): Promise<Page<Event> & { resumeCursor: string | null }> {
+    async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string; actor?: string; since?: string; until?: string; order?: 'oldest' | 'newest' }): Promise<Page<Event> & { resumeCursor: string | null }> {
       const newestFirst = query.order === 'newest';
-      const filters = { org: orgId, type: query.type, subject: query.subject };
+      // Times as the log keeps them (ISO 8601 UTC, milliseconds), which compare as text.
+      const [since, until] = [query.since, query.until].map((t) => (t === undefined ? undefined : new Date(t).toISOString()));
+      const filters = { org: orgId, type: query.type, subject: query.subject, actor: query.actor, since, until };
       // Cursors from before they were bound to their filters still resume the log. Oldest-first
       // cursors leave the order out of their scope: those made before there was a choice stay good.
       const following = cursorList('events', filters, { acceptsUnscoped: true });
       const list = newestFirst ? cursorList('events', { ...filters, order: 'newest' }) : following;
       const page = pageRequest(list, query);
       const after = page.after === null ? null : await positionOf(orgId, page.after);
-      const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, newestFirst, limit: page.limit, type: query.type, subjectId: query.subject });
+      const rows = await eventsRepo.list(deps.db, deps.dialect, orgId, { after, newestFirst, limit: page.limit, type: query.type, subjectId: query.subject, actorId: query.actor, since, until });
       const result = toPage(list, rows, page.limit, keyOf);
       const newest = newestFirst ? result.items[0] : result.items.at(-1);
       const resumeCursor = newest !== undefined ? encodeCursor(following, keyOf(newest)) : newestFirst ? null : (query.cursor ?? null);

@@ -71,9 +71,7 @@ export function requestFingerprint(key: Buffer, request: Pick<IdempotentRequest,
   // Only when there are any, so that a request without them keeps the fingerprint it always had.
   const { ifMatch, ifNoneMatch } = request.preconditions ?? {};
   if (ifMatch !== undefined || ifNoneMatch !== undefined) hmac.update(`preconditions ${JSON.stringify([ifMatch ?? null, ifNoneMatch ?? null])}\n`);
-  // No body is the empty object: where a route takes a body at all, every field of one it may go
-  // without is optional (a bare POST …/rotate-secret, then the same with `{}`, is one request).
-  return hmac.update(canonicalJson(request.body ?? {})).digest('hex');
+  return hmac.update(canonicalJson(request.body)).digest('hex');
 }
 
 // The sealed body is bound to its row: moved to another caller's key, it does not open.
@@ -124,6 +122,18 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
     };
   }
 
+  /**
+   * Whether a kept fingerprint is this request's. No body and `{}` are one request (where a route
+   * takes a body at all, every field of one it may go without is optional: a bare POST
+   * …/rotate-secret, then the same with `{}`); each is fingerprinted as it always was, so that
+   * nodes of an older Slipway, during a rolling upgrade, take the keys of newer ones as ever.
+   */
+  function sameRequest(kept: string, request: IdempotentRequest, fingerprint: string): boolean {
+    if (kept === fingerprint) return true;
+    const empty = request.body === undefined || request.body === null || canonicalJson(request.body) === '{}';
+    return empty && [undefined, {}].some((body) => requestFingerprint(sealKey, { ...request, body }) === kept);
+  }
+
   return {
     /** Decides whether this request runs (and holds the key until `finish`) or replays the first response. */
     async admit(request: IdempotentRequest): Promise<Admission> {
@@ -141,7 +151,7 @@ export function createIdempotencyService(deps: { db: Db; sealKey: Buffer; lockTi
           if (await idempotencyRepo.takeOver(db, existing, row)) return { kind: 'execute', claim };
           continue;
         }
-        if (existing.fingerprint !== fingerprint) throw errors.idempotencyKeyReused(`${existing.method} ${existing.path}`);
+        if (!sameRequest(existing.fingerprint, request, fingerprint)) throw errors.idempotencyKeyReused(`${existing.method} ${existing.path}`);
         if (existing.state === 'in_progress') throw isAbandoned(existing, now) ? await lostResponse(existing) : errors.idempotencyRequestInProgress();
         return { kind: 'replay', response: replayOf(existing) };
       }
