@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import { createEnvironment, createService, deploy, eventually, holding, lockWaiters, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import { TEST_DB, type Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
-import { CLI_ENTRY, runCli, type CliResult, clientVariables } from '../support/processes.js';
+import { CLI_ENTRY, runCli, spawnSlipway, type CliResult, clientVariables } from '../support/processes.js';
 
 describe('slipway deployment', () => {
   let f: OrgFixture;
@@ -145,13 +145,15 @@ describe('slipway deployment', () => {
     assert.match(tooMany.stderr, /--tail must be/);
 
     // Followed: the lines written after it started reach it, and it ends when the deployment does.
-    const following = as(viewer, ['logs', '--id', created.id, '--tail', '1', '--follow']);
-    await sleep(1_500);
+    // Written once the follower has printed what was there when it started.
+    const following = spawnSlipway(['deployment', 'logs', '--id', created.id, '--tail', '1', '--follow'], credentials(viewer));
+    await eventually('the follower to print the last line there was', async () => (following.output.includes('two \\x1b[2Kthree') ? true : undefined));
     assert.equal((await runner.logs(created.id, { leaseToken: lease, lines: [{ stream: 'stdout', line: 'healthy' }] })).status, 200);
     assert.equal((await runner.complete(created.id, lease, 'succeeded')).status, 200);
-    const followed = await following;
-    assert.equal(followed.code, 0, followed.stderr);
-    assert.equal(followed.stdout, 'two \\x1b[2Kthree\nhealthy\n');
+    assert.deepEqual(await following.exited, { code: 0, signal: null }, following.output.join('\n'));
+    // The log's lines on stdout; how it ended, on stderr.
+    assert.deepEqual(following.output.filter((l) => !l.startsWith('deployment ')), ['two \\x1b[2Kthree', 'healthy']);
+    assert.ok(following.output.includes(`deployment ${created.id}: succeeded`), following.output.join('\n'));
 
     const stillRunning = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name });
     const gaveUp = await as(viewer, ['logs', '--id', stillRunning.id, '--follow', '--timeout', '1']);
