@@ -141,27 +141,48 @@ function signOut(reason, { keepPage = true } = {}) {
   else render();
 }
 
-// Who the tab's token acts as, and its role now (GET /v1/token), read again at most every 30 seconds
-// and on every sign-in: the console offers only the changes that role may make. The API decides; a
-// role that could not be read (an older server) leaves everything offered, for the API to refuse.
+// Who the tab's token acts as, and its role now (GET /v1/token), read on every sign-in, on the pages
+// drawn after 30 seconds, every 30 seconds while one stays open, and after a refusal of a role too
+// low: the console offers only the changes that role may make. The API decides all the same. A
+// server without the route (an older one) leaves everything offered, for the API to refuse; one
+// that could not answer keeps the role read before, or offers nothing until it can.
 const RANK = { runner: 0, viewer: 1, developer: 2, admin: 3, owner: 4 };
 const CALLER_FRESH_MS = 30_000;
-const NOBODY = { role: null, name: null, readAt: 0 };
+const NOBODY = { role: null, name: null, instanceAdmin: false, olderServer: false, readAt: 0 };
 let caller = NOBODY;
 
 async function readCaller() {
   if (Date.now() - caller.readAt < CALLER_FRESH_MS) return;
   try {
     const me = await api('GET', '/v1/token');
-    caller = { role: me.instanceAdmin ? 'owner' : me.role, name: me.name, readAt: Date.now() };
+    caller = { role: me.instanceAdmin ? 'owner' : me.role, name: me.name, instanceAdmin: me.instanceAdmin, olderServer: false, readAt: Date.now() };
   } catch (error) {
     if (quiet(error)) throw error;
-    caller = { ...NOBODY, readAt: Date.now() };
+    if (error instanceof Problem && error.status === 404) caller = { ...NOBODY, olderServer: true, readAt: Date.now() };
+    // Asked again on the next page drawn.
+    else caller = { ...caller, readAt: 0 };
   }
 }
 
+/** Reads the role again now, and draws the page again when it changed (saying so). */
+async function followRole() {
+  if (session() === null) return;
+  const before = caller.role;
+  caller = { ...caller, readAt: 0 };
+  try {
+    await readCaller();
+  } catch {
+    return; // another page drawn meanwhile, or signed out: it read the role itself
+  }
+  if (caller.role !== before && before !== null) {
+    notify(`Your role here is now ${caller.role}: the page offers what it may do.`);
+    render();
+  }
+}
+setInterval(followRole, CALLER_FRESH_MS);
+
 /** Whether the caller's role is `least` or above (an instance administrator is an owner everywhere). */
-const may = (least) => caller.role === null || RANK[caller.role] >= RANK[least];
+const may = (least) => (caller.role === null ? caller.olderServer : RANK[caller.role] >= RANK[least]);
 /** `what` when the caller's role may use it, else nothing. */
 const offered = (least, what) => (may(least) ? what : null);
 
@@ -287,6 +308,8 @@ async function act(trigger, where, action) {
       where.append(box);
       // A refusal the user cannot see is no answer: bring it into sight.
       box.scrollIntoView({ block: 'nearest' });
+      // A role too low may be a role lowered since it was read.
+      if (error instanceof Problem && error.status === 403) followRole();
     }
     return undefined;
   } finally {
@@ -431,7 +454,7 @@ function frame(org, section) {
   const current = session();
   fill($who,
     org ? h('span', {}, 'Organization ', h('strong', {}, org), ' · ', link('switch', '')) : null,
-    h('span', { title: current?.subject ?? '', id: 'caller' }, caller.name ?? current?.subject ?? '', caller.role ? h('span', { class: 'muted' }, ` (${caller.role})`) : null),
+    h('span', { title: current?.subject ?? '', id: 'caller' }, caller.name ?? current?.subject ?? '', caller.role ? h('span', { class: 'role' }, ` (${caller.role})`) : null),
     h('button', { type: 'button', onclick: (event) => signOutByUser(event.currentTarget) }, 'Sign out'));
 }
 
@@ -502,6 +525,9 @@ async function orgsView() {
 // ---------------------------------------------------------------------------------------------
 
 const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'];
+
+/** The environments the caller may deploy into: a protected one takes deployments from admins and owners only. */
+const deployable = (environments) => environments.filter((e) => !e.protected || may('admin'));
 const UNFINISHED = ['queued', 'in_progress'];
 
 /** Escape sequences a program writes for a terminal (colours, cursor moves, titles, links): not text. */
@@ -658,13 +684,13 @@ async function deploymentView(org, id) {
   const offerPromotion = async () => {
     if (promoteOffered || !(d.state === 'succeeded' || d.state === 'superseded') || !may('developer')) return;
     promoteOffered = true;
-    const others = (await everyPage((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/environments`, { query: { limit: 100, cursor } }), 'environments'))
+    const others = deployable(await everyPage((cursor) => api('GET', `/v1/orgs/${encodeURIComponent(org)}/environments`, { query: { limit: 100, cursor } }), 'environments'))
       .filter((e) => e.id !== d.environment.id);
     fill(promote, others.length === 0 ? null : h('details', { class: 'card' }, h('summary', {}, 'Promote to another environment'),
       h('p', { class: 'muted' }, 'The same spec, revision, service secret versions and variables, with the other environment\'s variables and secrets instead of this one\'s.'),
       onSubmit(h('form', { id: 'promote' },
         h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
-          others.map((e) => h('option', { value: e.id }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
+          others.map((e) => h('option', { value: e.id, disabled: Boolean(e.lock) }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
         h('label', {}, 'Description', h('input', { name: 'description' })),
         h('button', { type: 'submit', class: 'primary' }, 'Promote')), async (form) => {
         const made = await api('POST', `${base}/promote`, { body: { environment: form.get('environment'), description: form.get('description') || undefined } });
@@ -783,7 +809,7 @@ async function serviceView(org, name) {
   const environments = { environments: await everyPage((cursor) => api('GET', `${orgPath}/environments`, { query: { limit: 100, cursor } }), 'environments') };
   const deploy = onSubmit(h('form', { id: 'deploy' },
     h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
-      environments.environments.map((e) => h('option', { value: e.name }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
+      deployable(environments.environments).map((e) => h('option', { value: e.name, disabled: Boolean(e.lock) }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
     h('label', {}, 'Revision', h('input', { name: 'revision', placeholder: 'v1.2.3 or a commit' })),
     h('label', {}, 'Description', h('input', { name: 'description' })),
     h('button', { type: 'submit', class: 'primary' }, 'Deploy')), async (form) => {
@@ -808,7 +834,9 @@ async function serviceView(org, name) {
     h('div', { class: 'card' }, h('p', {}, service.description || h('span', { class: 'muted' }, 'No description.')),
       h('p', { class: 'muted' }, `Version ${service.version} · updated `, when(service.updatedAt), ` · ${service.id}`),
       !may('developer') ? null
-        : environments.environments.length > 0 ? deploy : h('p', {}, 'Create an environment to deploy into: ', link('Environments', 'o', org, 'environments'), '.')),
+        : deployable(environments.environments).length > 0 ? deploy
+          : environments.environments.length > 0 ? h('p', { class: 'muted' }, 'Every environment is protected: an admin or owner deploys there.')
+            : h('p', {}, 'Create an environment to deploy into: ', link('Environments', 'o', org, 'environments'), '.')),
     h('h2', {}, 'Recent deployments'),
     pagedList((cursor) => api('GET', `${orgPath}/deployments`, { query: { service: service.name, limit: 10, cursor } }),
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Not deployed yet.')),
@@ -915,7 +943,7 @@ function runnersList(org, environment, empty) {
     (p) => table(['Runner', 'State', 'Service user', 'Machine', 'Environments', 'Last heard from', 'Carrying out', 'Serving'], p.runners.map((r) => h('tr', {},
       h('td', {}, h('code', {}, r.host)), h('td', {}, badge(r.state, r.state === 'online' ? 'succeeded' : 'cancelled')),
       h('td', {}, r.serviceUser.name), h('td', {}, [r.hostname, r.version].filter(Boolean).join(' · ')),
-      h('td', {}, r.environments === null ? 'all' : r.environments.map((e) => e.name).join(', ') || 'none that still exists'),
+      h('td', {}, r.environments === null ? 'all' : r.environments.map((e) => e.name).join(', ') || 'none (deleted)'),
       h('td', {}, when(r.lastSeenAt)),
       h('td', {}, ...r.inProgress.flatMap((id, i) => [i > 0 ? ' ' : null, link(id, 'o', org, 'deployments', id)])),
       h('td', {}, String(r.serving)))), empty));
@@ -1045,10 +1073,18 @@ async function secretView(org, name) {
       location.hash = `#/o/${encodeURIComponent(org)}/secrets?deleted=true`;
     });
   } }, 'Delete secret');
+  const destroy = h('button', { type: 'button', class: 'danger', onclick: (e) => {
+    if (!confirm(`Delete ${secret.name} permanently? Every version's values are destroyed now: nothing can restore it, and deployments that pinned a version of it cannot run again.`)) return;
+    act(e.target, e.target.closest('.card'), async () => {
+      await api('DELETE', base, { headers: ifMatch, query: { permanent: 'true' } });
+      notify(`Secret ${secret.name} deleted permanently.`);
+      location.hash = `#/o/${encodeURIComponent(org)}/secrets`;
+    });
+  } }, 'Delete permanently');
   page(`Secret ${secret.name}`,
     h('div', { class: 'card' },
       h('div', { class: 'spread' }, h('span', {}, `Version ${secret.version} · updated `, when(secret.updatedAt)),
-        h('div', { class: 'row' }, offered('admin', h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values')), offered('developer', remove))),
+        h('div', { class: 'row' }, offered('admin', h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values')), offered('developer', remove), offered('admin', destroy))),
       revealArea,
       table(['Key', ''], secret.keys.map((key) => h('tr', {}, h('td', {}, h('code', {}, key)),
         h('td', {}, offered('developer', h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${key}`, onclick: unset(key) }, 'Remove'))))), 'No keys.')),
@@ -1106,6 +1142,8 @@ async function serviceUsersView(org) {
     fill(list, listing());
   });
   const userRow = (u) => {
+    // An owner is an owner's to change, an instance administrator an instance administrator's.
+    const manageable = (u.role !== 'owner' || may('owner')) && (!u.instanceAdmin || caller.instanceAdmin || caller.olderServer);
     const role = h('select', { 'aria-label': `Role of ${u.name}` }, ROLES.filter((r) => r === u.role || grantable(r)).map((r) => h('option', { value: r, selected: r === u.role }, r)));
     const cell = h('td');
     // The role changes on this button, not as the list changes: arrow keys on a select pass through
@@ -1118,12 +1156,14 @@ async function serviceUsersView(org) {
         notify(`${u.name} is now ${role.value}.`);
         return true;
       });
-      // Refused: the role shown goes back to the one it has.
+      // Refused: the role shown goes back to the one it has. The focus goes back to the role before
+      // the button that had it is hidden.
       if (changed) u.role = role.value;
       else role.value = u.role;
+      role.focus();
       changeRole.hidden = role.value === u.role;
     });
-    cell.append(h('div', { class: 'row' },
+    if (manageable) cell.append(h('div', { class: 'row' },
       h('button', { type: 'button', 'aria-label': `New secret for ${u.name}`, onclick: (e) => act(e.target, cell, async () => {
         const secret = await api('POST', `${base}/${encodeURIComponent(u.id)}/secrets`, { body: {} });
         fill(onceArea, shownOnce(`New client secret for ${u.name}`, { clientId: u.clientId, clientSecret: secret.clientSecret, hint: secret.hint }));
@@ -1146,9 +1186,9 @@ async function serviceUsersView(org) {
         u.role === 'runner' ? h('div', { class: 'runner-environments' }, 'Takes the deployments of ',
           u.environments === null ? 'every environment' : u.environments.map((e) => e.name).join(', ') || 'no environment that still exists') : null,
         h('div', { class: 'muted' }, h('code', {}, u.clientId))),
-      h('td', {}, h('div', { class: 'row' }, role, changeRole)),
+      h('td', {}, manageable ? h('div', { class: 'row' }, role, changeRole) : u.role),
       h('td', {}, u.secrets.map((s) => h('div', { class: 'row' }, h('code', {}, `${s.hint}…`), h('span', { class: 'muted' }, 'last used ', when(s.lastUsedAt)),
-        u.secrets.length > 1 ? h('button', { type: 'button', class: 'danger', 'aria-label': `Remove the secret ${s.hint}… of ${u.name}`, onclick: (e) => {
+        manageable && u.secrets.length > 1 ? h('button', { type: 'button', class: 'danger', 'aria-label': `Remove the secret ${s.hint}… of ${u.name}`, onclick: (e) => {
           if (!confirm(`Remove the secret ${s.hint}… of ${u.name}? Clients using it can no longer get tokens.`)) return;
           act(e.target, cell, async () => {
             await api('DELETE', `${base}/${encodeURIComponent(u.id)}/secrets/${encodeURIComponent(s.id)}`);
@@ -1170,7 +1210,7 @@ async function serviceUsersView(org) {
   const listing = () => pagedList((cursor) => api('GET', base, { query: { cursor } }),
     (p) => table(['Service user', 'Role', 'Client secrets', ''], p.serviceUsers.map(userRow), 'No service users.'));
   const list = h('div', {}, listing());
-  page('Service users', onceArea, list, h('h2', {}, 'New service user'), h('div', { class: 'card' }, create));
+  page('Service users', onceArea, list, offered('admin', [h('h2', {}, 'New service user'), h('div', { class: 'card' }, create)]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1210,7 +1250,7 @@ async function webhooksView(org) {
       h('td', {}, webhookState(w)))), 'No webhooks.'));
   const list = h('div', {}, listing());
   page('Webhooks', h('p', { class: 'muted' }, 'Events POSTed to a URL as they happen, signed (Standard Webhooks), in order, tried again until taken.'),
-    onceArea, list, h('h2', {}, 'New webhook'), h('div', { class: 'card' }, create));
+    onceArea, list, offered('admin', [h('h2', {}, 'New webhook'), h('div', { class: 'card' }, create)]));
 }
 
 async function webhookView(org, id) {
@@ -1343,7 +1383,12 @@ async function render() {
     else throw new Problem(404, { title: 'No such page', detail: `The console has no page at ${location.hash}.` });
   } catch (error) {
     if (quiet(error)) return;
-    fill($main, problemBox(error), h('p', {}, link('Back to your organizations', '')));
+    // A page the API refused is that page: titled after the refusal, the focus on it.
+    const box = problemBox(error);
+    box.setAttribute('tabindex', '-1');
+    fill($main, box, h('p', {}, link('Back to your organizations', '')));
+    document.title = [error instanceof Problem ? error.body?.title ?? 'Refused' : 'Something went wrong', shownOrg, 'Slipway'].filter(Boolean).join(' · ');
+    box.focus({ preventScroll: true });
   }
 }
 

@@ -960,8 +960,29 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await adminPage.goto(`${server.url}/console/#/o/default/service-users`);
     await adminPage.waitForSelector('#create-service-user');
     assert.deepEqual(await adminPage.locator('#create-service-user select[name=role] option').allTextContents(), ['viewer', 'developer', 'admin', 'runner']);
-    // The owner's own role is shown as it is, though this admin may not give it.
-    assert.deepEqual(await adminPage.locator('tr:has-text("bootstrap-owner") select option').allTextContents(), ['viewer', 'developer', 'admin', 'owner', 'runner']);
+    // An owner (and an instance administrator) is not this admin's to change: its row offers nothing.
+    await adminPage.waitForSelector('tr:has-text("bootstrap-owner")');
+    assert.equal(await adminPage.locator('tr:has-text("bootstrap-owner") select, tr:has-text("bootstrap-owner") button').count(), 0);
+    assert.ok(await adminPage.locator('tr:has-text("console-viewer") button:has-text("New secret")').count() > 0);
+  });
+
+  it('offers a developer no protected environment to deploy into, and follows a role lowered meanwhile at its first refusal', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'guarded', protected: true })).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'open-env' })).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name: 'lowered', spec: { command: ['x'] } })).status, 201);
+    const dev = await server.actor(server.bootstrap.orgId, 'developer', 'console-lowered');
+    const page = await signedIn(dev);
+    await page.goto(`${server.url}/console/#/o/default/services/lowered`);
+    await page.waitForSelector('#deploy');
+    const offeredEnvironments = await page.locator('#deploy select[name=environment] option').allTextContents();
+    assert.ok(offeredEnvironments.includes('open-env') && !offeredEnvironments.some((o) => o.startsWith('guarded')), offeredEnvironments.join(', '));
+    // Lowered to viewer while the page is open: the deploy is refused, and the page follows the new role.
+    assert.equal((await server.owner.http.patch(`/v1/orgs/default/service-users/${dev.id}`, { role: 'viewer' })).status, 200);
+    await page.selectOption('#deploy select[name=environment]', 'open-env');
+    await page.click('#deploy button[type=submit]');
+    await page.waitForSelector('#caller:has-text("(viewer)")');
+    await page.waitForSelector('h1:has-text("Service lowered")');
+    assert.equal(await page.locator('#deploy, #edit-service').count(), 0);
   });
 
   it('reported no script error, refused resource or policy violation on any page', () => {
