@@ -299,11 +299,9 @@ export function createTokenService(deps: TokenServiceDeps) {
      */
     /** The caller as `GET /v1/token` describes it: the principal, and its service user's name when it is one of ours. */
     async describe(principal: Principal): Promise<CallerDescription> {
-      const user = principal.issuer === deps.issuer
-        ? await deps.db.selectFrom('service_users').select('name').where('id', '=', principal.subject).executeTakeFirst()
-        : undefined;
+      const name = principal.issuer === deps.issuer ? await serviceUsersRepo.nameOf(deps.db, principal.subject) : undefined;
       return {
-        subject: principal.subject, clientId: principal.clientId, name: user?.name ?? null, orgId: principal.orgId,
+        subject: principal.subject, clientId: principal.clientId, name: name ?? null, orgId: principal.orgId,
         role: principal.role, instanceAdmin: principal.instanceAdmin, issuer: principal.issuer, scopes: principal.scopes,
         expiresAt: new Date(principal.expiresAt).toISOString(),
       };

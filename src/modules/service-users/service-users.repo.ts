@@ -32,6 +32,11 @@ export const serviceUsersRepo = {
     return row === undefined || row.disabled_at !== null ? null : Number(row.token_generation);
   },
 
+  /** A service user's name, by id; undefined when it is gone. */
+  async nameOf(db: Executor, id: string): Promise<string | undefined> {
+    return (await db.selectFrom('service_users').select('name').where('id', '=', id).executeTakeFirst())?.name;
+  },
+
   /** By id or by name, inside one organization; an id wins over a name that looks like one. */
   async findInOrg(db: Executor, orgId: string, idOrName: string): Promise<ServiceUserRow | undefined> {
     const by = (column: 'id' | 'name') =>
