@@ -60,12 +60,17 @@ export function eventLogHold(db: Executor, dialect: Dialect): () => Promise<stri
   if (dialect !== 'postgres') return async () => null;
   let held: { horizon: string; since: number } | null = null;
   return async () => {
-    const { rows } = await sql<{ horizon: string; next: string; since: Date | string | null }>`
+    // A transaction given its id after the last one to end is past the snapshot's xmax, not among
+    // its running ones: on a quiet server the horizon is then the xmax, though that transaction
+    // holds the log. Its session shows it: a transaction id of its own in pg_stat_activity.
+    const { rows } = await sql<{ horizon: string; next: string; since: Date | string | null; writers: number }>`
       select ${COMMITTED_HORIZON}::text as horizon, pg_snapshot_xmax(pg_current_snapshot())::text as next,
         (select min(xact_start) from pg_stat_activity
-         where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as since`.execute(db);
+         where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as since,
+        (select count(*)::int from pg_stat_activity
+         where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as writers`.execute(db);
     const row = rows[0]!;
-    if (row.horizon === row.next) {
+    if (row.horizon === row.next && row.writers === 0) {
       held = null;
       return null;
     }
