@@ -157,18 +157,20 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
   async function ensureActiveKey(): Promise<void> {
     const all = await signingKeysRepo.listAll(deps.db);
     if (activeOf(all).length === 1 && stagedOf(all).length > 0) return;
+    // Made before the lock is taken, which then is held for the writes only.
+    const now = nowIso();
+    const [fresh, next] = await Promise.all([generateSigningKeyRow(deps.ring, now), generateSigningKeyRow(deps.ring, now, null)]);
     await deps.db.transaction().execute(async (trx) => {
       await instanceRepo.lock(trx, 'signing_keys');
-      const now = nowIso();
       const rows = await signingKeysRepo.listAll(trx);
       const active = activeOf(rows);
       if (active.length === 0) {
-        await signingKeysRepo.insert(trx, await generateSigningKeyRow(deps.ring, now));
+        await signingKeysRepo.insert(trx, fresh);
       } else if (active.length > 1) {
         const newest = active.reduce((a, b) => (b.activated_at! > a.activated_at! || (b.activated_at === a.activated_at && b.kid > a.kid) ? b : a));
         await signingKeysRepo.retireActive(trx, newest.kid, now);
       }
-      if (stagedOf(rows).length === 0) await signingKeysRepo.insert(trx, await generateSigningKeyRow(deps.ring, now, null));
+      if (stagedOf(rows).length === 0) await signingKeysRepo.insert(trx, next);
     });
     forget();
   }
