@@ -37,6 +37,7 @@ export interface ClaimOptions {
 }
 
 const CALL_TIMEOUT_MS = 30_000;
+const HEARTBEAT_TRY_FLOOR_MS = 5_000;
 /** The problem code of a request whose Idempotency-Key is held by a first try still running (or taken for running). */
 const IN_PROGRESS = 'idempotency_request_in_progress';
 /** A long poll answers within its wait; this much more is the server being slow, not waiting. */
@@ -131,12 +132,13 @@ export function createProtocolClient(options: ProtocolClientOptions) {
     },
 
     /**
-     * Each try waits `timeoutMs` at most (the heartbeat's interval): a node that took the
-     * connection and went silent (stopped, paused, cut off) must not hold the renewal past the
-     * lease, which a try on another node would have kept.
+     * Each try waits `timeoutMs` at most (the heartbeat's interval, and never under 5 s, which a
+     * loaded server may take): a node that took the connection and went silent (stopped, paused,
+     * cut off) must not hold the renewal past the lease, which a try on another node would have kept.
      */
     async heartbeat(id: string, leaseToken: string, signal: AbortSignal, timeoutMs = CALL_TIMEOUT_MS): Promise<HeartbeatResponseT> {
-      return expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal, { timeoutMs: Math.min(timeoutMs, CALL_TIMEOUT_MS) }));
+      const perTry = Math.min(Math.max(timeoutMs, HEARTBEAT_TRY_FLOOR_MS), CALL_TIMEOUT_MS);
+      return expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal, { timeoutMs: perTry }));
     },
 
     /** Lines are stored once even when a retry follows an answer that got lost: the key makes the retry a replay. */
