@@ -187,8 +187,9 @@ export function createKeysService(deps: KeysServiceDeps) {
     },
 
     /**
-     * A new active signing key; the old one stays in the JWKS until every token it signed has
-     * expired, or with `revokePrevious` every other key is revoked at once.
+     * The next signing key, published ahead, signs, and a new next one is staged; the old one
+     * stays in the JWKS until every token it signed has expired, or with `revokePrevious` every
+     * other key is revoked at once and a new key signs.
      */
     async rotateSigning(opts: { revokePrevious?: boolean } = {}): Promise<{ active: SigningKeyInfo; next: SigningKeyInfo; retired: SigningKeyInfo[]; revoked: SigningKeyInfo[] }> {
       // The new key is wrapped under this command's master key. One no row is under (a key retired
