@@ -64,11 +64,9 @@ export function eventLogHold(db: Executor, dialect: Dialect): () => Promise<stri
     // its running ones: on a quiet server the horizon is then the xmax, though that transaction
     // holds the log. Its session shows it: a transaction id of its own in pg_stat_activity.
     const { rows } = await sql<{ horizon: string; next: string; since: Date | string | null; writers: number }>`
-      select ${COMMITTED_HORIZON}::text as horizon, pg_snapshot_xmax(pg_current_snapshot())::text as next,
-        (select min(xact_start) from pg_stat_activity
-         where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as since,
-        (select count(*)::int from pg_stat_activity
-         where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as writers`.execute(db);
+      select ${COMMITTED_HORIZON}::text as horizon, pg_snapshot_xmax(pg_current_snapshot())::text as next, w.since, w.writers
+      from (select min(xact_start) as since, count(*)::int as writers from pg_stat_activity
+            where datname = current_database() and backend_xid is not null and pid <> pg_backend_pid()) as w`.execute(db);
     const row = rows[0]!;
     if (row.horizon === row.next && row.writers === 0) {
       held = null;
@@ -130,12 +128,13 @@ export const eventsRepo = {
     return (await db.selectFrom('events').select('id').where(everyOrg).where(fromAnotherCluster).limit(1).executeTakeFirst()) !== undefined;
   },
 
-  /** The place of one event in commit order (for cursors that name an event id), or undefined. */
-  /** Where an event of the organization is: named by its id, or on SQLite by its sequence number (cursors made before they named events). */
+  /**
+   * The place in commit order of an event of the organization, or undefined: named by its id, or on
+   * SQLite by its sequence number (cursors made before they named events).
+   */
   async positionOf(db: Executor, dialect: Dialect, orgId: string, id: string | { seq: number }): Promise<EventPosition | undefined> {
-    const q = typeof id === 'string'
-      ? db.selectFrom('events').where('org_id', '=', orgId).where('id', '=', id)
-      : db.selectFrom('events').where('org_id', '=', orgId).where('seq', '=', id.seq);
+    const ofOrg = db.selectFrom('events').where('org_id', '=', orgId);
+    const q = typeof id === 'string' ? ofOrg.where('id', '=', id) : ofOrg.where('seq', '=', id.seq);
     if (dialect === 'postgres') {
       const row = await q.select('tx_id').executeTakeFirst();
       return row === undefined ? undefined : { txId: String(row.tx_id), id: id as string };

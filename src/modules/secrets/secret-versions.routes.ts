@@ -92,9 +92,10 @@ export function secretVersionsRoutes(app: App, deps: { secrets: SecretsService }
     },
   }, async (req, reply) => {
     const { name } = req.params;
-    const result = req.body?.version === undefined
+    const version = req.body?.version;
+    const result = version === undefined
       ? await secrets.undelete(req.ctx, req.org!.id, name, preconditionsOf(req))
-      : await secrets.restoreVersion(req.ctx, req.org!.id, name, req.body?.version, preconditionsOf(req));
+      : await secrets.restoreVersion(req.ctx, req.org!.id, name, version, preconditionsOf(req));
     return tagged(reply, result);
   });
 }

@@ -145,7 +145,7 @@ const referenceOf = (r: SecretReferenceT) => ({ secret: r.secret, ...(r.key !== 
 export function configurationSummary(config: Configuration, before?: Configuration) {
   const holds = { variables: Object.keys(config.variables).sort(), secrets: config.secrets.map((r) => r.secret) };
   if (before === undefined) return holds;
-  const named = (refs: readonly SecretReferenceT[]) => new Map(refs.map((r) => [JSON.stringify(referenceOf(r)), referenceOf(r)]));
+  const named = (refs: readonly SecretReferenceT[]) => new Map(refs.map(referenceOf).map((r) => [JSON.stringify(r), r]));
   const [was, is] = [named(before.secrets), named(config.secrets)];
   return {
     ...holds,
