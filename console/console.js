@@ -528,6 +528,8 @@ const STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'su
 
 /** The environments the caller may deploy into: a protected one takes deployments from admins and owners only. */
 const deployable = (environments) => environments.filter((e) => !e.protected || may('admin'));
+/** An environment to choose for a deployment, `value` its id or name: a locked one is shown, and cannot be chosen. */
+const environmentOption = (e, value) => h('option', { value, disabled: Boolean(e.lock) }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`);
 const UNFINISHED = ['queued', 'in_progress'];
 
 /** Escape sequences a program writes for a terminal (colours, cursor moves, titles, links): not text. */
@@ -690,7 +692,7 @@ async function deploymentView(org, id) {
       h('p', { class: 'muted' }, 'The same spec, revision, service secret versions and variables, with the other environment\'s variables and secrets instead of this one\'s.'),
       onSubmit(h('form', { id: 'promote' },
         h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
-          others.map((e) => h('option', { value: e.id, disabled: Boolean(e.lock) }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
+          others.map((e) => environmentOption(e, e.id)))),
         h('label', {}, 'Description', h('input', { name: 'description' })),
         h('button', { type: 'submit', class: 'primary' }, 'Promote')), async (form) => {
         const made = await api('POST', `${base}/promote`, { body: { environment: form.get('environment'), description: form.get('description') || undefined } });
@@ -807,9 +809,10 @@ async function serviceView(org, name) {
   const base = `${orgPath}/services/${encodeURIComponent(name)}`;
   const { data: service, etag: serviceTag } = await api('GET', base, { etag: true });
   const environments = { environments: await everyPage((cursor) => api('GET', `${orgPath}/environments`, { query: { limit: 100, cursor } }), 'environments') };
+  const targets = deployable(environments.environments);
   const deploy = onSubmit(h('form', { id: 'deploy' },
     h('label', {}, 'Environment', h('select', { name: 'environment', required: true },
-      deployable(environments.environments).map((e) => h('option', { value: e.name, disabled: Boolean(e.lock) }, `${e.name}${e.protected ? ' (protected)' : ''}${e.lock ? ' (locked)' : ''}`)))),
+      targets.map((e) => environmentOption(e, e.name)))),
     h('label', {}, 'Revision', h('input', { name: 'revision', placeholder: 'v1.2.3 or a commit' })),
     h('label', {}, 'Description', h('input', { name: 'description' })),
     h('button', { type: 'submit', class: 'primary' }, 'Deploy')), async (form) => {
@@ -834,7 +837,7 @@ async function serviceView(org, name) {
     h('div', { class: 'card' }, h('p', {}, service.description || h('span', { class: 'muted' }, 'No description.')),
       h('p', { class: 'muted' }, `Version ${service.version} · updated `, when(service.updatedAt), ` · ${service.id}`),
       !may('developer') ? null
-        : deployable(environments.environments).length > 0 ? deploy
+        : targets.length > 0 ? deploy
           : environments.environments.length > 0 ? h('p', { class: 'muted' }, 'Every environment is protected: an admin or owner deploys there.')
             : h('p', {}, 'Create an environment to deploy into: ', link('Environments', 'o', org, 'environments'), '.')),
     h('h2', {}, 'Recent deployments'),
