@@ -39,15 +39,18 @@ const NODE_TEST_ARGS = [
   '--test-timeout=120000',
 ];
 
-// Every run also writes TAP to a file, whose closing counts add up to the one total line at the end.
+// Every run also writes TAP to a file, whose closing counts add up to the one total line at the end,
+// and whose failures are told again after everything else, where the end of a long log shows them.
 const totals = { passed: 0, failed: 0, skipped: 0 };
-function countTap(file) {
+const failures = [];
+function countTap(file, suite) {
   let text = '';
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch {
     return;
   }
+  failures.push(...failedTests(text, suite));
   // The last plan-level counts of the run (nested subtests report their own earlier).
   const last = (name) => {
     const all = [...text.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))];
@@ -57,6 +60,46 @@ function countTap(file) {
   totals.failed += last('fail') + last('cancelled');
   totals.skipped += last('skipped') + last('todo');
 }
+/** Each test that failed itself (not a suite failing for its tests), with its path of names and what TAP says of it. */
+function failedTests(text, suite) {
+  const found = [];
+  const names = []; // the names of the subtests enclosing the current line, by depth
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const subtest = /^( *)# Subtest: (.*)$/.exec(lines[i]);
+    if (subtest) {
+      names.length = subtest[1].length / 4;
+      names.push(subtest[2]);
+      continue;
+    }
+    const notOk = /^( *)not ok \d+ - (.*)$/.exec(lines[i]);
+    if (!notOk) continue;
+    const indent = notOk[1];
+    const block = [];
+    if (lines[i + 1] === `${indent}  ---`) {
+      for (i += 2; i < lines.length && lines[i] !== `${indent}  ...`; i++) block.push(lines[i].slice(indent.length + 2));
+    }
+    if (block.some((line) => line === "failureType: 'subtestsFailed'")) continue;
+    // Without timing, Node's own stack frames and this checkout's place on the machine.
+    const detail = block
+      .filter((line) => !line.startsWith('duration_ms:') && !/^node:|\(node:|\(<anonymous>\)$/.test(line.trim()))
+      .map((line) => line.replace(`file://${ROOT}${path.sep}`, '').replace(`${ROOT}${path.sep}`, ''));
+    found.push({ suite, name: [...names.slice(0, indent.length / 4), notOk[2]].join(' › '), detail });
+  }
+  return found;
+}
+
+function reportFailures() {
+  if (failures.length === 0) return;
+  console.log(`\nFailed (${failures.length}), again:`);
+  for (const { suite, name, detail } of failures) {
+    console.log(`\n  ${suite}: ${name}`);
+    const shown = detail.slice(0, 40);
+    for (const line of shown) console.log(`    ${line}`);
+    if (detail.length > shown.length) console.log(`    … ${detail.length - shown.length} more line(s)`);
+  }
+}
+
 const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 };
 
 // ---------------------------------------------------------------------------
@@ -99,7 +142,7 @@ let interruptedBy = null;
 let runs = 0;
 
 // `output`: a file descriptor the child's stdout and stderr go to, instead of ours.
-function runNodeTest(files, extraEnv, output) {
+function runNodeTest(suite, files, extraEnv, output) {
   return new Promise((resolve) => {
     const tap = path.join(os.tmpdir(), `slipway-tests-${process.pid}-${++runs}.tap`);
     const child = spawn(process.execPath, [...NODE_TEST_ARGS, '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files], {
@@ -115,7 +158,7 @@ function runNodeTest(files, extraEnv, output) {
     });
     child.on('exit', (code, signal) => {
       children.delete(child);
-      countTap(tap);
+      countTap(tap, suite);
       fs.rmSync(tap, { force: true });
       resolve(code ?? (signal ? 1 : 0));
     });
@@ -231,12 +274,12 @@ async function main() {
     if (log) {
       const fd = fs.openSync(log, 'w');
       try {
-        code = await runNodeTest(files, env, fd);
+        code = await runNodeTest(name, files, env, fd);
       } finally {
         fs.closeSync(fd);
       }
     } else {
-      code = await runNodeTest(files, env);
+      code = await runNodeTest(name, files, env);
     }
     const detail = `${files.length} file(s), ${formatDuration(Date.now() - started)}`;
     const result = () => {
@@ -308,6 +351,7 @@ async function main() {
     }
   }
 
+  reportFailures();
   console.log('\nSummary:');
   for (const { name, status, detail } of results) {
     console.log(`  ${name}: ${status}${detail ? ` (${detail})` : ''}`);

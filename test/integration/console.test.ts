@@ -981,6 +981,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.selectOption('#deploy select[name=environment]', 'open-env');
     await page.click('#deploy button[type=submit]');
     await page.waitForSelector('#caller:has-text("(viewer)")');
+    // The header says the new role as the page starts being drawn again; the old page stays until then.
+    await page.waitForSelector('#deploy', { state: 'detached' });
     await page.waitForSelector('h1:has-text("Service lowered")');
     assert.equal(await page.locator('#deploy, #edit-service').count(), 0);
   });
