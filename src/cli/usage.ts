@@ -44,7 +44,7 @@ export const DEPLOYMENT_USAGE = [
 ];
 
 export const EVENTS_USAGE = [
-  'slipway events [--type T] [--subject ID] [--since TIME] [--limit N] [--follow] [--json]   (the audit log; slipway events --help)',
+  'slipway events [--type T] [--subject ID] [--actor ID] [--since TIME] [--until TIME] [--limit N] [--follow] [--json]   (the audit log; slipway events --help)',
 ];
 
 export const ENVIRONMENT_USAGE = [
