@@ -3,6 +3,7 @@
 // is committed, a line an event (with --json, a JSON object a line, for a log shipper or a SIEM).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Event } from '../modules/events/events.schemas.js';
+import { AppError } from '../platform/errors.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, commandFlags, patientCaller } from './api-client.js';
 import { flagText, printWarning, UsageError, wholeNumberFlag } from './args.js';
@@ -20,6 +21,8 @@ const AGO_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d
 const TIME_HINT = 'a time: 2h, 90m, 7d or an RFC 3339 time';
 /** Between two looks for events appended since, when following. */
 const FOLLOW_PAUSE_MS = 2_000;
+/** The API's latest filters: a server from before them refuses them, and one older still ignored them. */
+const NEWER_FILTERS = ['actor', 'since', 'until'] as const;
 
 const FLAGS = {
   ...API_CLIENT_FLAGS,
@@ -46,7 +49,8 @@ most --limit (${LIMIT_MAX} by default with it); when more are left out, it says 
 leaves out the events from a time on (the same forms): with --since, the events between the two.
 With --follow it goes on printing the events committed from then on, in commit order, until it is
 stopped (Ctrl-C); --until does not go with it. With --json each event is one JSON object on a line,
-as GET …/events shows it.
+as GET …/events shows it. The server filters by actor and time: with one older than this command,
+--actor, --since and --until stop it with an error that says so.
 
 Exit status: 0 done; 1 refused by the server or unreachable (tried again for ${RETRY_MS / 1000} s); 2 a usage
 error; 130 or 143 stopped by a signal while following. Credentials come from flags, SLIPWAY_*
@@ -88,7 +92,13 @@ export async function eventsCommand(argv: string[], env: Record<string, string |
   const call = patientCaller(settings, { json, retryMs: RETRY_MS, unanswered: '' });
   const path = `/v1/orgs/${encodeURIComponent(settings.orgId)}/events`;
   const print = (e: Event) => process.stdout.write(json ? `${JSON.stringify(e)}\n` : `${eventLine(e)}\n`);
-  const read = (query: URLSearchParams): Promise<EventPage> => call<EventPage>('GET', `${path}?${query}`);
+  const given = NEWER_FILTERS.filter((name) => flags[name] !== undefined);
+  const read = async (query: URLSearchParams): Promise<EventPage> => {
+    const page = await call<EventPage>('GET', `${path}?${query}`).catch((error: unknown) => { throw refusedByOlderServer(error, given); });
+    const ignored = ignoredFilters(query, page.events);
+    if (ignored.length > 0) throw new Error(`the server listed events that ${flagList(ignored)} leave${ignored.length > 1 ? '' : 's'} out: its Slipway is older than this command's and ignores ${ignored.length > 1 ? 'those filters' : 'that filter'}. ${OLDER_SERVER_ADVICE(ignored)}`);
+    return page;
+  };
 
   // Following reads on from the newest event now, with every filter but --since: an event's time is
   // its request's, taken before its transaction commits (it may have waited for a lock), so one
@@ -131,6 +141,41 @@ export async function eventsCommand(argv: string[], env: Record<string, string |
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** `--actor`, `--actor and --since`, `--actor, --since and --until`. */
+const flagList = (names: readonly string[]): string => names.map((name) => `--${name}`).join(', ').replace(/, (?=[^,]*$)/, ' and ');
+
+const OLDER_SERVER_ADVICE = (names: readonly string[]): string => `Upgrade the server, or leave out ${flagList(names)}.`;
+
+/**
+ * A server from before the actor and time filters refuses the query parameter it does not know
+ * (400, naming it, and only the first it met): said as that, of every one of them given.
+ */
+function refusedByOlderServer(error: unknown, given: readonly string[]): unknown {
+  if (!(error instanceof AppError)) return error;
+  const fields = (error.extras as { errors?: Array<{ pointer?: string; message?: string }> }).errors ?? [];
+  const unknown = fields.some((f) => NEWER_FILTERS.some((name) => f.pointer === `/query/${name}`) && /not a query parameter/.test(f.message ?? ''));
+  if (!unknown) return error;
+  const detail = `the server refuses ${flagList(given)} (as query parameters it does not know): its Slipway is older than this command's, and lists events by type and subject only. ${OLDER_SERVER_ADVICE(given)}`;
+  return new AppError(error.status, error.code, error.title, detail, error.extras, error.headers);
+}
+
+/**
+ * The actor and time filters of `query` that an event listed for it is outside of: none, but from a
+ * server older still, which answered as if a query parameter it did not know had not been sent.
+ */
+function ignoredFilters(query: URLSearchParams, events: Event[]): string[] {
+  const actor = query.get('actor');
+  const at = (name: 'since' | 'until') => Date.parse(query.get(name) ?? '');
+  const [since, until] = [at('since'), at('until')];
+  // A comparison with NaN (a time not asked for) is false.
+  const outside = {
+    actor: (e: Event) => actor !== null && e.actor !== actor,
+    since: (e: Event) => Date.parse(e.createdAt) < since,
+    until: (e: Event) => Date.parse(e.createdAt) >= until,
+  };
+  return NEWER_FILTERS.filter((name) => events.some(outside[name]));
+}
 
 /** --since or --until as milliseconds since the epoch: a time ago (`2h`) or an RFC 3339 time with its offset. */
 export function timeOf(flag: 'since' | 'until', value: string | undefined, now = Date.now()): number | undefined {

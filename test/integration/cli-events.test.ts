@@ -1,5 +1,6 @@
 // `slipway events` as a real child process against a real server, as a service user: the last
-// events oldest first, narrowed by type, subject, actor and time, past one page, and followed.
+// events oldest first, narrowed by type, subject, actor and time, past one page, and followed; and
+// what it says of a server older than the actor and time filters.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
@@ -169,12 +170,26 @@ describe('slipway events', () => {
     }
   });
 
-  /** A proxy in front of the server, which records the queries of event lists. */
-  async function front(): Promise<{ via: string; queries: URLSearchParams[]; close: () => void }> {
+  /**
+   * A proxy in front of the server, which records the queries of event lists and can play a server
+   * older than the actor and time filters: one that refuses them as query parameters it does not
+   * take, or one older still, which answered as if they had not been sent.
+   */
+  async function front(older: 'no' | 'refuses' | 'ignores'): Promise<{ via: string; queries: URLSearchParams[]; close: () => void }> {
     const queries: URLSearchParams[] = [];
     const server = http.createServer((req, res) => {
       const url = new URL(req.url!, f.server.url);
+      const newer = ['actor', 'since', 'until'].filter((name) => url.searchParams.has(name));
       if (url.pathname.endsWith('/events')) queries.push(new URLSearchParams(url.searchParams));
+      if (url.pathname.endsWith('/events') && newer.length > 0 && older === 'refuses') {
+        const message = 'is not a query parameter of this operation (it takes limit, cursor, type, subject, order)';
+        res.writeHead(400, { 'content-type': 'application/problem+json' }).end(JSON.stringify({
+          title: 'Invalid request', status: 400, code: 'invalid_request',
+          detail: `The request is not valid: /query/${newer[0]} ${message}.`, errors: [{ pointer: `/query/${newer[0]}`, message }],
+        }));
+        return;
+      }
+      if (older === 'ignores') for (const name of newer) url.searchParams.delete(name);
       const upstream = http.request(url, { method: req.method, headers: req.headers }, (answer) => {
         res.writeHead(answer.statusCode!, answer.headers);
         answer.pipe(res);
@@ -185,10 +200,32 @@ describe('slipway events', () => {
     return { via: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, queries, close: () => server.close() };
   }
 
+  it('says that a server older than the actor and time filters is, and prints nothing it would not filter', async () => {
+    const other = await f.server.actor(f.orgId, 'admin');
+    await createEnvironment(f.admin.http, f.orgId);
+    await createEnvironment(other.http, f.orgId);
+    for (const older of ['refuses', 'ignores'] as const) {
+      const proxy = await front(older);
+      try {
+        const env = clientVariables(f.server.url, f.orgId, f.admin, proxy.via);
+        const plain = await runCli(['events', '--type', 'environment.*'], env);
+        assert.equal(plain.code, 0, `${older}: ${plain.stderr}`);
+        const filtered = await runCli(['events', '--actor', other.id, '--since', '1h'], env);
+        assert.equal(filtered.code, 1, `${older}: ${filtered.stderr}`);
+        assert.equal(filtered.stdout, '');
+        assert.match(filtered.stderr, older === 'refuses'
+          ? /^slipway: the server refuses --actor and --since \(as query parameters it does not know\): its Slipway is older than this command's, and lists events by type and subject only\. Upgrade the server, or leave out --actor and --since\.$/m
+          : /^slipway: the server listed events that --actor leaves out: its Slipway is older than this command's and ignores that filter\. Upgrade the server, or leave out --actor\.$/m);
+      } finally {
+        proxy.close();
+      }
+    }
+  });
+
   it('slipway events --since --follow goes on with the events committed from then on, made before --since too', { skip: TEST_DB !== 'postgres' && 'SQLite commits in the order requests take their time' }, async () => {
     // The follower starts from the time of the environment made while the deployment waits.
     const { org, admin, made, waiting, commit } = await deploymentsHeldBehind(1);
-    const proxy = await front();
+    const proxy = await front('no');
     const follower = spawnSlipway(['events', '--since', made.createdAt, '--follow', '--json'], clientVariables(f.server.url, org, admin, proxy.via));
     try {
       // Once it reads on from where it started (without `order`), the deployment commits.
