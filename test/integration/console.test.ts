@@ -731,10 +731,13 @@ describe('console in a browser', { skip: browserSkip }, () => {
       const shown = await rows.count();
       await page.click(`button[aria-label="New secret for ${last}"]`);
       await page.waitForSelector(`#shown-once:has-text("New client secret for ${last}")`);
+      // The secret is shown before the row is read again: waited for until the row says what it has
+      // now, two secrets, each removable (the row before had one, and no Remove).
+      const removable = page.locator(`button[aria-label^="Remove the secret"][aria-label$="of ${last}"]`);
+      await removable.nth(1).waitFor();
+      assert.equal(await removable.count(), 2);
       assert.equal(await rows.count(), shown, 'the pages loaded are still there');
       assert.equal(await page.evaluate<string | null>('document.activeElement?.getAttribute("aria-label") ?? null'), `New secret for ${last}`);
-      // The row says what it has now: two secrets, each removable.
-      assert.equal(await page.locator(`button[aria-label^="Remove the secret"][aria-label$="of ${last}"]`).count(), 2);
     } finally {
       // The other tests find their service users on the list's first page.
       for (const id of made) await server.owner.http.delete(`/v1/orgs/default/service-users/${id}`);
