@@ -447,7 +447,12 @@ describe('console in a browser', { skip: browserSkip }, () => {
       await page.waitForSelector('#shown-once');
       const [, secret] = await page.locator('#shown-once dd').allTextContents();
       await page.waitForSelector(`tr:has-text("${url}") >> code:has-text("environment.created")`);
-      for (let i = 0; i < 300 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      // The receiver has the delivery a moment before the server records it, and the webhook's page
+      // shows the deliveries recorded when it is drawn: waited for until the API lists it.
+      const webhookId = ((await server.owner.http.get('/v1/orgs/default/webhooks')).body.webhooks as Array<{ id: string; url: string }>).find((w) => w.url === url)!.id;
+      const recorded = async () => ((await server.owner.http.get(`/v1/orgs/default/webhooks/${webhookId}/deliveries`)).body.deliveries as Array<{ eventType: string }>)
+        .some((d) => d.eventType === 'webhook.created');
+      for (let i = 0; i < 300 && !(await recorded()); i++) await new Promise((r) => setTimeout(r, 100));
       const [first] = received;
       assert.equal(JSON.parse(first!.body).type, 'webhook.created');
       new StandardWebhook(secret!).verify(first!.body, {
@@ -455,7 +460,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
       });
 
       await page.click(`a:has-text("${url}")`);
-      await page.waitForSelector('h1:has-text("Webhook")');
+      // Not just "Webhook": the list's heading, Webhooks, says that too.
+      await page.waitForSelector(`h1:has-text("Webhook ${url}")`);
       await page.waitForSelector('table >> code:has-text("webhook.created")');
       await page.click('#toggle-webhook');
       await page.waitForSelector('#toggle-webhook:has-text("Turn on")');
