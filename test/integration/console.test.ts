@@ -615,6 +615,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const running = await runningDeployment('tail');
     const page = await signedIn(server.bootstrap);
     await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    // The deployments list shown before lists it running too: its own page is waited for.
+    await page.waitForSelector(`h1:has-text("Deployment ${running.id}")`);
     await page.waitForSelector('.badge.in_progress');
     const atEnd = () => page.evaluate<boolean>(`(() => { const log = document.getElementById('deployment-log'); return log.scrollTop + log.clientHeight >= log.scrollHeight - 2; })()`);
 
@@ -685,6 +687,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const running = await runningDeployment('gap');
     const page = await signedIn(server.bootstrap);
     await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    // The deployments list shown before lists it running too: its own page is waited for.
+    await page.waitForSelector(`h1:has-text("Deployment ${running.id}")`);
     await page.waitForSelector('.badge.in_progress');
     await running.send(['before the gap']);
     await page.waitForSelector('#deployment-log >> text=before the gap');
@@ -907,7 +911,11 @@ describe('console in a browser', { skip: browserSkip }, () => {
     const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: 'listed', environment: 'listed' });
     assert.equal(made.status, 201, made.text);
     const page = await signedIn(server.bootstrap);
+    // The list shown on signing in, Deployments too, has the deployment queued as well: the filtered
+    // one is looked at once that one has been drawn over.
+    const unfiltered = await page.$('#main h1');
     await page.goto(`${server.url}/console/#/o/default/deployments?service=listed`);
+    await unfiltered!.waitForElementState('hidden');
     const row = page.locator(`tr:has-text("${made.body.id}")`);
     await row.locator('.badge.queued').waitFor();
     const runner = await newRunner(server, server.bootstrap.orgId);
@@ -916,6 +924,8 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await row.locator('.badge.in_progress').waitFor();
     // The service's recent deployments too.
     await page.goto(`${server.url}/console/#/o/default/services/listed`);
+    // Not the list just left, which shows it in progress too.
+    await page.waitForSelector('h1:has-text("Service listed")');
     await row.locator('.badge.in_progress').waitFor();
     assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
     await row.locator('.badge.succeeded').waitFor();
