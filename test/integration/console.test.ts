@@ -488,14 +488,25 @@ describe('console in a browser', { skip: browserSkip }, () => {
   it('draws nothing with an answer that came after the user moved on', async () => {
     const page = await signedIn(server.bootstrap);
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'slow-one', values: { K: 'v' } }] })).status, 201);
+    // Its answer is held until the page the user moved on to is drawn.
     let held!: () => void;
     const holding = new Promise<void>((resolve) => { held = resolve; });
-    await page.route((url) => url.pathname.endsWith('/secrets/slow-one'), async (route) => { held(); await new Promise((r) => setTimeout(r, 1_500)); await route.continue(); });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    await page.route((url) => url.pathname.endsWith('/secrets/slow-one'), async (route) => { held(); await released; await route.continue(); });
+    const asked: string[] = [];
+    page.on('request', (request) => asked.push(new URL(request.url()).pathname));
     await page.goto(`${server.url}/console/#/o/default/secrets/slow-one`);
     await holding;
     await page.goto(`${server.url}/console/#/o/default/secrets/payments`);
     await page.waitForSelector('h1:has-text("Secret payments")');
-    await new Promise((r) => setTimeout(r, 2_000));
+    const answered = page.waitForEvent('requestfinished', (request) => new URL(request.url()).pathname.endsWith('/secrets/slow-one'));
+    release();
+    await answered;
+    // A request of the page's own after that answer came: by its end the page has had the answer, and
+    // a page that drew with it would have asked for that secret's usage next.
+    await page.evaluate('fetch("config.json", { cache: "no-store" }).then((res) => res.text())');
+    assert.ok(!asked.some((path) => path.endsWith('/secrets/slow-one/usage')), asked.join('\n'));
     assert.equal(await page.locator('h1').textContent(), 'Secret payments');
     // A page the console does not have says so.
     await page.goto(`${server.url}/console/#/o/default/__proto__`);
