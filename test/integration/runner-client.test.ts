@@ -185,10 +185,13 @@ describe('runner token source and protocol client', () => {
     await assert.rejects(misspelt.run(), (e: unknown) => e instanceof Refused && e.code === 'environment_not_found');
 
     const env = await createEnvironment(f.admin.http, f.orgId);
-    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger, waitSeconds: 1 });
+    // Its claims counted as they are answered: the rename comes after the first one (204: nothing queued).
+    let answered = 0;
+    const counting: ProtocolClient = { ...client, claim: async (claim, signal) => { const got = await client.claim(claim, signal); answered++; return got; } };
+    const runner = createRunner({ client: counting, environments: [env.name], concurrency: 1, logger, waitSeconds: 1 });
     let settled = false;
     const running = runner.run().finally(() => { settled = true; });
-    await sleep(1_500); // its first claims are answered (204: nothing queued)
+    await eventually('its first claim to be answered', async () => (answered > 0 ? true : undefined));
     const renamed = await f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${env.id}`, { name: `${env.name}-renamed` });
     assert.equal(renamed.status, 200, renamed.text);
     await eventually('the runner to say it cannot claim', async () => (lines.some((l) => l.includes('cannot claim') && l.includes('keep running')) ? true : undefined));
