@@ -261,7 +261,11 @@ describe('slipway deploy', () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     try {
       const child = spawnDeploy(['--wait'], f.server.url, `http://127.0.0.1:${(silent.address() as AddressInfo).port}/oauth/v2/token`);
-      await sleep(1_500);
+      // Signalled once its token request has reached the token endpoint (a loaded machine may take a while to start it).
+      for (let waited = 0; held.size === 0; waited += 50) {
+        assert.ok(waited < 10_000, 'the command never asked for a token');
+        await sleep(50);
+      }
       const signalled = Date.now();
       child.kill('SIGINT');
       assert.equal(await child.exited, 130);
