@@ -144,8 +144,11 @@ describe('leases across a database out of reach', { skip: TEST_DB !== 'postgres'
       await proxy.cut();
       await sleep(4_500);
       await proxy.open();
-      // The sweep runs every second: it has had its turns when the runner's retried heartbeat lands.
-      await sleep(1_500);
+      // The sweep that would expire it, run now that the database answers again, before the runner's
+      // retried heartbeat lands. (Waiting for the periodic one instead races it: the last sweep that
+      // found the database out of reach may have come up to 1.5 s before it was back, and a lease later
+      // it may expire what it holds.)
+      await server.core.runner.sweep();
       const beat = await runner.heartbeat(d.id, claimed.lease.token);
       assert.equal(beat.status, 200, beat.text);
       const now = await server.owner.http.get(`/v1/orgs/${orgId}/deployments/${d.id}`);
