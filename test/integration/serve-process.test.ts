@@ -296,7 +296,8 @@ describe('slipway serve (child process)', () => {
   });
 
   it('expires no lease right after it was frozen longer than a lease (SIGSTOP, a paused VM): the runners\' heartbeats land first', async () => {
-    const proc = serve([], { SLIPWAY_RUNNER_LEASE_SECONDS: '2' });
+    // A lease of 3 s renewed every second: a heartbeat may land up to 2 s late on a loaded machine.
+    const proc = serve([], { SLIPWAY_RUNNER_LEASE_SECONDS: '3' });
     await proc.waitForLog(listening, 'that it listens');
     const base = `http://127.0.0.1:${port}`;
     const api = httpClient(base, await accessToken(boot));
@@ -311,12 +312,13 @@ describe('slipway serve (child process)', () => {
     assert.equal(claimed.status, 200, claimed.text);
     const beat = () => runner.post(`/v1/orgs/default/runner/deployments/${made.body.id}/heartbeat`, { leaseToken: claimed.body.lease.token });
     // Past the grace after its start, the lease kept alive.
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < 4; i++) {
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       assert.equal((await beat()).status, 200);
     }
+    // Frozen for longer than the lease.
     proc.child.kill('SIGSTOP');
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
     proc.child.kill('SIGCONT');
     const after = await beat();
     assert.equal(after.status, 200, after.text);
