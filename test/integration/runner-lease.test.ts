@@ -2,7 +2,8 @@
 // loses its lease; the deployment is re-queued and completed exactly once by another runner; and
 // when the frozen runner wakes up, the server refuses its late calls and it stops the process it
 // had started, leaving the other runner's in place. A deployment cancelled while it starts has its
-// process stopped too. (A short lease, so a heartbeat comes every second.)
+// process stopped too. (A short lease, so a heartbeat comes every second: 4 s, so that one may land
+// up to 3 s late on a loaded machine without the lease of a runner at work running out.)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -19,7 +20,7 @@ describe('slipway runner and its lease', () => {
   let developer: Actor;
 
   before(async () => {
-    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '2' } });
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '4' } });
     ({ server, orgId, admin, developer } = f);
   });
   after(() => f.close());
