@@ -181,6 +181,8 @@ describe('runner leases across a server restart', () => {
     const d = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
     const claim = await f.runner.take({ environments: [env.id], waitSeconds: 0 });
     assert.equal(claim.deployment.id, d.id);
+    // Made now, so that the lease after the start holds only the calls below (its token stays good).
+    const other = await newRunner(f.server, f.orgId);
 
     // Down for longer than the lease.
     const restarted = await f.server.restart(() => sleep(LEASE_SECONDS * 1000 + 500));
@@ -188,7 +190,6 @@ describe('runner leases across a server restart', () => {
     f = { ...f, server: restarted, close: async () => { assert.deepEqual(restarted.undeclared, []); await restarted.close(); } };
 
     // What expires leases first thing, another runner's claim and the sweep, leave it be.
-    const other = await newRunner(restarted, f.orgId);
     assert.equal((await other.claim({ environments: [env.id], waitSeconds: 0 })).status, 204);
     await restarted.core.runner.sweep();
     const beat = await f.runner.heartbeat(d.id, claim.lease.token);
