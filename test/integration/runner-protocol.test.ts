@@ -415,8 +415,10 @@ describe('runner leases', () => {
   let developer: Actor;
   let admin: Actor;
 
+  // Short enough for the tests that wait for one to expire; the others send no heartbeat, and make
+  // their calls within one lease (3 s, so that a second or two of a loaded machine does not end it).
   before(async () => {
-    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '2', SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS: '2' } });
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '3', SLIPWAY_DEPLOYMENT_MAX_ATTEMPTS: '2' } });
     ({ server, orgId, developer, admin } = f);
   });
   after(() => f.close());
