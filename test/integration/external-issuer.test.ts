@@ -255,13 +255,15 @@ describe('external issuer (ZITADEL) tokens', () => {
     const before = { ...issuer.hits };
     const rotated = await issuer.rotate();
     await sleep(REFRESH_WAIT_MS);
+    const refreshing = Date.now();
     const res = await server.http(await sign(claims(ZORG_A, ['viewer']), {}, rotated)).get('/v1/orgs');
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(issuer.hits, { discovery: before.discovery, jwks: before.jwks + 1 });
-    // A kid the issuer does not publish is the token's fault, and asks the issuer again only after the cooldown.
+    // A kid the issuer does not publish is the token's fault, and asks the issuer again only after the
+    // cooldown (1 s from that read): checked when both requests took less than that (a loaded machine may not).
     const ghost = await server.http(await sign(claims(ZORG_A, ['viewer']), { kid: 'ghost' })).get('/v1/orgs');
     assertInvalid(ghost, /unknown key/, 'unknown kid');
-    assert.equal(issuer.hits.jwks, before.jwks + 1);
+    if (Date.now() - refreshing < 1_000) assert.equal(issuer.hits.jwks, before.jwks + 1);
   });
 
   it('tries each key the set holds under a token\'s kid, and answers 503 naming a key that cannot be used', async () => {
