@@ -79,6 +79,9 @@ const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'EEXIST', 'ENOTDIR', 'EN
 
 function unwritable(file: string, error: unknown): unknown {
   const code = String((error as { code?: unknown }).code ?? '');
+  // Renamed away while this opened it, which SQLite then writes nothing to: `slipway restore` put
+  // another database in its place.
+  if (code === 'SQLITE_READONLY_DBMOVED') return new ConfigError(`the SQLite database ${file} was replaced while this opened it (by slipway restore?): start again, to open the one there now; nothing was written`);
   if (!UNWRITABLE.has(code)) return error;
   const dir = path.dirname(file);
   const why = code === 'EEXIST' || code === 'ENOTDIR' ? `${dir} is not a directory`
