@@ -10,6 +10,16 @@ import { unknownVariables, unknownVariableWarning, type UnknownVariable } from '
 
 export class UsageError extends Error {}
 
+/**
+ * A command's own definite no, exit 1: what it was asked for cannot be done as things stand (its
+ * message says what to change); `code` names the reason for --json.
+ */
+export class Refusal extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
+
 type FlagValues = Partial<Record<string, string | string[] | boolean | undefined>>;
 
 /**

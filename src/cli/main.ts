@@ -4,19 +4,19 @@
 import { ConfigError } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 import { errorMessage, isDatabaseBusy } from '../platform/db/facts.js';
-import { parse, printWarning, UsageError } from './args.js';
+import { parse, printWarning, Refusal, UsageError } from './args.js';
 import { unknownVariableWarning } from '../platform/unknown-variables.js';
 import { printable, printJson } from './output.js';
 import { VERSION } from '../platform/version.js';
 import { catchStopSignals } from './stop-signals.js';
-import { BACKUP_USAGE, DEPLOY_USAGE, DEPLOYMENT_USAGE, ENVIRONMENT_USAGE, EVENTS_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USAGE, SERVICE_USER_USAGE } from './usage.js';
+import { BACKUP_USAGE, RESTORE_USAGE, DEPLOY_USAGE, DEPLOYMENT_USAGE, ENVIRONMENT_USAGE, EVENTS_USAGE, ORG_USAGE, RUNNER_USAGE, RUNNERS_USAGE, SECRET_USAGE, SERVICE_USAGE, SERVICE_USER_USAGE } from './usage.js';
 
 const HELP = `slipway — deployment management
 
 usage:
   slipway serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] [--workers N] …
   slipway migrate [--json]
-${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...DEPLOYMENT_USAGE, ...ENVIRONMENT_USAGE, ...SERVICE_USAGE, ...SECRET_USAGE, ...EVENTS_USAGE, ...BACKUP_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
+${[...ORG_USAGE, ...SERVICE_USER_USAGE, ...RUNNER_USAGE, ...RUNNERS_USAGE, ...DEPLOY_USAGE, ...DEPLOYMENT_USAGE, ...ENVIRONMENT_USAGE, ...SERVICE_USAGE, ...SECRET_USAGE, ...EVENTS_USAGE, ...BACKUP_USAGE, ...RESTORE_USAGE].map((line) => `  ${line}\n`).join('')}  slipway keys status|rotate-master|rotate-signing|revoke-signing [--json]   (slipway keys --help)
   slipway version [--json]
 
 Every command reads the same configuration as serve: SLIPWAY_* environment variables, or the
@@ -110,8 +110,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await (await import('./service.js')).serviceCommand(rest, env);
       case 'backup':
         return await (await import('./backup.js')).backupCommand(rest, env);
+      case 'restore':
+        return await (await import('./restore.js')).restoreCommand(rest, env);
       case undefined:
-        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, deployment, environment, service, secret, events, backup or version; see slipway --help');
+        throw new UsageError('a command is needed: serve, migrate, org, service-user, keys, runner, runners, deploy, deployment, environment, service, secret, events, backup, restore or version; see slipway --help');
       case 'help':
       case '--help':
       case '-h':
@@ -140,6 +142,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       return exitCode;
     };
     if (error instanceof UsageError || error instanceof ConfigError) return refuse(2, 'usage', error.message);
+    if (error instanceof Refusal) return refuse(1, error.code, error.message);
     if (error instanceof AppError) return refuse(1, error.code, `${error.detail}${shellHint(command, rest, error)}`, { status: error.status, ...error.extras }, fieldLines(error));
     // The token endpoint's or the runner protocol's definite no (runner-agent/http-call.ts's
     // Refused, known by its name: importing it would load the runner for every command).

@@ -77,6 +77,10 @@ export const BACKUP_USAGE = [
   'slipway backup --to FILE [--json]   (SQLite: a consistent copy while servers keep serving)',
 ];
 
+export const RESTORE_USAGE = [
+  'slipway restore --from FILE [--json]   (SQLite: a checked backup in place of the database, every server stopped; the one replaced kept beside it)',
+];
+
 /** `--help` anywhere after the command prints its usage instead of running it. */
 export function wantsHelp(argv: string[], usage: string[]): boolean {
   // `slipway org help` as `slipway keys help` and `slipway help`.

@@ -20,8 +20,27 @@ export function looseMode(file: string): string | null {
  * included). Refuses with EEXIST when something is already at that path, a symbolic link included.
  */
 export function createOwnerOnly(file: string, data: string): void {
-  writeNew(file, data);
+  writeNew(file, (fd) => fs.writeSync(fd, data));
   fsyncDir(path.dirname(file));
+}
+
+/**
+ * Creates `file` (mode 0600, never one already there) holding a copy of `source`'s bytes, on disk
+ * when this returns; not its directory's entry: a caller that moves it into place fsyncs the
+ * directory then. A plain copy (fs.copyFile) would give it `source`'s mode, however loose.
+ */
+export function copyToNewOwnerOnly(source: string, file: string): void {
+  const from = fs.openSync(source, 'r');
+  try {
+    writeNew(file, (fd) => {
+      const buffer = Buffer.allocUnsafe(1 << 20);
+      for (let read; (read = fs.readSync(from, buffer, 0, buffer.length, null)) > 0;) {
+        for (let written = 0; written < read;) written += fs.writeSync(fd, buffer, written, read - written);
+      }
+    });
+  } finally {
+    fs.closeSync(from);
+  }
 }
 
 /**
@@ -36,7 +55,7 @@ export function replaceOwnerOnly(
   rename: (from: string, to: string) => void = fs.renameSync,
 ): void {
   const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-  writeNew(temp, data);
+  writeNew(temp, (fd) => fs.writeSync(fd, data));
   try {
     rename(temp, file);
   } catch (error) {
@@ -47,11 +66,11 @@ export function replaceOwnerOnly(
 }
 
 /** A new file (never one already there), removed again if it cannot be written whole. */
-function writeNew(file: string, data: string): void {
+function writeNew(file: string, write: (fd: number) => void): void {
   const fd = fs.openSync(file, 'wx', 0o600);
   try {
     try {
-      fs.writeSync(fd, data);
+      write(fd);
       fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);
@@ -62,7 +81,8 @@ function writeNew(file: string, data: string): void {
   }
 }
 
-function fsyncDir(dir: string): void {
+/** Makes the directory's entries (a file created, renamed or linked there) durable. */
+export function fsyncDir(dir: string): void {
   const fd = fs.openSync(dir, 'r');
   try {
     fs.fsyncSync(fd);

@@ -169,7 +169,7 @@ describe('slipway CLI: usage, help and errors', () => {
     try {
       // --help wins, after a flag the command does not know too.
       for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
-        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help'],
+        ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help'], ['restore', 'help'], ['restore', '--from', 'x.db', '--help'],
         ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help'], ['version', '--help'], ['version', 'help'], ['events', 'help'], ['events', '--follow', '--help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
@@ -237,7 +237,7 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.equal(help.code, 0);
     assert.match(help.stdout, /slipway keys status\|rotate-master\|rotate-signing\|revoke-signing\b/);
     assert.match(help.stdout, /--master-key .*show the key/s);
-    for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable', 'backup']) {
+    for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable', 'backup', 'restore']) {
       assert.match(help.stdout, new RegExp(`slipway ${command}\\b`), command);
     }
   });

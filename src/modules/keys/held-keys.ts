@@ -19,12 +19,14 @@ export async function unheldMasterKeyIds(db: Executor, ring: MasterKeyring): Pro
 /**
  * Start-up: refuses, in one line, a configuration that lacks a key rows are wrapped under. In the
  * environment's mode that is typically a node given only the new key while another node still
- * wraps under the old one.
+ * wraps under the old one. `copy`: `db` is that file, a backup about to be restored, not the
+ * database the configuration names (which `keys status` would read).
  */
-export async function refuseUnheldMasterKeys(db: Executor, ring: MasterKeyring): Promise<void> {
+export async function refuseUnheldMasterKeys(db: Executor, ring: MasterKeyring, copy: string | null = null): Promise<void> {
   const unheld = await unheldMasterKeyIds(db, ring);
   if (unheld.length === 0) return;
   const one = unheld.length === 1;
   const holder = ring.source === 'SLIPWAY_MASTER_KEY' ? 'SLIPWAY_MASTER_KEY and SLIPWAY_MASTER_KEY_PREVIOUS do' : `${ring.source} does`;
-  throw new ConfigError(`the database holds data wrapped under master key${one ? '' : 's'} ${unheld.join(', ')}, which ${holder} not hold: ${addKeyAdvice(ring.source, unheld.length)} (slipway keys status shows the rows under each key; a node still on ${one ? 'that key' : 'those keys'} keeps wrapping new rows under ${one ? 'it' : 'them'}); nothing was written`);
+  const status = copy !== null ? '' : ` (slipway keys status shows the rows under each key; a node still on ${one ? 'that key' : 'those keys'} keeps wrapping new rows under ${one ? 'it' : 'them'})`;
+  throw new ConfigError(`${copy === null ? 'the database' : `the copy ${copy}`} holds data wrapped under master key${one ? '' : 's'} ${unheld.join(', ')}, which ${holder} not hold: ${addKeyAdvice(ring.source, unheld.length)}${status}; nothing was written`);
 }

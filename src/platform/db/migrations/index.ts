@@ -35,7 +35,7 @@ export interface MigrationOutcome {
   applied: string[];
 }
 
-function migratorOf(database: Database): Migrator {
+function migratorOf(database: Pick<Database, 'db' | 'dialect'>): Migrator {
   const types = columnTypes(database.dialect);
   const migrations: Record<string, Migration> = {};
   for (const step of MIGRATIONS) migrations[step.name] = { up: (db) => step.up(db, types) };
@@ -45,7 +45,7 @@ function migratorOf(database: Database): Migrator {
 /** Where a database's schema stands against this build's migrations; reading it writes nothing. */
 export type SchemaState = { kind: 'current' } | { kind: 'absent' } | { kind: 'behind'; at: string; pending: string[] } | { kind: 'ahead'; unknown: string[] };
 
-export async function schemaState(database: Database): Promise<SchemaState> {
+export async function schemaState(database: Pick<Database, 'db' | 'dialect'>): Promise<SchemaState> {
   const migrations = await migratorOf(database).getMigrations();
   const done = migrations.filter((m) => m.executedAt !== undefined);
   if (done.length === 0) return { kind: 'absent' };
