@@ -240,6 +240,11 @@ describe('slipway CLI: usage, help and errors', () => {
     for (const command of ['serve', 'migrate', 'org create', 'org list', 'service-user create', 'service-user list', 'service-user rotate-secret', 'service-user disable', 'backup', 'restore']) {
       assert.match(help.stdout, new RegExp(`slipway ${command}\\b`), command);
     }
+    // And each has its row in the README's table of commands.
+    const readme = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+    const commands = new Set([...help.stdout.matchAll(/^ {2}slipway ([a-z-]+)/gm)].map((m) => m[1]!));
+    assert.ok(commands.has('restore'), help.stdout);
+    for (const command of commands) assert.match(readme, new RegExp(`^\\| \`slipway ${command}[ \`]`, 'm'), `README's table of commands has no row for ${command}`);
   });
 
   it('says which commands are API clients, which take no server setting such as --data-dir (help and README)', { skip: NO_DATABASE }, async () => {
