@@ -86,7 +86,8 @@ export function createRunnerService(deps: RunnerDeps) {
   // has passed since this one began to serve, only what a runner let go of is an orphan, not what
   // went unreported; until a whole lease has, no lease expires (see expire). Counted from when it
   // listens (`listening`): a start that takes long (migrating, a loaded machine) heard nothing either;
-  // and from when the database last could not be reached, which no heartbeat or report reached either.
+  // and from when the database last could not be reached (by the sweep, or by any request: see
+  // `databaseUnreachable`), which no heartbeat or report reached either.
   let startedAt = nowMs();
 
   function leaseOf(row: DeploymentRow): LeaseT {
@@ -495,6 +496,15 @@ export function createRunnerService(deps: RunnerDeps) {
 
     /** The server listens from now: runners' retried heartbeats and reports can reach it. */
     listening(): void {
+      startedAt = nowMs();
+    },
+
+    /**
+     * A request found the database out of reach: as after a failed probe of the sweep, no lease
+     * expires here for a lease from now, however briefly the database was gone (perhaps between
+     * two sweeps).
+     */
+    databaseUnreachable(): void {
       startedAt = nowMs();
     },
 
