@@ -86,7 +86,10 @@ describe('runner protocol', () => {
     assert.equal(retry.status, 200, retry.text);
     assert.equal(retry.headers.get('idempotent-replayed'), 'true');
     assert.equal(retry.headers.get('cache-control'), 'no-store');
-    assert.deepEqual(retry.body, first.body);
+    const apartFromTimeLeft = (answer: any) => ({ ...answer, lease: { ...answer.lease, expiresInMs: undefined } });
+    assert.deepEqual(apartFromTimeLeft(retry.body), apartFromTimeLeft(first.body));
+    // The same lease, with what it has left by now.
+    assert.ok(retry.body.lease.expiresInMs <= first.body.lease.expiresInMs, JSON.stringify([retry.body.lease, first.body.lease]));
     assert.equal((await eventsOf(server, orgId, d.id)).filter((e) => e.type === 'deployment.state_changed').length, 1, 'claimed once');
     // Only which deployment under which lease is kept (sealed), not the answer with its values.
     const row = await server.core.db.selectFrom('idempotency_keys').select(['body_sealed', 'committed_at']).where('idempotency_key', '=', key).executeTakeFirstOrThrow();
@@ -246,6 +249,23 @@ describe('runner protocol', () => {
     assert.equal(zoned.status, 200, zoned.text);
     const lines = (await developer.http.get(`/v1/orgs/${orgId}/deployments/${d.id}/logs`)).body.lines;
     assert.deepEqual(lines.map((l: any) => l.at), ['2026-11-27T05:00:00.000Z', '2026-11-27T05:00:00.123Z', '2026-06-30T23:59:59.999Z', '2026-06-30T23:59:59.999Z']);
+    assert.equal((await runner.complete(d.id, c.lease.token)).status, 200);
+  });
+
+  it('says in claim and heartbeat answers what the lease has left from when the request was taken up, and not in log appends, which a key may replay', async () => {
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId);
+    const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+    const c = await runner.take({ environments: [env.id], waitSeconds: 0 });
+    const leaseMs = c.lease.durationSeconds * 1000;
+    // Taken up before the lease was granted or renewed: a whole lease from then, at the least.
+    assert.ok(c.lease.expiresInMs! >= leaseMs, JSON.stringify(c.lease));
+    const beat = await runner.heartbeat(d.id, c.lease.token);
+    assert.equal(beat.status, 200, beat.text);
+    assert.ok(beat.body.lease.expiresInMs >= leaseMs, JSON.stringify(beat.body.lease));
+    const appended = await runner.logs(d.id, { leaseToken: c.lease.token, lines: [{ line: 'one' }] });
+    assert.equal(appended.status, 200, appended.text);
+    assert.equal(appended.body.lease.expiresInMs, undefined);
     assert.equal((await runner.complete(d.id, c.lease.token)).status, 200);
   });
 

@@ -90,10 +90,17 @@ export function createRunnerService(deps: RunnerDeps) {
   // `databaseUnreachable`), which no heartbeat or report reached either.
   let startedAt = nowMs();
 
-  function leaseOf(row: DeploymentRow): LeaseT {
+  /**
+   * The lease of a row, as a claim or heartbeat answers it. `since`: when this request was taken up,
+   * from which `expiresInMs` counts (a runner counts it from when it sent the request, by its own
+   * clock). Left out of the answers that an Idempotency-Key may replay later (a log append's),
+   * where it would be stale.
+   */
+  function leaseOf(row: DeploymentRow, since?: number): LeaseT {
     return {
       token: row.lease_token!, attempt: row.attempt, expiresAt: row.lease_expires_at!,
       durationSeconds: deps.leaseSeconds, heartbeatSeconds: Math.max(1, Math.floor(deps.leaseSeconds / 3)),
+      ...(since !== undefined ? { expiresInMs: Math.max(0, Date.parse(row.lease_expires_at!) - since) } : {}),
     };
   }
 
@@ -161,7 +168,7 @@ export function createRunnerService(deps: RunnerDeps) {
    * pinned secret versions are gone (destroyed since) cannot ever run: it fails with the reason,
    * and the claim moves on.
    */
-  async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null, host: string | undefined): Promise<ClaimOutcome> {
+  async function claimOnce(ctx: RequestContext, orgId: string, envIds: string[] | null, host: string | undefined, since: number): Promise<ClaimOutcome> {
     const now = nowDate();
     const at = now.toISOString();
     // A runner that lost a deployment's lease is not handed it again before its claims waiting then
@@ -189,7 +196,7 @@ export function createRunnerService(deps: RunnerDeps) {
           await failUnresolvable(trx, ctx, row, run, at);
           return 'retry';
         }
-        return { deployment: toDeployment(row), lease: leaseOf(row), run };
+        return { deployment: toDeployment(row), lease: leaseOf(row, since), run };
       });
     } catch (error) {
       // PostgreSQL: another node took the last slot of this service and environment first.
@@ -310,6 +317,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * refused for them records nothing.
      */
     async claim(ctx: RequestContext, orgId: string, request: ClaimRequestT, abort?: AbortSignal, reauthenticate?: () => Promise<void>, accepted?: () => Promise<void>): Promise<ClaimResponseT | null> {
+      const since = nowMs();
       let envIds = await environmentIds(ctx, orgId, request?.environments);
       await accepted?.();
       const deadline = nowMs() + (request?.waitSeconds ?? CLAIM_WAIT_DEFAULT_SECONDS) * 1000;
@@ -322,7 +330,7 @@ export function createRunnerService(deps: RunnerDeps) {
         }
         const seen = signals.version(orgId);
         if (sweep) await expire(orgId);
-        const outcome = await claimOnce(ctx, orgId, envIds, request?.host);
+        const outcome = await claimOnce(ctx, orgId, envIds, request?.host, since);
         if (outcome === 'retry') continue;
         if (outcome !== 'none') return outcome;
         const left = deadline - nowMs();
@@ -339,6 +347,7 @@ export function createRunnerService(deps: RunnerDeps) {
      * versions, while the lease is still held. The values were never kept with the key.
      */
     async claimAgain(ctx: RequestContext, orgId: string, id: string, leaseToken: string): Promise<ClaimResponseT> {
+      const since = nowMs();
       // Its secret values go out again only to a runner that may still take its environment.
       const kept = await keptTo(ctx);
       const answer = await db.transaction().execute(async (trx) => {
@@ -348,7 +357,7 @@ export function createRunnerService(deps: RunnerDeps) {
           throw errors.forbidden('This runner is no longer kept to the environment of the deployment this claim took: its secret values are not handed out again. Its lease runs out, and a runner of that environment takes it.');
         }
         const run = await runSpecOf(trx, orgId, row);
-        if (!isAppError(run)) return { deployment: toDeployment(row), lease: leaseOf(row), run };
+        if (!isAppError(run)) return { deployment: toDeployment(row), lease: leaseOf(row, since), run };
         // Deleted for good since the first answer: it cannot run, as a claim would have found. The
         // failure commits; the refusal goes out after it (thrown here, it would roll the failure back).
         await failUnresolvable(trx, ctx, row, run, nowIso());
@@ -359,10 +368,11 @@ export function createRunnerService(deps: RunnerDeps) {
     },
 
     async heartbeat(orgId: string, id: string, token: string): Promise<{ lease: LeaseT }> {
+      const since = nowMs();
       const row = await deploymentsRepo.renewLease(db, { orgId, id, leaseToken: token, expiresAt: renewal(), lines: 0 });
       if (!row) throw await refusal(db, orgId, id, token);
       if (row.host_id !== null && row.claimed_by !== null) await deps.runners.heard(orgId, row.host_id, row.claimed_by);
-      return { lease: leaseOf(row) };
+      return { lease: leaseOf(row, since) };
     },
 
     /** Appends in order after every stored line; the sequence numbers are reserved under the row's lock. */
