@@ -4,15 +4,16 @@
 // that service and environment, where the supervisor keeps it running. A launch that fails leaves
 // the previous process serving and reports the reason. When the server says the deployment is no longer ours (lease lost,
 // cancelled, or a success it refuses), stop what was started for it and report nothing: the
-// previous process keeps serving.
+// previous process keeps serving. So too when the lease may have run out unheard (no renewal got
+// through for a whole lease), before another runner can be handed the deployment.
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
-import type { AdoptResponseT, ClaimResponseT, LeaseT, OutcomeT, RunSpecT } from '../modules/runner/runner.protocol.js';
+import type { AdoptResponseT, ClaimResponseT, OutcomeT, RunSpecT } from '../modules/runner/runner.protocol.js';
 import { Refused } from './http-call.js';
 import { freePort, launch, LaunchError, type LaunchSpec, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
 import { LogShipper, secretMasker } from './log-shipper.js';
-import type { ProtocolClient } from './protocol-client.js';
+import type { Claimed, ProtocolClient } from './protocol-client.js';
 import { cutAt } from '../platform/text.js';
 import { supervise } from './supervisor.js';
 
@@ -100,7 +101,7 @@ export function processKey(claim: Pick<ClaimResponseT, 'deployment'>): string {
   return `${claim.deployment.service.id}/${claim.deployment.environment.id}`;
 }
 
-export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<RunResult> {
+export async function carryOut(claim: Claimed, ctx: RunContext): Promise<RunResult> {
   const { deployment, lease, run } = claim;
   const id = deployment.id;
   const key = processKey(claim);
@@ -135,19 +136,24 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
   // the runner's own log (masked the same way), for as long as the process runs.
   let output: OutputSink = (stream, line) => shipper.push(stream, line);
   const sink: OutputSink = (stream, line) => output(stream, line);
-  const heartbeat = keepLeaseAlive(ctx.client, id, lease, work);
+  const held = keepLeaseAlive(ctx.client, claim, work);
   let started: { proc: RunningProcess; port: number; supervised: boolean } | undefined;
-  /** The runner stopped before the deployment could be completed: it is given back once what was started for it has stopped. */
-  let givingBack = false;
+  /**
+   * Why the deployment is given back once what was started for it has stopped: the runner stopped
+   * before it could be completed, or its lease may have run out.
+   */
+  let givingBack: { line: string; reason: string } | undefined;
 
   /** Reports the outcome; answers the deployment's state as the server now has it. */
   const complete = async (outcome: OutcomeT, reason?: string): Promise<string> => {
-    // The heartbeat stops first, so that no refusal of it can cross the completion.
-    await heartbeat.stop();
+    // The heartbeat stops first, so that no refusal of it can cross the completion. The lease is
+    // watched until the completion is answered: one that runs out meanwhile stops it.
+    await held.stopRenewing();
     output = serviceOutputLog(log, mask);
     await shipper.close();
     const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: cutAt(mask(reason), REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
+    await held.stop();
     log.info({ outcome, state: done.state, ...(reason !== undefined ? { reason: body.reason } : {}) }, `deployment ${outcome}`);
     return done.state;
   };
@@ -201,37 +207,46 @@ export async function carryOut(claim: ClaimResponseT, ctx: RunContext): Promise<
     if (why instanceof Refused) {
       const level = why.mustStop ? 'warn' : 'error';
       log[level]({ status: why.status, code: why.code }, `stopped working on the deployment: ${why.detail}`);
+    } else if (why instanceof LeaseLapsed) {
+      log.warn({ leaseSeconds: why.leaseSeconds }, `stopped working on the deployment: ${why.message}`);
+      givingBack = {
+        line: `the runner stops attempt ${lease.attempt}: no renewal of its lease got through for a whole lease (${why.leaseSeconds} s), and the deployment may be another runner's by now; what it started is stopped, and the deployment is given back`,
+        reason: 'no renewal of its lease got through for a whole lease',
+      };
     } else if (ctx.stopping.aborted) {
-      givingBack = true;
+      givingBack = {
+        line: `the runner is stopping: attempt ${lease.attempt} ends here, and the deployment is given back (queued again for its next attempt, unless this was its last)`,
+        reason: 'the runner stopped before the deployment finished',
+      };
     } else {
       log.error({ err: error }, 'could not carry out the deployment');
     }
     return 'abandoned';
   } finally {
     ctx.stopping.removeEventListener('abort', onStopping);
-    await heartbeat.stop();
+    await held.stop();
     work.abort();
     // What was started for a deployment that did not go through must not keep running.
     if (started !== undefined && !started.supervised) {
       await started.proc.stop();
       ctx.ports.release(started.port);
     }
-    if (givingBack) await giveBack(claim, ctx.client, log);
+    if (givingBack !== undefined) await giveBack(claim, ctx.client, log, givingBack);
   }
 }
 
 /**
- * A stopping runner's deployment that it did not finish goes back to the queue now, for another
- * runner (or this one, started again), rather than once its lease runs out: its log says why, and
- * so does its `reason`. Tried for a few seconds; failing that, the lease's expiry does it.
+ * A deployment this runner did not finish (it is stopping, or its lease may have run out) goes back
+ * to the queue now, for another runner (or this one), rather than once its lease runs out: its log
+ * says why (`line`), and so does its `reason`. Tried for a few seconds; failing that, the lease's
+ * expiry does it. A lease that did run out is refused: the log keeps nothing of it then.
  */
-async function giveBack(claim: ClaimResponseT, client: ProtocolClient, log: Logger): Promise<void> {
+async function giveBack(claim: ClaimResponseT, client: ProtocolClient, log: Logger, why: { line: string; reason: string }): Promise<void> {
   const { deployment: { id }, lease } = claim;
   const budget = AbortSignal.timeout(GIVE_BACK_BUDGET_MS);
   try {
-    const line = `the runner is stopping: attempt ${lease.attempt} ends here, and the deployment is given back (queued again for its next attempt, unless this was its last)`;
-    await client.appendLogs(id, { leaseToken: lease.token, lines: [{ stream: 'runner', line }] }, budget);
-    const back = await client.abandon(id, { leaseToken: lease.token, reason: 'the runner stopped before the deployment finished' }, budget);
+    await client.appendLogs(id, { leaseToken: lease.token, lines: [{ stream: 'runner', line: why.line }] }, budget);
+    const back = await client.abandon(id, { leaseToken: lease.token, reason: why.reason }, budget);
     log.info({ state: back.state }, back.state === 'queued' ? 'gave the deployment back: it is queued for another runner' : `gave the deployment back: it is ${back.state} now`);
   } catch (error) {
     if (error instanceof Refused && error.mustStop) {
@@ -345,26 +360,69 @@ function unexpectedStartFailure(error: unknown, log: Logger): string {
   return `the runner could not start it (${typeof code === 'string' ? code : name})`;
 }
 
-/** Renews the lease every `heartbeatSeconds` until stopped; a refusal aborts `work` with it. */
-function keepLeaseAlive(client: ProtocolClient, id: string, lease: LeaseT, work: AbortController): { stop(): Promise<void> } {
-  const stopped = new AbortController();
-  const signal = AbortSignal.any([work.signal, stopped.signal]);
-  const loop = (async () => {
-    let every = lease.heartbeatSeconds * 1000;
-    while (!signal.aborted) {
+/** Why `work` aborts when the lease may have run out without this runner hearing of it. */
+class LeaseLapsed extends Error {
+  override readonly name = 'LeaseLapsed';
+
+  constructor(readonly leaseSeconds: number) {
+    super(`no renewal of its lease got through for a whole lease (${leaseSeconds} s): the server may give the deployment to another runner from now on, so what was started for it is stopped, and the previous process, if any, keeps serving`);
+  }
+}
+
+/**
+ * Renews the lease every `heartbeatSeconds`, and watches it by this runner's own clock: once the
+ * moment the server's answers vouch for has passed (`heldUntil`, see runner.protocol.ts), the
+ * server may hand the deployment to another runner, and `work` aborts with LeaseLapsed. A
+ * refusal aborts `work` with it. `stopRenewing` ends the heartbeats only (a completion is under
+ * way, and must not outlast the lease either); `stop` ends the watch too.
+ */
+function keepLeaseAlive(client: ProtocolClient, claim: Claimed, work: AbortController): { stopRenewing(): Promise<void>; stop(): Promise<void> } {
+  const { deployment: { id }, lease } = claim;
+  const renewing = new AbortController();
+  const watching = new AbortController();
+  const renewals = AbortSignal.any([work.signal, renewing.signal, watching.signal]);
+  const watch = AbortSignal.any([work.signal, watching.signal]);
+  let heldUntil = claim.heldUntil;
+  let durationMs = lease.durationSeconds * 1000;
+  let every = lease.heartbeatSeconds * 1000;
+  // A node that cannot reach the database expires no lease meanwhile, nor for a lease after: the
+  // lease holds for a lease from when that heartbeat was sent, if it still held when the answer came.
+  const databaseUnreachable = (sentAt: number) => {
+    if (performance.now() < heldUntil) heldUntil = Math.max(heldUntil, sentAt + durationMs);
+  };
+  const renew = (async () => {
+    while (!renewals.aborted) {
       try {
-        await sleep(every, undefined, { signal });
-        every = (await client.heartbeat(id, lease.token, signal, every)).lease.heartbeatSeconds * 1000;
+        // Due a heartbeat interval after the renewal (or the claim) that the lease counts from.
+        await sleep(Math.max(0, heldUntil - durationMs + every - performance.now()), undefined, { signal: renewals });
+        const renewed = await client.heartbeat(id, lease.token, renewals, every, databaseUnreachable);
+        heldUntil = Math.max(heldUntil, renewed.heldUntil);
+        durationMs = renewed.lease.durationSeconds * 1000;
+        every = renewed.lease.heartbeatSeconds * 1000;
       } catch (error) {
-        if (!signal.aborted) work.abort(error);
+        if (!renewals.aborted) work.abort(error);
         return;
       }
     }
   })();
+  const watcher = (async () => {
+    for (let left = heldUntil - performance.now(); left > 0; left = heldUntil - performance.now()) {
+      try {
+        await sleep(left, undefined, { signal: watch });
+      } catch {
+        return;
+      }
+    }
+    if (!watch.aborted) work.abort(new LeaseLapsed(durationMs / 1000));
+  })();
   return {
+    async stopRenewing() {
+      renewing.abort();
+      await renew;
+    },
     async stop() {
-      stopped.abort();
-      await loop;
+      watching.abort();
+      await Promise.all([renew, watcher]);
     },
   };
 }

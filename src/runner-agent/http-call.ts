@@ -51,6 +51,8 @@ export function retryAfterMs(headers: Headers): number | undefined {
 export interface RetryOptions {
   signal: AbortSignal;
   onRetry?: (error: Unavailable, attempt: number, delayMs: number) => void;
+  /** The longest pause, whatever Retry-After says. */
+  longestPauseMs?: number;
 }
 
 /** Runs `attempt` until it returns, throws something other than Unavailable, or `signal` aborts. */
@@ -61,7 +63,7 @@ export async function untilAvailable<T>(attempt: () => Promise<T>, options: Retr
       return await attempt();
     } catch (error) {
       if (!(error instanceof Unavailable) || options.signal.aborted) throw error;
-      const delay = error.retryAfterMs ?? backoffMs(n);
+      const delay = Math.min(error.retryAfterMs ?? backoffMs(n), options.longestPauseMs ?? Infinity);
       options.onRetry?.(error, n, delay);
       // An abort while pausing ends the retries with the abort's own reason.
       await sleep(delay, undefined, { signal: options.signal }).catch(() => options.signal.throwIfAborted());

@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
-  mustStop, runnerUrl, RUNNER_ROUTES, type AbandonRequestT, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
-  type CompleteRequestT, type HeartbeatResponseT, type ReleaseRequestT, type ReleaseResponseT, type ServingRequestT, type ServingResponseT,
+  DATABASE_UNREACHABLE, mustStop, runnerUrl, RUNNER_ROUTES, type AbandonRequestT, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
+  type CompleteRequestT, type HeartbeatResponseT, type LeaseT, type ReleaseRequestT, type ReleaseResponseT, type ServingRequestT, type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
 import { isTransientStatus, parseJson, Refused, retryAfterMs, untilAvailable, Unavailable } from './http-call.js';
@@ -36,6 +36,21 @@ export interface ClaimOptions {
   version?: string;
 }
 
+/** A claim's answer, and until when (performance.now()) its lease holds at the least (see runner.protocol.ts). */
+export type Claimed = ClaimResponseT & { heldUntil: number };
+
+/** A heartbeat's answer, and until when (performance.now()) the lease it renewed holds at the least. */
+export type Renewed = HeartbeatResponseT & { heldUntil: number };
+
+/**
+ * Until when the lease in an answer holds at the least, by this runner's clock: what it had left
+ * when the server took the request up, from when the request was sent (`sentAt`); `otherwise` from
+ * a server too old to say.
+ */
+function heldUntil(lease: LeaseT, sentAt: number, otherwise: number): number {
+  return lease.expiresInMs !== undefined ? sentAt + lease.expiresInMs : otherwise;
+}
+
 const CALL_TIMEOUT_MS = 30_000;
 const HEARTBEAT_TRY_FLOOR_MS = 5_000;
 /** The problem code of a request whose Idempotency-Key is held by a first try still running (or taken for running). */
@@ -61,11 +76,16 @@ export function createProtocolClient(options: ProtocolClientOptions) {
 
   /**
    * `keyGivenUp`: a 409 saying the request under its Idempotency-Key is still in progress is a
-   * refusal (the caller drops the key) rather than a reason to ask again with it.
+   * refusal (the caller drops the key) rather than a reason to ask again with it. `sent` hears when
+   * each try goes out (performance.now()); `databaseUnreachable`, of each try that a Slipway node
+   * answered with `database_unreachable` (it is retried all the same).
    */
-  async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: { timeoutMs?: number; headers?: Record<string, string>; keyGivenUp?: boolean } = {}): Promise<T | null> {
+  async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: {
+    timeoutMs?: number; headers?: Record<string, string>; keyGivenUp?: boolean; longestPauseMs?: number; sent?: (at: number) => void; databaseUnreachable?: () => void;
+  } = {}): Promise<T | null> {
     const url = options.baseUrl + runnerUrl(route, options.orgId, id);
     const attempt = async (): Promise<T | null> => {
+      extra.sent?.(performance.now());
       const { answer, token } = await requestWithToken(tokens, url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json', ...extra.headers },
@@ -91,12 +111,18 @@ export function createProtocolClient(options: ProtocolClientOptions) {
       // on the server (its answer comes to the retry). A code the runner must act on wins.
       const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code)
         && !(extra.keyGivenUp === true && problem.code === IN_PROGRESS);
+      // A Slipway node's problem, not a load balancer's page that happens to be JSON.
+      if (answer.status === 503 && problem.code === DATABASE_UNREACHABLE && answer.headers.get('content-type')?.startsWith('application/problem+json') === true) {
+        extra.databaseUnreachable?.();
+      }
       if (isTransientStatus(answer.status) || retryLater) {
         throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
       }
       throw new Refused(answer.status, problem.code ?? `http_${answer.status}`, `${route} was refused (${answer.status}): ${detail}`);
     };
-    return untilAvailable(attempt, { signal, onRetry: (error, n, delayMs) => options.onRetry?.(route, error, n, delayMs) });
+    return untilAvailable(attempt, {
+      signal, onRetry: (error, n, delayMs) => options.onRetry?.(route, error, n, delayMs), ...(extra.longestPauseMs !== undefined ? { longestPauseMs: extra.longestPauseMs } : {}),
+    });
   }
 
   /** The answer of a call that always has a body; a 2xx without one is the server misbehaving. */
@@ -116,15 +142,19 @@ export function createProtocolClient(options: ProtocolClientOptions) {
      * after the server's lock timeout. The next claim, under a new key, goes on at once; a
      * deployment the lost claim took comes back when its lease runs out.
      */
-    async claim(claim: ClaimOptions, signal: AbortSignal): Promise<ClaimResponseT | null> {
+    async claim(claim: ClaimOptions, signal: AbortSignal): Promise<Claimed | null> {
       const { environments, waitSeconds, host, hostname, version } = claim;
       const body = {
         ...(environments !== undefined ? { environments } : {}), waitSeconds, ...(host !== undefined ? { host } : {}),
         ...(hostname !== undefined ? { hostname } : {}), ...(version !== undefined ? { version } : {}),
       };
       const headers = { [IDEMPOTENCY_HEADER]: randomUUID() };
+      let sentAt = performance.now();
       try {
-        return await call<ClaimResponseT>('claim', '', body, signal, { timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS, headers, keyGivenUp: true });
+        const claimed = await call<ClaimResponseT>('claim', '', body, signal, {
+          timeoutMs: claim.waitSeconds * 1000 + CLAIM_GRACE_MS, headers, keyGivenUp: true, sent: (at) => { sentAt = at; },
+        });
+        return claimed === null ? null : { ...claimed, heldUntil: heldUntil(claimed.lease, sentAt, performance.now() + claimed.lease.durationSeconds * 1000) };
       } catch (error) {
         if (error instanceof Refused && (error.mustStop || error.code === 'idempotency_response_lost' || error.code === IN_PROGRESS)) return null;
         throw error;
@@ -135,10 +165,17 @@ export function createProtocolClient(options: ProtocolClientOptions) {
      * Each try waits `timeoutMs` at most (the heartbeat's interval, and never under 5 s, which a
      * loaded server may take): a node that took the connection and went silent (stopped, paused,
      * cut off) must not hold the renewal past the lease, which a try on another node would have kept.
+     * Nor does a Retry-After longer than that hold the next try back: each answer that the database
+     * cannot be reached keeps the lease only for a lease from when it was asked for (`databaseUnreachable`
+     * hears when each such try was sent).
      */
-    async heartbeat(id: string, leaseToken: string, signal: AbortSignal, timeoutMs = CALL_TIMEOUT_MS): Promise<HeartbeatResponseT> {
+    async heartbeat(id: string, leaseToken: string, signal: AbortSignal, timeoutMs = CALL_TIMEOUT_MS, databaseUnreachable?: (sentAt: number) => void): Promise<Renewed> {
       const perTry = Math.min(Math.max(timeoutMs, HEARTBEAT_TRY_FLOOR_MS), CALL_TIMEOUT_MS);
-      return expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal, { timeoutMs: perTry }));
+      let sentAt = performance.now();
+      const renewed = expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal, {
+        timeoutMs: perTry, longestPauseMs: timeoutMs, sent: (at) => { sentAt = at; }, databaseUnreachable: () => databaseUnreachable?.(sentAt),
+      }));
+      return { ...renewed, heldUntil: heldUntil(renewed.lease, sentAt, sentAt + renewed.lease.durationSeconds * 1000) };
     },
 
     /** Lines are stored once even when a retry follows an answer that got lost: the key makes the retry a replay. */

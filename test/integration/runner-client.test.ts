@@ -452,12 +452,14 @@ describe('runner token source and protocol client', () => {
     });
     await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
     const { port } = fake.address() as AddressInfo;
+    const baseUrl = `http://127.0.0.1:${port}`;
     const client = createProtocolClient({
-      baseUrl: `http://127.0.0.1:${port}`, orgId: f.orgId,
-      tokens: createTokenSource({ ...credentials, tokenUrl: `http://127.0.0.1:${port}/oauth/v2/token` }),
+      baseUrl, orgId: f.orgId,
+      tokens: createTokenSource({ ...credentials, tokenUrl: `${baseUrl}/oauth/v2/token` }),
     });
     return {
       client,
+      baseUrl,
       close: async () => {
         fake.closeAllConnections();
         await new Promise((resolve) => fake.close(resolve));
@@ -500,6 +502,40 @@ describe('runner token source and protocol client', () => {
       assert.equal(beat.lease.heartbeatSeconds, 10);
       assert.equal(heartbeats, 2);
       assert.ok(Date.now() - started < 10_000, `renewed after ${Date.now() - started} ms, not after the 30 s a call may take`);
+    } finally {
+      await close();
+    }
+  });
+
+  it('takes a heartbeat that a Slipway node answers with the database out of reach as keeping the lease, and nothing else, and asks again within the heartbeat interval', async () => {
+    const lease = { token: 't', attempt: 1, expiresAt: new Date(Date.now() + 30_000).toISOString(), durationSeconds: 30, heartbeatSeconds: 10 };
+    const problem = (code: string) => JSON.stringify({ status: 503, code, detail: 'no' });
+    const answers: Array<[number, Record<string, string>, string]> = [
+      [503, { 'content-type': 'application/problem+json; charset=utf-8', 'retry-after': '30' }, problem('database_unreachable')],
+      // A balancer's page that happens to say the same, and a node overloaded or stopping: they vouch for nothing.
+      [503, { 'content-type': 'text/html', 'retry-after': '30' }, problem('database_unreachable')],
+      [503, { 'content-type': 'application/problem+json; charset=utf-8', 'retry-after': '30' }, problem('unavailable')],
+      [200, { 'content-type': 'application/json' }, JSON.stringify({ lease: { ...lease, expiresInMs: 29_000 } })],
+    ];
+    const { close, baseUrl } = await fakeApi((_req, res) => {
+      const [status, headers, body] = answers.shift()!;
+      res.writeHead(status, headers).end(body);
+    });
+    const pauses: number[] = [];
+    const client = createProtocolClient({
+      baseUrl, orgId: f.orgId, tokens: createTokenSource({ ...credentials, tokenUrl: `${baseUrl}/oauth/v2/token` }),
+      onRetry: (_call, _error, _attempt, delayMs) => pauses.push(delayMs),
+    });
+    try {
+      const heard: number[] = [];
+      const before = performance.now();
+      const renewed = await client.heartbeat('dep_x', 't', AbortSignal.timeout(20_000), 1_000, (sentAt) => heard.push(sentAt));
+      assert.equal(heard.length, 1);
+      assert.ok(heard[0]! >= before && heard[0]! <= performance.now());
+      // Counted from when the try that renewed it was sent, after the others.
+      assert.ok(renewed.heldUntil >= heard[0]! + 29_000 && renewed.heldUntil <= performance.now() + 29_000, String(renewed.heldUntil));
+      // Retry-After says 30 s; a heartbeat asks again within its interval.
+      assert.deepEqual(pauses, [1_000, 1_000, 1_000]);
     } finally {
       await close();
     }

@@ -1,9 +1,10 @@
 // A runner that stops answering in the middle of a deployment (SIGSTOP: frozen, connections open)
 // loses its lease; the deployment is re-queued and completed exactly once by another runner; and
-// when the frozen runner wakes up, the server refuses its late calls and it stops the process it
-// had started, leaving the other runner's in place. A deployment cancelled while it starts has its
-// process stopped too. (A short lease, so a heartbeat comes every second: 4 s, so that one may land
-// up to 3 s late on a loaded machine without the lease of a runner at work running out.)
+// when the frozen runner wakes up, it finds by its own clock that its lease ran out, stops the
+// process it had started, leaving the other runner's in place, and the server refuses its late
+// calls. A deployment cancelled while it starts has its process stopped too. (A short lease, so a
+// heartbeat comes every second: 4 s, so that one may land up to 3 s late on a loaded machine
+// without the lease of a runner at work running out.)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -25,7 +26,7 @@ describe('slipway runner and its lease', () => {
   });
   after(() => f.close());
 
-  it('re-queues the deployment of a frozen runner, another completes it once, and the late runner is refused and stops its process', async () => {
+  it('re-queues the deployment of a frozen runner, another completes it once, and the late runner stops its process and is refused', async () => {
     const env = await createEnvironment(admin.http, orgId);
     // Unhealthy until the gate file exists: the first runner is frozen while it waits for health.
     const gate = gateFile();
@@ -58,9 +59,12 @@ describe('slipway runner and its lease', () => {
     assert.notEqual(serving.pid, firstPid);
 
     frozen.proc.child.kill('SIGCONT');
-    const refused = await frozen.proc.waitForLog((l) => l.msg !== undefined && String(l.msg).startsWith('stopped working on the deployment'), 'that it stopped working on the deployment');
+    // Its own clock says at once that a whole lease passed without a renewal; giving the deployment back is refused.
+    const stopped = await frozen.proc.waitForLog((l) => l.msg !== undefined && String(l.msg).startsWith('stopped working on the deployment'), 'that it stopped working on the deployment');
+    assert.equal(stopped.deployment, d.id);
+    assert.match(String(stopped.msg), /^stopped working on the deployment: no renewal of its lease got through for a whole lease \(2 s\)/);
+    const refused = await frozen.proc.waitForLog((l) => l.deployment === d.id && String(l.msg).startsWith('the deployment was no longer this runner\'s to give back'), 'that giving it back was refused');
     assert.equal(refused.code, 'lease_lost');
-    assert.equal(refused.deployment, d.id);
     await eventually('the late runner to stop its process', async () => (alive(firstPid!) ? undefined : true));
 
     // Completed once, by the second attempt; nothing of the late runner's after its lease ran out.

@@ -75,11 +75,13 @@ export function gateFile(): string {
 
 /**
  * `slipway runner` as a child process for a new runner service user of `orgId`: its credentials in
- * a file (`--credentials`), or in SLIPWAY_* variables with `via: 'env'`.
+ * a file (`--credentials`), or in SLIPWAY_* variables with `via: 'env'`. With `url` (a proxy in
+ * front of the server, file only), it reaches the API and the token endpoint there.
  */
-export async function startRunner(server: TestServer, orgId: string, options: { environments?: string[]; concurrency?: number; via?: 'file' | 'env'; env?: Record<string, string> } = {}): Promise<RunnerProcess> {
+export async function startRunner(server: TestServer, orgId: string, options: { environments?: string[]; concurrency?: number; via?: 'file' | 'env'; env?: Record<string, string>; url?: string } = {}): Promise<RunnerProcess> {
   const actor = await server.actor(orgId, 'runner');
-  const credentials = { orgId: actor.orgId, clientId: actor.clientId, clientSecret: actor.clientSecret, tokenUrl: actor.tokenUrl, scope: actor.scope };
+  const tokenUrl = options.url === undefined ? actor.tokenUrl : options.url + new URL(actor.tokenUrl).pathname;
+  const credentials = { orgId: actor.orgId, clientId: actor.clientId, clientSecret: actor.clientSecret, tokenUrl, scope: actor.scope };
   const args = ['runner', ...(options.environments ?? []).flatMap((e) => ['--environment', e]), '--concurrency', String(options.concurrency ?? 4)];
   let env: Record<string, string> = { SLIPWAY_LOG_LEVEL: 'debug', ...options.env };
   if (options.via === 'env') {

@@ -512,7 +512,7 @@ export function createRunnerService(deps: RunnerDeps) {
     /**
      * A request found the database out of reach: as after a failed probe of the sweep, no lease
      * expires here for a lease from now, however briefly the database was gone (perhaps between
-     * two sweeps).
+     * two sweeps). A runner whose heartbeat this node answered so counts on that.
      */
     databaseUnreachable(): void {
       startedAt = nowMs();
