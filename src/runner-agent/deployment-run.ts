@@ -147,13 +147,17 @@ export async function carryOut(claim: Claimed, ctx: RunContext): Promise<RunResu
   /** Reports the outcome; answers the deployment's state as the server now has it. */
   const complete = async (outcome: OutcomeT, reason?: string): Promise<string> => {
     // The heartbeat stops first, so that no refusal of it can cross the completion. The lease is
-    // watched until the completion is answered: one that runs out meanwhile stops it.
+    // watched while the last log lines go: one that runs out meanwhile stops the deployment here.
     await held.stopRenewing();
     output = serviceOutputLog(log, mask);
     await shipper.close();
+    // Once sent, the completion's answer decides, however late it comes: the server may have taken
+    // it with its answer lost, and a process stopped then would leave a deployment succeeded with
+    // nothing serving it (and what served before stopped as superseded). A refusal stops it as ever.
+    await held.stop();
+    work.signal.throwIfAborted();
     const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: cutAt(mask(reason), REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
-    await held.stop();
     log.info({ outcome, state: done.state, ...(reason !== undefined ? { reason: body.reason } : {}) }, `deployment ${outcome}`);
     return done.state;
   };
@@ -373,8 +377,8 @@ class LeaseLapsed extends Error {
  * Renews the lease every `heartbeatSeconds`, and watches it by this runner's own clock: once the
  * moment the server's answers vouch for has passed (`heldUntil`, see runner.protocol.ts), the
  * server may hand the deployment to another runner, and `work` aborts with LeaseLapsed. A
- * refusal aborts `work` with it. `stopRenewing` ends the heartbeats only (a completion is under
- * way, and must not outlast the lease either); `stop` ends the watch too.
+ * refusal aborts `work` with it. `stopRenewing` ends the heartbeats only (the last log lines are
+ * sent before a completion, and must not outlast the lease either); `stop` ends the watch too.
  */
 function keepLeaseAlive(client: ProtocolClient, claim: Claimed, work: AbortController): { stopRenewing(): Promise<void>; stop(): Promise<void> } {
   const { deployment: { id }, lease } = claim;

@@ -6,6 +6,11 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../../src/platform/logging.js';
+import { createRunner } from '../../src/runner-agent/runner.js';
+import { createProtocolClient, type ProtocolClient } from '../../src/runner-agent/protocol-client.js';
+import { createTokenSource } from '../../src/runner-agent/token-source.js';
 import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, startDeployFixture, type DeployFixture } from '../support/deployments.js';
 import { startServer, tempDir, TEST_DB, testDatabase } from '../support/harness.js';
 import type { LogLine } from '../support/processes.js';
@@ -20,12 +25,14 @@ async function moves(f: Pick<DeployFixture, 'server' | 'orgId'>, id: string): Pr
 const stoppedWorking = (id: string) => (l: LogLine) => l.deployment === id && String(l.msg).startsWith('stopped working on the deployment');
 
 describe('a runner cut off from the server', () => {
+  const LEASE_SECONDS = 4;
   let f: DeployFixture;
   const proxy = createTcpProxy();
 
   before(async () => {
-    // A short lease: a heartbeat every second, a lease lost two seconds after the last one.
-    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '2' } });
+    // A short lease: a heartbeat every second, a lease lost four seconds after the last one (so
+    // that a heartbeat landing up to three seconds late on a loaded machine keeps it).
+    f = await startDeployFixture({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: String(LEASE_SECONDS) } });
   });
   after(async () => {
     await proxy.cut();
@@ -64,7 +71,7 @@ describe('a runner cut off from the server', () => {
     assert.ok('error' in answer || answer.pid !== firstPid, JSON.stringify(answer));
     const said = await cutOff.proc.waitForLog(stoppedWorking(d.id), 'that it stopped working on the deployment');
     assert.equal(said.level, 'warn');
-    assert.match(String(said.msg), /^stopped working on the deployment: no renewal of its lease got through for a whole lease \(2 s\)/);
+    assert.match(String(said.msg), /^stopped working on the deployment: no renewal of its lease got through for a whole lease \(4 s\)/);
 
     fs.writeFileSync(gate, '');
     const done = await settled(developer.http, orgId, d.id);
@@ -86,6 +93,39 @@ describe('a runner cut off from the server', () => {
     assert.equal(await rescuer.stop(), 0);
     assert.equal(await cutOff.stop(), 0);
   });
+
+  it('sees a completion it sent through, however long after the lease its answer comes: the server took it, so the process it started serves', async () => {
+    const { server, orgId, admin, developer, runner: { actor } } = f;
+    const env = await createEnvironment(admin.http, orgId);
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec() });
+    const real = createProtocolClient({
+      baseUrl: server.url, orgId, tokens: createTokenSource({ tokenUrl: actor.tokenUrl, clientId: actor.clientId, clientSecret: actor.clientSecret, scope: actor.scope }),
+    });
+    // The server takes the completion; its answer comes back a lease and more later (a connection
+    // cut as it answered, the retry let through late), unless the runner gives up on it meanwhile.
+    const client: ProtocolClient = {
+      ...real,
+      async complete(id, body, signal) {
+        const answer = await real.complete(id, body, signal);
+        await sleep(LEASE_SECONDS * 1000 + 1_500, undefined, { signal });
+        return answer;
+      },
+    };
+    const runner = createRunner({ client, environments: [env.name], concurrency: 1, logger: createLogger('info', { write: () => {} }), waitSeconds: 1 });
+    const running = runner.run();
+    try {
+      const d = await deploy(developer.http, orgId, { service: svc.id, environment: env.id });
+      assert.deepEqual([(await settled(developer.http, orgId, d.id)).state], ['succeeded']);
+      const serving = await servedBy(developer.http, orgId, d.id);
+      await eventually('the runner to put the process in place once the answer came', async () => (runner.processes.current(`${svc.id}/${env.id}`)?.pid === serving.pid ? true : undefined));
+      assert.equal(alive(serving.pid), true);
+      assert.deepEqual(await ask(serving.port), { pid: serving.pid, greeting: null, apiKey: null, revision: null });
+      assert.deepEqual(await moves(f, d.id), ['queued→in_progress@1', 'in_progress→succeeded@1']);
+    } finally {
+      runner.stop();
+      await running;
+    }
+  });
 });
 
 describe('a runner whose heartbeats meet the database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file on the server\'s machine)' }, () => {
@@ -94,7 +134,7 @@ describe('a runner whose heartbeats meet the database out of reach', { skip: TES
     const proxy = createTcpProxy();
     const dbUrl = new URL(database.url!);
     dbUrl.port = String(await proxy.open(dbUrl.hostname, Number(dbUrl.port)));
-    const LEASE_SECONDS = 3;
+    const LEASE_SECONDS = 4;
     const server = await startServer({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: String(LEASE_SECONDS) }, reuse: { dataDir: tempDir(), database: { url: dbUrl.href, drop: database.drop } } });
     try {
       const orgId = server.bootstrap.orgId;

@@ -75,7 +75,8 @@
 //
 // Once that moment has passed, the server may expire the lease and hand the deployment to another
 // runner: the runner stops what it started for the deployment (what served before keeps serving),
-// stops renewing, and never completes it; it may say so in the log and give the deployment back
+// stops renewing, and does not complete it (a completion already sent is seen through: its answer
+// decides, since the server may have taken it); it may say so in the log and give the deployment back
 // (`abandon`) if the server still takes it. Heartbeats that fail are asked again well within the
 // lease, whatever Retry-After says. A deployment already completed is not affected.
 //
