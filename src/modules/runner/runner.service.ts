@@ -89,6 +89,8 @@ export function createRunnerService(deps: RunnerDeps) {
   // and from when the database last could not be reached (by the sweep, or by any request: see
   // `databaseUnreachable`), which no heartbeat or report reached either.
   let startedAt = nowMs();
+  /** Whether the database was last found out of reach (by the sweep, a claim, or any request). */
+  let outage = false;
 
   /**
    * The lease of a row, as a claim or heartbeat answers it. `since`: when this request was taken up,
@@ -111,19 +113,31 @@ export function createRunnerService(deps: RunnerDeps) {
    * land before the lease is taken from it, or a restart costs every deployment in progress an
    * attempt. The nodes that stayed up meanwhile expire leases as ever. A database out of reach is
    * the same to every node (no heartbeat could be recorded anywhere): the lease after it comes
-   * back is the runners' to land theirs. The periodic sweep notices: it reaches the database every
-   * few seconds, with one trivial statement while it may expire nothing.
+   * back is the runners' to land theirs, counted from when this node finds it back (the sweep or a
+   * claim reaches it with one trivial statement while it may expire nothing), not from when it last
+   * found it out of reach, which may be a sweep's interval earlier.
    */
   async function expire(orgId: string | null): Promise<void> {
-    const held = nowMs() - startedAt < leaseMs;
-    if (held && orgId !== null) return;
+    const held = outage || nowMs() - startedAt < leaseMs;
+    if (held && orgId !== null && !outage) return;
     try {
-      if (held) await sql`select 1`.execute(db);
-      else for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
+      if (held) {
+        await sql`select 1`.execute(db);
+        if (outage) {
+          outage = false;
+          startedAt = nowMs();
+        }
+      } else for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
     } catch (error) {
-      if (isDatabaseUnreachable(error)) startedAt = nowMs();
+      if (isDatabaseUnreachable(error)) unreachable();
       throw error;
     }
+  }
+
+  /** The database was found out of reach: no lease expires until a lease after it is found back. */
+  function unreachable(): void {
+    outage = true;
+    startedAt = nowMs();
   }
 
   /**
@@ -511,12 +525,10 @@ export function createRunnerService(deps: RunnerDeps) {
 
     /**
      * A request found the database out of reach: as after a failed probe of the sweep, no lease
-     * expires here for a lease from now, however briefly the database was gone (perhaps between
-     * two sweeps). A runner whose heartbeat this node answered so counts on that.
+     * expires here until a lease after the database is found back, however briefly it was gone
+     * (perhaps between two sweeps). A runner whose heartbeat this node answered so counts on that.
      */
-    databaseUnreachable(): void {
-      startedAt = nowMs();
-    },
+    databaseUnreachable: unreachable,
 
     /** Sweeps every `intervalMs` (never two at once) until the returned function is called. */
     startSweeper(intervalMs: number, onError: (error: unknown) => void): () => void {
