@@ -304,8 +304,6 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
         clearTimeout(timer);
       }
     },
-    // No heartbeat reached the database then either: the lease sweep holds off as after its own failed probe.
-    onDatabaseUnreachable: () => core.runner.databaseUnreachable(),
     ...(options.onUndeclaredStatus ? { onUndeclaredStatus: options.onUndeclaredStatus } : {}),
   }, async (app) => {
     // Before any route, so that every POST of the API declared below gets its hooks.

@@ -221,10 +221,8 @@ export function sendError(error: AppError, req: FastifyRequest, reply: FastifyRe
   return reply.type('application/problem+json').send(problemBody(error, req));
 }
 
-/** `onDatabaseUnreachable`: told of each request that failed because the database could not be reached. */
-export function createErrorHandler(bodyLimit: number, onDatabaseUnreachable: () => void = () => {}) {
+export function createErrorHandler(bodyLimit: number) {
   return function errorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply) {
-    if (!isAppError(error) && isDatabaseUnreachable(error)) onDatabaseUnreachable();
     const known = isAppError(error) ? error
       : isTransactionAborted(error) ? errors.writeConflict()
       // Deleted since this request found it (another node's caches, or a request under way).
@@ -232,7 +230,7 @@ export function createErrorHandler(bodyLimit: number, onDatabaseUnreachable: () 
       // What it names was deleted by a request that committed first (a change checks what it names before it writes).
       : isForeignKeyViolation(error) ? errors.raced('deleted_meanwhile', 'Something this request names (its organization, a secret, a service, an environment, a data key) was deleted by another request at the same moment; nothing was written. Retry to see what remains.')
       : isDatabaseBusy(error) ? errors.unavailable('The database is held by another process (a long slipway command, or a second server on the same SQLite file); nothing was written. Retry.', 2)
-      : isDatabaseUnreachable(error) ? errors.databaseUnreachable('The database cannot be reached at the moment. Retry after Retry-After seconds. A write whose connection was lost while it committed may have taken effect: check before sending it again.', 5)
+      : isDatabaseUnreachable(error) ? errors.unavailable('The database cannot be reached at the moment. Retry after Retry-After seconds. A write whose connection was lost while it committed may have taken effect: check before sending it again.', 5)
       : isDatabaseUnwritable(error) ? errors.unavailable('The database takes no writes at the moment: its disk is full or read-only, or it is a read-only standby (the server log says which). Nothing was written. Retry later.', 30)
       : error instanceof KeyFileRefusedError ? errors.unavailable('The server cannot protect new keys at the moment: its master key file does not hold the key it uses, and an operator has to put the right file back (the server log says which). Nothing was written. Retry later.', 30)
       : error instanceof MasterKeyNotHeldError ? errors.masterKeyMissing(error.masterKeyId, error.source === 'SLIPWAY_MASTER_KEY')

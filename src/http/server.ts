@@ -42,8 +42,6 @@ export interface ServerDeps {
   openapi: OpenApiOptions;
   /** Ready when the database answers. */
   ready: () => Promise<boolean>;
-  /** Told of each request that failed because the database could not be reached. */
-  onDatabaseUnreachable?: () => void;
   /** What each response counts in (SLIPWAY_METRICS_ADDRESS); none by default. */
   metrics?: Metrics;
   /** Tests pass this to fail on a status a route did not declare. */
@@ -224,7 +222,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.removeContentTypeParser('text/plain');
   registerJsonParser(app);
 
-  app.setErrorHandler(createErrorHandler(deps.bodyLimit, deps.onDatabaseUnreachable));
+  app.setErrorHandler(createErrorHandler(deps.bodyLimit));
 
   // 404 for paths we do not have, 405 (with Allow) for paths we have under other methods, and
   // OPTIONS (RFC 9110 §9.3.7) answered with Allow on every path we have.

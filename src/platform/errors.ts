@@ -277,12 +277,6 @@ export const errors = {
   unavailable: (detail: string, retryAfterSeconds = 1) =>
     new AppError(503, 'unavailable', 'Service unavailable', detail, {}, { 'retry-after': String(retryAfterSeconds) }),
   /**
-   * The database cannot be reached: a code of its own, so that a runner can tell it from a node
-   * overloaded or stopping (no lease expires while the database is out of reach; see runner.protocol.ts).
-   */
-  databaseUnreachable: (detail: string, retryAfterSeconds: number) =>
-    new AppError(503, 'database_unreachable', 'Service unavailable', detail, {}, { 'retry-after': String(retryAfterSeconds) }),
-  /**
    * A row this request needs is wrapped under a master key the server is not configured with: no
    * retry helps until an operator gives it the key (the server log names where it reads keys).
    */

@@ -100,7 +100,6 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   rate_limited: { status: 429, meaning: 'Too many requests (Retry-After, RateLimit).' },
   headers_too_large: { status: 431, meaning: 'The request\'s URL and headers together are over 16 KiB.' },
   internal: { status: 500, meaning: 'A fault on the server\'s side; quote `requestId`.' },
-  unavailable: { status: 503, meaning: 'Overloaded, shutting down, the database busy or taking no writes, or an external issuer\'s keys out of reach (Retry-After).' },
-  database_unreachable: { status: 503, meaning: 'The database cannot be reached (Retry-After). No runner\'s lease expires meanwhile, nor for one lease after it is back.' },
+  unavailable: { status: 503, meaning: 'Overloaded, shutting down, or the database is out of reach (Retry-After).' },
   master_key_missing: { status: 503, meaning: 'Data the request needs is wrapped under a master key the server is not configured with (`masterKeyId`): an operator must add it.' },
 };

@@ -66,8 +66,8 @@ describe('overload protection', () => {
 });
 
 // PostgreSQL out of reach (here: the connection between Slipway and it cut, through a TCP proxy
-// that the test closes and opens again): requests answer a 503 problem with Retry-After and a code
-// of its own (a runner keeps its deployments then), readiness says so, nothing is half-written, and the server serves again once the database is back.
+// that the test closes and opens again): requests answer a 503 problem with Retry-After, readiness
+// says so, nothing is half-written, and the server serves again once the database is back.
 describe('a database that takes no writes', () => {
   let server: TestServer;
   before(async () => { server = await startServer(); });
@@ -184,11 +184,11 @@ describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL 
     await proxy.cut();
 
     const list = await http.get('/v1/orgs/default/secrets');
-    assertProblem(list, 503, 'database_unreachable');
+    assertProblem(list, 503, 'unavailable');
     assert.equal(list.headers.get('retry-after'), '5');
     assert.match(String(list.body.detail), /database cannot be reached/);
     const write = await http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'during-outage', values: { K: 'v' } }] }, { headers: { 'idempotency-key': 'outage-1' } });
-    assertProblem(write, 503, 'database_unreachable');
+    assertProblem(write, 503, 'unavailable');
     assertProblem(await server.http().get('/readyz'), 503, 'unavailable');
     assert.equal((await server.http().get('/healthz')).status, 200);
 
@@ -242,7 +242,7 @@ describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL 
       proxy.silence();
       const started = Date.now();
       const [list, ready] = await Promise.all([http.get('/v1/orgs/default/secrets'), server.http().get('/readyz')]);
-      assertProblem(list, 503, 'database_unreachable');
+      assertProblem(list, 503, 'unavailable');
       assertProblem(ready, 503, 'unavailable');
       // The deadline, not a TCP timeout (minutes), nor the test's own limit.
       assert.ok(Date.now() - started < 30_000);

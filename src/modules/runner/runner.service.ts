@@ -86,10 +86,10 @@ export function createRunnerService(deps: RunnerDeps) {
   // has passed since this one began to serve, only what a runner let go of is an orphan, not what
   // went unreported; until a whole lease has, no lease expires (see expire). Counted from when it
   // listens (`listening`): a start that takes long (migrating, a loaded machine) heard nothing either;
-  // and from when the database last could not be reached (by the sweep, or by any request: see
-  // `databaseUnreachable`), which no heartbeat or report reached either.
+  // and from when the database is found back after it could not be reached (by the sweep), which no
+  // heartbeat or report reached either.
   let startedAt = nowMs();
-  /** Whether the database was last found out of reach (by the sweep, a claim, or any request). */
+  /** Whether the database was last found out of reach (by the sweep, or a claim's look at leases). */
   let outage = false;
 
   /**
@@ -129,15 +129,12 @@ export function createRunnerService(deps: RunnerDeps) {
         }
       } else for (const touched of await expireLeases(db, { orgId, maxAttempts: deps.maxAttempts })) signals.notify(touched);
     } catch (error) {
-      if (isDatabaseUnreachable(error)) unreachable();
+      if (isDatabaseUnreachable(error)) {
+        outage = true;
+        startedAt = nowMs();
+      }
       throw error;
     }
-  }
-
-  /** The database was found out of reach: no lease expires until a lease after it is found back. */
-  function unreachable(): void {
-    outage = true;
-    startedAt = nowMs();
   }
 
   /**
@@ -523,12 +520,6 @@ export function createRunnerService(deps: RunnerDeps) {
       startedAt = nowMs();
     },
 
-    /**
-     * A request found the database out of reach: as after a failed probe of the sweep, no lease
-     * expires here until a lease after the database is found back, however briefly it was gone
-     * (perhaps between two sweeps). A runner whose heartbeat this node answered so counts on that.
-     */
-    databaseUnreachable: unreachable,
 
     /** Sweeps every `intervalMs` (never two at once) until the returned function is called. */
     startSweeper(intervalMs: number, onError: (error: unknown) => void): () => void {
