@@ -4,8 +4,8 @@
 // that service and environment, where the supervisor keeps it running. A launch that fails leaves
 // the previous process serving and reports the reason. When the server says the deployment is no longer ours (lease lost,
 // cancelled, or a success it refuses), stop what was started for it and report nothing: the
-// previous process keeps serving. So too when the lease may have run out unheard (no renewal got
-// through for a whole lease), before another runner can be handed the deployment.
+// previous process keeps serving. So too a little before the lease may run out unheard (no renewal
+// got through in time to keep it), so that another runner handed the deployment then runs it alone.
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
@@ -146,15 +146,16 @@ export async function carryOut(claim: Claimed, ctx: RunContext): Promise<RunResu
 
   /** Reports the outcome; answers the deployment's state as the server now has it. */
   const complete = async (outcome: OutcomeT, reason?: string): Promise<string> => {
-    // The heartbeat stops first, so that no refusal of it can cross the completion. The lease is
-    // watched while the last log lines go: one that runs out meanwhile stops the deployment here.
-    await held.stopRenewing();
+    // The last log lines go while the lease is still renewed and watched: one that runs out
+    // meanwhile stops the deployment here.
     output = serviceOutputLog(log, mask);
     await shipper.close();
-    // Once sent, the completion's answer decides, however late it comes: the server may have taken
-    // it with its answer lost, and a process stopped then would leave a deployment succeeded with
-    // nothing serving it (and what served before stopped as superseded). A refusal stops it as ever.
-    await held.stop();
+    // The heartbeat stops before the completion goes, so that no refusal of it can cross the
+    // completion. Once sent, the completion's answer decides, however late it comes: the server may
+    // have taken it with its answer lost, and a process stopped then would leave a deployment
+    // succeeded with nothing serving it (and what served before stopped as superseded). A refusal
+    // stops it as ever.
+    await held.finish();
     work.signal.throwIfAborted();
     const body = { leaseToken: lease.token, outcome, ...(reason !== undefined ? { reason: cutAt(mask(reason), REASON_MAX_CHARS) } : {}) };
     const done = await ctx.client.complete(id, body, work.signal);
@@ -214,8 +215,8 @@ export async function carryOut(claim: Claimed, ctx: RunContext): Promise<RunResu
     } else if (why instanceof LeaseLapsed) {
       log.warn({ leaseSeconds: why.leaseSeconds }, `stopped working on the deployment: ${why.message}`);
       givingBack = {
-        line: `the runner stops attempt ${lease.attempt}: no renewal of its lease got through for a whole lease (${why.leaseSeconds} s), and the deployment may be another runner's by now; what it started is stopped, and the deployment is given back`,
-        reason: 'no renewal of its lease got through for a whole lease',
+        line: `the runner stops attempt ${lease.attempt}: no renewal of its lease (${why.leaseSeconds} s) got through in time to keep it, and the deployment may soon be another runner's; what it started is stopped, and the deployment is given back`,
+        reason: 'no renewal of its lease got through in time to keep it',
       };
     } else if (ctx.stopping.aborted) {
       givingBack = {
@@ -369,64 +370,67 @@ class LeaseLapsed extends Error {
   override readonly name = 'LeaseLapsed';
 
   constructor(readonly leaseSeconds: number) {
-    super(`no renewal of its lease got through for a whole lease (${leaseSeconds} s): the server may give the deployment to another runner from now on, so what was started for it is stopped, and the previous process, if any, keeps serving`);
+    super(`no renewal of its lease got through in time to keep it (a lease of ${leaseSeconds} s): the server may give the deployment to another runner in a moment, so what was started for it is stopped, and the previous process, if any, keeps serving`);
   }
 }
 
 /**
- * Renews the lease every `heartbeatSeconds`, and watches it by this runner's own clock: once the
- * moment the server's answers vouch for has passed (`heldUntil`, see runner.protocol.ts), the
- * server may hand the deployment to another runner, and `work` aborts with LeaseLapsed. A
- * refusal aborts `work` with it. `stopRenewing` ends the heartbeats only (the last log lines are
- * sent before a completion, and must not outlast the lease either); `stop` ends the watch too.
+ * How long before the moment its lease may run out the runner stops working on a deployment: what
+ * it started takes a few seconds to stop, and the nodes' clocks agree only to within a little.
  */
-function keepLeaseAlive(client: ProtocolClient, claim: Claimed, work: AbortController): { stopRenewing(): Promise<void>; stop(): Promise<void> } {
+export function fenceMarginMs(leaseMs: number): number {
+  return Math.min(Math.max(1_000, leaseMs / 10), leaseMs / 4);
+}
+
+/**
+ * Renews the lease every `heartbeatSeconds`, and watches it by this runner's own clock: a little
+ * before the moment the server's answers vouch for has passed (`heldUntil`, see runner.protocol.ts),
+ * after which the server may hand the deployment to another runner, `work` aborts with LeaseLapsed.
+ * A refusal aborts `work` with it. `finish` ends both before a completion is sent, and aborts `work`
+ * too should the lease have lapsed unnoticed (a process frozen, its timers late); `stop` only ends them.
+ */
+function keepLeaseAlive(client: ProtocolClient, claim: Claimed, work: AbortController): { finish(): Promise<void>; stop(): Promise<void> } {
   const { deployment: { id }, lease } = claim;
-  const renewing = new AbortController();
-  const watching = new AbortController();
-  const renewals = AbortSignal.any([work.signal, renewing.signal, watching.signal]);
-  const watch = AbortSignal.any([work.signal, watching.signal]);
+  const stopped = new AbortController();
+  const signal = AbortSignal.any([work.signal, stopped.signal]);
   let heldUntil = claim.heldUntil;
   let durationMs = lease.durationSeconds * 1000;
   let every = lease.heartbeatSeconds * 1000;
-  // A node that cannot reach the database expires no lease meanwhile, nor for a lease after: the
-  // lease holds for a lease from when that heartbeat was sent, if it still held when the answer came.
-  const databaseUnreachable = (sentAt: number) => {
-    if (performance.now() < heldUntil) heldUntil = Math.max(heldUntil, sentAt + durationMs);
-  };
+  const fenceAt = () => heldUntil - fenceMarginMs(durationMs);
   const renew = (async () => {
-    while (!renewals.aborted) {
+    while (!signal.aborted) {
       try {
         // Due a heartbeat interval after the renewal (or the claim) that the lease counts from.
-        await sleep(Math.max(0, heldUntil - durationMs + every - performance.now()), undefined, { signal: renewals });
-        const renewed = await client.heartbeat(id, lease.token, renewals, every, databaseUnreachable);
+        await sleep(Math.max(0, heldUntil - durationMs + every - performance.now()), undefined, { signal });
+        const renewed = await client.heartbeat(id, lease.token, signal, every);
         heldUntil = Math.max(heldUntil, renewed.heldUntil);
         durationMs = renewed.lease.durationSeconds * 1000;
         every = renewed.lease.heartbeatSeconds * 1000;
       } catch (error) {
-        if (!renewals.aborted) work.abort(error);
+        if (!signal.aborted) work.abort(error);
         return;
       }
     }
   })();
   const watcher = (async () => {
-    for (let left = heldUntil - performance.now(); left > 0; left = heldUntil - performance.now()) {
+    for (let left = fenceAt() - performance.now(); left > 0; left = fenceAt() - performance.now()) {
       try {
-        await sleep(left, undefined, { signal: watch });
+        await sleep(left, undefined, { signal });
       } catch {
         return;
       }
     }
-    if (!watch.aborted) work.abort(new LeaseLapsed(durationMs / 1000));
+    if (!signal.aborted) work.abort(new LeaseLapsed(durationMs / 1000));
   })();
+  const stop = async () => {
+    stopped.abort();
+    await Promise.all([renew, watcher]);
+  };
   return {
-    async stopRenewing() {
-      renewing.abort();
-      await renew;
+    async finish() {
+      await stop();
+      if (!work.signal.aborted && performance.now() >= fenceAt()) work.abort(new LeaseLapsed(durationMs / 1000));
     },
-    async stop() {
-      watching.abort();
-      await Promise.all([renew, watcher]);
-    },
+    stop,
   };
 }

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_HEADER } from '../modules/idempotency/idempotency.schemas.js';
 import {
-  DATABASE_UNREACHABLE, mustStop, runnerUrl, RUNNER_ROUTES, type AbandonRequestT, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
+  mustStop, runnerUrl, RUNNER_ROUTES, type AbandonRequestT, type AdoptRequestT, type AdoptResponseT, type AppendLogsRequestT, type AppendLogsResponseT, type ClaimResponseT,
   type CompleteRequestT, type HeartbeatResponseT, type LeaseT, type ReleaseRequestT, type ReleaseResponseT, type ServingRequestT, type ServingResponseT,
 } from '../modules/runner/runner.protocol.js';
 import type { Deployment } from '../modules/deployments/deployments.schemas.js';
@@ -77,11 +77,10 @@ export function createProtocolClient(options: ProtocolClientOptions) {
   /**
    * `keyGivenUp`: a 409 saying the request under its Idempotency-Key is still in progress is a
    * refusal (the caller drops the key) rather than a reason to ask again with it. `sent` hears when
-   * each try goes out (performance.now()); `databaseUnreachable`, of each try that a Slipway node
-   * answered with `database_unreachable` (it is retried all the same).
+   * each try goes out (performance.now()).
    */
   async function call<T>(route: keyof typeof RUNNER_ROUTES, id: string, body: unknown, signal: AbortSignal, extra: {
-    timeoutMs?: number; headers?: Record<string, string>; keyGivenUp?: boolean; longestPauseMs?: number; sent?: (at: number) => void; databaseUnreachable?: () => void;
+    timeoutMs?: number; headers?: Record<string, string>; keyGivenUp?: boolean; longestPauseMs?: number; sent?: (at: number) => void;
   } = {}): Promise<T | null> {
     const url = options.baseUrl + runnerUrl(route, options.orgId, id);
     const attempt = async (): Promise<T | null> => {
@@ -111,10 +110,6 @@ export function createProtocolClient(options: ProtocolClientOptions) {
       // on the server (its answer comes to the retry). A code the runner must act on wins.
       const retryLater = answer.status === 409 && answer.headers.get('retry-after') !== null && !mustStop(problem.code)
         && !(extra.keyGivenUp === true && problem.code === IN_PROGRESS);
-      // A Slipway node's problem, not a load balancer's page that happens to be JSON.
-      if (answer.status === 503 && problem.code === DATABASE_UNREACHABLE && answer.headers.get('content-type')?.startsWith('application/problem+json') === true) {
-        extra.databaseUnreachable?.();
-      }
       if (isTransientStatus(answer.status) || retryLater) {
         throw new Unavailable(`${route} answered ${answer.status}: ${detail}`, retryAfterMs(answer.headers));
       }
@@ -165,15 +160,14 @@ export function createProtocolClient(options: ProtocolClientOptions) {
      * Each try waits `timeoutMs` at most (the heartbeat's interval, and never under 5 s, which a
      * loaded server may take): a node that took the connection and went silent (stopped, paused,
      * cut off) must not hold the renewal past the lease, which a try on another node would have kept.
-     * Nor does a Retry-After longer than that hold the next try back: each answer that the database
-     * cannot be reached keeps the lease only for a lease from when it was asked for (`databaseUnreachable`
-     * hears when each such try was sent).
+     * Nor does a Retry-After longer than that hold the next try back: the lease runs out all the same,
+     * and another node (behind the same address) may take the next try.
      */
-    async heartbeat(id: string, leaseToken: string, signal: AbortSignal, timeoutMs = CALL_TIMEOUT_MS, databaseUnreachable?: (sentAt: number) => void): Promise<Renewed> {
+    async heartbeat(id: string, leaseToken: string, signal: AbortSignal, timeoutMs = CALL_TIMEOUT_MS): Promise<Renewed> {
       const perTry = Math.min(Math.max(timeoutMs, HEARTBEAT_TRY_FLOOR_MS), CALL_TIMEOUT_MS);
       let sentAt = performance.now();
       const renewed = expect('heartbeat', await call<HeartbeatResponseT>('heartbeat', id, { leaseToken }, signal, {
-        timeoutMs: perTry, longestPauseMs: timeoutMs, sent: (at) => { sentAt = at; }, databaseUnreachable: () => databaseUnreachable?.(sentAt),
+        timeoutMs: perTry, longestPauseMs: timeoutMs, sent: (at) => { sentAt = at; },
       }));
       return { ...renewed, heldUntil: heldUntil(renewed.lease, sentAt, sentAt + renewed.lease.durationSeconds * 1000) };
     },

@@ -58,27 +58,22 @@
 //
 // A runner cut off from the server cannot hear that its lease ran out, and must not go on working
 // on the deployment side by side with the runner that claims it next: it fences itself, by its own
-// monotonic clock. The lease holds at the least until the moment the server's answers vouch for:
+// monotonic clock. The lease holds at the least until the moment the server's last answer vouches
+// for: a claim or heartbeat answered with a lease, its `expiresInMs` (what the lease had left when
+// the server took the request up) counted from when the request was sent. (From a server too old to
+// send `expiresInMs`: `durationSeconds` from when a heartbeat was sent, or from when a claim's answer
+// arrived.) Nothing else vouches for it: not a 503 (a node that cannot reach the database says only
+// that of itself, while other nodes may expire the lease), not a timeout, not a load balancer's page.
+// A server down or frozen for longer than the lease has left cannot be told from a runner cut off
+// while other nodes expire its lease.
 //
-//   - a claim or heartbeat answered with a lease: its `expiresInMs` (what the lease had left when
-//     the server took the request up) counted from when the request was sent. (From a server too
-//     old to send `expiresInMs`: `durationSeconds` from when a heartbeat was sent, or from when a
-//     claim's answer arrived.)
-//   - a heartbeat answered 503 `application/problem+json` with the code `database_unreachable`:
-//     `durationSeconds` from when it was sent, if the lease still held when the answer came. Only
-//     a Slipway node answers that, and it expires no lease while its database is out of reach nor
-//     for one lease after it last found it so (by a request, or by its sweep); the other nodes
-//     find the same outage by their sweeps, every few seconds. Any other failure (no answer, a
-//     timeout, `unavailable` from a node overloaded or stopping, a load balancer's own 502, 503 or
-//     504) vouches for nothing: a server down or frozen for longer than the lease has left cannot
-//     be told from a runner cut off while other nodes expire its lease.
-//
-// Once that moment has passed, the server may expire the lease and hand the deployment to another
-// runner: the runner stops what it started for the deployment (what served before keeps serving),
-// stops renewing, and does not complete it (a completion already sent is seen through: its answer
-// decides, since the server may have taken it); it may say so in the log and give the deployment back
-// (`abandon`) if the server still takes it. Heartbeats that fail are asked again well within the
-// lease, whatever Retry-After says. A deployment already completed is not affected.
+// A little before that moment (a tenth of the lease, at least a second, at most a quarter: what was
+// started takes a moment to stop, and the nodes' clocks agree only to within a little), the runner
+// stops what it started for the deployment (what served before keeps serving), stops renewing, and
+// does not complete it (a completion already sent is seen through: its answer decides, since the
+// server may have taken it); it may say so in the log and give the deployment back (`abandon`) if
+// the server still takes it. Heartbeats that fail are asked again well within the lease, whatever
+// Retry-After says. A deployment already completed is not affected.
 //
 // Secret values arrive only in the claim's `run.secrets` (`Cache-Control: no-store`). They are the
 // process's to see: a runner should keep them out of its own logs and mask them in the log lines
@@ -119,12 +114,6 @@ export const RUNNER_PROBLEMS = {
   finished: 'deployment_finished',
   invalidTransition: 'invalid_transition',
 } as const;
-
-/**
- * The 503 problem code of a Slipway node that cannot reach its database: no lease expires
- * meanwhile, so the runner goes on (see above). A node overloaded or stopping answers `unavailable`.
- */
-export const DATABASE_UNREACHABLE = 'database_unreachable';
 
 /** True for a refusal after which the runner must stop working on the deployment. */
 export function mustStop(problemCode: string | undefined): boolean {
