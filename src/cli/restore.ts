@@ -36,6 +36,11 @@ export async function restoreCommand(argv: string[], env: Record<string, string 
   if (!fs.existsSync(dir)) throw new UsageError(`the database's directory ${dir} does not exist: check --data-dir (SLIPWAY_DATA_DIR) and --database-url (SLIPWAY_DATABASE_URL), or make it first (nothing was written)`);
   const current = fs.statSync(file, { throwIfNoEntry: false });
   if (current !== undefined && current.dev === given.dev && current.ino === given.ino) throw new UsageError('--from is the database itself; give a backup of it (nothing was written)');
+  // A link would be replaced, not what it names: the database would stay as it is, and a new one
+  // would take the link's place in the data directory.
+  if (fs.lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink() === true) {
+    throw new Refusal('database_is_link', `${file} is a symbolic link (to ${fs.realpathSync(file)}): give that path as the database (--database-url, SLIPWAY_DATABASE_URL), or put the backup in place by hand; nothing was written`);
+  }
   // Only the file is copied: changes still in a log beside it would be lost without a word.
   if ((fs.statSync(`${source}-wal`, { throwIfNoEntry: false })?.size ?? 0) > 0) {
     throw new Refusal('log_beside', `--from ${source} has a write-ahead log beside it (${source}-wal) holding changes the file itself lacks: take the copy with slipway backup, or fold the log in first (sqlite3 ${source} 'PRAGMA wal_checkpoint(TRUNCATE)'); nothing was written`);
@@ -46,6 +51,12 @@ export async function restoreCommand(argv: string[], env: Record<string, string 
   // is renamed into place is what was checked, and the backup itself is only read.
   const temp = `${file}.restore-${process.pid}-${randomUUID()}.tmp`;
   copyToNewOwnerOnly(source, temp);
+  // Run as root (sudo) for a server that runs as its own user: the database stays that user's, or
+  // the server could not open the restored one.
+  if (process.getuid?.() === 0) {
+    const owner = current ?? fs.statSync(dir);
+    fs.chownSync(temp, owner.uid, owner.gid);
+  }
   let checked: Checked;
   let kept: string | null;
   try {
@@ -194,6 +205,8 @@ function holdAlone(SQLite: SQLiteClass, file: string): SQLiteTypes.Database {
     db.pragma('busy_timeout = 0');
     if (String(db.pragma('journal_mode = DELETE', { simple: true })) !== 'delete') throw inUse();
     db.exec('BEGIN EXCLUSIVE');
+    // Another process that opened it between the two may have put it back into WAL mode.
+    if (String(db.pragma('journal_mode', { simple: true })) !== 'delete') throw inUse();
     return db;
   } catch (error) {
     db.close();

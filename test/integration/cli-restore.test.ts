@@ -203,6 +203,24 @@ describe('slipway restore', () => {
     assert.equal(restored.code, 0, restored.stderr);
   });
 
+  it('refuses a database that is a symbolic link, naming what it links to, and changes neither', { skip: SQLITE_ONLY }, async () => {
+    const real = newDir();
+    assert.equal((await runCli(['migrate'], { SLIPWAY_DATA_DIR: real })).code, 0);
+    const copy = path.join(newDir(), 'copy.db');
+    assert.equal((await runCli(['backup', '--to', copy], { SLIPWAY_DATA_DIR: real })).code, 0);
+    const linked = newDir();
+    fs.copyFileSync(path.join(real, 'master.key'), path.join(linked, 'master.key'));
+    fs.symlinkSync(path.join(real, 'slipway.db'), path.join(linked, 'slipway.db'));
+    const before = contents(real);
+    const refused = await runCli(['restore', '--from', copy, '--json'], { SLIPWAY_DATA_DIR: linked });
+    assert.equal(refused.code, 1, refused.stderr);
+    const error = JSON.parse(refused.stderr).error;
+    assert.equal(error.code, 'database_is_link');
+    assert.match(error.message, /slipway\.db is a symbolic link \(to .*slipway\.db\): give that path as the database/);
+    assert.ok(fs.lstatSync(path.join(linked, 'slipway.db')).isSymbolicLink());
+    assert.deepEqual(contents(real), before);
+  });
+
   it('restores a copy an older Slipway took as it is, for the next migrate to bring up to date, into a directory without a database', { skip: SQLITE_ONLY }, async () => {
     const files = newDir();
     const older = path.join(files, 'older.db');
