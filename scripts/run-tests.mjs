@@ -81,12 +81,16 @@ function failedTests(text, suite) {
     if (lines[i + 1] === `${indent}  ---`) {
       for (i += 2; i < lines.length && lines[i] !== `${indent}  ...`; i++) block.push(lines[i].slice(indent.length + 2));
     }
-    if (block.some((line) => line === "failureType: 'subtestsFailed'")) continue;
+    // A suite failing for its tests, a test cancelled because its suite's hook failed (that hook is
+    // told), and a failing TODO (not counted as a failure) are not told again.
+    if (/ # TODO\b/.test(notOk[2]) || block.some((line) => line === "failureType: 'subtestsFailed'" || line === "failureType: 'cancelledByParent'")) continue;
     // Without timing, Node's own stack frames and this checkout's place on the machine.
     const detail = block
       .filter((line) => !line.startsWith('duration_ms:') && !/^node:|\(node:|\(<anonymous>\)$/.test(line.trim()))
       .map((line) => line.replace(`file://${ROOT}${path.sep}`, '').replace(`${ROOT}${path.sep}`, ''));
-    found.push({ suite, name: [...names.slice(0, indent.length / 4), notOk[2]].join(' › '), detail });
+    // A file that failed as a whole (stopped at its time limit, or crashed) is named by its path.
+    const name = [...names.slice(0, indent.length / 4), notOk[2]].join(' › ').replaceAll(`${ROOT}${path.sep}`, '');
+    found.push({ suite, name, detail });
   }
   return found;
 }
