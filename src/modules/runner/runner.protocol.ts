@@ -157,7 +157,7 @@ export const Lease = Type.Object({
   heartbeatSeconds: Type.Integer({ description: 'How often to send a heartbeat: a third of the duration.' }),
   expiresInMs: Type.Optional(Type.Integer({
     minimum: 0,
-    description: 'In claim and heartbeat answers: what the lease had left, in milliseconds, when the server took the request up. Counted from when the request was sent, by the runner\'s own clock, it gives a moment before which the lease cannot run out, whatever the clocks say of `expiresAt` (older servers leave it out).',
+    description: 'In claim and heartbeat answers: what the lease had left, in milliseconds, when the server took the request up. Counted from when the request was sent, by the runner\'s own clock, it gives a moment before which the lease cannot run out while the nodes\' clocks agree (they keep the database\'s), however far this runner\'s clock is from theirs (older servers leave it out).',
   })),
 });
 export type LeaseT = Static<typeof Lease>;
