@@ -8,9 +8,9 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { isDatabaseUnreachable } from '../../src/platform/db/database.js';
 import { createEnvironment, createService, deploy, eventually, newRunner } from '../support/deployments.js';
-import { clientCredentialsGrant, startServer, tempDir, TEST_DB, testDatabase, type TestServer } from '../support/harness.js';
+import { clientCredentialsGrant, startServer, startServerBehindProxy, TEST_DB, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
-import { createTcpProxy } from '../support/tcp-proxy.js';
+import type { TcpProxy } from '../support/tcp-proxy.js';
 
 /** Busy work in slices with a turn of the event loop between them, as a server drowning in requests would be. */
 async function lag(ms: number): Promise<void> {
@@ -123,11 +123,7 @@ describe('a database that takes no writes', () => {
 
 describe('leases across a database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file: a busy one is covered by the CLI tests)' }, () => {
   it('expires no lease for one lease after the database comes back: the runners\' retried heartbeats land first', async () => {
-    const database = await testDatabase();
-    const proxy = createTcpProxy();
-    const url = new URL(database.url!);
-    url.port = String(await proxy.open(url.hostname, Number(url.port)));
-    const server = await startServer({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '3' }, reuse: { dataDir: tempDir(), database: { url: url.href, drop: database.drop } } });
+    const { server, proxy, close } = await startServerBehindProxy({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '3' } });
     try {
       const orgId = server.bootstrap.orgId;
       const env = await createEnvironment(server.owner.http, orgId);
@@ -145,38 +141,26 @@ describe('leases across a database out of reach', { skip: TEST_DB !== 'postgres'
       await sleep(4_500);
       await proxy.open();
       // The sweep that would expire it, run now that the database answers again, before the runner's
-      // retried heartbeat lands. (Waiting for the periodic one instead races it: the last sweep that
-      // found the database out of reach may have come up to 1.5 s before it was back, and a lease later
-      // it may expire what it holds.)
+      // retried heartbeat lands: it finds the database back, and holds the lease for a lease from now.
       await server.core.runner.sweep();
       const beat = await runner.heartbeat(d.id, claimed.lease.token);
       assert.equal(beat.status, 200, beat.text);
       const now = await server.owner.http.get(`/v1/orgs/${orgId}/deployments/${d.id}`);
       assert.deepEqual([now.body.state, now.body.attempt], ['in_progress', 1]);
     } finally {
-      await proxy.open();
-      await server.close();
-      await proxy.cut();
+      await close();
     }
   });
 });
 
 describe('database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file: a busy one is covered by the CLI tests)' }, () => {
   let server: TestServer;
-  let database: Awaited<ReturnType<typeof testDatabase>>;
-  const proxy = createTcpProxy();
+  let proxy: TcpProxy;
+  let close: () => Promise<void>;
   before(async () => {
-    database = await testDatabase();
-    const url = new URL(database.url!);
-    const port = await proxy.open(url.hostname, Number(url.port));
-    url.port = String(port);
-    server = await startServer({ reuse: { dataDir: tempDir(), database: { url: url.href, drop: database.drop } } });
+    ({ server, proxy, close } = await startServerBehindProxy());
   });
-  after(async () => {
-    await proxy.open();
-    await server.close();
-    await proxy.cut();
-  });
+  after(() => close());
 
   it('answers 503 with Retry-After while the database cannot be reached, writes nothing, and recovers', async () => {
     const http = server.owner.http;

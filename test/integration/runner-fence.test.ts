@@ -12,7 +12,7 @@ import { createRunner } from '../../src/runner-agent/runner.js';
 import { createProtocolClient, type ProtocolClient } from '../../src/runner-agent/protocol-client.js';
 import { createTokenSource } from '../../src/runner-agent/token-source.js';
 import { createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, startDeployFixture, type DeployFixture } from '../support/deployments.js';
-import { startServer, tempDir, TEST_DB, testDatabase } from '../support/harness.js';
+import { startServerBehindProxy, TEST_DB } from '../support/harness.js';
 import type { LogLine } from '../support/processes.js';
 import { alive, ask, deploymentLog, gateFile, servedBy, serviceSpec, settled, startedPids, startRunner } from '../support/runner-agent.js';
 import { createTcpProxy } from '../support/tcp-proxy.js';
@@ -130,12 +130,7 @@ describe('a runner cut off from the server', () => {
 
 describe('a runner whose heartbeats meet the database out of reach', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only (SQLite is a file on the server\'s machine)' }, () => {
   it('stops its process as if cut off (a 503 keeps no lease: another node may expire it), and the deployment is completed once in its next attempt', async () => {
-    const database = await testDatabase();
-    const proxy = createTcpProxy();
-    const dbUrl = new URL(database.url!);
-    dbUrl.port = String(await proxy.open(dbUrl.hostname, Number(dbUrl.port)));
-    const LEASE_SECONDS = 4;
-    const server = await startServer({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: String(LEASE_SECONDS) }, reuse: { dataDir: tempDir(), database: { url: dbUrl.href, drop: database.drop } } });
+    const { server, proxy, close } = await startServerBehindProxy({ env: { SLIPWAY_RUNNER_LEASE_SECONDS: '4' } });
     try {
       const orgId = server.bootstrap.orgId;
       const http = server.owner.http;
@@ -169,9 +164,7 @@ describe('a runner whose heartbeats meet the database out of reach', { skip: TES
       assert.equal(await rescuer.stop(), 0);
       assert.equal(await first.stop(), 0);
     } finally {
-      await proxy.open();
-      await server.close();
-      await proxy.cut();
+      await close();
     }
   });
 });

@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { createSlipway, type Core, type Slipway } from '../../src/app.js';
 import { loadConfig, routePrefix, type Config } from '../../src/platform/config.js';
 import { freePort } from '../../src/runner-agent/local-process.js';
+import { createTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { cliContext } from '../../src/platform/context.js';
 import type { Role } from '../../src/modules/auth/roles.js';
 import type { Organization } from '../../src/modules/orgs/orgs.schemas.js';
@@ -148,6 +149,28 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** The data dir and database of a stopped server, taken over by the new one (see `restart`). */
   reuse?: { dataDir: string; database: Awaited<ReturnType<typeof testDatabase>>; port?: number };
+}
+
+/**
+ * PostgreSQL only: a server whose connections to the database pass through a TCP proxy on this
+ * machine, for a test to cut or silence. `close` opens the proxy again (so that the server can end
+ * its connections), stops the server, then the proxy.
+ */
+export async function startServerBehindProxy(options: Omit<StartOptions, 'reuse'> = {}): Promise<{ server: TestServer; proxy: TcpProxy; close(): Promise<void> }> {
+  const database = await testDatabase();
+  const proxy = createTcpProxy();
+  const url = new URL(database.url!);
+  url.port = String(await proxy.open(url.hostname, Number(url.port)));
+  const server = await startServer({ ...options, reuse: { dataDir: tempDir(), database: { url: url.href, drop: database.drop } } });
+  return {
+    server,
+    proxy,
+    async close() {
+      await proxy.open();
+      await server.close();
+      await proxy.cut();
+    },
+  };
 }
 
 export async function startServer(options: StartOptions = {}): Promise<TestServer> {

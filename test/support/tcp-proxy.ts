@@ -55,3 +55,5 @@ export function createTcpProxy() {
     },
   };
 }
+
+export type TcpProxy = ReturnType<typeof createTcpProxy>;
