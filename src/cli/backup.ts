@@ -5,11 +5,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parse, UsageError } from './args.js';
 import { assertDatabaseExists } from './commands.js';
+import { runCopyJob } from './copy-worker.js';
 import { printFields, printJson } from './output.js';
+import { undoOnStop } from './stop-signals.js';
 import { BACKUP_USAGE, wantsHelp } from './usage.js';
 import { sqliteFile } from '../platform/db/facts.js';
 import { MIGRATIONS } from '../platform/db/migrations/index.js';
-import { createOwnerOnly } from '../platform/owner-only-file.js';
+import { createOwnerOnly, fsyncDir } from '../platform/owner-only-file.js';
 import { ConfigError } from '../platform/config.js';
 
 /**
@@ -46,35 +48,30 @@ export async function backupCommand(argv: string[], env: Record<string, string |
 
   const { SQLite } = await import('../platform/db/sqlite-library.js');
   const source = new SQLite(file, { fileMustExist: true });
-  let created = false;
   try {
     source.pragma('busy_timeout = 10000');
     assertSlipwaySchema(source, file);
-    // Owner-only from its first byte (SQLite gives its journal the same mode): the copy holds what
-    // the database does, and another user must not open it while it is written, or after a crash.
-    createOwnerOnly(target, '');
-    created = true;
-    // One read transaction, a consistent snapshot: servers keep writing meanwhile (WAL), and unlike
-    // the page-by-page backup API, which starts again whenever another connection writes, it cannot
-    // be kept from finishing by a busy server.
-    source.prepare('VACUUM INTO ?').run(target);
-  } catch (error) {
-    if (created) fs.rmSync(target, { force: true });
-    throw error;
   } finally {
     source.close();
   }
-  // Checked before it is called a backup: a copy that does not open whole is no use when needed.
-  const copy = new SQLite(target, { fileMustExist: true });
+  // Written under another name, and given the one asked for only once whole and checked: a copy
+  // stopped halfway (a signal, a full disk, a crash) never passes for a backup. Owner-only from its
+  // first byte (SQLite gives its journal the same mode): the copy holds what the database does.
+  const partial = `${target}.${process.pid}.partial`;
+  const removePartial = () => { for (const f of [partial, `${partial}-journal`]) fs.rmSync(f, { force: true }); };
+  const release = undoOnStop(p.values.json === true, () => {
+    removePartial();
+    return `no backup was written (the part copied, ${partial}, is removed)`;
+  });
   let check: string;
   try {
-    check = String(copy.pragma('quick_check', { simple: true }));
+    createOwnerOnly(partial, '');
+    check = (await runCopyJob({ kind: 'vacuum', source: file, target: partial }))!;
+    if (check !== 'ok') throw new Error(`the copy failed SQLite's check (${check}); nothing was kept: run the backup again`);
+    putInPlace(partial, target);
   } finally {
-    copy.close();
-  }
-  if (check !== 'ok') {
-    fs.rmSync(target, { force: true });
-    throw new Error(`the copy failed SQLite's check (${check}); nothing was kept: run the backup again`);
+    release();
+    removePartial();
   }
   const result = { file: target, bytes: fs.statSync(target).size, check };
   if (p.values.json) printJson(result);
@@ -83,4 +80,19 @@ export async function backupCommand(argv: string[], env: Record<string, string |
     process.stdout.write('note: the copy is readable only with the master key (master.key in the data directory, or SLIPWAY_MASTER_KEY): keep that too, apart from it\n');
   }
   return 0;
+}
+
+/** Gives the checked copy its name, never over a file that appeared there meanwhile. */
+function putInPlace(partial: string, target: string): void {
+  try {
+    fs.linkSync(partial, target);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') throw new UsageError(`--to ${target} appeared while the copy was made; give a new file (nothing was written)`);
+    // A file system without hard links: a rename, over nothing as far as can be told.
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EXDEV') throw error;
+    if (fs.lstatSync(target, { throwIfNoEntry: false }) !== undefined) throw new UsageError(`--to ${target} appeared while the copy was made; give a new file (nothing was written)`);
+    fs.renameSync(partial, target);
+  }
+  fsyncDir(path.dirname(target));
 }

@@ -14,6 +14,8 @@ import { isDatabaseBusy, sqliteFile } from '../platform/db/facts.js';
 import type { Schema } from '../platform/db/schema.js';
 import type { SQLite as SQLiteTypes } from '../platform/db/sqlite-library.js';
 import { copyToNewOwnerOnly, fsyncDir } from '../platform/owner-only-file.js';
+import { runCopyJob } from './copy-worker.js';
+import { undoOnStop } from './stop-signals.js';
 
 type SQLiteClass = typeof import('../platform/db/sqlite-library.js').SQLite;
 
@@ -50,16 +52,21 @@ export async function restoreCommand(argv: string[], env: Record<string, string 
   // The copy is made beside the database, owner-only from its first byte, and checked there: what
   // is renamed into place is what was checked, and the backup itself is only read.
   const temp = `${file}.restore-${process.pid}-${randomUUID()}.tmp`;
-  copyToNewOwnerOnly(source, temp);
-  // Run as root (sudo) for a server that runs as its own user: the database stays that user's, or
-  // the server could not open the restored one.
-  if (process.getuid?.() === 0) {
-    const owner = current ?? fs.statSync(dir);
-    fs.chownSync(temp, owner.uid, owner.gid);
-  }
+  const removeTemp = () => { for (const f of [temp, ...BESIDE.map((s) => temp + s)]) fs.rmSync(f, { force: true }); };
+  const release = undoOnStop(p.values.json === true, () => {
+    removeTemp();
+    return `the database is as it was (the part copied, ${temp}, is removed)`;
+  });
   let checked: Checked;
   let kept: string | null;
   try {
+    await runCopyJob({ kind: 'copy', source, target: temp });
+    // Run as root (sudo) for a server that runs as its own user: the database stays that user's, or
+    // the server could not open the restored one.
+    if (process.getuid?.() === 0) {
+      const owner = current ?? fs.statSync(dir);
+      fs.chownSync(temp, owner.uid, owner.gid);
+    }
     checked = await checkCopy(SQLite, temp, source, config);
     // On disk before it is named the database (SQLite rewrote its header when leaving WAL mode).
     const fd = fs.openSync(temp, 'r+');
@@ -68,10 +75,13 @@ export async function restoreCommand(argv: string[], env: Record<string, string 
     } finally {
       fs.closeSync(fd);
     }
+    // One synchronous step, which no signal interrupts: the database is the old one or the new.
     kept = putInPlace(SQLite, temp, file);
   } catch (error) {
-    for (const f of [temp, ...BESIDE.map((s) => temp + s)]) fs.rmSync(f, { force: true });
+    removeTemp();
     throw error;
+  } finally {
+    release();
   }
 
   const result = { database: file, from: source, keptAside: kept, bytes: fs.statSync(file).size, check: checked.check, pendingMigrations: checked.pending };

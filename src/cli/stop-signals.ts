@@ -28,3 +28,29 @@ export function catchStopSignals(): StopSignals {
     },
   };
 }
+
+/**
+ * For a command that writes a file it has not yet put in place (`backup`, `restore`): until the
+ * returned function is called, a stop signal (SIGINT, SIGTERM, SIGHUP) runs `undo`, which removes
+ * what was written and says what is left, prints that on standard error (as `--json` asks), and
+ * then stops the process by that signal, as its default would have. At once, even while a worker
+ * thread is still busy in SQLite: an exit would wait for it.
+ */
+export function undoOnStop(json: boolean, undo: () => string): () => void {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const release = () => { for (const s of signals) process.off(s, onSignal); };
+  function onSignal(signal: NodeJS.Signals): void {
+    release();
+    let said: string;
+    try {
+      said = undo();
+    } catch (error) {
+      said = `what was written could not be removed (${(error as Error).message})`;
+    }
+    const message = `interrupted (${signal}): ${said}`;
+    process.stderr.write(json ? `${JSON.stringify({ error: { code: 'interrupted', message } })}\n` : `slipway: ${message}\n`);
+    process.kill(process.pid, signal);
+  }
+  for (const s of signals) process.on(s, onSignal);
+  return release;
+}

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { addBulk } from '../support/large-database.js';
 import { startServer, tempDir, type HttpResult, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import { cliEnv, runCli } from '../support/processes.js';
@@ -107,6 +108,28 @@ describe('slipway backup', () => {
     }
   });
 
+  it('stopped by a signal while it copies, leaves no file at --to and nothing of its own', async (t) => {
+    if (server.core.database.dialect !== 'sqlite') return t.skip('SQLite only');
+    const dir = newDir();
+    const env = { SLIPWAY_DATA_DIR: dir };
+    const migrated = await runCli(['migrate'], env);
+    assert.equal(migrated.code, 0, migrated.stderr);
+    addBulk(path.join(dir, 'slipway.db'));
+    const out = newDir();
+    const target = path.join(out, 'copy.db');
+    // Once SQLite has started writing the copy: a large database takes it a second or more.
+    const copying = () => fs.readdirSync(out).some((f) => f.endsWith('.partial') && fs.statSync(path.join(out, f)).size > 0);
+    const stopped = await runCli(['backup', '--to', target], env, undefined, { when: copying, signal: 'SIGINT' });
+    assert.equal(stopped.signal, 'SIGINT', `${stopped.code} ${stopped.stderr}`);
+    assert.match(stopped.stderr, /^slipway: interrupted \(SIGINT\): no backup was written \(the part copied, .*copy\.db\.\d+\.partial, is removed\)\n$/);
+    assert.deepEqual(fs.readdirSync(out), []);
+    // And the next one, left alone, is a backup.
+    const again = await runCli(['backup', '--to', target, '--json'], env);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(JSON.parse(again.stdout).check, 'ok');
+    assert.deepEqual(fs.readdirSync(out), ['copy.db']);
+  });
+
   it('refuses a database that is not Slipway\'s, writing nothing', async (t) => {
     if (server.core.database.dialect !== 'sqlite') return t.skip('SQLite only');
     const dir = newDir();
@@ -122,3 +145,4 @@ describe('slipway backup', () => {
     assert.equal(fs.existsSync(target), false);
   });
 });
+

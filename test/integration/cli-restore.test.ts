@@ -15,6 +15,7 @@ import { MIGRATIONS } from '../../src/platform/db/migrations/index.js';
 import { columnTypes } from '../../src/platform/db/migrations/types.js';
 import { SQLite } from '../../src/platform/db/sqlite-library.js';
 import { clientCredentialsGrant, freePort, httpClient, tempDir, testDatabase, TEST_DB, type Credentials, type HttpClient } from '../support/harness.js';
+import { addBulk } from '../support/large-database.js';
 import { runCli, spawnServe, type ServeProcess } from '../support/processes.js';
 
 const SQLITE_ONLY = TEST_DB === 'sqlite' ? false : 'SQLite only';
@@ -246,5 +247,25 @@ describe('slipway restore', () => {
     const migrated = await runCli(['migrate', '--json'], { SLIPWAY_DATA_DIR: dir });
     assert.equal(migrated.code, 0, migrated.stderr);
     assert.deepEqual(JSON.parse(migrated.stdout).applied, [last]);
+  });
+  it('stopped by a signal while it copies or checks, leaves the database as it was and nothing of its own', { skip: SQLITE_ONLY }, async () => {
+    const dir = newDir();
+    const env = { SLIPWAY_DATA_DIR: dir };
+    const migrated = await runCli(['migrate'], env);
+    assert.equal(migrated.code, 0, migrated.stderr);
+    const backup = path.join(newDir(), 'copy.db');
+    const backedUp = await runCli(['backup', '--to', backup], env);
+    assert.equal(backedUp.code, 0, backedUp.stderr);
+    addBulk(backup);
+    const before = contents(dir);
+    // Once the copy beside the database has begun: copying and checking a large one take seconds.
+    const copying = () => fs.readdirSync(dir).some((f) => f.endsWith('.tmp') && fs.statSync(path.join(dir, f)).size > 0);
+    const stopped = await runCli(['restore', '--from', backup, '--json'], env, undefined, { when: copying, signal: 'SIGTERM' });
+    assert.equal(stopped.signal, 'SIGTERM', `${stopped.code} ${stopped.stderr}`);
+    assert.equal(stopped.stdout, '');
+    const said = JSON.parse(stopped.stderr) as { error: { code: string; message: string } };
+    assert.equal(said.error.code, 'interrupted');
+    assert.match(said.error.message, /^interrupted \(SIGTERM\): the database is as it was \(the part copied, .*slipway\.db\.restore-.*\.tmp, is removed\)$/);
+    assert.deepEqual(contents(dir), before);
   });
 });

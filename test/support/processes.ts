@@ -15,12 +15,20 @@ function childEnv(env: Record<string, string>): Record<string, string> {
 
 export interface CliResult {
   code: number | null;
+  /** The signal that ended the command (null: it exited). */
+  signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
 }
 
+/** A signal sent to a command once `when` (looked at every 5 ms while it runs) holds. */
+export interface Interruption {
+  when: () => boolean;
+  signal: NodeJS.Signals;
+}
+
 /** `input`: what the command reads on its standard input (none: no standard input). */
-export function runCli(args: string[], env: Record<string, string>, input?: string): Promise<CliResult> {
+export function runCli(args: string[], env: Record<string, string>, input?: string, interrupt?: Interruption): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     if (input !== undefined) child.stdin!.end(input);
@@ -28,8 +36,16 @@ export function runCli(args: string[], env: Record<string, string>, input?: stri
     let stderr = '';
     child.stdout!.on('data', (chunk: Buffer) => { stdout += chunk.toString('utf8'); });
     child.stderr!.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
+    const watch = interrupt === undefined ? undefined : setInterval(() => {
+      if (!interrupt.when()) return;
+      clearInterval(watch);
+      child.kill(interrupt.signal);
+    }, 5);
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code, signal) => {
+      clearInterval(watch);
+      resolve({ code, signal, stdout, stderr });
+    });
   });
 }
 
