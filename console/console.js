@@ -176,10 +176,49 @@ async function followRole() {
   }
   if (caller.role !== before && before !== null) {
     notify(`Your role here is now ${caller.role}: the page offers what it may do.`);
+    carryTypedInto = renders + 1;
     render();
   }
 }
+
 setInterval(followRole, CALLER_FRESH_MS);
+
+// What the user typed into a page's forms survives the page being drawn again for a new role: the
+// fields the new page still has (the same form, the same name) get it back, and the one being typed
+// in keeps the focus and the caret. Only for that redraw: a page visited again starts afresh.
+let carryTypedInto = 0;
+const $typed = new WeakSet();
+for (const type of ['input', 'change']) $main.addEventListener(type, (event) => $typed.add(event.target));
+
+/** The fields of `root`'s forms that the user changed, with what they hold. */
+function typedIn(root) {
+  return [...root.querySelectorAll('form[id] [name]')].filter((field) => $typed.has(field)).map((field) => ({
+    form: field.form?.id,
+    name: field.name,
+    value: field.value,
+    checked: field.checked,
+    focused: field === document.activeElement,
+    selection: typeof field.selectionStart === 'number' ? [field.selectionStart, field.selectionEnd, field.selectionDirection] : null,
+  }));
+}
+
+/** Puts `typed` back into `root`'s fields of the same form and name, and the focus with it. */
+function putTyped(root, typed) {
+  for (const t of typed) {
+    const field = t.form ? root.querySelector(`form#${CSS.escape(t.form)} [name="${CSS.escape(t.name)}"]`) : null;
+    if (field === null || field.disabled) continue;
+    if (field.type === 'checkbox' || field.type === 'radio') field.checked = t.checked;
+    else field.value = t.value;
+    $typed.add(field);
+    if (!t.focused) continue;
+    field.focus({ preventScroll: true });
+    if (t.selection !== null) {
+      try {
+        field.setSelectionRange(...t.selection);
+      } catch { /* a field type without a caret */ }
+    }
+  }
+}
 
 /** Whether the caller's role is `least` or above (an instance administrator is an owner everywhere). */
 const may = (least) => (caller.role === null ? caller.olderServer : RANK[caller.role] >= RANK[least]);
@@ -460,7 +499,11 @@ function frame(org, section) {
 
 function page(title, ...children) {
   const heading = h('h1', { tabindex: '-1' }, title);
+  const typed = carryTypedInto === renders ? typedIn($main) : [];
+  carryTypedInto = 0;
   fill($main, heading, ...children);
+  // The field being typed in, if the page still has it, keeps the focus (see followRole).
+  putTyped($main, typed);
   // Tabs and history name the page, not only the product (text, never markup).
   document.title = [heading.textContent, shownOrg, 'Slipway'].filter(Boolean).join(' · ');
   // The element that had the focus (a link in the header, a button) was drawn over: the focus goes

@@ -1023,6 +1023,43 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.equal(await page.locator('#deploy, #edit-service').count(), 0);
   });
 
+  it('keeps what was typed, the focus and the caret when a role changed meanwhile draws the page again', async () => {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'typed-kept', values: { K: 'v' } }] })).status, 201);
+    const admin = await server.actor(server.bootstrap.orgId, 'admin', 'console-typed');
+    const page = await signedIn(admin);
+    await page.goto(`${server.url}/console/#/o/default/secrets/typed-kept`);
+    await page.waitForSelector('#reveal');
+    // Lowered to developer, who may still set a key but not reveal: the refused Reveal reads the
+    // role again, and that answer is held until the user has typed.
+    assert.equal((await server.owner.http.patch(`/v1/orgs/default/service-users/${admin.id}`, { role: 'developer' })).status, 200);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    await page.route('**/v1/token', async (route) => {
+      if (route.request().method() === 'GET') await held;
+      await route.continue();
+    });
+    const asked = page.waitForRequest((request) => request.url().endsWith('/v1/token') && request.method() === 'GET');
+    await page.click('#reveal');
+    await asked;
+    await page.fill('#set-key input[name=value]', 'typed value');
+    await page.fill('#set-key input[name=key]', 'HALF_TYPED');
+    for (let i = 0; i < 3; i++) await page.press('#set-key input[name=key]', 'ArrowLeft');
+    release();
+    await page.waitForSelector('#caller:has-text("(developer)")');
+    await page.waitForSelector('#reveal', { state: 'detached' });
+    await page.unroute('**/v1/token');
+    assert.equal(await page.inputValue('#set-key input[name=key]'), 'HALF_TYPED');
+    assert.equal(await page.inputValue('#set-key input[name=value]'), 'typed value');
+    const focused = 'const f = document.activeElement; [f?.form?.id, f?.name, f?.selectionStart, f?.selectionEnd]';
+    assert.deepEqual(await page.evaluate<unknown[]>(focused), ['set-key', 'key', 7, 7]);
+    // A page visited again starts afresh.
+    await page.goto(`${server.url}/console/#/o/default/secrets`);
+    await page.waitForSelector('h1:has-text("Secrets")');
+    await page.goto(`${server.url}/console/#/o/default/secrets/typed-kept`);
+    await page.waitForSelector('#set-key');
+    assert.equal(await page.inputValue('#set-key input[name=key]'), '');
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     // API refusals the page shows the user (a role too low, a conflict, a stale version, a reference to nothing) are expected.
     assert.deepEqual(pageErrors.filter((e) => !/status of (401|403|409|412|422)/.test(e)), []);
