@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parse, UsageError } from './args.js';
 import { assertDatabaseExists } from './commands.js';
-import { runCopyJob } from './copy-worker.js';
+import { runCopyJob } from './copy-job.js';
 import { printFields, printJson } from './output.js';
 import { undoOnStop } from './stop-signals.js';
 import { BACKUP_USAGE, wantsHelp } from './usage.js';

@@ -14,7 +14,7 @@ import { isDatabaseBusy, sqliteFile } from '../platform/db/facts.js';
 import type { Schema } from '../platform/db/schema.js';
 import type { SQLite as SQLiteTypes } from '../platform/db/sqlite-library.js';
 import { copyToNewOwnerOnly, fsyncDir } from '../platform/owner-only-file.js';
-import { runCopyJob } from './copy-worker.js';
+import { runCopyJob } from './copy-job.js';
 import { undoOnStop } from './stop-signals.js';
 
 type SQLiteClass = typeof import('../platform/db/sqlite-library.js').SQLite;
