@@ -11,30 +11,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import type { AdoptResponseT, ClaimResponseT, OutcomeT, RunSpecT } from '../modules/runner/runner.protocol.js';
 import { Refused } from './http-call.js';
-import { freePort, launch, LaunchError, type LaunchSpec, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
+import { launch, LaunchError, type LaunchSpec, type OutputSink, type PortPool, type ProcessTable, type RunningProcess } from './local-process.js';
 import { LogShipper, secretMasker } from './log-shipper.js';
 import type { Claimed, ProtocolClient } from './protocol-client.js';
 import { cutAt } from '../platform/text.js';
 import { supervise } from './supervisor.js';
-
-/** Ports handed to processes of this runner that still run, so two of them never share one. */
-export class PortPool {
-  readonly #taken = new Set<number>();
-
-  async reserve(): Promise<number> {
-    for (;;) {
-      const port = await freePort();
-      if (!this.#taken.has(port)) {
-        this.#taken.add(port);
-        return port;
-      }
-    }
-  }
-
-  release(port: number): void {
-    this.#taken.delete(port);
-  }
-}
 
 /** How many times a start goes again on another port when another process took its port first. */
 const PORT_CLASH_RETRIES = 3;

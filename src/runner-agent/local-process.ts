@@ -111,6 +111,25 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
+/** Ports handed to processes of this runner that still run, so two of them never share one. */
+export class PortPool {
+  readonly #taken = new Set<number>();
+
+  async reserve(): Promise<number> {
+    for (;;) {
+      const port = await freePort();
+      if (!this.#taken.has(port)) {
+        this.#taken.add(port);
+        return port;
+      }
+    }
+  }
+
+  release(port: number): void {
+    this.#taken.delete(port);
+  }
+}
+
 /** How what runs for a key is doing: `restarting` from an exit on its own until the next process is in place. */
 export interface ProcessHealth {
   state: 'running' | 'restarting';

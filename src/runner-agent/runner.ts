@@ -10,9 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
 import { VERSION } from '../platform/version.js';
 import { ADOPT_MAX, CLAIM_WAIT_DEFAULT_SECONDS, SERVING_MAX_IDS, type ServingRequestT } from '../modules/runner/runner.protocol.js';
-import { carryOut, PortPool, resume } from './deployment-run.js';
+import { carryOut, resume } from './deployment-run.js';
 import { Refused } from './http-call.js';
-import { ProcessTable } from './local-process.js';
+import { PortPool, ProcessTable } from './local-process.js';
 import type { ProtocolClient } from './protocol-client.js';
 
 export interface RunnerOptions {

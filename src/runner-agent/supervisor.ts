@@ -6,8 +6,7 @@
 // later deployment replaced it, or the runner stopped): then its port is free again.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../platform/logging.js';
-import type { PortPool } from './deployment-run.js';
-import { launch, LaunchError, type LaunchSpec, type OutputSink, type ProcessTable, type RunningProcess } from './local-process.js';
+import { launch, LaunchError, type LaunchSpec, type OutputSink, type PortPool, type ProcessTable, type RunningProcess } from './local-process.js';
 
 export interface RestartPolicy {
   firstDelayMs: number;

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
-import { launchOnFreePort, PortPool } from '../../src/runner-agent/deployment-run.js';
-import { LaunchError, type LaunchSpec } from '../../src/runner-agent/local-process.js';
+import { launchOnFreePort } from '../../src/runner-agent/deployment-run.js';
+import { LaunchError, PortPool, type LaunchSpec } from '../../src/runner-agent/local-process.js';
 
 const SERVER = "require('node:http').createServer((q, s) => s.end('up')).listen(Number(process.env.PORT), '127.0.0.1')";
 

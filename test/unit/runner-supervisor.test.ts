@@ -8,8 +8,8 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/logging.js';
-import { OUTPUT_LINES_PER_SECOND, PortPool, serviceOutputLog } from '../../src/runner-agent/deployment-run.js';
-import { launch, ProcessTable, type LaunchSpec, type RunningProcess } from '../../src/runner-agent/local-process.js';
+import { OUTPUT_LINES_PER_SECOND, serviceOutputLog } from '../../src/runner-agent/deployment-run.js';
+import { launch, PortPool, ProcessTable, type LaunchSpec, type RunningProcess } from '../../src/runner-agent/local-process.js';
 import { restartDelayMs, RESTART_POLICY, supervise, type RestartPolicy } from '../../src/runner-agent/supervisor.js';
 
 // Answers GET / with its pid, exits with code 2 on GET /exit, and exits at once while the file
