@@ -6,14 +6,8 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { ListeningMessage } from '../servers/child.js';
 import { BENCH_DIST_DIR, type ManagedProcess, startProcess, tail } from './proc.js';
+import type { RunningServer, ServerId, ServerStartOptions } from './running-server.js';
 import { type SlipwayServer, startSlipway } from './slipway.js';
-
-export interface RunningServer {
-  id: ServerId;
-  label: string;
-  baseUrl: string;
-  process: ManagedProcess;
-}
 
 export interface OidcServer extends RunningServer {
   tokenUrl: string;
@@ -22,7 +16,8 @@ export interface OidcServer extends RunningServer {
   scope: string;
 }
 
-export interface ServerTypes {
+/** Each server a probe can ask for, by its id: what it gives once started. */
+export interface ServerTypes extends Record<ServerId, RunningServer> {
   slipway: SlipwayServer;
   ceiling: RunningServer;
   oidc: OidcServer;
@@ -30,12 +25,7 @@ export interface ServerTypes {
   writeFloor: RunningServer;
 }
 
-export type ServerId = keyof ServerTypes;
-
-export interface ServerStartOptions {
-  runDir: string;
-  cpu: number | undefined;
-}
+export type { RunningServer, ServerId, ServerStartOptions };
 
 export interface ServerSpec<K extends ServerId> {
   label: string;

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { BENCH_DIST_DIR, freePort, REPO_ROOT, startProcess, tail, waitForHttpOk } from './proc.js';
-import type { RunningServer, ServerStartOptions } from './servers.js';
+import type { RunningServer, ServerStartOptions } from './running-server.js';
 
 export interface SlipwayBootstrap {
   orgId: string;
