@@ -26,6 +26,8 @@ export interface EventFilter {
   /** Made at or after `since` and before `until` (ISO 8601 UTC, as `created_at`). */
   since?: string | undefined;
   until?: string | undefined;
+  /** SQLite: read a time range through the time index when it holds at most this many events (TIME_RANGE_SORTED_AT_MOST). */
+  sortedAtMost?: number;
 }
 
 /**
@@ -76,6 +78,18 @@ export function eventLogHold(db: Executor, dialect: Dialect): () => Promise<stri
     const seen = row.since === null ? Number.POSITIVE_INFINITY : new Date(row.since).getTime();
     return new Date(Math.min(held.since, seen)).toISOString();
   };
+}
+
+/** SQLite: a time range with at most this many of an organization's events is read through the time index. */
+export const TIME_RANGE_SORTED_AT_MOST = 10_000;
+
+/** Whether the organization has at most `atMost` events in the range (counted through the time index, no further). */
+async function fewInTimeRange(db: Executor, orgId: string, since: string | undefined, until: string | undefined, atMost: number): Promise<boolean> {
+  let inRange = db.selectFrom('events').select('org_id').where('org_id', '=', orgId);
+  if (since !== undefined) inRange = inRange.where('created_at', '>=', since);
+  if (until !== undefined) inRange = inRange.where('created_at', '<', until);
+  const row = await db.selectFrom(inRange.limit(atMost + 1).as('in_range')).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n) <= atMost;
 }
 
 // Looked for organization by organization, through the (org_id, tx_id, id) index: this runs at every start.
@@ -159,11 +173,12 @@ export const eventsRepo = {
     }
     if (opts.subjectId !== undefined) q = q.where('subject_id', '=', opts.subjectId);
     if (opts.actorId !== undefined) q = q.where('actor_id', '=', opts.actorId);
-    if (opts.since !== undefined) q = q.where('created_at', '>=', opts.since);
-    if (opts.until !== undefined) q = q.where('created_at', '<', opts.until);
     const after = opts.after;
     const direction = opts.newestFirst ? 'desc' : 'asc';
     if (dialect === 'postgres') {
+      // Its planner weighs the time index against commit order by the table's statistics.
+      if (opts.since !== undefined) q = q.where('created_at', '>=', opts.since);
+      if (opts.until !== undefined) q = q.where('created_at', '<', opts.until);
       q = q.where(sql<boolean>`tx_id < ${COMMITTED_HORIZON}`);
       if (after !== null && 'txId' in after) {
         const position = sql`(${after.txId}::xid8, ${after.id})`;
@@ -171,7 +186,19 @@ export const eventsRepo = {
       }
       return q.orderBy('tx_id', direction).orderBy('id', direction).limit(opts.limit + 1).execute();
     }
-    if (after !== null && 'seq' in after) q = q.where('seq', opts.newestFirst ? '<' : '>', after.seq);
-    return q.orderBy('seq', direction).limit(opts.limit + 1).execute();
+    // SQLite keeps no statistics, and takes the time index whenever the time is bounded: right for
+    // an hour's events, ruinous for a range that holds most of the log (every event in it read and
+    // sorted for each page). So it is told. A range with few events: their places in commit order
+    // are read from the time index alone and sorted, and the page's rows fetched by them. A larger
+    // one: read in commit order, the time compared (a unary + keeps SQLite from using an index for
+    // a comparison).
+    const narrow = (opts.since !== undefined || opts.until !== undefined) && await fewInTimeRange(db, orgId, opts.since, opts.until, opts.sortedAtMost ?? TIME_RANGE_SORTED_AT_MOST);
+    const time = narrow ? sql.ref('created_at') : sql<string>`+created_at`;
+    if (opts.since !== undefined) q = q.where(time, '>=', opts.since);
+    if (opts.until !== undefined) q = q.where(time, '<', opts.until);
+    if (after !== null && 'seq' in after) q = q.where(narrow ? sql<number>`+seq` : sql.ref('seq'), opts.newestFirst ? '<' : '>', after.seq);
+    q = q.orderBy('seq', direction).limit(opts.limit + 1);
+    if (!narrow) return q.execute();
+    return db.selectFrom('events').selectAll().where('seq', 'in', q.clearSelect().select('seq')).orderBy('seq', direction).execute();
   },
 };

@@ -27,9 +27,10 @@ import { deploymentsPairById } from './0023-deployments-pair-by-id.js';
 import { deploymentLogRetention } from './0024-deployment-log-retention.js';
 import { runnerStopped } from './0025-runner-stopped.js';
 import { environmentVersions } from './0026-environment-versions.js';
+import { eventsTimeIndex } from './0027-events-time-index.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions, eventsTimeIndex];
 
 export interface MigrationOutcome {
   applied: string[];
