@@ -156,6 +156,11 @@ export function subcommandFlags<S extends string>(
     return null;
   }
   if (sub === undefined || !Object.hasOwn(subcommands, sub)) {
+    // `--help` wins after a flag the command does not know, where a subcommand was expected too.
+    if (argv.includes('--help') || argv.includes('-h')) {
+      process.stdout.write(help);
+      return null;
+    }
     throw new UsageError(`${sub === undefined ? `${article} ${command} command is needed` : `unknown ${command} command "${sub}"`}: ${Object.keys(subcommands).join(', ')}; see slipway ${command} --help`);
   }
   const flags = commandFlags(rest, subcommands[sub as S], help);

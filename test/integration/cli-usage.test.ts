@@ -170,7 +170,8 @@ describe('slipway CLI: usage, help and errors', () => {
       // --help wins, after a flag the command does not know too.
       for (const args of [['serve', '--help'], ['migrate', '-h'], ['org', '--help'], ['service-user', 'create', '--help'], ['keys', '--help'], ['runner', '--help'],
         ['serve', '--no-such-flag', '--help'], ['migrate', '--no-such-flag', '-h'], ['runner', '--no-such-flag', '--help'], ['keys', 'status', '--no-such-flag', '--help'], ['org', 'help'], ['service-user', 'help'], ['runner', 'help'], ['backup', 'help'], ['restore', 'help'], ['restore', '--from', 'x.db', '--help'],
-        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help'], ['version', '--help'], ['version', 'help'], ['events', 'help'], ['events', '--follow', '--help']]) {
+        ['secret', '--help'], ['secret', 'help'], ['secret', 'set', '--no-such-flag', '--help'], ['deploy', 'help'], ['deployment', 'help'], ['deployment', 'rollback', '--no-such-flag', '--help'], ['version', '--help'], ['version', 'help'], ['events', 'help'], ['events', '--follow', '--help'],
+        ['secret', '--no-such-flag', '--help'], ['deployment', '--no-such-flag', '-h'], ['environment', '--no-such-flag', '--help'], ['service', '--no-such-flag', '--help']]) {
         const result = await runCli(args, { SLIPWAY_DATA_DIR: empty, SLIPWAY_PORT: '1' });
         assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stdout, /usage/i, args.join(' '));
