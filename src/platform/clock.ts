@@ -19,6 +19,19 @@ export function nowIso(): string {
   return nowDate().toISOString();
 }
 
+/**
+ * A time a client sends (RFC 3339, what the schemas' date-time format lets by) as every time
+ * Slipway keeps and answers with: UTC with milliseconds (an offset, a lower-case `t`, nanoseconds
+ * are converted). A leap second (`23:59:60`, which RFC 3339 allows and a Date cannot hold) is its
+ * second's last millisecond before, `23:59:59.999`; undefined only for what Date.parse still
+ * cannot read.
+ */
+export function utcIso(at: string): string | undefined {
+  let time = Date.parse(at);
+  if (Number.isNaN(time)) time = Date.parse(at.replace(/:60(?:\.\d+)?(?=[zZ+-]|$)/, ':59.999'));
+  return Number.isNaN(time) ? undefined : new Date(time).toISOString();
+}
+
 /** How far the database's clock is ahead of this machine's (negative: behind), in milliseconds. */
 export function clockOffset(): number {
   return offsetMs;

@@ -245,6 +245,10 @@ describe('events', () => {
     const other = await admin.http.get(`/v1/orgs/${orgId}/events?limit=1&actor=${admin.id}&subject=${made.id}&cursor=${first.body.nextCursor}`);
     assert.equal(other.body.code, 'invalid_cursor');
     assert.equal((await admin.http.get(`/v1/orgs/${orgId}/events?since=yesterday`)).status, 400);
+    // A leap second, which RFC 3339 allows and a Date cannot hold, is its second's last millisecond.
+    const leap = '2016-12-31T23:59:60Z';
+    assert.deepEqual((await allEvents(orgId, admin, `&subject=${made.id}&since=${leap}`)).map((e) => e.type), all.map((e) => e.type));
+    assert.deepEqual(await allEvents(orgId, admin, `&subject=${made.id}&until=${encodeURIComponent(leap.replace('Z', '+00:00'))}`), []);
   });
 
   it('gives a cursor to follow the log from its end: later, only what was appended since', async () => {

@@ -1,4 +1,5 @@
 import type { Db, Dialect, Executor } from '../../platform/db/database.js';
+import { utcIso } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
 import { cursorList, encodeCursor, pageRequest, toPage, type Page } from '../../platform/pagination.js';
 import { instanceRepo } from '../instance/instance.repo.js';
@@ -67,8 +68,15 @@ export function createEventsService(deps: { db: Db; dialect: Dialect }) {
      */
     async list(orgId: string, query: { limit?: number; cursor?: string; type?: string; subject?: string; actor?: string; since?: string; until?: string; order?: 'oldest' | 'newest' }): Promise<Page<Event> & { resumeCursor: string | null }> {
       const newestFirst = query.order === 'newest';
-      // Times as the log keeps them (ISO 8601 UTC, milliseconds), which compare as text.
-      const [since, until] = [query.since, query.until].map((t) => (t === undefined ? undefined : new Date(t).toISOString()));
+      // Times as the log keeps them (ISO 8601 UTC, milliseconds), which compare as text; a leap
+      // second (`23:59:60`, which the date-time format lets by) as its second's last millisecond.
+      const [since, until] = (['since', 'until'] as const).map((name) => {
+        const given = query[name];
+        if (given === undefined) return undefined;
+        const at = utcIso(given);
+        if (at === undefined) throw errors.invalidRequest(`\`${name}\` is not a time that can be read: send an RFC 3339 date-time such as 2026-01-01T00:00:00Z.`, [{ pointer: `/query/${name}`, message: 'must be an RFC 3339 date-time' }]);
+        return at;
+      });
       const filters = { org: orgId, type: query.type, subject: query.subject, actor: query.actor, since, until };
       // Cursors from before they were bound to their filters still resume the log. Oldest-first
       // cursors leave the order out of their scope: those made before there was a choice stay good.

@@ -22,7 +22,7 @@ import type {
 } from './runner.protocol.js';
 import { CLAIM_WAIT_DEFAULT_SECONDS, CLAIM_WAIT_MAX_SECONDS } from './runner.protocol.js';
 import type { RunnersService } from './runners.service.js';
-import { nowMs, nowIso, nowDate } from '../../platform/clock.js';
+import { nowMs, nowIso, nowDate, utcIso } from '../../platform/clock.js';
 
 export interface RunnerDeps {
   db: Db;
@@ -49,15 +49,11 @@ function shuffled<T>(items: T[]): T[] {
 }
 
 /**
- * A time a runner reports, as every time Slipway answers with: UTC with milliseconds (an offset,
- * a lower-case `t`, nanoseconds are converted). A leap second (`23:59:60`, which RFC 3339 allows and
- * a Date cannot hold) is its second's last millisecond before, `23:59:59.999`; `otherwise` stands
- * only for what Date.parse still cannot read (the schema's date-time format lets nothing else by).
+ * A time a runner reports, as every time Slipway answers with (see utcIso); `otherwise` stands only
+ * for what Date.parse cannot read (the schema's date-time format lets nothing else by).
  */
 function utc(at: string, otherwise: string): string {
-  let time = Date.parse(at);
-  if (Number.isNaN(time)) time = Date.parse(at.replace(/:60(?:\.\d+)?(?=[zZ+-]|$)/, ':59.999'));
-  return Number.isNaN(time) ? otherwise : new Date(time).toISOString();
+  return utcIso(at) ?? otherwise;
 }
 
 /**
