@@ -13,6 +13,7 @@ import { routePrefix } from '../platform/config.js';
 import { NO_METRICS, type Metrics } from '../platform/metrics.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
 import { errors, pointerSegment } from '../platform/errors.js';
+import { parseIfMatch } from '../platform/etags.js';
 import { allows, type Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
 import type { TokenVerifier } from '../modules/auth/token-verifier.js';
@@ -423,9 +424,12 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       if (ifMatch !== undefined && ifMatch.trim() !== '*') {
         throw errors.preconditionFailed('This resource has no ETag, so no If-Match but "*" can hold; send the request without If-Match.');
       }
-      if (req.headers['if-none-match']?.trim() === '*') {
+      const ifNoneMatch = req.headers['if-none-match'];
+      if (ifNoneMatch?.trim() === '*') {
         throw errors.preconditionFailed('If-None-Match: * asks for a write only where nothing exists yet, and this resource exists; send the request without it.');
       }
+      // Its tags match nothing here, so the write goes on; one that is no entity tag is a 400, as on any other write.
+      parseIfMatch(ifNoneMatch, { header: 'if-none-match', weak: true });
       done();
     };
     route.preValidation = [route.preValidation ?? []].flat().concat(noPreconditions);

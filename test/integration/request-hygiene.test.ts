@@ -156,6 +156,13 @@ describe('request hygiene', () => {
     assert.equal((await server.owner.http.get(`${org}/secrets/${secret}`)).body.version, 1);
     const any = await server.owner.http.patch(org, { name: before.name }, { headers: { 'if-match': '*' } });
     assert.equal(any.status, 200, any.text);
+    // If-None-Match's tags match nothing here, so the write goes on; a value that is no entity tag is
+    // refused, as on a resource with ETags, rather than ignored.
+    const garbage = await server.owner.http.patch(org, { name: 'Renamed' }, { headers: { 'if-none-match': 'garbage' } });
+    assert.deepEqual(assertProblem(garbage, 400, 'invalid_request').errors, [{ pointer: '/headers/if-none-match', message: 'is not a quoted ETag' }]);
+    assert.equal((await server.owner.http.get(org)).body.name, before.name);
+    const none = await server.owner.http.patch(org, { name: before.name }, { headers: { 'if-none-match': '"1"' } });
+    assert.equal(none.status, 200, none.text);
   });
 
   it('compares a secret’s If-Match strongly and refuses one that is not a quoted ETag', async () => {
