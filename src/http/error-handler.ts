@@ -206,6 +206,16 @@ export function clientErrorResponse(error: { code?: string }, requestId: string,
   return { status: problem.status, raw };
 }
 
+/**
+ * An Expect that Node's HTTP server would answer itself, with a bare 417 before any hook sees the
+ * request: the same refusal as a problem, with the request id the request would have had.
+ */
+export function expectationFailedResponse(expect: string, url: string, requestId: string): { status: number; headers: Record<string, string | number>; body: string } {
+  const problem = errors.expectationFailed(expect);
+  const body = JSON.stringify(problemFields(problem, pathOf(url), requestId));
+  return { status: problem.status, headers: { 'content-type': 'application/problem+json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, connection: 'close' }, body };
+}
+
 /** OAuth endpoints answer in RFC 6749 §5.2 form; any non-OAuth code becomes the closest one. */
 function oauthBody(error: AppError): Record<string, unknown> {
   const oauthCode = error.status === 503 ? 'temporarily_unavailable' : error.status >= 500 ? 'server_error' : error.status === 429 ? 'slow_down' : error.code.match(/^(invalid_|unsupported_|unauthorized_|access_denied|server_error|temporarily_unavailable)/) ? error.code : 'invalid_request';

@@ -2,7 +2,7 @@
 // problems, 404/405, authentication and the organization check, rate limits, OpenAPI), then the
 // feature modules' routes.
 import { randomUUID } from 'node:crypto';
-import { maxHeaderSize } from 'node:http';
+import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -21,7 +21,7 @@ import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { Organization } from '../modules/orgs/orgs.schemas.js';
 import type { App } from './app-types.js';
 import { bearerCredentials } from './bearer.js';
-import { clientErrorResponse, createErrorHandler, pathOf, sendError } from './error-handler.js';
+import { clientErrorResponse, createErrorHandler, expectationFailedResponse, pathOf, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
 import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
@@ -433,6 +433,16 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
       done();
     };
     route.preValidation = [route.preValidation ?? []].flat().concat(noPreconditions);
+  });
+
+  // Node answers an Expect other than 100-continue with a bare 417, before any hook sees the request;
+  // with a listener it leaves the answer to us: a problem, like every other refusal.
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const given = req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    const { status, headers, body } = expectationFailedResponse(String(req.headers.expect ?? ''), req.url ?? '/', requestId);
+    deps.logger.debug({ requestId, status, expect: req.headers.expect }, 'unmet expectation refused');
+    res.writeHead(status, headers).end(body);
   });
 
   // A connection that has not sent a byte yet is neither idle nor busy to Node: closing the server

@@ -227,6 +227,10 @@ export const errors = {
   /** RFC 9110 §15.5.16: a coding the server does not decode, answered with the codings it accepts. */
   unsupportedContentEncoding: (coding: string) =>
     new AppError(415, 'unsupported_media_type', 'Unsupported media type', `Request bodies are not decoded: send the body without Content-Encoding (it says ${JSON.stringify(coding)}).`, {}, { 'accept-encoding': 'identity' }),
+  // 417
+  /** An Expect other than 100-continue (RFC 9110 §10.1.1), which Node would answer with a bare 417. */
+  expectationFailed: (expect: string) =>
+    new AppError(417, 'expectation_failed', 'Expectation failed', `This server meets no expectation but 100-continue, and the request's Expect is ${JSON.stringify(expect.length > 100 ? `${expect.slice(0, 100)}…` : expect)}; nothing was done. Send it without Expect (or with Expect: 100-continue).`),
   // 422
   unprocessable: (code: string, detail: string) => new AppError(422, code, 'Unprocessable request', detail),
   /**

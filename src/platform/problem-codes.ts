@@ -46,9 +46,10 @@ export const PROBLEM_CODES: Readonly<Record<string, ProblemCode>> = {
   deployment_not_found: { status: 404, meaning: 'No such deployment in the organization.' },
   webhook_not_found: { status: 404, meaning: 'No such webhook in the organization.' },
   signing_key_not_found: { status: 404, meaning: 'CLI `keys revoke-signing`: no such signing key.' },
-  // 405, 408
+  // 405, 408, 417
   method_not_allowed: { status: 405, meaning: 'The path does not answer this method (`allowed`, and the Allow header).' },
   request_timeout: { status: 408, meaning: 'The request did not arrive in full in time.' },
+  expectation_failed: { status: 417, meaning: 'An `Expect` other than `100-continue`, which the server does not meet; nothing was done.' },
   // 409
   org_slug_taken: { status: 409, meaning: 'Another organization has this slug, or had it (a slug given up, or that of a deleted organization, stays reserved to its organization).' },
   deleted_meanwhile: { status: 409, meaning: 'Something the request names was deleted by another request at the same moment; nothing was written (Retry-After: 1).' },

@@ -3,6 +3,7 @@
 // its redaction, health and readiness.
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
@@ -193,6 +194,30 @@ describe('HTTP contract', () => {
       assert.deepEqual(assertProblem(refused, 400, 'malformed_query').errors, [{ pointer, message: 'has a malformed percent-encoding' }], query);
     }
     assert.equal((await server.owner.http.get('/v1/orgs/default/secrets?prefix=caf%C3%A9%25')).status, 200);
+  });
+
+  it('answers an Expect it does not meet with a 417 problem, and runs nothing', async () => {
+    // Node's own answer to it is a bare 417, without a body or a request id.
+    const { port } = new URL(server.url);
+    const body = JSON.stringify({ secrets: [{ name: 'expected', values: { A: '1' } }] });
+    const headers = { authorization: `Bearer ${server.owner.token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), expect: 'bogus', 'x-request-id': 'contract-expect' };
+    const res = await new Promise<{ status: number; headers: IncomingHttpHeaders; text: string }>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port: Number(port), method: 'POST', path: '/v1/orgs/default/secrets?dryRun=false', headers }, (answer) => {
+        let text = '';
+        answer.setEncoding('utf8').on('data', (chunk: string) => { text += chunk; }).on('end', () => resolve({ status: answer.statusCode!, headers: answer.headers, text }));
+      });
+      req.on('error', reject).end(body);
+    });
+    assert.equal(res.status, 417);
+    assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+    assert.equal(res.headers['x-request-id'], 'contract-expect');
+    const problem = JSON.parse(res.text) as Record<string, unknown>;
+    assert.deepEqual({ ...problem, detail: undefined }, {
+      type: 'https://slipway.dev/problems/expectation-failed', title: 'Expectation failed', status: 417, detail: undefined,
+      instance: '/v1/orgs/default/secrets', code: 'expectation_failed', requestId: 'contract-expect',
+    });
+    assert.match(String(problem.detail), /"bogus".*Send it without Expect/);
+    assert.equal((await server.owner.http.get('/v1/orgs/default/secrets/expected')).status, 404);
   });
 
   it('reads numbers in the query and the path only as decimal digits', async () => {
