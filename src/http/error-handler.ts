@@ -200,10 +200,14 @@ export function clientErrorResponse(error: { code?: string }, requestId: string,
   const problem = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? errors.requestTimeout()
     : error.code === 'HPE_HEADER_OVERFLOW' ? errors.headersTooLarge(maxHeaderBytes)
     : errors.malformedHttp(error.code);
+  return { status: problem.status, raw: rawProblemResponse(problem, requestId) };
+}
+
+/** A problem as a whole HTTP/1.1 response, without `instance`, for a connection that is closed after it. */
+export function rawProblemResponse(problem: AppError, requestId: string): string {
   const body = JSON.stringify(problemFields(problem, undefined, requestId));
-  const raw = `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\nContent-Type: application/problem+json; charset=utf-8\r\n`
+  return `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\nContent-Type: application/problem+json; charset=utf-8\r\n`
     + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
-  return { status: problem.status, raw };
 }
 
 /**

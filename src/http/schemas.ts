@@ -10,7 +10,7 @@ export const ProblemSchema = Type.Object({
   title: Type.String(),
   status: Type.Integer(),
   detail: Type.String({ description: 'What went wrong and what to do about it.' }),
-  instance: Type.Optional(Type.String({ description: 'The request path (absent when the request could not be read: `malformed_http`, `headers_too_large`, `request_timeout`).' })),
+  instance: Type.Optional(Type.String({ description: 'The request path (absent when the request could not be read: `malformed_http`, `headers_too_large`, `request_timeout`; and for a `CONNECT`, whose target is a host).' })),
   code: Type.String({ description: `Stable, machine-readable error code. New codes may be added; these are the ones there are:\n${codeList}` }),
   requestId: Type.String({ description: 'The request\'s id (its X-Request-Id): quote it when reporting a problem.' }),
   errors: Type.Optional(Type.Array(Type.Object({

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
@@ -21,7 +22,7 @@ import type { OrgsService } from '../modules/orgs/orgs.service.js';
 import type { Organization } from '../modules/orgs/orgs.schemas.js';
 import type { App } from './app-types.js';
 import { bearerCredentials } from './bearer.js';
-import { clientErrorResponse, createErrorHandler, expectationFailedResponse, pathOf, sendError } from './error-handler.js';
+import { clientErrorResponse, createErrorHandler, expectationFailedResponse, pathOf, rawProblemResponse, sendError } from './error-handler.js';
 import { registerJsonParser } from './json-body.js';
 import { createValidatorCompiler } from './validators.js';
 import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
@@ -443,6 +444,14 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     const { status, headers, body } = expectationFailedResponse(String(req.headers.expect ?? ''), req.url ?? '/', requestId);
     deps.logger.debug({ requestId, status, expect: req.headers.expect }, 'unmet expectation refused');
     res.writeHead(status, headers).end(body);
+  });
+
+  // Node closes a CONNECT's connection without a word when nothing listens for it: this is no proxy,
+  // and says so (its target names a host, not a path, so the problem has no `instance`).
+  app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    const requestId = randomUUID();
+    deps.logger.debug({ requestId, status: 404 }, 'CONNECT refused');
+    socket.end(rawProblemResponse(errors.routeNotFound('CONNECT', req.url ?? '', `${app.publicBaseUrl}/openapi.json`, 'this server is not a proxy'), requestId));
   });
 
   // A connection that has not sent a byte yet is neither idle nor busy to Node: closing the server

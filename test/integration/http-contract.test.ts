@@ -220,6 +220,22 @@ describe('HTTP contract', () => {
     assert.equal((await server.owner.http.get('/v1/orgs/default/secrets/expected')).status, 404);
   });
 
+  it('answers CONNECT with a problem rather than closing the connection without a word', async () => {
+    const { port } = new URL(server.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'));
+      let text = '';
+      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); }).on('close', () => resolve(text)).on('error', reject);
+    });
+    const [head, body] = raw.split('\r\n\r\n') as [string, string];
+    assert.match(head, /^HTTP\/1\.1 404 Not Found\r\n/);
+    assert.match(head, /\r\ncontent-type: application\/problem\+json; charset=utf-8/i);
+    const problem = JSON.parse(body) as Record<string, unknown>;
+    assert.equal(problem.code, 'route_not_found');
+    assert.match(String(problem.detail), /CONNECT example\.com:443: this server is not a proxy/);
+    assert.match(head, new RegExp(`\\r\\nx-request-id: ${String(problem.requestId)}`, 'i'));
+  });
+
   it('reads numbers in the query and the path only as decimal digits', async () => {
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'numbered', values: { A: '1' } }] })).status, 201);
     for (const limit of ['0x10', '%201', '1e1', '01', '1.0', '']) {
