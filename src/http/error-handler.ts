@@ -235,9 +235,17 @@ export function sendError(error: AppError, req: FastifyRequest, reply: FastifyRe
   return reply.type('application/problem+json').send(problemBody(error, req));
 }
 
+/** The request stream's error when the client hung up while sending its body (Node's `aborted`, ECONNRESET). */
+function isClientAbort(error: FastifyError, req: FastifyRequest): boolean {
+  return error.code === 'ECONNRESET' && !req.raw.complete;
+}
+
 export function createErrorHandler(bodyLimit: number) {
   return function errorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply) {
     const known = isAppError(error) ? error
+      // The client closed the connection before its body was in: its fault, not the database's
+      // (whose lost connections share the code), and not worth an error in the log.
+      : isClientAbort(error, req) ? errors.invalidRequest('The connection was closed before the request body arrived in full; nothing was done. Send it again.')
       : isTransactionAborted(error) ? errors.writeConflict()
       // Deleted since this request found it (another node's caches, or a request under way).
       : isOrganizationDeleted(error) ? errors.notFound('organization', req.org?.id ?? (req.params as { orgId?: string } | undefined)?.orgId ?? 'named')

@@ -236,6 +236,21 @@ describe('HTTP contract', () => {
     assert.match(head, new RegExp(`\\r\\nx-request-id: ${String(problem.requestId)}`, 'i'));
   });
 
+  it('takes a client that hangs up in the middle of its body for what it is, not for a database outage', async () => {
+    const { port } = new URL(server.url);
+    const requestId = 'contract-hang-up';
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.write(`POST /v1/orgs/default/environments HTTP/1.1\r\nHost: x\r\n`
+        + `Authorization: Bearer ${server.owner.token}\r\nContent-Type: application/json\r\nX-Request-Id: ${requestId}\r\nContent-Length: 100\r\n\r\n{"na`));
+      socket.on('error', reject);
+      setTimeout(() => { socket.destroy(); resolve(); }, 200);
+    });
+    await sleep(300);
+    const lines = server.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.requestId === requestId);
+    assert.deepEqual(lines.filter((l) => l.level === 'error' || l.level === 'fatal'), [], 'no error is logged: the database is fine');
+    assert.equal((await server.owner.http.get('/v1/orgs/default/environments')).status, 200);
+  });
+
   it('reads numbers in the query and the path only as decimal digits', async () => {
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name: 'numbered', values: { A: '1' } }] })).status, 201);
     for (const limit of ['0x10', '%201', '1e1', '01', '1.0', '']) {
