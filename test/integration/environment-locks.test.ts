@@ -29,6 +29,7 @@ describe('environment locks', () => {
     assertProblem(await f.admin.http.put(lockPath(env), {}), 400, 'invalid_request');
     assertProblem(await f.admin.http.put(lockPath(env), { reason: '' }), 400, 'invalid_request');
     assertProblem(await f.admin.http.put(lockPath(env), { reason: ' \t ' }), 400, 'invalid_request');
+    assertProblem(await f.admin.http.put(lockPath(env), { reason: '\u202e\u200b' }), 400, 'invalid_request');
     const locked = await f.admin.http.put(lockPath(env), { reason: 'incident 42: hands off production' });
     assert.equal(locked.status, 200, locked.text);
     const lock = locked.body.lock;

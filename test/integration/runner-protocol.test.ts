@@ -674,6 +674,10 @@ describe('runner protocol: hosts and adoption', () => {
     for (const bad of [{ hostname: 'build 01', port: 40123 }, { hostname: 'build-01', port: 0 }, { hostname: 'build-01' }]) {
       assert.equal((await report([{ deployment: id, state: 'restarting', exits: 4, lastExit: again, address: bad }])).status, 400, JSON.stringify(bad));
     }
+    // An exit code no operating system gives.
+    for (const code of [1e300, 2 ** 32, -(2 ** 31) - 1]) {
+      assert.equal((await report([{ deployment: id, state: 'restarting', exits: 4, lastExit: { ...again, code } }])).status, 400, String(code));
+    }
     assert.deepEqual((await processOf()).address, address);
 
     // Another runner's report on it is not answered and changes nothing; nor does a report on a deployment not asked about.

@@ -125,6 +125,8 @@ describe('webhooks', () => {
       [{ url: 'ftp://example.com/x' }, '/url'],
       [{ url: 'https://user:pw@example.com/x' }, '/url'],
       [{ url: 'https://example.com/x#frag' }, '/url'],
+      [{ url: 'https://example.com:0/x' }, '/url'],
+      [{ url: `https://${'a'.repeat(64)}.example.com/x` }, '/url'],
       [{ url: 'https://example.com/x', events: ['secret.nope'] }, '/events/0'],
       [{ url: 'https://example.com/x', events: ['deployment.*', 'nothing.*'] }, '/events/1'],
       [{ url: 'https://example.com/x', events: ['secret.*', 'secret.*'] }, '/events/1'],

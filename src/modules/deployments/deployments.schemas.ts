@@ -10,7 +10,7 @@ export const DeploymentStateSchema = Type.Union(DEPLOYMENT_STATES.map((s) => Typ
 });
 
 export const ProcessExit = Type.Object({
-  code: Type.Union([Type.Integer(), Type.Null()], { description: 'Its exit code; null when a signal ended it.' }),
+  code: Type.Union([Type.Integer({ minimum: -2147483648, maximum: 4294967295 }), Type.Null()], { description: 'Its exit code (32 bits, as an operating system gives it); null when a signal ended it.' }),
   signal: Type.Union([Type.String({ pattern: '^SIG[A-Z0-9]{1,12}$' }), Type.Null()], { description: 'The signal that ended it (`SIGKILL`), or null.' }),
   at: Timestamp,
 }, { additionalProperties: false });

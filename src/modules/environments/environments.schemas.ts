@@ -16,7 +16,7 @@ export const EnvironmentLockSchema = Type.Object({
 }, { additionalProperties: false });
 
 export const LockEnvironmentBody = Type.Object({
-  reason: Type.String({ minLength: 1, maxLength: 500, pattern: '\\S', description: 'Why it is locked (not blank): shown to everyone who is refused a deployment into it.' }),
+  reason: Type.String({ minLength: 1, maxLength: 500, pattern: '[^\\s\\p{Cf}]', description: 'Why it is locked (not blank: something to read besides spaces and invisible marks): shown to everyone who is refused a deployment into it.' }),
 }, { additionalProperties: false });
 
 export const EnvironmentSchema = Type.Object({

@@ -57,9 +57,15 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'must be an http or https URL';
   if (url.username !== '' || url.password !== '') return 'must not carry a user name or password (put a token in the path or query, or check the signature)';
   if (url.hash !== '' || text.includes('#')) return 'must not have a fragment';
-  if (allowPrivate) return null;
+  // Nothing listens on port 0, and no name with a label over 63 characters (or over 253 in all)
+  // resolves: the deliveries would fail from the first.
+  if (url.port === '0') return 'must not name port 0: give the port the receiver listens on, or none';
   const host = url.hostname.toLowerCase().replace(/\.$/, '');
   const address = literalAddress(host);
+  if (address === null && (host.length > 253 || host.split('.').some((label) => label.length > 63))) {
+    return 'has a host name that no DNS name can be (a label over 63 characters, or over 253 in all)';
+  }
+  if (allowPrivate) return null;
   if (address !== null ? isPrivateAddress(address) : host === 'localhost' || host.endsWith('.localhost') || !host.includes('.')) {
     return 'points at this machine or a private network, which webhooks do not reach (SLIPWAY_WEBHOOK_ALLOW_PRIVATE=true allows it)';
   }
