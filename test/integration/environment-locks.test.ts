@@ -175,4 +175,35 @@ describe('environment locks', () => {
     const deployments = (await f.viewer.http.get(`/v1/orgs/${f.orgId}/deployments?environment=${env.id}`)).body.deployments;
     assert.deepEqual(deployments.map((d: { id: string }) => d.id), [before.id]);
   });
+  it('makes a service\'s deletion and a lock of an environment it serves in wait for each other', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const svc = await createService(f.developer.http, f.orgId);
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const { deployment } = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id });
+    // The deletion past its check of the environments, held up before its commit (at what it
+    // deletes): a lock asked for meanwhile waits for it, and does not answer before it stops what serves there.
+    const commit = await holding(f.server, (trx) => sql`select 1 from deployments where id = ${deployment.id} for update`.execute(trx));
+    const deleting = f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${svc.id}?force=true`);
+    await lockWaiters(f.server, 1);
+    const locking = f.admin.http.put(lockPath(env), { reason: 'freeze' });
+    const first = await Promise.race([locking.then(() => 'the lock answered'), lockWaiters(f.server, 2).then(() => 'the lock waits')]);
+    await commit();
+    assert.equal(first, 'the lock waits');
+    assert.equal((await deleting).status, 204);
+    assert.equal((await locking).status, 200);
+    assert.equal((await f.admin.http.delete(lockPath(env))).status, 200);
+
+    // The other way round: a lock being taken, between its read and its commit, as the lock request
+    // makes it; the deletion waits for it, then is refused.
+    const other = await createService(f.developer.http, f.orgId);
+    await ship(f.developer.http, f.runner, f.orgId, { service: other.id, environment: env.id });
+    const commitLock = await holding(f.server, async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext('slipway.environment'), hashtext(${env.id}))`.execute(trx);
+      await sql`update environments set lock_reason = 'freeze', locked_by = null, locked_at = ${new Date().toISOString()} where id = ${env.id}`.execute(trx);
+    });
+    const refused = f.admin.http.delete(`/v1/orgs/${f.orgId}/services/${other.id}?force=true`);
+    await lockWaiters(f.server, 1);
+    await commitLock();
+    assertProblem(await refused, 409, 'environment_locked');
+    assert.equal((await f.viewer.http.get(`/v1/orgs/${f.orgId}/environments/${env.id}/active?service=${other.id}`)).body.deployments.length, 1);
+  });
 });

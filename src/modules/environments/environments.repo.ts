@@ -48,8 +48,19 @@ export const environmentsRepo = {
     return row;
   },
 
-  /** A locked environment in which a deployment of `serviceId` serves, if there is one. */
-  async lockedWhereServing(db: Executor, serviceId: string): Promise<EnvironmentRow | undefined> {
+  /**
+   * A locked environment in which a deployment of `serviceId` serves, if there is one. `hold`
+   * (PostgreSQL) first queues, as a deployment into each of them does, on the advisory lock of every
+   * environment where it serves (shared, in id order): a lock or an unlock being made waits for the
+   * caller's transaction, and one being made already is waited for and then read as it left the
+   * environment. Without it, a service's deletion that read an environment unlocked could stop what
+   * serves there after a lock had answered.
+   */
+  async lockedWhereServing(db: Executor, serviceId: string, hold = false): Promise<EnvironmentRow | undefined> {
+    if (hold) {
+      await sql`select pg_advisory_xact_lock_shared(hashtext('slipway.environment'), hashtext(environment_id))
+        from (select distinct environment_id from deployments where service_id = ${serviceId} and state = 'succeeded' order by environment_id) serving`.execute(db);
+    }
     return db.selectFrom('environments').selectAll('environments')
       .innerJoin('deployments', 'deployments.environment_id', 'environments.id')
       .where('deployments.service_id', '=', serviceId).where('deployments.state', '=', 'succeeded').where('environments.locked_at', 'is not', null)

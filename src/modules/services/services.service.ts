@@ -161,7 +161,7 @@ export function createServicesService(deps: { db: Db; dialect: Dialect; secrets:
           checkExpected(tagOf(row), opts.expected);
           // What serves in a locked environment stays, as everything else there does, until it is
           // unlocked: said first, before "it serves, give force", which the lock would then refuse.
-          const locked = await environmentsRepo.lockedWhereServing(executor, row.id);
+          const locked = await environmentsRepo.lockedWhereServing(executor, row.id, deps.dialect === 'postgres');
           if (locked !== undefined) assertUnlocked(locked, `stop what serves in it (deleting service "${row.name}" would)`);
         },
       });
