@@ -206,4 +206,35 @@ describe('environment locks', () => {
     assertProblem(await refused, 409, 'environment_locked');
     assert.equal((await f.viewer.http.get(`/v1/orgs/${f.orgId}/environments/${env.id}/active?service=${other.id}`)).body.deployments.length, 1);
   });
+  it('makes a developer\'s cancellation and the protection of its environment wait for each other', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const svc = await createService(f.developer.http, f.orgId);
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const queued = await deploy(f.developer.http, f.orgId, { service: svc.id, environment: env.id });
+    // The cancellation past its read of the environment, held up at the deployment it moves: the
+    // protection asked for meanwhile waits for it, and does not answer before it.
+    const commit = await holding(f.server, (trx) => sql`select 1 from deployments where id = ${queued.id} for update`.execute(trx));
+    const cancelling = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${queued.id}/cancel`, {});
+    await lockWaiters(f.server, 1);
+    const protecting = f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${env.id}`, { protected: true });
+    const first = await Promise.race([protecting.then(() => 'the protection answered'), lockWaiters(f.server, 2).then(() => 'the protection waits')]);
+    await commit();
+    assert.equal(first, 'the protection waits');
+    assert.equal((await cancelling).status, 200);
+    assert.equal((await protecting).status, 200);
+
+    // The other way round: the protection being made, between its read and its commit; the
+    // developer's cancellation waits for it, then is refused.
+    const next = await deploy(f.admin.http, f.orgId, { service: svc.id, environment: env.id });
+    assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/environments/${env.id}`, { protected: false })).status, 200);
+    const commitProtection = await holding(f.server, async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext('slipway.environment'), hashtext(${env.id}))`.execute(trx);
+      await sql`update environments set protected = 1 where id = ${env.id}`.execute(trx);
+    });
+    const refused = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${next.id}/cancel`, {});
+    await lockWaiters(f.server, 1);
+    await commitProtection();
+    assertProblem(await refused, 403, 'environment_protected');
+    assert.equal((await f.viewer.http.get(`/v1/orgs/${f.orgId}/deployments/${next.id}`)).body.state, 'queued');
+    assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${next.id}/cancel`, {})).status, 200);
+  });
 });

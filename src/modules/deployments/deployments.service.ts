@@ -293,7 +293,9 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       const now = nowIso();
       const { row } = await db.transaction().execute(async (trx) => {
         const target = await loadDeployment(trx, orgId, id);
-        assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id), 'cancel its deployments');
+        // Read as a change of its protection being made leaves it (PostgreSQL: they wait for each
+        // other), as for a deployment into it: once protecting it has answered, no developer cancels there.
+        assertMayDeploy(ctx, await loadEnvironment(trx, orgId, target.environment_id, deps.dialect === 'postgres' ? 'deploy' : false), 'cancel its deployments');
         return moveDeployment(trx, ctx, {
           orgId, id, to: 'cancelled', set: { finished_at: now, lease_expires_at: null, reason: reason ?? `Cancelled by ${ctx.actor.id}.` },
         }, target);
