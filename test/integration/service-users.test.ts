@@ -2,7 +2,7 @@
 // rotation without downtime, roles and who may hand them out, disable, delete.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { rawDatabaseBytes, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
+import { rawDatabaseBytes, startSecondNode, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { requestToken } from '../support/tokens.js';
 import { cliContext } from '../../src/platform/context.js';
@@ -231,6 +231,30 @@ describe('service users', () => {
     assert.equal(results.filter((r) => r.status === 409 && r.body.code === 'last_owner').length >= 1, true, results.map((r) => r.text).join('\n'));
     const users = await server.core.serviceUsers.list(org.id, { limit: 200 });
     assert.equal(users.items.filter((u) => u.role === 'owner' && !u.disabled).length, 1);
+  });
+
+  it('lets no owner demoted or disabled meanwhile change another, on a node that still remembers its token as an owner\'s', async () => {
+    const other = await startSecondNode(server);
+    try {
+      const org = await server.createOrg();
+      const path = (id: string) => `/v1/orgs/${org.id}/service-users/${id}`;
+      const [a, b, c, d] = [await server.actor(org.id, 'owner'), await server.actor(org.id, 'owner'), await server.actor(org.id, 'owner'), await server.actor(org.id, 'owner')];
+      // The other node has read b and d as owners, and remembers them a few seconds.
+      for (const actor of [b, d]) assert.equal((await other.http(actor.token).get(path(c.id))).status, 200);
+      // Two owners demoting or disabling each other at once: the one whose change runs second is no owner by then.
+      assert.equal((await a.http.patch(path(b.id), { role: 'admin' })).status, 200);
+      const demoted = await other.http(b.token).patch(path(c.id), { role: 'viewer' });
+      assert.equal(demoted.status, 403, demoted.text);
+      assert.match(demoted.body.detail, /only an owner can change it/);
+      assert.equal((await a.http.patch(path(d.id), { disabled: true })).status, 200);
+      const disabled = await other.http(d.token).patch(path(c.id), { disabled: true });
+      assert.equal(disabled.status, 401, disabled.text);
+      assert.equal(disabled.body.code, 'invalid_token');
+      const owners = (await server.core.serviceUsers.list(org.id, { limit: 200 })).items.filter((u) => u.role === 'owner' && !u.disabled);
+      assert.deepEqual(owners.map((u) => u.id).sort(), [a.id, c.id].sort());
+    } finally {
+      await other.close();
+    }
   });
 
   it('never hands out more than two live secrets under concurrent rotation', async () => {

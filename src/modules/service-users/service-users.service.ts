@@ -4,9 +4,9 @@ import type { RequestContext } from '../../platform/context.js';
 import { generateClientSecret, hashClientSecret, secretHint } from '../../platform/crypto/client-secret.js';
 import { isUniqueViolation, type Db, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
-import { newId } from '../../platform/ids.js';
+import { isId, newId } from '../../platform/ids.js';
 import { cursorList, pageRequest, toPage, type Page } from '../../platform/pagination.js';
-import { canGrant, effectiveRole, type Role } from '../auth/roles.js';
+import { allows, canGrant, effectiveRole, type Role } from '../auth/roles.js';
 import { appendEvents, changesOf } from '../events/event-log.js';
 import { environmentsRepo } from '../environments/environments.repo.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
@@ -115,19 +115,40 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
   }
 
   /**
+   * The caller as its service user is now, read once the organization is held: a change made to it
+   * by a request that ran just before (another owner demoting or disabling it, on any node) is seen,
+   * and the caller acts with the role it has now, or not at all. Its token was checked as it was
+   * when the request came in: two owners demoting or disabling each other at once both went through.
+   */
+  async function actingNow(trx: Executor, ctx: RequestContext): Promise<RequestContext> {
+    if (ctx.actor.kind !== 'service_user' || !isId('serviceUser', ctx.actor.id)) return ctx;
+    const me = await trx.selectFrom('service_users').select(['role', 'instance_admin', 'disabled_at']).where('id', '=', ctx.actor.id).executeTakeFirst();
+    if (me === undefined || me.disabled_at !== null) {
+      throw errors.invalidToken(`The service user of this token ${me === undefined ? 'no longer exists' : 'was disabled'} meanwhile.`);
+    }
+    const role = me.role as Role;
+    const instanceAdmin = me.instance_admin === 1;
+    if (role === ctx.actor.role && instanceAdmin === ctx.actor.instanceAdmin) return ctx;
+    if (!allows('admin', role, instanceAdmin)) throw errors.forbidden(`This service user is ${withArticle(role).toLowerCase()} now, which does not manage service users.`);
+    return { ...ctx, actor: { ...ctx.actor, role, instanceAdmin } };
+  }
+
+  /**
    * Runs a change to one service user the caller may manage. The organization's row is held for the
    * transaction, so changes to its service users run one after another and each check ("the last
-   * owner", "two live secrets") sees every change made before it, on PostgreSQL as on SQLite.
+   * owner", "two live secrets", the caller's own role) sees every change made before it, on
+   * PostgreSQL as on SQLite. `run` gets the caller as it is now (actingNow).
    * Once it commits, this node's caches of that service user (token checks, client secrets) forget it.
    */
-  async function change<T>(ctx: RequestContext, orgId: string, idOrName: string, run: (trx: Executor, row: ServiceUserRow) => Promise<T>): Promise<T> {
+  async function change<T>(ctx: RequestContext, orgId: string, idOrName: string, run: (trx: Executor, row: ServiceUserRow, acting: RequestContext) => Promise<T>): Promise<T> {
     let changed: string | null = null;
     const result = await db.transaction().execute(async (trx) => {
       await orgsRepo.hold(trx, orgId);
+      const acting = await actingNow(trx, ctx);
       const row = await load(trx, orgId, idOrName);
-      assertMayManage(ctx, row);
+      assertMayManage(acting, row);
       changed = row.id;
-      return run(trx, row);
+      return run(trx, row, acting);
     });
     if (changed !== null) deps.onChanged(changed);
     return result;
@@ -233,7 +254,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       const now = nowIso();
       let updated: ServiceUser;
       try {
-        updated = await change(ctx, orgId, idOrName, async (trx, row) => {
+        updated = await change(ctx, orgId, idOrName, async (trx, row, acting) => {
           const roleChanged = patch.role !== undefined && patch.role !== row.role;
           const disabling = patch.disabled === true && row.disabled_at === null;
           const enabling = patch.disabled === false && row.disabled_at !== null;
@@ -241,7 +262,7 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
           const renamed = edits.changed.includes('name');
           const described = edits.changed.includes('description');
           if (roleChanged) {
-            assertMayGrant(ctx, patch.role!);
+            assertMayGrant(acting, patch.role!);
             if (patch.role === 'runner' && row.instance_admin === 1) throw runnerNotAdmin('/role');
             await assertNotLastOwner(trx, row, 'demoted');
           }
