@@ -2,9 +2,10 @@
 // (queued, in progress, serving) that pinned its versions, by its id; names and versions, never a value.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Actor } from '../support/harness.js';
+import { sql } from 'kysely';
+import { TEST_DB, type Actor } from '../support/harness.js';
 import {
-  createEnvironment, createSecret, createService, deploy, ship, useDeployFixture,
+  createEnvironment, createSecret, createService, deploy, holding, lockWaiters, ship, useDeployFixture,
 } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
@@ -63,5 +64,39 @@ describe('secret usage', () => {
     assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/secrets`, { secrets: [{ name, values: { K: 'new' } }] })).status, 201);
     const again = await usage(name);
     assert.deepEqual([again.body.services.map((s: { id: string }) => s.id), again.body.deployments], [[svc.id], []]);
+  });
+  it('makes a deployment and a deletion or a change of a secret it pins wait for each other', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const name = await createSecret(f.developer.http, f.orgId, { K: 'v1' });
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['node', 'server.js'], secrets: [{ secret: name }] } });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    // A deployment past its read of the secrets, held up at its insert (the service's row): a new
+    // version asked for meanwhile waits for it, and does not answer before it is pinned as it was.
+    let commit = await holding(f.server, (trx) => sql`select 1 from services where id = ${svc.id} for update`.execute(trx));
+    const deploying = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id });
+    await lockWaiters(f.server, 1);
+    const changing = f.developer.http.patch(`/v1/orgs/${f.orgId}/secrets/${name}`, { set: { K: 'v2' } });
+    const first = await Promise.race([changing.then(() => 'the change answered'), lockWaiters(f.server, 2).then(() => 'the change waits')]);
+    await commit();
+    assert.equal(first, 'the change waits');
+    const made = await deploying;
+    assert.equal(made.status, 201, made.text);
+    assert.equal(made.body.spec.secrets[0].version, 1);
+    assert.equal((await changing).status, 200);
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${made.body.id}/cancel`, {})).status, 200);
+
+    // The same with its deletion: once the deletion has answered, no deployment pins it.
+    commit = await holding(f.server, (trx) => sql`select 1 from services where id = ${svc.id} for update`.execute(trx));
+    const second = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id });
+    await lockWaiters(f.server, 1);
+    const deleting = f.developer.http.delete(`/v1/orgs/${f.orgId}/secrets/${name}`);
+    const order = await Promise.race([deleting.then(() => 'the deletion answered'), lockWaiters(f.server, 2).then(() => 'the deletion waits')]);
+    await commit();
+    assert.equal(order, 'the deletion waits');
+    const pinned = await second;
+    assert.equal(pinned.status, 201, pinned.text);
+    assert.equal(pinned.body.spec.secrets[0].version, 2);
+    assert.equal((await deleting).status, 204);
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${pinned.body.id}/cancel`, {})).status, 200);
+    assertProblem(await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id }), 422, 'unknown_secrets');
   });
 });

@@ -216,7 +216,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
     const withEnvironment = configured ? JSON.stringify({ ...spec, variables: environmentVariables, secrets: allSecrets }) : specJson;
     assertSpecFits(specJson, withEnvironment, overrides === undefined ? withEnvironment : JSON.stringify({ ...spec, variables, secrets: allSecrets }), deps.limits.specBytes);
     // Secrets may have changed since the service was saved: check again, against the versions pinned now.
-    const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides, ...promoted });
+    const secrets = await pinToCurrentVersions(deps.secrets, trx, orgId, spec, { spec: '/service/spec', environment: envConfig, overrides, ...promoted, hold: true });
     const environmentSecrets = envConfig?.secrets.length ?? 0;
     return {
       // The freshly parsed spec becomes the deployment's, with its variables and secrets resolved.

@@ -112,10 +112,11 @@ export function createSecretReads(store: SecretStore) {
     /**
      * The id, current version and keys of each named secret, for a service to check or a deployment
      * to pin. A name that does not exist or is deleted is left out: the caller refuses it, together
-     * with whatever else is wrong with the references (service-spec.ts).
+     * with whatever else is wrong with the references (service-spec.ts). `hold` (PostgreSQL) keeps
+     * them as read until the transaction ends: a deletion or a new version being made is waited for.
      */
-    async currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, { secretId: string; version: number; keys: string[] }>> {
-      const rows = await secretsRepo.findByNames(executor, orgId, [...new Set(names)], unlocked);
+    async currentVersions(executor: Executor, orgId: string, names: string[], hold = false): Promise<Map<string, { secretId: string; version: number; keys: string[] }>> {
+      const rows = await secretsRepo.findByNames(executor, orgId, [...new Set(names)], { lock: false, share: hold && store.deps.dialect === 'postgres' });
       return new Map(rows.filter((r) => r.deleted_at === null).map((r) => [r.name, { secretId: r.id, version: r.version, keys: JSON.parse(r.keys) as string[] }]));
     },
 

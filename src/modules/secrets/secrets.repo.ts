@@ -68,15 +68,19 @@ export function bumpManyStatement(db: Executor, bumps: VersionBump[], at: string
 }
 
 export const secretsRepo = {
-  /** The organization's rows with these names, deleted ones included, ordered by name (the lock order). */
-  async findByNames(db: Executor, orgId: string, names: string[], opts: ReadOptions): Promise<SecretRow[]> {
+  /**
+   * The organization's rows with these names, deleted ones included, ordered by name (the lock order).
+   * `share` (PostgreSQL) holds them FOR SHARE: a change or a deletion of one waits for the caller's
+   * transaction, and one being made is waited for and read as it left the secret.
+   */
+  async findByNames(db: Executor, orgId: string, names: string[], opts: ReadOptions & { share?: boolean }): Promise<SecretRow[]> {
     const found: SecretRow[] = [];
     if (opts.lock) await orgsRepo.holdForChange(db, orgId);
     for (const part of chunks([...names].sort())) {
       // Compiled once per list length (and lock mode): a batch of a thousand names is three statements.
-      found.push(...await runPrepared(db, `secrets.findByNames:${opts.lock}:${part.length}`, [orgId, ...part], () => {
+      found.push(...await runPrepared(db, `secrets.findByNames:${opts.lock}:${opts.share === true}:${part.length}`, [orgId, ...part], () => {
         const q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('name', 'in', part).orderBy('name');
-        return opts.lock ? q.forUpdate() : q;
+        return opts.lock ? q.forUpdate() : opts.share === true ? q.forShare() : q;
       }));
     }
     return found;

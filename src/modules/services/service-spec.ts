@@ -17,7 +17,7 @@ export interface SecretVersionInfo {
 /** The one capability services and deployments need from the secret store to check and pin references. */
 export interface SecretVersionSource {
   /** Current version and keys per name, of the names whose secret exists (a deleted one does not). */
-  currentVersions(executor: Executor, orgId: string, names: string[]): Promise<Map<string, SecretVersionInfo>>;
+  currentVersions(executor: Executor, orgId: string, names: string[], hold?: boolean): Promise<Map<string, SecretVersionInfo>>;
 }
 
 /** What a runner's claim needs besides: the values of exact (pinned) versions, the only read of values besides reveal. */
@@ -113,6 +113,11 @@ export interface SpecPlace {
   pinned?: ReadonlyMap<string, SecretVersionInfo> | undefined;
   /** How a refusal names `overrides` when they are not only the request's (a promotion carries its source's over). */
   overridesAre?: string | undefined;
+  /**
+   * The secrets are held as read until the transaction ends (PostgreSQL), for a deployment: one
+   * deleted, or given a new version, once it answered is not pinned as it was before.
+   */
+  hold?: boolean | undefined;
 }
 
 /** The fields of a spec that say what runs and how, beside its variables and secrets. */
@@ -251,7 +256,7 @@ export async function pinToCurrentVersions(
   source: SecretVersionSource, executor: Executor, orgId: string, config: Configuration, place?: SpecPlace,
 ): Promise<PinnedSecretReferenceT[]> {
   const names = referencedSecretNames([...place?.pinned !== undefined ? [] : config.secrets, ...(place?.environment?.secrets ?? [])]);
-  const versions = names.length > 0 ? await source.currentVersions(executor, orgId, names) : new Map<string, SecretVersionInfo>();
+  const versions = names.length > 0 ? await source.currentVersions(executor, orgId, names, place?.hold) : new Map<string, SecretVersionInfo>();
   return pinSecretReferences(config, versions, place);
 }
 
