@@ -233,7 +233,7 @@ describe('service users', () => {
     assert.equal(users.items.filter((u) => u.role === 'owner' && !u.disabled).length, 1);
   });
 
-  it('lets no owner demoted or disabled meanwhile change another, on a node that still remembers its token as an owner\'s', async () => {
+  it('lets no owner demoted or disabled meanwhile change or make another, on a node that still remembers its token as an owner\'s', async () => {
     const other = await startSecondNode(server);
     try {
       const org = await server.createOrg();
@@ -250,6 +250,10 @@ describe('service users', () => {
       const disabled = await other.http(d.token).patch(path(c.id), { disabled: true });
       assert.equal(disabled.status, 401, disabled.text);
       assert.equal(disabled.body.code, 'invalid_token');
+      // Nor does it hand out a role it no longer has.
+      const made = await other.http(b.token).post(`/v1/orgs/${org.id}/service-users`, { name: 'made-by-b', role: 'owner' });
+      assert.equal(made.status, 403, made.text);
+      assert.equal((await other.http(d.token).post(`/v1/orgs/${org.id}/service-users`, { name: 'made-by-d', role: 'viewer' })).status, 401);
       const owners = (await server.core.serviceUsers.list(org.id, { limit: 200 })).items.filter((u) => u.role === 'owner' && !u.disabled);
       assert.deepEqual(owners.map((u) => u.id).sort(), [a.id, c.id].sort());
     } finally {

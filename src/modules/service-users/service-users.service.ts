@@ -220,6 +220,11 @@ export function createServiceUsersService(deps: ServiceUsersDeps) {
       let names = new Map<string, string>();
       try {
         await db.transaction().execute(async (trx) => {
+          // As a change's: with the caller's role as it is now, after the changes made before it.
+          await orgsRepo.hold(trx, orgId);
+          const acting = await actingNow(trx, ctx);
+          if (acting !== ctx) assertMayGrant(acting, input.role);
+          if (input.instanceAdmin && !acting.actor.instanceAdmin) throw errors.forbidden('Only an instance administrator can make another.');
           const kept = input.environments === undefined ? undefined : await keptTo(trx, orgId, input.role, input.environments);
           if (kept !== undefined) row.runner_environments = kept.stored;
           await serviceUsersRepo.insert(trx, row);
