@@ -99,4 +99,23 @@ describe('secret usage', () => {
     assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${pinned.body.id}/cancel`, {})).status, 200);
     assertProblem(await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id }), 422, 'unknown_secrets');
   });
+  it('makes a rollback and the permanent deletion of a secret version it pins wait for each other', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
+    const name = await createSecret(f.developer.http, f.orgId, { K: 'v1' });
+    const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['node', 'server.js'], secrets: [{ secret: name }] } });
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const { deployment } = await ship(f.developer.http, f.runner, f.orgId, { service: svc.id, environment: env.id });
+    // The rollback past its check of the pinned versions, held up at its insert (the service's row).
+    const commit = await holding(f.server, (trx) => sql`select 1 from services where id = ${svc.id} for update`.execute(trx));
+    const rolling = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${deployment.id}/rollback`, {});
+    await lockWaiters(f.server, 1);
+    const destroying = f.admin.http.delete(`/v1/orgs/${f.orgId}/secrets/${name}?permanent=true`);
+    const first = await Promise.race([destroying.then(() => 'the deletion answered'), lockWaiters(f.server, 2).then(() => 'the deletion waits')]);
+    await commit();
+    assert.equal(first, 'the deletion waits');
+    const rollback = await rolling;
+    assert.equal(rollback.status, 201, rollback.text);
+    assert.equal((await destroying).status, 204);
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${rollback.body.id}/cancel`, {})).status, 200);
+    assertProblem(await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${deployment.id}/rollback`, {}), 422, 'secret_versions_gone');
+  });
 });

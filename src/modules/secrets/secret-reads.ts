@@ -28,10 +28,10 @@ export interface SecretRef {
  * of this organization's secrets only, found by id, never by name, which a new secret may have
  * taken since.
  */
-async function pinnedRows(executor: Executor, orgId: string, refs: SecretRef[]): Promise<Map<string, SecretVersionRow>> {
+async function pinnedRows(executor: Executor, orgId: string, refs: SecretRef[], hold = false): Promise<Map<string, SecretVersionRow>> {
   if (refs.length === 0) return new Map();
   const ids = [...new Set(refs.map((r) => r.secretId).filter((id): id is string => typeof id === 'string'))];
-  const owned = new Set((await secretsRepo.findByIds(executor, orgId, ids)).map((r) => r.id));
+  const owned = new Set((await secretsRepo.findByIds(executor, orgId, ids, hold)).map((r) => r.id));
   const pinned = refs.filter((ref) => owned.has(ref.secretId)).map((ref) => ({ secretId: ref.secretId, version: ref.version }));
   return new Map((pinned.length > 0 ? await secretsRepo.findVersions(executor, pinned) : []).map((v) => [pinnedVersionKey({ secretId: v.secret_id, version: v.version }), v]));
 }
@@ -125,7 +125,8 @@ export function createSecretReads(store: SecretStore) {
      * resolveValues would fail at the claim; nothing is decrypted.
      */
     async missingVersions(executor: Executor, orgId: string, refs: SecretRef[]): Promise<string[]> {
-      return missingOf(refs, await pinnedRows(executor, orgId, refs));
+      // Held (PostgreSQL): a rollback made of them is not made after their permanent deletion answered.
+      return missingOf(refs, await pinnedRows(executor, orgId, refs, store.deps.dialect === 'postgres'));
     },
 
     /**
@@ -134,7 +135,7 @@ export function createSecretReads(store: SecretStore) {
      * missingVersions does, `name@version` of each that is gone. Nothing is decrypted.
      */
     async pinnedKeys(executor: Executor, orgId: string, refs: SecretRef[]): Promise<{ versions: Map<string, { secretId: string; version: number; keys: string[] }>; missing: string[] }> {
-      const rows = await pinnedRows(executor, orgId, refs);
+      const rows = await pinnedRows(executor, orgId, refs, store.deps.dialect === 'postgres');
       const versions = new Map<string, { secretId: string; version: number; keys: string[] }>();
       for (const ref of refs) {
         const row = rows.get(pinnedVersionKey(ref));

@@ -86,10 +86,17 @@ export const secretsRepo = {
     return found;
   },
 
-  /** The organization's rows with these ids, deleted ones included. */
-  async findByIds(db: Executor, orgId: string, ids: string[]): Promise<SecretRow[]> {
+  /**
+   * The organization's rows with these ids, deleted ones included. `hold` (PostgreSQL) keeps them
+   * until the transaction ends (FOR KEY SHARE, in name order as changes lock them): a permanent
+   * deletion waits for the caller, and one being made is waited for and then finds them gone.
+   */
+  async findByIds(db: Executor, orgId: string, ids: string[], hold = false): Promise<SecretRow[]> {
     const found: SecretRow[] = [];
-    for (const part of chunks(ids)) found.push(...await db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('id', 'in', part).execute());
+    for (const part of chunks(ids)) {
+      const q = db.selectFrom('secrets').selectAll().where('org_id', '=', orgId).where('id', 'in', part);
+      found.push(...await (hold ? q.orderBy('name').forKeyShare() : q).execute());
+    }
     return found;
   },
 
