@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { compareAndSet, DEPLOYMENT_STATES, allowedFrom, canTransition, type DeploymentState } from '../../src/modules/deployments/deployment-state.js';
 import { SYSTEM_CONTEXT } from '../../src/platform/context.js';
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
+import { deploymentsRepo } from '../../src/modules/deployments/deployments.repo.js';
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import {
@@ -245,6 +246,24 @@ describe('deployments', () => {
     assert.deepEqual(await ids(`&service=${svcs[0].id}&environment=${envs[1].name}&state=queued`), [made[1].id]);
     assert.equal((await dev.http.get(`/v1/orgs/${org}/deployments?state=running`)).status, 400);
     assert.equal((await dev.http.get(`/v1/orgs/${org}/deployments?service=unknown`)).status, 404);
+  });
+
+  it('pages a service\'s deployments through the service\'s index, in a state too, not the organization\'s deployments', async () => {
+    for (const [states, after] of [[undefined, null], [['failed'], null], [['failed'], 'dep_x'], [['queued', 'in_progress'], 'dep_x']] as const) {
+      const { sql: text, parameters } = deploymentsRepo.listQuery(server.core.db, TEST_DB, orgId, { serviceId: 'svc_x', states: states && [...states], after, limit: 50 }).compile();
+      if (TEST_DB === 'sqlite') {
+        const plan = (await server.core.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`explain query plan ${text}`, [...parameters]))).rows.map((r) => r.detail).join('\n');
+        assert.match(plan, /USING INDEX deployments_service \(service_id=\?/, `${String(states)}: ${plan}`);
+        assert.doesNotMatch(plan, /TEMP B-TREE/);
+        continue;
+      }
+      // PostgreSQL, on a table this small, would read it whole: told not to, it shows the index serves.
+      const plan = await server.core.db.transaction().execute(async (trx) => {
+        await sql`set local enable_seqscan = off`.execute(trx);
+        return trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain ${text}`, [...parameters]));
+      });
+      assert.match(plan.rows.map((r) => r['QUERY PLAN']).join('\n'), /deployments_service/, String(states));
+    }
   });
 
   it('keeps one deployment in progress per service and environment; later ones wait their turn', async () => {

@@ -1,5 +1,5 @@
 import { sql, type ExpressionBuilder, type Updateable } from 'kysely';
-import { insertRows, runPrepared, type Executor } from '../../platform/db/database.js';
+import { insertRows, runPrepared, type Dialect, type Executor } from '../../platform/db/database.js';
 import type { DeploymentLogsTable, DeploymentsTable, Schema } from '../../platform/db/schema.js';
 
 export type DeploymentRow = DeploymentsTable;
@@ -51,13 +51,24 @@ export const deploymentsRepo = {
   },
 
   /** Newest first. */
-  async list(db: Executor, orgId: string, f: DeploymentFilter): Promise<DeploymentRow[]> {
-    let q = db.selectFrom('deployments').selectAll().where('org_id', '=', orgId);
+  async list(db: Executor, dialect: Dialect, orgId: string, f: DeploymentFilter): Promise<DeploymentRow[]> {
+    return deploymentsRepo.listQuery(db, dialect, orgId, f).execute();
+  },
+
+  /** The query behind list (its plan is tested). */
+  listQuery(db: Executor, dialect: Dialect, orgId: string, f: DeploymentFilter) {
+    // SQLite keeps no statistics: with a state, it would read every deployment of the organization
+    // in that state (two columns of deployments_org_state matched) to find a page of a service's.
+    // A service's are read through its own index (the service is the organization's): the
+    // organization is compared with a unary +, which keeps SQLite from using an index for it.
+    // PostgreSQL weighs the indexes by its statistics.
+    const org = f.serviceId !== undefined && dialect !== 'postgres' ? sql<string>`+org_id` : sql.ref('org_id');
+    let q = db.selectFrom('deployments').selectAll().where(org, '=', orgId);
     if (f.serviceId !== undefined) q = q.where('service_id', '=', f.serviceId);
     if (f.environmentId !== undefined) q = q.where('environment_id', '=', f.environmentId);
     if (f.states !== undefined && f.states.length > 0) q = q.where('state', 'in', f.states);
     if (f.after !== null) q = q.where('id', '<', f.after);
-    return q.orderBy('id', 'desc').limit(f.limit + 1).execute();
+    return q.orderBy('id', 'desc').limit(f.limit + 1);
   },
 
   /** The compare-and-set under every state change: no row back means the deployment was not as expected. */

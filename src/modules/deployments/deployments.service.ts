@@ -279,7 +279,7 @@ export function createDeploymentsService(deps: DeploymentsDeps) {
       // Bound to ids, not the names a caller may give instead.
       const list = cursorList('deployments', { org: orgId, service: serviceId, environment: environmentId, state: query.state });
       const page = pageRequest(list, query);
-      const rows = await deploymentsRepo.list(db, orgId, { ...page, serviceId, environmentId, states: query.state });
+      const rows = await deploymentsRepo.list(db, deps.dialect, orgId, { ...page, serviceId, environmentId, states: query.state });
       const result = toPage(list, rows, page.limit, (r) => r.id);
       return { items: result.items.map((r) => toDeployment(r)), nextCursor: result.nextCursor };
     },
