@@ -316,21 +316,19 @@ describe('events', () => {
     assert.equal((await admin.http.get(`/v1/orgs/${orgId}/events?order=newest&subject=nothing-here`)).body.resumeCursor, null);
   });
 
-  it('reads a subject\'s, an actor\'s or a type\'s events through its index, not the whole log in commit order', async () => {
-    for (const [column, index] of [['subject_id', 'events_org_subject'], ['actor_id', 'events_org_actor'], ['type', 'events_org_type']] as const) {
-      if (TEST_DB === 'sqlite') {
-        const plan = await sql<{ detail: string }>`explain query plan select * from events where org_id = ${orgId} and ${sql.ref(column)} = ${'x'} and seq < ${1000} order by seq desc limit 51`.execute(server.core.db);
-        assert.match(plan.rows.map((r) => r.detail).join('\n'), new RegExp(`USING INDEX ${index} \\(org_id=\\? AND ${column}=\\? AND seq<\\?\\)`));
-        assert.doesNotMatch(plan.rows.map((r) => r.detail).join('\n'), /TEMP B-TREE/);
-        continue;
-      }
-      // PostgreSQL, on a table this small, would read it whole: told not to, it shows the index serves.
-      const plan = await server.core.db.transaction().execute(async (trx) => {
-        await sql`set local enable_seqscan = off`.execute(trx);
-        return sql<{ 'QUERY PLAN': string }>`explain select * from events where org_id = ${orgId} and ${sql.ref(column)} = ${'x'} order by tx_id desc, id desc limit 51`.execute(trx);
-      });
-      assert.match(plan.rows.map((r) => r['QUERY PLAN']).join('\n'), new RegExp(index));
+  it('reads a subject\'s events through the subject\'s index, not the whole log in commit order', async () => {
+    if (TEST_DB === 'sqlite') {
+      const plan = await sql<{ detail: string }>`explain query plan select * from events where org_id = ${orgId} and subject_id = ${'sec_x'} and seq < ${1000} order by seq desc limit 51`.execute(server.core.db);
+      assert.match(plan.rows.map((r) => r.detail).join('\n'), /USING INDEX events_org_subject \(org_id=\? AND subject_id=\? AND seq<\?\)/);
+      assert.doesNotMatch(plan.rows.map((r) => r.detail).join('\n'), /TEMP B-TREE/);
+      return;
     }
+    // PostgreSQL, on a table this small, would read it whole: told not to, it shows the index serves.
+    const plan = await server.core.db.transaction().execute(async (trx) => {
+      await sql`set local enable_seqscan = off`.execute(trx);
+      return sql<{ 'QUERY PLAN': string }>`explain select * from events where org_id = ${orgId} and subject_id = ${'sec_x'} order by tx_id desc, id desc limit 51`.execute(trx);
+    });
+    assert.match(plan.rows.map((r) => r['QUERY PLAN']).join('\n'), /events_org_subject/);
   });
 
   it('is for admins and owners of the organization only', async () => {

@@ -163,30 +163,16 @@ export const eventsRepo = {
    * behind a page already returned (oldest first); newest first, it appears on the next first page.
    */
   async list(db: Executor, dialect: Dialect, orgId: string, opts: EventFilter): Promise<StoredEvent[]> {
-    // SQLite keeps no statistics, and takes the time index whenever the time is bounded: right for
-    // an hour's events, ruinous for a range that holds most of the log (every event in it read and
-    // sorted for each page). So it is told. A range with few events: their places in commit order
-    // are read from the time index alone and sorted, and the page's rows fetched by them. A larger
-    // one: read in commit order, the time compared (a unary + keeps SQLite from using an index for
-    // a comparison).
-    const narrow = dialect !== 'postgres' && (opts.since !== undefined || opts.until !== undefined)
-      && await fewInTimeRange(db, orgId, opts.since, opts.until, opts.sortedAtMost ?? TIME_RANGE_SORTED_AT_MOST);
-    // SQLite, likewise, is told which of the subject's, the actor's and the type's indexes to read:
-    // the first of them filtered on (a subject has fewer events than an actor, an actor than a
-    // type), none for a narrow range; the others are compared. PostgreSQL weighs them itself.
-    const indexed = dialect === 'postgres' ? null : narrow ? 'none'
-      : opts.subjectId !== undefined ? 'subject_id' : opts.actorId !== undefined ? 'actor_id' : 'type';
-    const column = (name: 'type' | 'subject_id' | 'actor_id') => (indexed === null || indexed === name ? sql.ref(name) : sql<string>`+${sql.ref(name)}`);
     let q = db.selectFrom('events').selectAll().where('org_id', '=', orgId);
     if (opts.type !== undefined) {
       // `secret.*` selects a family of types. The prefix is compared as it is: LIKE would read `_`
       // (as in `service_user.*`) and `%` as wildcards, and ignores case in SQLite.
       const prefix = opts.type.endsWith('.*') ? opts.type.slice(0, -1) : null;
-      q = prefix === null ? q.where(column('type'), '=', opts.type)
+      q = prefix === null ? q.where('type', '=', opts.type)
         : q.where((eb) => eb(eb.fn<string>('substr', [eb.ref('type'), eb.lit(1), eb.lit(prefix.length)]), '=', prefix));
     }
-    if (opts.subjectId !== undefined) q = q.where(column('subject_id'), '=', opts.subjectId);
-    if (opts.actorId !== undefined) q = q.where(column('actor_id'), '=', opts.actorId);
+    if (opts.subjectId !== undefined) q = q.where('subject_id', '=', opts.subjectId);
+    if (opts.actorId !== undefined) q = q.where('actor_id', '=', opts.actorId);
     const after = opts.after;
     const direction = opts.newestFirst ? 'desc' : 'asc';
     if (dialect === 'postgres') {
@@ -200,6 +186,13 @@ export const eventsRepo = {
       }
       return q.orderBy('tx_id', direction).orderBy('id', direction).limit(opts.limit + 1).execute();
     }
+    // SQLite keeps no statistics, and takes the time index whenever the time is bounded: right for
+    // an hour's events, ruinous for a range that holds most of the log (every event in it read and
+    // sorted for each page). So it is told. A range with few events: their places in commit order
+    // are read from the time index alone and sorted, and the page's rows fetched by them. A larger
+    // one: read in commit order, the time compared (a unary + keeps SQLite from using an index for
+    // a comparison).
+    const narrow = (opts.since !== undefined || opts.until !== undefined) && await fewInTimeRange(db, orgId, opts.since, opts.until, opts.sortedAtMost ?? TIME_RANGE_SORTED_AT_MOST);
     const time = narrow ? sql.ref('created_at') : sql<string>`+created_at`;
     if (opts.since !== undefined) q = q.where(time, '>=', opts.since);
     if (opts.until !== undefined) q = q.where(time, '<', opts.until);

@@ -30,10 +30,9 @@ import { environmentVersions } from './0026-environment-versions.js';
 import { eventsTimeIndex } from './0027-events-time-index.js';
 import { eventsSubjectIndex } from './0028-events-subject-index.js';
 import { deploymentsServiceIndex } from './0029-deployments-service-index.js';
-import { eventsTypeActorIndexes } from './0030-events-type-actor-indexes.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions, eventsTimeIndex, eventsSubjectIndex, deploymentsServiceIndex, eventsTypeActorIndexes];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions, eventsTimeIndex, eventsSubjectIndex, deploymentsServiceIndex];
 
 export interface MigrationOutcome {
   applied: string[];
