@@ -31,13 +31,14 @@ export function catchStopSignals(): StopSignals {
 
 /**
  * For a command that writes a file it has not yet put in place (`backup`, `restore`): until the
- * returned function is called, a stop signal (SIGINT, SIGTERM, SIGHUP) runs `undo`, which removes
- * what was written and says what is left, prints that on standard error (as `--json` asks), and
- * then stops the process by that signal, as its default would have. At once, even while a worker
- * thread is still busy in SQLite: an exit would wait for it.
+ * returned function is called, a stop signal (SIGINT, SIGTERM) runs `undo`, which removes what was
+ * written and says what is left, prints that on standard error (as `--json` asks), and then stops
+ * the process by that signal, as its default would have. At once, even while a worker thread is
+ * still busy in SQLite: an exit would wait for it. SIGHUP is left as the operating system has it:
+ * under `nohup` it is ignored, and a listener would end the command all the same.
  */
 export function undoOnStop(json: boolean, undo: () => string): () => void {
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const signals = ['SIGINT', 'SIGTERM'] as const;
   const release = () => { for (const s of signals) process.off(s, onSignal); };
   function onSignal(signal: NodeJS.Signals): void {
     release();
