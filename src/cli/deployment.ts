@@ -251,7 +251,9 @@ async function logs(settings: Parameters<typeof deploymentSession>[0], path: str
     let followed: Awaited<ReturnType<typeof followLog>>;
     try {
       const deployment = await readDeployment(session, id, (error, n) => { if (n === 1) session.say(`slipway: the server is unavailable, trying again for up to ${RETRY_MS / 1000} s: ${error.message}`); });
-      followed = await followLog(session, deployment, { waitMs: followSeconds * 1000, out: process.stdout, after, ...(format !== undefined ? { format } : {}) });
+      // Followed from the state the log's pages showed: one reached since (the deployment may have
+      // ended while it was read) is said, as every later one is.
+      followed = await followLog(session, { ...deployment, state }, { waitMs: followSeconds * 1000, out: process.stdout, after, ...(format !== undefined ? { format } : {}) });
     } catch (error) {
       if (error instanceof ReadTimedOut) throw new Error(`the server did not answer within ${RETRY_MS / 1000} s: stopped following deployment ${id}, which goes on`);
       if (session.signalled() === null) throw error;
