@@ -3,6 +3,8 @@
 // rolls a service back in an environment to what served there before (or to a deployment named),
 // following the rollback with --wait; the runner's side is played over the protocol.
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createEnvironment, createService, deploy, eventually, newRunner, ship, type RunnerClient } from '../support/deployments.js';
 import type { Actor } from '../support/harness.js';
@@ -157,6 +159,43 @@ describe('slipway deployment', () => {
     assert.equal(gaveUp.code, 1);
     assert.match(gaveUp.stderr, new RegExp(`stopped following after 1 s: deployment ${stillRunning.id} is still queued`));
     assert.equal((await f.admin.http.post(`/v1/orgs/${f.orgId}/deployments/${stillRunning.id}/cancel`, {})).status, 200);
+  });
+
+  it('says how a followed deployment ended when it ended between the log\'s first page and the read of the deployment', async () => {
+    const env = await createEnvironment(f.admin.http, f.orgId);
+    const svc = await createService(developer.http, f.orgId);
+    const created = await deploy(developer.http, f.orgId, { service: svc.name, environment: env.name });
+    const claim = await runner.take({ environments: [env.name], waitSeconds: 0 });
+    assert.equal((await runner.logs(created.id, { leaseToken: claim.lease.token, lines: [{ line: 'starting' }] })).status, 200);
+    // The API through a forwarder that holds the follower's read of the deployment (not of its
+    // log) until the deployment has succeeded.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    let held = false;
+    const forwarder = http.createServer(async (req, res) => {
+      if (req.method === 'GET' && new URL(req.url!, 'http://x').pathname.endsWith(`/deployments/${created.id}`)) {
+        held = true;
+        await released;
+      }
+      const body = await new Promise<Buffer>((resolve) => { const parts: Buffer[] = []; req.on('data', (c: Buffer) => parts.push(c)); req.on('end', () => resolve(Buffer.concat(parts))); });
+      const answer = await fetch(f.server.url + req.url, { method: req.method, headers: req.headers as Record<string, string>, ...(body.length > 0 ? { body } : {}) });
+      res.writeHead(answer.status, Object.fromEntries([...answer.headers].filter(([name]) => name !== 'content-encoding' && name !== 'transfer-encoding')));
+      res.end(Buffer.from(await answer.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => forwarder.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(forwarder.address() as AddressInfo).port}`;
+      const following = spawnSlipway(['deployment', 'logs', '--id', created.id, '--follow'], clientVariables(f.server.url, f.orgId, viewer, url));
+      await eventually('the follower to read the deployment', async () => (held ? true : undefined));
+      assert.equal((await runner.complete(created.id, claim.lease.token, 'succeeded')).status, 200);
+      release();
+      assert.deepEqual(await following.exited, { code: 0, signal: null }, following.output.join('\n'));
+      assert.deepEqual(following.output, ['starting', `deployment ${created.id}: succeeded`]);
+    } finally {
+      release();
+      forwarder.closeAllConnections();
+      await new Promise<void>((resolve) => forwarder.close(() => resolve()));
+    }
   });
 
   it('says what a deployment changes against what it replaced, or another deployment', async () => {
