@@ -7,8 +7,8 @@ import type { Deployment, DeploymentProcessT, LogLineT } from '../modules/deploy
 import type { DeploymentChangesT } from '../modules/deployments/deployment-changes.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, everyItem, patientCaller, subcommandFlags } from './api-client.js';
 import { flagText, printWarning, requiredFlagText, UsageError, wholeNumberFlag } from './args.js';
-import { deploymentPath, deploymentSession, failed, FINISHED_STATES, followLog, interrupted, readDeployment, ReadTimedOut, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
-import { ago, flagTable, printable, printFields, printJson, printTable } from './output.js';
+import { deploymentPath, deploymentSession, FINISHED_STATES, followLog, interrupted, readDeployment, ReadTimedOut, Refused, waitSecondsOf, type FollowedDeployment } from './follow.js';
+import { ago, failed, flagTable, printable, printFields, printJson, printTable } from './output.js';
 import { DEPLOYMENT_USAGE } from './usage.js';
 
 /** How long a call is tried again while the server is unavailable. */

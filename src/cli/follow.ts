@@ -11,7 +11,7 @@ import { untilAvailable } from '../runner-agent/http-call.js';
 import { createTokenSource } from '../runner-agent/token-source.js';
 import { apiCaller, within, type ApiClientSettings } from './api-client.js';
 import { UsageError, wholeNumberFlag } from './args.js';
-import { ago, printable, printJson } from './output.js';
+import { ago, failed, printable, printJson } from './output.js';
 
 /** One call to the API as the service user (apiCaller's). */
 export type ApiCall = <T>(method: string, path: string, signal: AbortSignal, body?: unknown, headers?: Record<string, string>) => Promise<T>;
@@ -199,12 +199,6 @@ async function queuedHint(f: Follower, deployment: FollowedDeployment): Promise<
   } finally {
     asking.clear();
   }
-}
-
-/** A command's failure after the API answered, said as main.ts says failures; 1. */
-export function failed(json: boolean, code: string, message: string, deployment?: string, extras: Record<string, unknown> = {}): number {
-  process.stderr.write(json ? `${JSON.stringify({ error: { code, ...extras, message, ...(deployment !== undefined ? { deployment } : {}) } })}\n` : `slipway: ${printable(message)}\n`);
-  return 1;
 }
 
 /** A signal stopped the command (`what`: when, and what goes on); 130 or 143. */

@@ -16,6 +16,12 @@ export function printable(text: string): string {
   });
 }
 
+/** A command's failure after the API answered (or a signal), said as main.ts says failures; 1. */
+export function failed(json: boolean, code: string, message: string, deployment?: string, extras: Record<string, unknown> = {}): number {
+  process.stderr.write(json ? `${JSON.stringify({ error: { code, ...extras, message, ...(deployment !== undefined ? { deployment } : {}) } })}\n` : `slipway: ${printable(message)}\n`);
+  return 1;
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }

@@ -8,8 +8,7 @@ import { formatDotenv, parseDotenv } from '../platform/dotenv.js';
 import { unknownVariables, unknownVariableWarning } from '../platform/unknown-variables.js';
 import { API_CLIENT_FLAGS, API_CLIENT_VARIABLES, apiClientFlagHelp, apiClientSettings, deleteResource, everyItem, patientCaller, subcommandFlags, type PatientCall } from './api-client.js';
 import { printWarning, UsageError } from './args.js';
-import { failed } from './follow.js';
-import { flagTable, printFields, printJson, printTable } from './output.js';
+import { failed, flagTable, printFields, printJson, printTable } from './output.js';
 import { SECRET_NAME_PATTERN, SecretName } from '../modules/secrets/secrets.schemas.js';
 import { SECRET_USAGE } from './usage.js';
 

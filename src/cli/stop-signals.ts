@@ -1,4 +1,6 @@
 // `slipway serve`'s stop signals, caught before the server's code is loaded (which takes a moment).
+import { failed } from './output.js';
+
 /**
  * SIGTERM and SIGINT, caught from the very start: a signal while the process starts (migrating,
  * bootstrapping, forking) is remembered and handed to the shutdown once there is one, rather than
@@ -48,8 +50,7 @@ export function undoOnStop(json: boolean, undo: () => string): () => void {
     } catch (error) {
       said = `what was written could not be removed (${(error as Error).message})`;
     }
-    const message = `interrupted (${signal}): ${said}`;
-    process.stderr.write(json ? `${JSON.stringify({ error: { code: 'interrupted', message } })}\n` : `slipway: ${message}\n`);
+    failed(json, 'interrupted', `interrupted (${signal}): ${said}`);
     process.kill(process.pid, signal);
   }
   for (const s of signals) process.on(s, onSignal);
