@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { TEST_DB, type Actor } from '../support/harness.js';
+import { TEST_DB, type Actor, type HttpResult } from '../support/harness.js';
 import {
   createEnvironment, createSecret, createService, deploy, holding, lockWaiters, ship, useDeployFixture,
 } from '../support/deployments.js';
@@ -69,34 +69,32 @@ describe('secret usage', () => {
     const name = await createSecret(f.developer.http, f.orgId, { K: 'v1' });
     const svc = await createService(f.developer.http, f.orgId, { spec: { command: ['node', 'server.js'], secrets: [{ secret: name }] } });
     const env = await createEnvironment(f.admin.http, f.orgId);
-    // A deployment past its read of the secrets, held up at its insert (the service's row): a new
-    // version asked for meanwhile waits for it, and does not answer before it is pinned as it was.
-    let commit = await holding(f.server, (trx) => sql`select 1 from services where id = ${svc.id} for update`.execute(trx));
-    const deploying = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id });
-    await lockWaiters(f.server, 1);
-    const changing = f.developer.http.patch(`/v1/orgs/${f.orgId}/secrets/${name}`, { set: { K: 'v2' } });
-    const first = await Promise.race([changing.then(() => 'the change answered'), lockWaiters(f.server, 2).then(() => 'the change waits')]);
-    await commit();
-    assert.equal(first, 'the change waits');
-    const made = await deploying;
-    assert.equal(made.status, 201, made.text);
-    assert.equal(made.body.spec.secrets[0].version, 1);
-    assert.equal((await changing).status, 200);
-    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${made.body.id}/cancel`, {})).status, 200);
+    // A deployment past its read of the secrets, held up at its insert (the service's row), and
+    // `write` asked for meanwhile: which came first, then both answers.
+    const deployingWhile = async (write: () => Promise<HttpResult>) => {
+      const commit = await holding(f.server, (trx) => sql`select 1 from services where id = ${svc.id} for update`.execute(trx));
+      const deploying = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id });
+      await lockWaiters(f.server, 1);
+      const writing = write();
+      const first = await Promise.race([writing.then(() => 'the write answered'), lockWaiters(f.server, 2).then(() => 'the write waits')]);
+      await commit();
+      return { first, made: await deploying, written: await writing };
+    };
+    // A new version asked for meanwhile waits for it, and does not answer before it is pinned as it was.
+    const changed = await deployingWhile(() => f.developer.http.patch(`/v1/orgs/${f.orgId}/secrets/${name}`, { set: { K: 'v2' } }));
+    assert.equal(changed.first, 'the write waits');
+    assert.equal(changed.made.status, 201, changed.made.text);
+    assert.equal(changed.made.body.spec.secrets[0].version, 1);
+    assert.equal(changed.written.status, 200);
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${changed.made.body.id}/cancel`, {})).status, 200);
 
     // The same with its deletion: once the deletion has answered, no deployment pins it.
-    commit = await holding(f.server, (trx) => sql`select 1 from services where id = ${svc.id} for update`.execute(trx));
-    const second = f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id });
-    await lockWaiters(f.server, 1);
-    const deleting = f.developer.http.delete(`/v1/orgs/${f.orgId}/secrets/${name}`);
-    const order = await Promise.race([deleting.then(() => 'the deletion answered'), lockWaiters(f.server, 2).then(() => 'the deletion waits')]);
-    await commit();
-    assert.equal(order, 'the deletion waits');
-    const pinned = await second;
-    assert.equal(pinned.status, 201, pinned.text);
-    assert.equal(pinned.body.spec.secrets[0].version, 2);
-    assert.equal((await deleting).status, 204);
-    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${pinned.body.id}/cancel`, {})).status, 200);
+    const deleted = await deployingWhile(() => f.developer.http.delete(`/v1/orgs/${f.orgId}/secrets/${name}`));
+    assert.equal(deleted.first, 'the write waits');
+    assert.equal(deleted.made.status, 201, deleted.made.text);
+    assert.equal(deleted.made.body.spec.secrets[0].version, 2);
+    assert.equal(deleted.written.status, 204);
+    assert.equal((await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments/${deleted.made.body.id}/cancel`, {})).status, 200);
     assertProblem(await f.developer.http.post(`/v1/orgs/${f.orgId}/deployments`, { service: svc.id, environment: env.id }), 422, 'unknown_secrets');
   });
   it('makes a rollback and the permanent deletion of a secret version it pins wait for each other', { skip: TEST_DB !== 'postgres' && 'SQLite runs one writer at a time' }, async () => {
