@@ -4,7 +4,7 @@
 // numbers only, never a value.
 import { Type, type Static } from '@sinclair/typebox';
 import type { App } from '../../http/app-types.js';
-import type { Db } from '../../platform/db/database.js';
+import { textContains, type Db, type Dialect } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import type { SecretVersionSource } from '../services/service-spec.js';
 import type { SecretReferenceT } from '../services/services.schemas.js';
@@ -47,7 +47,7 @@ function namingIt<T extends { id: string; name: string }>(rows: T[], refsOf: (ro
   }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-export function createSecretUsage(deps: { db: Db; secrets: SecretVersionSource }) {
+export function createSecretUsage(deps: { db: Db; dialect: Dialect; secrets: SecretVersionSource }) {
   const { db } = deps;
   return async (orgId: string, name: string): Promise<SecretUsageT> => {
     const current = (await deps.secrets.currentVersions(db, orgId, [name])).get(name);
@@ -55,7 +55,10 @@ export function createSecretUsage(deps: { db: Db; secrets: SecretVersionSource }
     const [services, environments, deployments] = await Promise.all([
       db.selectFrom('services').select(['id', 'name', 'spec']).where('org_id', '=', orgId).execute(),
       db.selectFrom('environments').select(['id', 'name', 'secrets']).where('org_id', '=', orgId).execute(),
-      db.selectFrom('deployments').select(['id', 'state', 'snapshot']).where('org_id', '=', orgId).where('state', 'in', [...LIVE_STATES]).orderBy('id', 'desc').execute(),
+      // Only the snapshots that name its id somewhere are read (and then exactly): the others are
+      // not sent over, nor parsed.
+      db.selectFrom('deployments').select(['id', 'state', 'snapshot']).where('org_id', '=', orgId).where('state', 'in', [...LIVE_STATES])
+        .where(textContains(deps.dialect, 'snapshot', JSON.stringify(current.secretId))).orderBy('id', 'desc').execute(),
     ]);
     return {
       name,

@@ -1,5 +1,5 @@
-import { sql, type ExpressionBuilder } from 'kysely';
-import type { Dialect, Executor } from '../../platform/db/database.js';
+import type { ExpressionBuilder } from 'kysely';
+import { textContains, type Dialect, type Executor } from '../../platform/db/database.js';
 import type { RunnersTable, Schema } from '../../platform/db/schema.js';
 
 /** A runner, with its service user's name and the environments that service user is kept to (JSON ids; null: all). */
@@ -65,8 +65,7 @@ export const runnersRepo = {
       // Ids are JSON strings in the arrays: the quoted id appears in one exactly when it is listed.
       // It asks for that environment (or for all), and its service user is kept to it (or to none).
       const needle = JSON.stringify(filter.environmentId);
-      const lists = (column: 'runners.environment_ids' | 'service_users.runner_environments') =>
-        dialect === 'postgres' ? sql<boolean>`strpos(${sql.ref(column)}, ${needle}) > 0` : sql<boolean>`instr(${sql.ref(column)}, ${needle}) > 0`;
+      const lists = (column: 'runners.environment_ids' | 'service_users.runner_environments') => textContains(dialect, column, needle);
       q = q.where((eb) => eb.and([
         eb.or([eb('runners.environment_ids', 'is', null), lists('runners.environment_ids')]),
         eb.or([eb('service_users.runner_environments', 'is', null), lists('service_users.runner_environments')]),

@@ -2,7 +2,7 @@
 // when SLIPWAY_DATABASE_URL says postgres://. Both are reached through the same Kysely API.
 import fs from 'node:fs';
 import path from 'node:path';
-import { CompiledQuery, Kysely, PostgresDialect, PostgresDriver, SqliteAdapter, sql, type Compilable, type DatabaseConnection, type Driver, type PostgresDialectConfig, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, PostgresDriver, SqliteAdapter, sql, type Compilable, type RawBuilder, type DatabaseConnection, type Driver, type PostgresDialectConfig, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Schema } from './schema.js';
 import { startCheckpointer } from './checkpointer.js';
@@ -275,6 +275,14 @@ export async function runPrepared<Row>(db: Executor, name: string, params: reado
     cache.set(name, text);
   }
   return (await db.executeQuery<Row>(CompiledQuery.raw(text, params as unknown[]))).rows;
+}
+
+/**
+ * Whether a text column holds `needle` (case-sensitive, anywhere): a search of JSON kept as text
+ * for one quoted id, say, which the caller then reads exactly. SQLite's instr, PostgreSQL's strpos.
+ */
+export function textContains(dialect: Dialect, column: string, needle: string): RawBuilder<boolean> {
+  return dialect === 'postgres' ? sql<boolean>`strpos(${sql.ref(column)}, ${needle}) > 0` : sql<boolean>`instr(${sql.ref(column)}, ${needle}) > 0`;
 }
 
 /** Rows per INSERT statement: well under SQLite's (32,766) and PostgreSQL's (65,535) bound-parameter limits. */
