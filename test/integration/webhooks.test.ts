@@ -92,7 +92,9 @@ describe('webhooks', () => {
     assert.ok(secret);
     assert.deepEqual(got.body, shown);
 
-    const second = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: 'https://other.example.com/in' })).body;
+    // A URL is kept, and shown, as the address deliveries go to.
+    const second = (await admin.http.post(`/v1/orgs/${orgId}/webhooks`, { url: 'HTTPS://Other.Example.COM:443/a/../in' })).body;
+    assert.equal(second.url, 'https://other.example.com/in');
     const first = await admin.http.get(`/v1/orgs/${orgId}/webhooks?limit=1`);
     assert.deepEqual(first.body.webhooks.map((w: any) => w.id), [hook.id]);
     const rest = await admin.http.get(`/v1/orgs/${orgId}/webhooks?limit=1&cursor=${first.body.nextCursor}`);
@@ -104,6 +106,8 @@ describe('webhooks', () => {
     assert.deepEqual([patched.body.events, patched.body.active, patched.body.state], [[], false, 'disabled']);
     const same = await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { active: false });
     assert.equal(same.body.updatedAt, patched.body.updatedAt);
+    const respelled = await admin.http.patch(`/v1/orgs/${orgId}/webhooks/${hook.id}`, { url: 'https:hooks.example.org/new/./p4th-token' });
+    assert.deepEqual([respelled.body.url, respelled.body.updatedAt], ['https://hooks.example.org/new/p4th-token', patched.body.updatedAt]);
 
     assert.equal((await admin.http.delete(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 204);
     assert.equal((await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).status, 404);
@@ -127,6 +131,7 @@ describe('webhooks', () => {
       [{ url: 'https://example.com/x#frag' }, '/url'],
       [{ url: 'https://example.com:0/x' }, '/url'],
       [{ url: `https://${'a'.repeat(64)}.example.com/x` }, '/url'],
+      [{ url: `https://example.com/${'é'.repeat(400)}` }, '/url'],
       [{ url: 'https://example.com/x', events: ['secret.nope'] }, '/events/0'],
       [{ url: 'https://example.com/x', events: ['deployment.*', 'nothing.*'] }, '/events/1'],
       [{ url: 'https://example.com/x', events: ['secret.*', 'secret.*'] }, '/events/1'],

@@ -55,6 +55,7 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
     return 'is not an absolute URL';
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'must be an http or https URL';
+  if (url.href.length > WEBHOOK_URL_MAX_CHARS) return `is longer than ${WEBHOOK_URL_MAX_CHARS} characters once encoded (each character outside ASCII in the path or query takes up to 12)`;
   if (url.username !== '' || url.password !== '') return 'must not carry a user name or password (put a token in the path or query, or check the signature)';
   if (url.hash !== '' || text.includes('#')) return 'must not have a fragment';
   // Nothing listens on port 0, and no name with a label over 63 characters (or over 253 in all)
@@ -70,6 +71,15 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
     return 'points at this machine or a private network, which webhooks do not reach (SLIPWAY_WEBHOOK_ALLOW_PRIVATE=true allows it)';
   }
   return null;
+}
+
+/**
+ * The URL a valid webhook URL is kept and shown as: the one deliveries go to, as URL parsing
+ * reads it (scheme and host in lower case, a default port and dot segments gone, `http:/x` as
+ * `http://x/`), so that what the API answers is the address called.
+ */
+export function webhookUrl(text: string): string {
+  return new URL(text).href;
 }
 
 export class AddressNotAllowedError extends Error {

@@ -13,7 +13,7 @@ import { isKnownEventType } from '../events/events.schemas.js';
 import { orgsRepo } from '../orgs/orgs.repo.js';
 import type { DataKeys } from '../secrets/data-keys.js';
 import { VERSION } from '../../platform/version.js';
-import { webhookUrlProblem } from './webhook-address.js';
+import { webhookUrl, webhookUrlProblem } from './webhook-address.js';
 import { newWebhookSecret, sendWebhook } from './webhook-sender.js';
 import { webhooksRepo, type DeliveryRow, type WebhookRow } from './webhooks.repo.js';
 import type { Delivery, Webhook, WebhookTestT } from './webhooks.schemas.js';
@@ -103,7 +103,8 @@ export interface WebhookInput {
 export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys: DataKeys; allowPrivate: boolean; maxPerOrg: number }) {
   const { db, dataKeys } = deps;
 
-  function checkInput(input: Partial<WebhookInput>): void {
+  /** The input checked, its URL as it is kept (see webhookUrl). */
+  function checkInput<T extends Partial<WebhookInput>>(input: T): T {
     const problems: FieldError[] = [];
     if (input.url !== undefined) {
       const problem = webhookUrlProblem(input.url, deps.allowPrivate);
@@ -116,6 +117,7 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
       seen.add(type);
     });
     if (problems.length > 0) throw errors.invalidRequest(`The webhook is not valid: ${problems.map((p) => `${p.pointer} ${p.message}`).join('; ')}.`, problems);
+    return input.url === undefined ? input : { ...input, url: webhookUrl(input.url) };
   }
 
   async function load(executor: Executor, orgId: string, id: string, lock = false): Promise<WebhookRow> {
@@ -131,8 +133,8 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
   }
 
   return {
-    async create(ctx: RequestContext, orgId: string, input: WebhookInput): Promise<Webhook & { secret: string }> {
-      checkInput(input);
+    async create(ctx: RequestContext, orgId: string, sent: WebhookInput): Promise<Webhook & { secret: string }> {
+      const input = checkInput(sent);
       const now = nowIso();
       const id = newId('webhook');
       const secret = newWebhookSecret();
@@ -174,8 +176,8 @@ export function createWebhooksService(deps: { db: Db; dialect: Dialect; dataKeys
       return toWebhook(await load(db, orgId, id));
     },
 
-    async update(ctx: RequestContext, orgId: string, id: string, patch: Partial<WebhookInput>): Promise<Webhook> {
-      checkInput(patch);
+    async update(ctx: RequestContext, orgId: string, id: string, sent: Partial<WebhookInput>): Promise<Webhook> {
+      const patch = checkInput(sent);
       const now = nowIso();
       return db.transaction().execute(async (trx) => {
         const current = await load(trx, orgId, id, true);
