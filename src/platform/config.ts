@@ -97,6 +97,8 @@ type Env = Record<string, string | undefined>;
 /** The variables and their `serve` flag names, so both are documented and parsed from one table. */
 /** The most keys SLIPWAY_MAX_KEYS_PER_SECRET may allow: no secret ever holds more. */
 export const KEYS_PER_SECRET_CEILING = 10_000;
+/** The longest SLIPWAY_TOKEN_TTL: 31 days. */
+export const MAX_TOKEN_TTL_SECONDS = 31 * 86400;
 
 export const CONFIG_VARIABLES = {
   host: 'SLIPWAY_HOST',
@@ -288,7 +290,7 @@ export function loadConfig(env: Env, flags: Partial<Record<ConfigKey, string>> =
     projectId,
     externalIssuer,
     externalJwksUrl,
-    tokenTtlSeconds: int('tokenTtl', 43200, 60, 31 * 86400),
+    tokenTtlSeconds: int('tokenTtl', 43200, 60, MAX_TOKEN_TTL_SECONDS),
     logLevel,
     workers: int('workers', 1, 1, 256),
     limits: {

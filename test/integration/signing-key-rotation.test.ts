@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import path from 'node:path';
 import { generateMasterKey, KEY_FILE, masterKeyId, readKeyFile } from '../../src/platform/crypto/master-key.js';
-import { startServer, type TestServer } from '../support/harness.js';
+import { startSecondNode, startServer, type TestServer } from '../support/harness.js';
 import { cliEnv, cliJson, runCli } from '../support/processes.js';
 
 describe('signing key rotation', () => {
@@ -47,6 +47,29 @@ describe('signing key rotation', () => {
     const status = await cliJson(['keys', 'status'], cliEnv(server));
     assert.deepEqual(status.signingKeys.map((k: any) => [k.kid, k.state]), [[oldKid, 'retired'], [rotated.active.kid, 'active'], [rotated.next.kid, 'staged']]);
     assert.match((await runCli(['keys', 'rotate-signing'], cliEnv(server))).stderr, /signing key rotated/);
+  });
+
+  it('keeps a retired key published while the tokens it signed live, on a node whose own tokens live shorter', async () => {
+    // Signed by a node whose tokens live 12 hours (the default)...
+    const longLived = await server.token(server.bootstrap);
+    const oldKid = kidOf(longLived);
+    await server.core.keys.rotate();
+    // ...by a key retired two hours ago: past an hour's token, well within this one's 12 hours.
+    await server.core.db.updateTable('signing_keys').set({ retired_at: new Date(Date.now() - 2 * 3_600_000).toISOString() }).where('kid', '=', oldKid).execute();
+    await server.core.keys.reload();
+    // A node that issues one-hour tokens (SLIPWAY_TOKEN_TTL lowered, or not yet raised there).
+    const shorter = await startSecondNode(server, { SLIPWAY_TOKEN_TTL: '3600' });
+    try {
+      for (const node of [server, shorter]) {
+        assert.ok((await node.http().get('/oauth/v2/keys')).body.keys.some((k: any) => k.kid === oldKid), `${node.url} publishes ${oldKid}`);
+        const res = await node.http(longLived).get('/v1/orgs/default');
+        assert.equal(res.status, 200, res.text);
+      }
+      // What `keys status` shows there.
+      assert.deepEqual((await shorter.core.keys.list()).filter((k) => k.kid === oldKid).map((k) => k.state), ['retired']);
+    } finally {
+      await shorter.close();
+    }
   });
 
   it('revokes the previous keys on request (a key that leaked): gone from the JWKS, their tokens refused, even ones already verified', async () => {

@@ -7,8 +7,8 @@ export type SigningKeyRow = SigningKeysTable;
 export const signingKeysRepo = {
   /**
    * The keys to publish: the next one (staged), the one that signs now, and those whose tokens may
-   * still be live (retired less than a token lifetime ago), none revoked; newest first, the staged
-   * ones before the rest.
+   * still be live (retired after `retiredAfter`), none revoked; newest first, the staged ones
+   * before the rest.
    */
   async listUsable(db: Executor, retiredAfter: string): Promise<SigningKeyRow[]> {
     return db.selectFrom('signing_keys').selectAll()
@@ -42,6 +42,14 @@ export const signingKeysRepo = {
     if (kids.length === 0) return;
     await db.updateTable('signing_keys').set((eb) => ({ revoked_at: at, retired_at: eb.fn.coalesce('retired_at', eb.val(at)) }))
       .where('kid', 'in', kids).where('revoked_at', 'is', null)
+      .execute();
+  },
+
+  /** Records that tokens signed with this key may live `ttlSeconds`, unless a longer lifetime is recorded already. */
+  async recordTokenTtl(db: Executor, kid: string, ttlSeconds: number): Promise<void> {
+    await db.updateTable('signing_keys').set({ token_ttl_seconds: ttlSeconds })
+      .where('kid', '=', kid)
+      .where((eb) => eb.or([eb('token_ttl_seconds', 'is', null), eb('token_ttl_seconds', '<', ttlSeconds)]))
       .execute();
   },
 

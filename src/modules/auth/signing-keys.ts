@@ -12,6 +12,7 @@ import { es256Signer } from './jws.js';
 import { signingKeysRepo, type SigningKeyRow } from './signing-keys.repo.js';
 import { instanceRepo } from '../instance/instance.repo.js';
 import { nowMs, nowIso } from '../../platform/clock.js';
+import { MAX_TOKEN_TTL_SECONDS } from '../../platform/config.js';
 
 export const SIGNING_ALG = 'ES256';
 
@@ -50,6 +51,14 @@ export function jwksRetentionMs(tokenTtlSeconds: number): number {
   return tokenTtlSeconds * 1000 + SIGNER_CACHE_MS;
 }
 
+/**
+ * How long `row`, once retired, stays in the JWKS: by the longest token lifetime of the nodes that
+ * signed with it (recorded on the key), and never less than this node's own, as before keys carried it.
+ */
+function retentionOf(row: Pick<SigningKeyRow, 'token_ttl_seconds'>, tokenTtlSeconds: number): number {
+  return jwksRetentionMs(Math.max(row.token_ttl_seconds ?? 0, tokenTtlSeconds));
+}
+
 export type SigningKeyState = 'staged' | 'active' | 'retired' | 'expired' | 'revoked';
 
 export interface SigningKeyInfo {
@@ -66,7 +75,7 @@ export interface SigningKeyInfo {
 }
 
 export function describeSigningKey(row: SigningKeyRow, tokenTtlSeconds: number, now = nowMs()): SigningKeyInfo {
-  const retention = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + jwksRetentionMs(tokenTtlSeconds)).toISOString();
+  const retention = row.retired_at === null ? null : new Date(Date.parse(row.retired_at) + retentionOf(row, tokenTtlSeconds)).toISOString();
   const publishedUntil = row.revoked_at !== null && (retention === null || row.revoked_at < retention) ? row.revoked_at : retention;
   const state: SigningKeyState = row.revoked_at !== null ? 'revoked'
     : row.activated_at === null ? 'staged'
@@ -92,6 +101,7 @@ export async function generateSigningKeyRow(ring: MasterKeyring, now: string, ac
     activated_at: activatedAt,
     retired_at: null,
     revoked_at: null,
+    token_ttl_seconds: null,
   };
 }
 
@@ -118,13 +128,20 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     return { kid: row.kid, privateKey, signAccessToken: es256Signer({ typ: 'at+jwt', kid: row.kid }, keyObject) };
   }
 
+  /** The keys to publish: those listUsable gives, but for the retired ones whose tokens have all expired. */
+  async function usable(): Promise<SigningKeyRow[]> {
+    const now = nowMs();
+    // Retired within the longest lifetime any key may carry; each then by its own.
+    const rows = await signingKeysRepo.listUsable(deps.db, new Date(now - jwksRetentionMs(MAX_TOKEN_TTL_SECONDS)).toISOString());
+    return rows.filter((r) => r.retired_at === null || Date.parse(r.retired_at) + retentionOf(r, deps.tokenTtlSeconds) > now);
+  }
+
   async function load(): Promise<KeySet> {
     const read = ++reads;
-    const retiredAfter = new Date(nowMs() - jwksRetentionMs(deps.tokenTtlSeconds)).toISOString();
-    let rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
+    let rows = await usable();
     if (!rows.some((r) => r.activated_at !== null && r.retired_at === null) || !rows.some((r) => r.activated_at === null)) {
       await ensureActiveKey();
-      rows = await signingKeysRepo.listUsable(deps.db, retiredAfter);
+      rows = await usable();
     }
     const active = rows.find((r) => r.activated_at !== null && r.retired_at === null)!;
     // Most reads find the key already signing (a master-key rotation re-wraps it, the key stays the same).
@@ -175,6 +192,24 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     forget();
   }
 
+  /**
+   * Each key this process signs with carries its token lifetime before the first token (once per
+   * key, or again after a failed write): the key stays published that long after it retires,
+   * whatever lifetime the node that publishes it has.
+   */
+  const lifetimeRecorded = new Set<string>();
+  const recording = new Map<string, Promise<void>>();
+  function recordLifetime(kid: string): Promise<void> {
+    let pending = recording.get(kid);
+    if (pending === undefined) {
+      pending = signingKeysRepo.recordTokenTtl(deps.db, kid, deps.tokenTtlSeconds)
+        .then(() => { lifetimeRecorded.add(kid); })
+        .finally(() => recording.delete(kid));
+      recording.set(kid, pending);
+    }
+    return pending;
+  }
+
   return {
     ensureActiveKey,
     /** The current key set; re-read every minute so a rotation on another node reaches this one. */
@@ -187,6 +222,7 @@ export function createSigningKeys(deps: { db: Db; ring: MasterKeyring; tokenTtlS
     async signer(): Promise<ActiveSigner> {
       const { signer } = await this.current();
       if (isAppError(signer)) throw signer;
+      if (!lifetimeRecorded.has(signer.kid)) await recordLifetime(signer.kid);
       return signer;
     },
     /** Re-reads now: a token names a kid this node has not seen yet. */

@@ -25,10 +25,15 @@ export interface SigningKeysTable {
   created_at: string;
   /** When it started signing; null while staged. */
   activated_at: string | null;
-  /** When it stopped signing; its tokens stay valid until retired_at + token TTL. */
+  /** When it stopped signing; its tokens stay valid until retired_at + token TTL (see token_ttl_seconds). */
   retired_at: string | null;
   /** When it was revoked: out of the JWKS from then on, its tokens no longer valid. */
   revoked_at: string | null;
+  /**
+   * The longest token lifetime (SLIPWAY_TOKEN_TTL) of the nodes that signed with it, recorded by
+   * each before its first token; null until one does (or for a key a Slipway before this signed with).
+   */
+  token_ttl_seconds: number | null;
 }
 
 export interface OrganizationsTable {

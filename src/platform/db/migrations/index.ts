@@ -30,9 +30,10 @@ import { environmentVersions } from './0026-environment-versions.js';
 import { eventsTimeIndex } from './0027-events-time-index.js';
 import { eventsSubjectIndex } from './0028-events-subject-index.js';
 import { deploymentsServiceIndex } from './0029-deployments-service-index.js';
+import { signingKeyTokenTtl } from './0030-signing-key-token-ttl.js';
 import { columnTypes, type MigrationStep } from './types.js';
 
-export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions, eventsTimeIndex, eventsSubjectIndex, deploymentsServiceIndex];
+export const MIGRATIONS: MigrationStep[] = [core, secretsLifecycle, idempotency, deployments, serviceUserTokenGeneration, revokedTokensExpiryIndex, orgExternalId, eventsCommitOrder, deploymentHosts, idempotencyCommit, deploymentProcess, processReportedAt, signingKeyRevocation, processAddress, retiredOrgSlugs, webhooks, environmentConfiguration, organizationDeletion, runners, runnerEnvironments, deploymentPromotions, environmentLocks, deploymentsPairById, deploymentLogRetention, runnerStopped, environmentVersions, eventsTimeIndex, eventsSubjectIndex, deploymentsServiceIndex, signingKeyTokenTtl];
 
 export interface MigrationOutcome {
   applied: string[];
