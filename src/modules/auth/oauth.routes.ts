@@ -18,7 +18,8 @@ const FORM = 'application/x-www-form-urlencoded';
 interface FormBody {
   kind: 'form' | 'other';
   fields: Map<string, string>;
-  duplicate: string | null;
+  /** The names sent more than once (with a value), in the order their second one came. */
+  repeated: ReadonlySet<string>;
   /** Why a form could not be read as it was sent (compressed, or in another charset), or null. */
   unreadable: string | null;
 }
@@ -42,14 +43,25 @@ function parseBasic(header: string | undefined): ClientCredentials | null {
   }
 }
 
-function formOf(req: FastifyRequest): FormBody {
+/** The parameters each endpoint reads: only these are refused when repeated. */
+const CLIENT_AUTH_PARAMETERS = ['client_id', 'client_secret'];
+const TOKEN_PARAMETERS: ReadonlySet<string> = new Set(['grant_type', 'scope', ...CLIENT_AUTH_PARAMETERS]);
+const TOKEN_REQUEST_PARAMETERS: ReadonlySet<string> = new Set(['token', 'token_type_hint', ...CLIENT_AUTH_PARAMETERS]);
+
+/**
+ * The form of an OAuth request. A parameter this endpoint reads may come once (RFC 6749 §3.1);
+ * any other is ignored however often it comes (RFC 6749 §3.2), as RFC 8707's `resource`, which a
+ * client may repeat, is by a server that does not take it.
+ */
+function formOf(req: FastifyRequest, reads: ReadonlySet<string>): FormBody {
   const body = req.body as FormBody | undefined;
-  if (body === undefined || body === null) return { kind: 'form', fields: new Map(), duplicate: null, unreadable: null };
+  if (body === undefined || body === null) return { kind: 'form', fields: new Map(), repeated: new Set(), unreadable: null };
   if (body.unreadable !== null) throw oauthErrors.invalidRequest(body.unreadable);
   if (body.kind !== 'form') {
     throw oauthErrors.invalidRequest(`The body must be ${FORM}${req.headers['content-type'] ? `, not ${req.headers['content-type']}` : ''}.`);
   }
-  if (body.duplicate !== null) throw oauthErrors.invalidRequest(`The parameter '${body.duplicate}' appears more than once.`);
+  const repeated = [...body.repeated].find((name) => reads.has(name));
+  if (repeated !== undefined) throw oauthErrors.invalidRequest(`The parameter '${repeated}' appears more than once.`);
   return body;
 }
 
@@ -201,20 +213,20 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       const unreadable = 'coding' in sent
         ? `The body must be sent as it is: this endpoint does not decode Content-Encoding ${sent.coding}.`
         : `The body must be ${FORM} in UTF-8, not in ${sent.charset}.`;
-      return done(null, { kind: 'form', fields: new Map(), duplicate: null, unreadable } satisfies FormBody);
+      return done(null, { kind: 'form', fields: new Map(), repeated: new Set(), unreadable } satisfies FormBody);
     }
     const fields = new Map<string, string>();
-    let duplicate: string | null = null;
+    const repeated = new Set<string>();
     for (const [key, value] of new URLSearchParams(body as string)) {
       // RFC 6749 §3.2: "Parameters sent without a value MUST be treated as if they were omitted."
       if (value === '') continue;
-      if (fields.has(key)) duplicate ??= key;
+      if (fields.has(key)) repeated.add(key);
       fields.set(key, value);
     }
-    done(null, { kind: 'form', fields, duplicate, unreadable: null } satisfies FormBody);
+    done(null, { kind: 'form', fields, repeated, unreadable: null } satisfies FormBody);
   });
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, _body, done) => {
-    done(null, { kind: 'other', fields: new Map(), duplicate: null, unreadable: null } satisfies FormBody);
+    done(null, { kind: 'other', fields: new Map(), repeated: new Set(), unreadable: null } satisfies FormBody);
   });
 
   const tags = ['oauth'];
@@ -255,7 +267,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
 
   /** Introspection and revocation: an authenticated client and the `token` it asks about. */
   const tokenRequest = async (req: FastifyRequest, reply: FastifyReply) => {
-    const form = formOf(req);
+    const form = formOf(req, TOKEN_REQUEST_PARAMETERS);
     const caller = await authenticate(req, reply, clientCredentials(req, form));
     const token = form.fields.get('token');
     if (token === undefined) throw oauthErrors.invalidRequest('The token parameter is required.');
@@ -277,7 +289,7 @@ export function oauthRoutes(app: App, deps: OAuthRoutesDeps, prefix: string): vo
       response: { 200: TokenResponseSchema, 400: OAuthErrorSchema, 401: OAuthErrorSchema, 413: OAuthTooLarge, 429: OAuthRateLimited },
     },
   }, async (req, reply) => {
-    const form = formOf(req);
+    const form = formOf(req, TOKEN_PARAMETERS);
     const grant = form.fields.get('grant_type');
     if (grant === undefined) throw oauthErrors.invalidRequest('The grant_type parameter is required (client_credentials).');
     const creds = clientCredentials(req, form);
