@@ -230,7 +230,8 @@ export function sendError(error: AppError, req: FastifyRequest, reply: FastifyRe
   reply.code(error.status);
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
   if (req.routeOptions.config?.errorFormat === 'oauth') {
-    return reply.header('cache-control', 'no-store').type('application/json').send(oauthBody(error));
+    // As a token response carries them (RFC 6749 §5.1), and as §5.2's example of an error does.
+    return reply.header('cache-control', 'no-store').header('pragma', 'no-cache').type('application/json').send(oauthBody(error));
   }
   return reply.type('application/problem+json').send(problemBody(error, req));
 }

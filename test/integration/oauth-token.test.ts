@@ -16,6 +16,7 @@ function assertOAuthError(res: HttpResult, status: number, error: string): void 
   assert.equal(res.status, status, res.text);
   assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
   assert.equal(res.headers.get('cache-control'), 'no-store');
+  assert.equal(res.headers.get('pragma'), 'no-cache');
   assert.deepEqual(Object.keys(res.body).sort(), ['error', 'error_description']);
   assert.equal(res.body.error, error);
   assert.ok(res.body.error_description.length > 10);
