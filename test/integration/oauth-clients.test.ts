@@ -141,6 +141,7 @@ describe('OAuth clients', () => {
     await assert.rejects(client.clientCredentialsGrant(wrong, { scope: server.bootstrap.scope }), (error: client.WWWAuthenticateChallengeError) => {
       assert.equal(error.status, 401);
       assert.equal(error.cause[0]!.scheme, 'basic');
+      assert.equal(error.cause[0]!.parameters.error, 'invalid_client');
       return true;
     });
     const config = await discover(server.bootstrap.clientId, server.bootstrap.clientSecret);

@@ -8,8 +8,12 @@ const oauth = (status: number, code: string, description: string, headers: Recor
 
 export const oauthErrors = {
   invalidRequest: (description: string) => oauth(400, 'invalid_request', description),
-  /** 401 with a Basic challenge (RFC 6749 §5.2): unknown client, wrong secret, disabled client. */
-  invalidClient: (description: string) => oauth(401, 'invalid_client', description, { 'www-authenticate': 'Basic realm="slipway", charset="UTF-8"' }),
+  /**
+   * 401 with a Basic challenge (RFC 6749 §5.2): unknown client, wrong secret, disabled client. The
+   * challenge names the error too, as oidc-provider's does: OAuth client libraries (openid-client,
+   * oauth4webapi) report a 401 with a challenge by that challenge, not by the body.
+   */
+  invalidClient: (description: string) => oauth(401, 'invalid_client', description, { 'www-authenticate': 'Basic realm="slipway", charset="UTF-8", error="invalid_client"' }),
   unsupportedGrantType: (grant: string) =>
     oauth(400, 'unsupported_grant_type', `The grant type '${grant}' is not supported; use client_credentials.`),
   invalidScope: (unknown: string[], supported: string) =>
