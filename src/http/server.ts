@@ -61,17 +61,36 @@ class AccessLog extends LogController {
 
   override incomingRequest(): void {}
 
+  /** The responses that finished, whose lines are written. */
+  readonly #finished = new WeakSet<ServerResponse>();
+
   override requestCompleted(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply): void {
+    this.#finished.add(reply.raw);
     this.completed(req);
+    this.record(error, req, reply, reply.statusCode);
+  }
+
+  /**
+   * A response closed. One that did not finish (the client closed the connection first: a runner's
+   * long poll given up, a client's timeout, a body never sent in full) is never reported finished:
+   * its line is written here, with nginx's 499 ("client closed request"), whatever the server was
+   * about to answer.
+   */
+  responseClosed(req: FastifyRequest, reply: FastifyReply): void {
+    if (this.#finished.has(reply.raw)) return;
+    this.record(null, req, reply, CLIENT_CLOSED_REQUEST);
+  }
+
+  private record(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply, status: number): void {
     const elapsed = reply.elapsedTime;
     const route = req.routeOptions.url;
-    this.metrics.request(req.method, route, reply.statusCode, elapsed / 1000);
+    this.metrics.request(req.method, route, status, elapsed / 1000);
     const line = {
       requestId: req.id,
       method: req.method,
       route: route ?? null,
       path: pathOf(req.url),
-      status: reply.statusCode,
+      status,
       ms: Math.round(elapsed * 10) / 10,
       ip: req.ip,
       sub: req.principal?.subject,
@@ -82,6 +101,8 @@ class AccessLog extends LogController {
   }
 }
 
+/** nginx's status for a request whose client went away before its response was complete; no response carries it. */
+const CLIENT_CLOSED_REQUEST = 499;
 const MAX_PATH_PARAMETER = 512;
 /** At shutdown, how long a connection that has sent part of a request's headers has to send the rest. */
 const UNFINISHED_REQUEST_GRACE_MS = 1_000;
@@ -257,6 +278,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   app.addHook('onRequest', (req, reply, done) => {
     const socket = req.raw.socket;
     underWay.set(socket, (underWay.get(socket) ?? 0) + 1);
+    // A response that closes unfinished is never reported finished: its access-log line is written here.
+    reply.raw.once('close', () => accessLog.responseClosed(req, reply));
     reply.header('x-request-id', req.id);
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
     if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
@@ -460,6 +483,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   const sockets = new Set<Socket>();
   app.server.on('connection', (socket: Socket) => {
     sockets.add(socket);
+    // Read now, the peer's address is kept: a request whose client has gone (a 499) still logs its `ip`.
+    void socket.remoteAddress;
     socket.once('close', () => sockets.delete(socket));
   });
   app.addHook('preClose', async () => {

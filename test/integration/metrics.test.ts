@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { after, before, describe, it } from 'node:test';
@@ -94,6 +94,48 @@ describe('metrics', () => {
     for (const needle of [sentinel, name, org.id, org.slug, admin.token, admin.clientId]) {
       assert.equal(res.text.includes(needle), false, `the metrics carry ${needle}`);
     }
+  });
+
+  it('logs and counts, as 499, a request whose client went away before its answer', async () => {
+    const org = await server.createOrg();
+    const admin = await server.actor(org.id, 'admin');
+    const runner = await server.actor(org.id, 'runner');
+    const env = await createEnvironment(admin.http, org.id);
+    const beforeScrape = samples((await scrape(address)).text);
+    const { hostname, port } = new URL(server.url);
+    /** Sends `head` and `body` on a connection of its own, and once `sent` resolves closes it unanswered. */
+    const abandoned = async (head: string, body: string, sent: () => Promise<unknown>) => {
+      const socket = net.connect(Number(port), hostname);
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => { answer += chunk.toString('utf8'); });
+      // Handed to the system before the connection is closed: the server reads the request, then the close.
+      await new Promise((resolve) => socket.write(`${head}\r\nHost: ${hostname}\r\nContent-Type: application/json\r\n\r\n${body}`, resolve));
+      await sent();
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      socket.destroy();
+      await closed;
+      assert.equal(answer, '', 'nothing was answered before the client went away');
+    };
+    // A runner's long poll given up while it waits for work.
+    const claim = JSON.stringify({ environments: [env.name], waitSeconds: 30 });
+    await abandoned(`POST /v1/orgs/${org.id}/runner/claim HTTP/1.1\r\nX-Request-Id: gone-claim\r\nAuthorization: Bearer ${runner.token}\r\nContent-Length: ${claim.length}`, claim,
+      () => eventually('the claim to wait', async () => (server.core.signals.waiting(org.id) > 0 ? true : undefined)));
+    // A body never sent in full.
+    await abandoned(`POST /v1/orgs/${org.id}/secrets HTTP/1.1\r\nX-Request-Id: gone-body\r\nAuthorization: Bearer ${admin.token}\r\nContent-Length: 100`, '{"secrets":', async () => {});
+    const lineOf = (id: string) => eventually(`the access-log line of ${id}`, async () => {
+      const lines = server.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.requestId === id && l.msg === 'request');
+      return lines.length > 0 ? lines : undefined;
+    });
+    for (const [id, route] of [['gone-claim', '/v1/orgs/:orgId/runner/claim'], ['gone-body', '/v1/orgs/:orgId/secrets']] as const) {
+      const lines = await lineOf(id);
+      assert.equal(lines.length, 1, id);
+      assert.deepEqual([lines[0]!.method, lines[0]!.route, lines[0]!.status, lines[0]!.ip], ['POST', route, 499, '127.0.0.1'], id);
+    }
+    const now = samples((await scrape(address)).text);
+    const delta = (key: string) => value(now, key) - value(beforeScrape, key);
+    assert.equal(delta('slipway_http_requests_total{method="POST",route="/v1/orgs/:orgId/runner/claim",status="499"}'), 1);
+    assert.equal(delta('slipway_http_requests_total{method="POST",route="/v1/orgs/:orgId/secrets",status="499"}'), 1);
+    assert.equal(delta('slipway_http_request_duration_seconds_count{method="POST",route="/v1/orgs/:orgId/runner/claim"}'), 1);
   });
 
   it('reports deployments queued and in progress, read from the database, and how long the oldest has waited', async () => {
