@@ -122,7 +122,12 @@ export async function openKeyStore(config: Config, options: CoreOptions = {}) {
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     sqliteSynchronous: config.sqliteSynchronous,
-    ...(options.backgroundCheckpoints ? { onBackgroundCheckpointError: (message: string) => logger.warn({ error: message }, 'SQLite background checkpoint failed; retrying') } : {}),
+    ...(options.backgroundCheckpoints ? {
+      onBackgroundCheckpointError: (message: string | null) => {
+        if (message === null) logger.info('SQLite background checkpoints work again');
+        else logger.warn({ error: message }, 'SQLite background checkpoint failed; retrying every 250 ms, said again once it works or fails otherwise');
+      },
+    } : {}),
   });
   try {
     // PostgreSQL is first asked here: out of reach, or refusing the credentials, it is said so.

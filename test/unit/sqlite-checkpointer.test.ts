@@ -8,10 +8,11 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import { openDatabase } from '../../src/platform/db/database.js';
+import { roundReporter } from '../../src/platform/db/checkpointer.js';
 
 describe('SQLite background checkpoints', () => {
   it('copies committed pages into the database file without a checkpoint on the writer', async () => {
-    const errors: string[] = [];
+    const errors: Array<string | null> = [];
     const database = openDatabase({ databaseUrl: null, dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'slipway-ckpt-')), onBackgroundCheckpointError: (m) => errors.push(m) });
     try {
       const db = database.db as unknown as Kysely<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -38,5 +39,12 @@ describe('SQLite background checkpoints', () => {
     } finally {
       await database.close();
     }
+  });
+
+  it('says a failure once while rounds keep failing the same way, and says when one works again', () => {
+    const said: Array<string | null> = [];
+    const round = roundReporter((error) => said.push(error));
+    for (const outcome of [null, null, 'database or disk is full', 'database or disk is full', 'database or disk is full', null, null, 'disk I/O error', 'database or disk is full', 'database or disk is full', null]) round(outcome);
+    assert.deepEqual(said, ['database or disk is full', null, 'disk I/O error', 'database or disk is full', null]);
   });
 });

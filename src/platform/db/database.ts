@@ -91,7 +91,7 @@ function unwritable(file: string, error: unknown): unknown {
   return new ConfigError(`cannot open the SQLite database ${file} for writing (${code}): ${why}; check --data-dir (SLIPWAY_DATA_DIR) and its permissions, or --database-url (SLIPWAY_DATABASE_URL)`);
 }
 
-function openSqlite(file: string, onCheckpointError: ((message: string) => void) | null, groupLimits: GroupLimits | undefined, synchronous: 'full' | 'normal'): Database {
+function openSqlite(file: string, onCheckpointError: ((message: string | null) => void) | null, groupLimits: GroupLimits | undefined, synchronous: 'full' | 'normal'): Database {
   let sqlite: InstanceType<typeof SQLite>;
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -230,8 +230,11 @@ export interface OpenOptions {
   databaseUrl: string | null;
   dataDir: string;
   poolSize?: number;
-  /** SQLite: checkpoint in a worker thread (long-running servers); called when one fails. */
-  onBackgroundCheckpointError?: (message: string) => void;
+  /**
+   * SQLite: checkpoint in a worker thread (long-running servers); called with the error when one
+   * fails (once while they keep failing the same way), and with null once one works again.
+   */
+  onBackgroundCheckpointError?: (message: string | null) => void;
   /** SQLite: how many transactions, or how long, one group commit may hold. */
   groupLimits?: GroupLimits;
   /**
