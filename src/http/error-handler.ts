@@ -2,7 +2,7 @@
 // size, media type) and anything unexpected (an opaque 500 that only names the request id).
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, errorDescription, errors, isAppError, MAX_FIELD_ERRORS, pointerSegment, type FieldError } from '../platform/errors.js';
+import { AppError, errorDescription, errors, isAppError, isByDesign, MAX_FIELD_ERRORS, pointerSegment, type FieldError } from '../platform/errors.js';
 import { problemType } from '../platform/problem-codes.js';
 import { KeyFileRefusedError, MasterKeyNotHeldError } from '../platform/crypto/master-key.js';
 import { isDatabaseBusy, isDatabaseUnreachable, isDatabaseUnwritable, isForeignKeyViolation, isOrganizationDeleted, isTransactionAborted } from '../platform/db/facts.js';
@@ -259,7 +259,7 @@ export function createErrorHandler(bodyLimit: number) {
       : error instanceof MasterKeyNotHeldError ? errors.masterKeyMissing(error.masterKeyId, error.source === 'SLIPWAY_MASTER_KEY')
       : fromFastify(error, req, bodyLimit);
     if (known) {
-      if (known.status >= 500) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');
+      if (known.status >= 500 && !isByDesign(known)) req.log.error({ err: { message: error.message, code: known.code } }, 'request failed');
       return sendError(known, req, reply);
     }
     // Unexpected: log the error (never the body) and answer opaquely.

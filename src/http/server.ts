@@ -13,7 +13,7 @@ import FindMyWay from 'find-my-way';
 import { routePrefix } from '../platform/config.js';
 import { NO_METRICS, type Metrics } from '../platform/metrics.js';
 import { accessLogWriter, RequestLogger, type AccessLine, type Logger } from '../platform/logging.js';
-import { errors, pointerSegment } from '../platform/errors.js';
+import { byDesign, errors, pointerSegment } from '../platform/errors.js';
 import { parseIfMatch } from '../platform/etags.js';
 import { allows, type Access } from '../modules/auth/roles.js';
 import type { Principal } from '../modules/auth/principal.js';
@@ -110,6 +110,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
 const OVERLOAD_SAMPLE_MS = 1_000;
 const OVERLOAD_RETRY_SECONDS = 2;
+/** Refusals for overload this far apart are two episodes, each said in the log. */
+const OVERLOAD_EPISODE_GAP_MS = 10_000;
 const ANONYMOUS = { id: ANONYMOUS_ACTOR_ID, kind: 'service_user' as const, orgId: null, role: null, instanceAdmin: false };
 /** RFC 6750 §2.1 b64token. */
 const TOKEN68 = /^[A-Za-z0-9._~+/-]+=*$/;
@@ -282,7 +284,7 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     reply.raw.once('close', () => accessLog.responseClosed(req, reply));
     reply.header('x-request-id', req.id);
     req.ctx = { requestId: req.id, actor: ANONYMOUS };
-    if (closing) throw errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).');
+    if (closing) throw byDesign(errors.unavailable('This server is shutting down; retry (on another node, or on this one once it is back).'));
     if (req.url.includes('%00')) throw errors.nulCharacter('The URL');
     assertHeadersOnce(req);
     // A fragment is the client's own: sent, the path and the query would each read it differently.
@@ -315,12 +317,22 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     // The reading covers the last second: until one has been taken wholly after the server began
     // to listen, it measures start-up (loading code, migrations), not load.
     let measuresLoadFrom = Infinity;
+    let lastRefusal = -Infinity;
     app.addHook('onListen', (done) => { measuresLoadFrom = performance.now() + 2 * OVERLOAD_SAMPLE_MS; done(); });
     await app.register(underPressure, {
       maxEventLoopDelay: deps.maxEventLoopDelayMs,
       sampleInterval: OVERLOAD_SAMPLE_MS,
-      pressureHandler: (_req, _reply, _type, value) => performance.now() < measuresLoadFrom ? undefined : Promise.reject(errors.unavailable(
-        `The server is overloaded (its event loop lags ${Math.round(value ?? 0)} ms behind, above SLIPWAY_MAX_EVENT_LOOP_DELAY_MS); retry later.`, OVERLOAD_RETRY_SECONDS)),
+      pressureHandler: (_req, _reply, _type, value) => {
+        const now = performance.now();
+        if (now < measuresLoadFrom) return undefined;
+        // A reading with no sample in it: the loop did not turn once in the whole second.
+        const lag = value === undefined || !Number.isFinite(value) ? `more than ${OVERLOAD_SAMPLE_MS} ms` : `${Math.round(value)} ms`;
+        // Said once as the refusals begin, not once per refusal: each is in the access log and the metrics.
+        if (now - lastRefusal > OVERLOAD_EPISODE_GAP_MS) deps.logger.warn({ lag, maxEventLoopDelayMs: deps.maxEventLoopDelayMs }, `overloaded: refusing new requests with 503 while the event loop lags ${lag} behind`);
+        lastRefusal = now;
+        return Promise.reject(byDesign(errors.unavailable(
+          `The server is overloaded (its event loop lags ${lag} behind, above SLIPWAY_MAX_EVENT_LOOP_DELAY_MS); retry later.`, OVERLOAD_RETRY_SECONDS)));
+      },
     });
   }
 

@@ -42,6 +42,22 @@ export function isAppError(value: unknown): value is AppError {
   return value instanceof AppError;
 }
 
+const refusedByDesign = new WeakSet<AppError>();
+
+/**
+ * A 5xx the server answers by design rather than by failing (overloaded, shutting down): the access
+ * log and the metrics count each, and the server logs the condition once rather than an error per
+ * request, which would add to the load it is shedding.
+ */
+export function byDesign(error: AppError): AppError {
+  refusedByDesign.add(error);
+  return error;
+}
+
+export function isByDesign(error: AppError): boolean {
+  return refusedByDesign.has(error);
+}
+
 /**
  * An `error_description` as RFC 6749 §5.2 and RFC 6750 §3 allow it: printable ASCII without `"` or
  * `\` (%x20-21 / %x23-5B / %x5D-7E), in an OAuth error's JSON as in a Bearer challenge. A quote

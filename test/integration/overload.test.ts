@@ -55,6 +55,13 @@ describe('overload protection', () => {
     assert.equal(((await tokenAnswer.json()) as { error?: string }).error, 'temporarily_unavailable');
     assert.equal((await live).status, 200);
     assert.equal((await ready).status, 503);
+    // Each refusal is in the access log; the overload is said once, not as an error per refusal.
+    const lines = server.logs.map((l) => JSON.parse(l) as { level: string; msg: string; route?: string; status?: number });
+    assert.ok(lines.some((l) => l.msg === 'request' && l.route === '/v1/orgs' && l.status === 503));
+    assert.deepEqual(lines.filter((l) => l.level === 'error'), []);
+    const said = lines.filter((l) => l.msg.startsWith('overloaded:'));
+    assert.equal(said.length, 1, JSON.stringify(said));
+    assert.equal(said[0]!.level, 'warn');
 
     while (measuredDelay() > 50) {
       assert.ok(Date.now() < deadline + 10_000, 'the server caught up within 10 s');
