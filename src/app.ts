@@ -288,6 +288,8 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     return { ...pending, eventLogHeldSince: heldSince };
   });
 
+  /** Whether the log has said that the SQLite file is gone (once). */
+  let fileGoneSaid = false;
   const server = await buildServer({
     logger: core.logger,
     ...(metrics === null ? {} : { metrics }),
@@ -299,6 +301,11 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
     maxEventLoopDelayMs: config.maxEventLoopDelayMs,
     openapi: { baseUrl: config.baseUrl, tokenUrl: core.tokenUrl, scope: core.scope, version: VERSION },
     ready: async () => {
+      if (!core.database.fileInPlace()) {
+        if (!fileGoneSaid) core.logger.error({ file: core.database.file }, 'the SQLite database file is no longer the one this server has open (deleted or replaced): what it writes now is lost when it stops; not ready until it is restarted on the right file');
+        fileGoneSaid = true;
+        return 'The database file is no longer in place; this server is not ready until it is restarted.';
+      }
       // A probe gets its answer within seconds whatever the database does: silence is not ready.
       let timer: NodeJS.Timeout | undefined;
       const silence = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), READY_WITHIN_MS); });

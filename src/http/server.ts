@@ -42,8 +42,8 @@ export interface ServerDeps {
   /** Mean event-loop delay, ms, past which requests are refused with 503 (0: never). */
   maxEventLoopDelayMs: number;
   openapi: OpenApiOptions;
-  /** Ready when the database answers. */
-  ready: () => Promise<boolean>;
+  /** Ready when the database answers; false, or why not. */
+  ready: () => Promise<boolean | string>;
   /** What each response counts in (SLIPWAY_METRICS_ADDRESS); none by default. */
   metrics?: Metrics;
   /** Tests pass this to fail on a status a route did not declare. */
@@ -526,7 +526,8 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     async () => ({ status: 'ok' }));
   app.get(`${apiPrefix}/readyz`, { config: { operation: 'health.ready' }, schema: { tags: ['health'], summary: 'Readiness: the database answers', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } },
     async () => {
-      if (!(await deps.ready().catch(() => false))) throw errors.unavailable('The database does not answer.', 5);
+      const ready = await deps.ready().catch(() => false);
+      if (ready !== true) throw errors.unavailable(typeof ready === 'string' ? ready : 'The database does not answer.', 5);
       return { status: 'ready' };
     });
 

@@ -2,12 +2,13 @@
 // (unknown route, wrong method, media type, size, malformed JSON), request ids, the access log and
 // its redaction, health and readiness.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
-import { startServer, type TestServer } from '../support/harness.js';
+import { startServer, TEST_DB, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -464,6 +465,27 @@ describe('readiness without a database', () => {
   let server: TestServer;
   before(async () => { server = await startServer(); });
   after(async () => { await server.close(); });
+
+  it('answers /readyz 503 once the SQLite file it has open is deleted, and says so once in the log', { skip: TEST_DB === 'sqlite' ? false : 'SQLite only: PostgreSQL has no file here' }, async () => {
+    const other = await startServer();
+    try {
+      assert.equal((await other.http().get('/readyz')).status, 200);
+      // Deleted under it: the server would go on writing to the file it has open, which goes when it stops.
+      for (const suffix of ['', '-wal', '-shm']) fs.rmSync(`${other.core.database.file!}${suffix}`, { force: true });
+      for (let i = 0; i < 2; i++) {
+        const ready = await other.http().get('/readyz');
+        assert.match(String(assertProblem(ready, 503, 'unavailable').detail), /database file is no longer in place/);
+        assert.ok(Number(ready.headers.get('retry-after')) > 0);
+      }
+      assert.equal((await other.http().get('/healthz')).status, 200);
+      const said = other.logs.map((l) => JSON.parse(l) as { level: string; msg: string; file?: string }).filter((l) => /no longer the one this server has open/.test(l.msg));
+      assert.equal(said.length, 1, JSON.stringify(said));
+      assert.deepEqual([said[0]!.level, said[0]!.file], ['error', other.core.database.file]);
+      assert.deepEqual(other.undeclared, []);
+    } finally {
+      await other.close();
+    }
+  });
 
   it('answers /readyz 503 with Retry-After once the database is gone, while /healthz stays 200', async () => {
     await server.core.database.close();

@@ -44,6 +44,12 @@ export interface Database {
    * PostgreSQL: null, nothing tells: every other node writes through its own connections.
    */
   writesElsewhere(): number | null;
+  /**
+   * SQLite: whether the file this process has open is still the one at its path. Once it has been
+   * deleted or replaced, the process goes on reading and writing the file it has open, and what it
+   * writes is lost when it ends. PostgreSQL: always true.
+   */
+  fileInPlace(): boolean;
   close(): Promise<void>;
 }
 
@@ -123,6 +129,7 @@ function openSqlite(file: string, onCheckpointError: ((message: string | null) =
   const lostListeners: Array<() => void> = [];
   const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(withStatementCache(sqlite), groupLimits, () => { for (const l of lostListeners) l(); }) });
   const dataVersion = sqlite.prepare('PRAGMA data_version').pluck();
+  const opened = fs.statSync(file);
   return {
     db,
     dialect: 'sqlite',
@@ -130,6 +137,14 @@ function openSqlite(file: string, onCheckpointError: ((message: string | null) =
     setStatementDeadline: () => {},
     onWritesLost: (listener) => { lostListeners.push(listener); },
     writesElsewhere: () => dataVersion.get() as number,
+    fileInPlace: () => {
+      try {
+        const now = fs.statSync(file);
+        return now.ino === opened.ino && now.dev === opened.dev;
+      } catch {
+        return false;
+      }
+    },
     close: async () => {
       await checkpointer?.stop();
       await db.destroy();
@@ -195,6 +210,7 @@ function openPostgres(url: string, poolSize: number): Database {
     setStatementDeadline: (ms) => { deadline.ms = ms; },
     onWritesLost: () => {},
     writesElsewhere: () => null,
+    fileInPlace: () => true,
     close: async () => {
       await db.destroy();
     },
