@@ -1438,5 +1438,14 @@ async function render() {
   }
 }
 
+// The skip link goes to the page's heading (or, without one, the page itself): its `#main` is not
+// a view's address, and following it would draw the page "No such page".
+document.getElementById('skip').addEventListener('click', (event) => {
+  event.preventDefault();
+  const target = $main.querySelector('h1') ?? $main;
+  if (!target.hasAttribute('tabindex')) target.setAttribute('tabindex', '-1');
+  target.focus();
+});
+
 window.addEventListener('hashchange', render);
 render();
