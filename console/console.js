@@ -75,11 +75,45 @@ function badge(text, kind = text) {
   return h('span', { class: `badge ${kind}` }, text.replace('_', ' '));
 }
 
+/**
+ * A box that shows less than it holds (a table wider than the page, a long spec) is reached with
+ * Tab while it does, so that the keyboard scrolls it as a mouse would, and is named for a screen
+ * reader; one that shows everything is no stop on the way.
+ */
+const overflowWatch = new ResizeObserver((entries) => { for (const entry of entries) followOverflow(entry.target.closest('[data-scrolls]')); });
+function followOverflow(box) {
+  if (box === null) return;
+  const overflows = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+  if (overflows && !box.hasAttribute('tabindex')) {
+    box.tabIndex = 0;
+    box.setAttribute('role', 'region');
+    box.setAttribute('aria-label', box.dataset.scrolls || `${headingBefore(box)}: table, scrolls sideways`);
+  } else if (!overflows && box.getAttribute('tabindex') === '0') {
+    for (const name of ['tabindex', 'role', 'aria-label']) box.removeAttribute(name);
+  }
+}
+/** The text of the heading nearest before `box` in the page: what a table there is a table of. */
+function headingBefore(box) {
+  for (let el = box; el !== null && el !== document.body; el = el.parentElement) {
+    for (let before = el.previousElementSibling; before !== null; before = before.previousElementSibling) {
+      if (/^H[1-6]$/.test(before.tagName)) return before.textContent;
+    }
+  }
+  return document.title;
+}
+/** `name`: what it is called, or nothing for a table named after its heading once in the page. */
+function scrollsByKeyboard(box, name) {
+  box.dataset.scrolls = name;
+  overflowWatch.observe(box);
+  if (box.firstElementChild) overflowWatch.observe(box.firstElementChild);
+  return box;
+}
+
 /** A table in a box of its own that scrolls sideways when the table is wider than the page. */
 function table(headings, rows, empty = 'Nothing here yet.') {
   if (rows.length === 0) return h('p', { class: 'muted' }, empty);
-  return h('div', { class: 'table-scroll' },
-    h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows)));
+  return scrollsByKeyboard(h('div', { class: 'table-scroll' },
+    h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows))), '');
 }
 const isTable = (el) => el.classList.contains('table-scroll');
 
@@ -92,8 +126,8 @@ function notify(text) {
   notify.timer = setTimeout(() => { $notice.hidden = true; }, 4000);
 }
 
-function json(value) {
-  return h('pre', {}, JSON.stringify(value, null, 2));
+function json(value, name = 'JSON') {
+  return scrollsByKeyboard(h('pre', {}, JSON.stringify(value, null, 2)), name);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -691,7 +725,9 @@ async function deploymentView(org, id) {
   const base = `/v1/orgs/${encodeURIComponent(org)}/deployments/${encodeURIComponent(id)}`;
   let d = await api('GET', base);
   const head = h('div', { class: 'card' });
-  const logBox = h('pre', { class: 'log', id: 'deployment-log' }, d.logsRemovedAt
+  // Scrolled from the keyboard too. A log (read out as lines come) once its first lines are in,
+  // not at once with the last 1,000.
+  const logBox = h('pre', { class: 'log', id: 'deployment-log', tabindex: '0', 'aria-labelledby': 'deployment-log-heading' }, d.logsRemovedAt
     ? `Its log was removed at ${d.logsRemovedAt}, its retention over (SLIPWAY_DEPLOYMENT_LOG_RETENTION_DAYS).`
     : 'No log lines yet: they appear here as the runner sends them.');
   const actions = h('div', { class: 'row' });
@@ -759,7 +795,7 @@ async function deploymentView(org, id) {
       ? ['Against ', link(changes.against.id, 'o', org, 'deployments', changes.against.id), ` (${changes.against.revision ?? 'no revision'}, ${changes.against.state}), the last that succeeded here before it.`]
       : 'The first of its service here to be compared: everything is new.'),
     table(['What', 'Change', 'From', 'To'], changeRows.map((cells) => h('tr', {}, cells.map((c, i) => h('td', {}, i === 0 ? h('code', {}, c) : c)))), 'Nothing changes.'));
-  page(`Deployment ${d.id}`, head, promote, h('h2', {}, 'Changes'), changesBox, h('h2', {}, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec));
+  page(`Deployment ${d.id}`, head, promote, h('h2', {}, 'Changes'), changesBox, h('h2', { id: 'deployment-log-heading' }, 'Log'), logBox, h('h2', {}, 'Spec (as frozen at creation)'), json(d.spec, 'Spec'));
 
   // Follows the log while the deployment runs, from its last lines; stops when anything else is drawn.
   let after = null;
@@ -781,6 +817,7 @@ async function deploymentView(org, id) {
         // A long-running log keeps only its last lines on the page.
         while (logBox.childElementCount > LOG_SHOWN_MAX) logBox.firstElementChild.remove();
         if (atEnd) logBox.scrollTop = logBox.scrollHeight;
+        if (after === null) logBox.setAttribute('role', 'log');
         after = chunk.nextAfter;
         if (!chunk.hasMore) break;
       }
@@ -888,7 +925,7 @@ async function serviceView(org, name) {
       (p) => table(DEPLOYMENT_HEADINGS, p.deployments.map((d) => deploymentRow(org, d)), 'Not deployed yet.')),
     h('h2', {}, 'Spec'),
     offered('developer', h('details', { class: 'card' }, h('summary', {}, 'Edit'), edit)),
-    json(service.spec),
+    json(service.spec, 'Spec'),
     offered('admin', [h('h2', {}, 'Danger zone'), h('div', { class: 'card' }, remove)]));
   followListedStates(org);
 }
@@ -966,7 +1003,7 @@ async function environmentView(org, name) {
       : offered('admin', h('details', { class: 'card' }, h('summary', {}, 'Lock (a deploy freeze)'), lockForm)),
     h('h2', {}, 'Configuration'),
     h('p', { class: 'muted' }, 'Every deployment into this environment gets these besides its service\'s: its plain variables over the service\'s of the same name, its secrets beside the service\'s (a variable both would export is refused when deploying).'),
-    configured ? json({ variables: env.variables, secrets: env.secrets }) : h('p', {}, 'None: deployments here get their service\'s variables and secrets only.'),
+    configured ? json({ variables: env.variables, secrets: env.secrets }, 'Configuration') : h('p', {}, 'None: deployments here get their service\'s variables and secrets only.'),
     offered('admin', h('details', { class: 'card' }, h('summary', {}, 'Edit'), configure)),
     h('h2', {}, 'Runners'),
     runnersList(org, env.id, `No runner takes ${env.name}'s deployments yet: start one with slipway runner --environment ${env.name}.`),
