@@ -366,19 +366,52 @@ function problemBox(error) {
     body.requestId ? h('div', { class: 'muted' }, `Request id ${body.requestId}`) : null);
 }
 
+let problems = 0;
+
+/**
+ * The fields of `form` that a problem's errors point at (`/name`, `/spec/port`: the field `name`,
+ * `spec`) are marked invalid and described by the problem; those of an earlier problem no longer.
+ */
+function markInvalid(form, box, error) {
+  for (const field of form.querySelectorAll('[aria-invalid]')) {
+    field.removeAttribute('aria-invalid');
+    if (field.dataset.hint) field.setAttribute('aria-describedby', field.dataset.hint);
+    else field.removeAttribute('aria-describedby');
+  }
+  if (box === null || !(error instanceof Problem)) return;
+  // The console's own refusals (text that is not JSON, not .env lines) name their field.
+  const pointers = [...(Array.isArray(error.body.errors) ? error.body.errors.map((e) => e.pointer) : []), error.body.field && `/${error.body.field}`];
+  for (const pointer of pointers) {
+    const name = typeof pointer === 'string' && pointer.startsWith('/') ? decodeURIComponent(pointer.split('/')[1] ?? '') : '';
+    const field = name ? form.querySelector(`[name="${CSS.escape(name)}"]`) : null;
+    if (field === null) continue;
+    field.setAttribute('aria-invalid', 'true');
+    field.setAttribute('aria-describedby', [field.dataset.hint, box.id].filter(Boolean).join(' '));
+  }
+}
+
 /**
  * Runs an action from a button or form: disables it meanwhile, and shows its problem beside it
- * (replacing the previous one) instead of losing what the user typed.
+ * (replacing the previous one) instead of losing what the user typed. A refused form, or a refused
+ * action whose button had the focus, puts the focus on the problem, where reading goes on; a button
+ * that lost the focus while disabled gets it back once its action is done.
  */
-async function act(trigger, where, action) {
+async function act(trigger, where, action, form = null) {
   where.querySelectorAll(':scope > .problem').forEach((el) => el.remove());
+  const hadFocus = trigger !== null && trigger !== undefined && document.activeElement === trigger;
   if (trigger) trigger.disabled = true;
   try {
-    return await action();
+    const done = await action();
+    if (form) markInvalid(form, null, null);
+    return done;
   } catch (error) {
     if (!quiet(error)) {
       const box = problemBox(error);
+      box.id = `problem-${++problems}`;
+      box.tabIndex = -1;
       where.append(box);
+      if (form) markInvalid(form, box, error);
+      if (form || hadFocus || document.activeElement === document.body) box.focus({ preventScroll: true });
       // A refusal the user cannot see is no answer: bring it into sight.
       box.scrollIntoView({ block: 'nearest' });
       // A role too low may be a role lowered since it was read.
@@ -387,13 +420,14 @@ async function act(trigger, where, action) {
     return undefined;
   } finally {
     if (trigger) trigger.disabled = false;
+    if (hadFocus && trigger.isConnected && (document.activeElement === null || document.activeElement === document.body)) trigger.focus();
   }
 }
 
 function onSubmit(form, action) {
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    act(form.querySelector('button[type=submit]'), form.parentElement ?? form, () => action(new FormData(form)));
+    act(form.querySelector('button[type=submit]'), form.parentElement ?? form, () => action(new FormData(form)), form);
   });
   return form;
 }
@@ -854,11 +888,11 @@ const SPEC_TEMPLATE = {
   secrets: [],
 };
 
-function parseJson(text, field) {
+function parseJson(text, field, name) {
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw new Problem(400, { title: 'Not JSON', detail: `${field} is not valid JSON: ${error.message}` });
+    throw new Problem(400, { title: 'Not JSON', detail: `${field} is not valid JSON: ${error.message}`, field: name });
   }
 }
 
@@ -871,7 +905,7 @@ async function servicesView(org) {
     h('label', {}, 'Spec (JSON: command or image, port, healthCheck, variables, secrets)',
       h('textarea', { name: 'spec', class: 'code', rows: 10, spellcheck: 'false', value: JSON.stringify(SPEC_TEMPLATE, null, 2) })),
     h('button', { type: 'submit', class: 'primary' }, 'Create service')), async (form) => {
-    const made = await api('POST', base, { body: { name: form.get('name'), description: form.get('description') || undefined, spec: parseJson(String(form.get('spec')), 'The spec') } });
+    const made = await api('POST', base, { body: { name: form.get('name'), description: form.get('description') || undefined, spec: parseJson(String(form.get('spec')), 'The spec', 'spec') } });
     notify(`Service ${made.name} created.`);
     location.hash = `#/o/${encodeURIComponent(org)}/services/${encodeURIComponent(made.name)}`;
   });
@@ -908,7 +942,7 @@ async function serviceView(org, name) {
       h('textarea', { name: 'spec', class: 'code', rows: 14, spellcheck: 'false', value: JSON.stringify(service.spec, null, 2) })),
     h('button', { type: 'submit', class: 'primary' }, 'Save')), async (form) => {
     // With the ETag of the version shown: an edit made meanwhile elsewhere is a 412, not overwritten.
-    const saved = await api('PATCH', base, { headers: { 'if-match': serviceTag }, body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec') } });
+    const saved = await api('PATCH', base, { headers: { 'if-match': serviceTag }, body: { description: form.get('description'), spec: parseJson(String(form.get('spec')), 'The spec', 'spec') } });
     notify(`Service ${saved.name} saved as version ${saved.version}.`);
     render();
   });
@@ -983,9 +1017,9 @@ async function environmentView(org, name) {
     h('label', {}, 'Configuration (JSON: `variables`, and `secrets` named as in a service spec; each replaces what the environment had)',
       h('textarea', { name: 'configuration', class: 'code', rows: 10, spellcheck: 'false', value: JSON.stringify({ variables: env.variables, secrets: env.secrets }, null, 2) })),
     h('button', { type: 'submit', class: 'primary' }, 'Save configuration')), async (form) => {
-    const config = parseJson(String(form.get('configuration')), 'The configuration');
+    const config = parseJson(String(form.get('configuration')), 'The configuration', 'configuration');
     if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-      throw new Problem(400, { title: 'Not a configuration', detail: 'The configuration is a JSON object: {"variables": {…}, "secrets": […]}.' });
+      throw new Problem(400, { title: 'Not a configuration', detail: 'The configuration is a JSON object: {"variables": {…}, "secrets": […]}.', field: 'configuration' });
     }
     const saved = await api('PATCH', base, { headers: ifMatch, body: { variables: config.variables, secrets: config.secrets } });
     notify(`Environment ${saved.name}: configuration saved. The next deployment into it takes it; those made keep theirs.`);
@@ -1047,9 +1081,9 @@ async function runnersView(org) {
 function dotenvValues(text) {
   const { values, problems } = parseDotenv(text);
   if (problems.length > 0) {
-    throw new Problem(400, { title: 'Not .env text', detail: 'Fix these lines; nothing was saved.', errors: problems.map((p) => ({ pointer: `line ${p.line}`, message: p.message })) });
+    throw new Problem(400, { title: 'Not .env text', detail: 'Fix these lines; nothing was saved.', errors: problems.map((p) => ({ pointer: `line ${p.line}`, message: p.message })), field: 'values' });
   }
-  if (Object.keys(values).length === 0) throw new Problem(400, { title: 'Not .env text', detail: 'There is no KEY=value line to save; nothing was saved.' });
+  if (Object.keys(values).length === 0) throw new Problem(400, { title: 'Not .env text', detail: 'There is no KEY=value line to save; nothing was saved.', field: 'values' });
   return values;
 }
 
@@ -1072,8 +1106,8 @@ async function secretsView(org, query) {
   });
   const save = onSubmit(h('form', { class: 'stack', id: 'save-secret' },
     h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'database', spellcheck: 'false' })),
-    h('label', {}, 'Values, as .env lines (KEY=value)', h('textarea', { name: 'values', class: 'code', rows: 6, required: true, spellcheck: 'false', autocomplete: 'off' })),
-    h('p', { class: 'muted' }, 'Creates the secret, or makes a new version of it holding exactly these keys (you are asked first if that leaves some of its keys out). Values are encrypted at rest and never shown again unless an admin reveals them.'),
+    h('label', {}, 'Values, as .env lines (KEY=value)', h('textarea', { name: 'values', class: 'code', rows: 6, required: true, spellcheck: 'false', autocomplete: 'off', 'aria-describedby': 'save-secret-hint', 'data-hint': 'save-secret-hint' })),
+    h('p', { class: 'muted', id: 'save-secret-hint' }, 'Creates the secret, or makes a new version of it holding exactly these keys (you are asked first if that leaves some of its keys out). Values are encrypted at rest and never shown again unless an admin reveals them.'),
     h('button', { type: 'submit', class: 'primary' }, 'Save secret')), async (form) => {
     const name = String(form.get('name')).trim();
     const values = dotenvValues(String(form.get('values')));
