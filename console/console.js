@@ -1139,10 +1139,13 @@ async function secretsView(org, query) {
     deleted ? null : offered('developer', [h('h2', {}, 'New secret, or a new version'), h('div', { class: 'card' }, save)]));
 }
 
-/** Values of one version, on screen until hidden; never kept anywhere else. */
+/**
+ * Values of one version, on screen until hidden; never kept anywhere else. A region named by its
+ * title: given the focus, a screen reader says which values are there, and reads them only when asked.
+ */
 function revealedBox(revealed, hide) {
-  return h('div', { class: 'once', id: 'revealed', tabindex: '-1' },
-    h('div', { class: 'spread' }, h('strong', {}, `Values of version ${revealed.version}`), h('button', { type: 'button', onclick: hide }, 'Hide')),
+  return h('div', { class: 'once', id: 'revealed', tabindex: '-1', role: 'region', 'aria-labelledby': 'revealed-title' },
+    h('div', { class: 'spread' }, h('strong', { id: 'revealed-title' }, `Values of version ${revealed.version}`), h('button', { type: 'button', onclick: hide }, 'Hide')),
     h('dl', {}, Object.entries(revealed.values).map(([key, value]) => [h('dt', {}, h('code', {}, key)), h('dd', {}, h('code', {}, value))])));
 }
 
@@ -1157,10 +1160,14 @@ async function secretView(org, name) {
   const revealArea = h('div');
   /** Where a refused restore of a version says so: above the versions. */
   const versionsProblem = h('div');
-  const reveal = async (version) => {
+  /** `opener`: the Reveal pressed, which gets the focus back when the values are hidden. */
+  const reveal = async (version, opener) => {
     await act(null, revealArea, async () => {
       const revealed = await api('POST', `${base}/reveal`, { body: version === undefined ? {} : { version } });
-      fill(revealArea, revealedBox(revealed, () => fill(revealArea)));
+      fill(revealArea, revealedBox(revealed, () => {
+        fill(revealArea);
+        (opener?.isConnected ? opener : document.getElementById('reveal'))?.focus();
+      }));
     });
     // The values (or the refusal) show at the top, in sight of a Reveal far down in the versions.
     revealArea.firstElementChild?.focus({ preventScroll: true });
@@ -1201,7 +1208,7 @@ async function secretView(org, name) {
   page(`Secret ${secret.name}`,
     h('div', { class: 'card' },
       h('div', { class: 'spread' }, h('span', {}, `Version ${secret.version} · updated `, when(secret.updatedAt)),
-        h('div', { class: 'row' }, offered('admin', h('button', { type: 'button', id: 'reveal', onclick: () => reveal() }, 'Reveal values')), offered('developer', remove), offered('admin', destroy))),
+        h('div', { class: 'row' }, offered('admin', h('button', { type: 'button', id: 'reveal', onclick: (e) => reveal(undefined, e.currentTarget) }, 'Reveal values')), offered('developer', remove), offered('admin', destroy))),
       revealArea,
       table(['Key', ''], secret.keys.map((key) => h('tr', {}, h('td', {}, h('code', {}, key)),
         h('td', {}, offered('developer', h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${key}`, onclick: unset(key) }, 'Remove'))))), 'No keys.')),
@@ -1211,7 +1218,7 @@ async function secretView(org, name) {
       (p) => table(['Version', 'Keys', 'Made by', 'When', ''], p.versions.map((v) => h('tr', {},
         h('td', {}, v.version), h('td', {}, v.keys.map((k) => [h('code', {}, k), ' '])), h('td', {}, v.createdBy ?? '—'), h('td', {}, when(v.createdAt)),
         h('td', {}, h('div', { class: 'row' },
-          offered('admin', h('button', { type: 'button', 'aria-label': `Reveal version ${v.version}`, onclick: () => reveal(v.version) }, 'Reveal')),
+          offered('admin', h('button', { type: 'button', 'aria-label': `Reveal version ${v.version}`, onclick: (e) => reveal(v.version, e.currentTarget) }, 'Reveal')),
           v.version === secret.version || !may('admin') ? null : h('button', { type: 'button', 'aria-label': `Restore version ${v.version}`, onclick: (e) => act(e.target, versionsProblem, async () => {
             const saved = await api('POST', `${base}/restore`, { headers: ifMatch, body: { version: v.version } });
             notify(saved.result === 'unchanged' ? 'Those are the current values already.' : `Version ${v.version} restored as version ${saved.version}.`);
