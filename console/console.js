@@ -19,6 +19,7 @@ const $main = document.getElementById('main');
 const $nav = document.getElementById('org-nav');
 const $who = document.getElementById('who');
 const $notice = document.getElementById('notice');
+const $announce = document.getElementById('announce');
 
 // ---------------------------------------------------------------------------------------------
 // DOM helpers
@@ -117,13 +118,19 @@ function table(headings, rows, empty = 'Nothing here yet.') {
 }
 const isTable = (el) => el.classList.contains('table-scroll');
 
+// What an action did is said in #notice, and what changed by itself (a deployment's state) in
+// #announce, out of sight: both are status regions that are always in the page, empty when they have
+// nothing to say, so that a screen reader reads what is put in them (a region shown at the same
+// time as its text is not read out by all of them).
 let noticeAt = 0;
 function notify(text) {
   noticeAt = Date.now();
   $notice.textContent = shown(text);
-  $notice.hidden = false;
   clearTimeout(notify.timer);
-  notify.timer = setTimeout(() => { $notice.hidden = true; }, 4000);
+  notify.timer = setTimeout(() => $notice.replaceChildren(), 4000);
+}
+function announce(text) {
+  $announce.textContent = shown(text);
 }
 
 function json(value, name = 'JSON') {
@@ -684,10 +691,14 @@ const ENDED_LOOKUPS = 10;
 function followListedStates(org) {
   const drawn = renders;
   const orgPath = `/v1/orgs/${encodeURIComponent(org)}/deployments`;
+  /** What changed in this look, said at once when it is over. */
+  let changed = [];
   const show = (cell, state) => {
     if (state === cell.dataset.state) return;
     cell.dataset.state = state;
     fill(cell, badge(state));
+    const row = cell.closest('tr');
+    changed.push(`The deployment of ${row.cells[1].textContent} into ${row.cells[2].textContent}: now ${state.replace('_', ' ')}.`);
   };
   const poll = async () => {
     if (renders !== drawn) return;
@@ -712,6 +723,8 @@ function followListedStates(org) {
           }
         }
       }
+      if (changed.length > 0 && renders === drawn) announce(changed.join(' '));
+      changed = [];
     } catch (error) {
       // Another view, or signed out: nothing more to follow. Any other trouble: tried again next time.
       if (quiet(error)) return;
@@ -859,6 +872,7 @@ async function deploymentView(org, id) {
       trouble?.remove();
       trouble = null;
       // A runner's report on the process moves no updatedAt: compared as well.
+      if (fresh.state !== d.state) announce(`The deployment of ${fresh.service.name} into ${fresh.environment.name}: now ${fresh.state.replace('_', ' ')}.`);
       if (fresh.state !== d.state || fresh.updatedAt !== d.updatedAt || JSON.stringify(fresh.process) !== JSON.stringify(d.process)) { d = fresh; drawHead(); await offerPromotion(); }
       // Followed while it runs, and more slowly while it serves (a runner sends its service's output).
       if (UNFINISHED.includes(d.state)) setTimeout(follow, 2_000);
@@ -1483,7 +1497,7 @@ async function render() {
   renders += 1;
   if (session() === null) return signInView();
   // A notice stays for the page its action went to, not for the pages after it.
-  if (Date.now() - noticeAt > 1_000) $notice.hidden = true;
+  if (Date.now() - noticeAt > 1_000) $notice.replaceChildren();
   try {
     await readCaller();
     const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
