@@ -114,7 +114,8 @@ function scrollsByKeyboard(box, name) {
 function table(headings, rows, empty = 'Nothing here yet.') {
   if (rows.length === 0) return h('p', { class: 'muted' }, empty);
   return scrollsByKeyboard(h('div', { class: 'table-scroll' },
-    h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows))), '');
+    // A column of buttons has no heading to show, and one to read: Actions.
+    h('table', {}, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t || h('span', { class: 'visually-hidden' }, 'Actions'))))), h('tbody', {}, rows))), '');
 }
 const isTable = (el) => el.classList.contains('table-scroll');
 
@@ -527,13 +528,15 @@ function signInView() {
     render();
   });
   fill($main, h('div', { class: 'signin' },
-    h('h1', {}, 'Sign in to Slipway'),
+    h('h1', { tabindex: '-1' }, 'Sign in to Slipway'),
     h('p', { class: 'muted' }, 'With a service user\'s credentials (made under Service users, or bootstrap.json on a first start). The secret is sent to the token endpoint only; the token is kept in this tab until it expires or you sign out, which revokes it.'),
     signInReason ? h('div', { class: 'problem', role: 'alert' }, signInReason) : null,
     sameOrigin
       ? h('div', { class: 'card' }, credentials)
       : h('p', { class: 'muted' }, `Tokens come from ${config.tokenUrl}; get one there and paste it below.`),
     h('details', { class: 'card', open: !sameOrigin }, h('summary', {}, 'Use an access token instead'), pasted)));
+  // Signed out from a button the page no longer has: reading and Tab go on from the heading.
+  if (document.activeElement === null || document.activeElement === document.body) $main.querySelector('h1').focus({ preventScroll: true });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1521,11 +1524,12 @@ async function render() {
     else throw new Problem(404, { title: 'No such page', detail: `The console has no page at ${location.hash}.` });
   } catch (error) {
     if (quiet(error)) return;
-    // A page the API refused is that page: titled after the refusal, the focus on it.
+    // A page the API refused is that page: headed and titled after the refusal, the focus on it.
     const box = problemBox(error);
     box.setAttribute('tabindex', '-1');
-    fill($main, box, h('p', {}, link('Back to your organizations', '')));
-    document.title = [error instanceof Problem ? error.body?.title ?? 'Refused' : 'Something went wrong', shownOrg, 'Slipway'].filter(Boolean).join(' · ');
+    const title = error instanceof Problem ? error.body?.title ?? 'Refused' : 'Something went wrong';
+    fill($main, h('h1', {}, title), box, h('p', {}, link('Back to your organizations', '')));
+    document.title = [title, shownOrg, 'Slipway'].filter(Boolean).join(' · ');
     box.focus({ preventScroll: true });
   }
 }
