@@ -3,30 +3,18 @@
 // secrets, environments, services, deployments, service users, roles, and text from the API that
 // must never become markup.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { chromium, type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, TEST_DB, type TestServer } from '../support/harness.js';
+import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
+import { browserSkip as skipBrowserTests, launchChromium } from '../support/chromium.js';
 import { newRunner } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
-/** Chromium from the distribution's packages (`apt-get install chromium`), or SLIPWAY_TEST_CHROMIUM. */
-function findChromium(): string | null {
-  const candidates = [process.env.SLIPWAY_TEST_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-  return candidates.find((file): file is string => file !== undefined && file !== '' && fs.existsSync(file)) ?? null;
-}
-
-const CHROMIUM = findChromium();
-const IN_CI = ['true', '1', 'yes'].includes((process.env.CI ?? '').trim().toLowerCase());
-if (CHROMIUM === null && IN_CI) throw new Error('console.test: CI must run the browser tests; install Chromium (apt-get install chromium) or set SLIPWAY_TEST_CHROMIUM');
-const browserSkip = TEST_DB !== 'sqlite'
-  ? 'the page only speaks the API: driven once, on SQLite'
-  : CHROMIUM === null ? 'NO CHROMIUM: install it (apt-get install chromium) or set SLIPWAY_TEST_CHROMIUM to run the console in a browser' : false;
-if (CHROMIUM === null && TEST_DB === 'sqlite') process.stderr.write(`\nconsole.test: SKIPPING the browser tests: ${browserSkip}\n\n`);
+const browserSkip = skipBrowserTests('console.test');
 
 describe('console files', () => {
   let server: TestServer;
@@ -116,10 +104,7 @@ describe('console in a browser', { skip: browserSkip }, () => {
   before(async () => {
     // Webhooks deliver to a receiver on this machine.
     server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true' } });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM!,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
