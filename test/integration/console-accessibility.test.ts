@@ -1,0 +1,182 @@
+// The web console with a keyboard only and with a screen reader (WCAG 2.2 AA), in a real Chromium
+// (once, on SQLite: the page only speaks the API): axe-core over its pages in their states, at a
+// desktop's width and at 320 px.
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { browserSkip as skipBrowserTests, launchChromium } from '../support/chromium.js';
+import { newRunner } from '../support/deployments.js';
+import { startServer, type TestServer } from '../support/harness.js';
+
+/** axe-core's script, from node_modules: injected into the pages it checks. */
+const AXE_SCRIPT = createRequire(import.meta.url).resolve('axe-core');
+
+const browserSkip = skipBrowserTests('console-accessibility.test');
+
+describe('console accessibility in a browser', { skip: browserSkip }, () => {
+  let server: TestServer;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+  /** Errors the pages reported: a script error, a refused resource, a policy violation. */
+  const pageErrors: string[] = [];
+
+  before(async () => {
+    // Webhooks deliver to a receiver on this machine. A deployment a test holds in progress, sending
+    // no heartbeat, stays its runner's for the whole test, however slowly the machine goes.
+    server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true', SLIPWAY_RUNNER_LEASE_SECONDS: '600' } });
+    browser = await launchChromium();
+  });
+  after(async () => {
+    await browser?.close();
+    assert.deepEqual(server.undeclared, []);
+    await server.close();
+  });
+
+  /** A page in a context of its own; `bypassCSP` for one axe-core is injected into. */
+  async function newPage(options: { bypassCSP?: boolean } = {}): Promise<Page> {
+    const context = await browser.newContext(options);
+    contexts.push(context);
+    const page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    page.on('pageerror', (error) => pageErrors.push(String(error)));
+    page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
+    return page;
+  }
+
+  async function signIn(page: Page, creds: { clientId: string; clientSecret: string }): Promise<void> {
+    await page.goto(`${server.url}/`);
+    await page.fill('#signin-credentials input[name=clientId]', creds.clientId);
+    await page.fill('#signin-credentials input[name=clientSecret]', creds.clientSecret);
+    await page.click('#signin-credentials button[type=submit]');
+  }
+
+  /** A new page signed in as `creds`, on its organization's deployments (where one organization lands). */
+  async function signedIn(creds: { clientId: string; clientSecret: string }, options: { bypassCSP?: boolean } = {}): Promise<Page> {
+    const page = await newPage(options);
+    await signIn(page, creds);
+    await page.waitForSelector('h1:has-text("Deployments")');
+    return page;
+  }
+
+  /** A deployment a runner has claimed, in an environment and a service of its own, and how to send its log lines. */
+  async function runningDeployment(name: string) {
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name })).status, 201);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name, spec: { command: ['node', 'server.js'] } })).status, 201);
+    const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: name, environment: name });
+    assert.equal(made.status, 201, made.text);
+    const runner = await newRunner(server, server.bootstrap.orgId);
+    const claim = await runner.take({ environments: [name], waitSeconds: 0 });
+    assert.equal(claim.deployment.id, made.body.id);
+    return {
+      id: claim.deployment.id,
+      send: async (lines: string[]) => {
+        const res = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: lines.map((line) => ({ line })) });
+        assert.equal(res.status, 200, res.text);
+      },
+      complete: async () => assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200),
+    };
+  }
+
+  /**
+   * The accessibility rules of WCAG 2.0 to 2.2, A and AA, that axe-core checks, broken on the page
+   * as it is now, at impact serious or critical: `rule: the elements` for each.
+   */
+  async function accessibilityViolations(page: Page): Promise<string[]> {
+    // Injected as a script of the page's own, which its policy would refuse (its context bypasses it).
+    if (await page.evaluate<boolean>('typeof axe === "undefined"')) await page.addScriptTag({ path: AXE_SCRIPT });
+    return page.evaluate<string[]>(`axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa'] } })
+      .then((result) => result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+        .map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`);
+  }
+
+  it('breaks no serious or critical accessibility rule on its pages, in their states, at a desktop\'s width and at 320 px', async () => {
+    const name = `axe-${process.pid}`;
+    const running = await runningDeployment(name);
+    await running.send(Array.from({ length: 40 }, (_, i) => `starting ${i + 1}`));
+    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: `${name}-locked`, protected: true })).status, 201);
+    assert.equal((await server.owner.http.put(`/v1/orgs/default/environments/${name}-locked/lock`, { reason: 'release freeze' })).status, 200);
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { ALPHA: 'a', BRAVO: 'b' } }] })).status, 201);
+    assert.equal((await server.owner.http.patch(`/v1/orgs/default/secrets/${name}`, { set: { ALPHA: 'a2' } })).status, 200);
+    const hook = await server.owner.http.post('/v1/orgs/default/webhooks', { url: 'http://127.0.0.1:9/slipway', events: ['deployment.*'] });
+    assert.equal(hook.status, 201, hook.text);
+    const viewer = await server.actor(server.bootstrap.orgId, 'viewer', `${name}-viewer`);
+
+    const page = await newPage({ bypassCSP: true });
+    const found: string[] = [];
+    const check = async (state: string) => {
+      for (const violation of await accessibilityViolations(page)) found.push(`${state}: ${violation}`);
+    };
+    /** Each page once what it loads after its heading is in. */
+    const visit = async (hash: string, drawn: string) => {
+      await page.goto(`${server.url}/console/#${hash}`);
+      await page.waitForSelector(drawn);
+      await check(hash);
+    };
+
+    await page.goto(`${server.url}/console/`);
+    await page.waitForSelector('#signin-credentials');
+    await check('sign-in');
+    await page.fill('#signin-credentials input[name=clientId]', server.bootstrap.clientId);
+    await page.fill('#signin-credentials input[name=clientSecret]', 'sws_wrong');
+    await page.click('#signin-credentials button[type=submit]');
+    await page.waitForSelector('.problem:has-text("Sign-in refused")');
+    await check('sign-in refused');
+    await page.fill('#signin-credentials input[name=clientSecret]', server.bootstrap.clientSecret);
+    await page.click('#signin-credentials button[type=submit]');
+    await page.waitForSelector('h1:has-text("Deployments")');
+
+    for (const width of [1280, 320]) {
+      await page.setViewportSize({ width, height: 800 });
+      await visit('/o/default/deployments', 'main tbody tr');
+      await visit(`/o/default/deployments?service=${name}&state=failed`, 'text=No deployments match');
+      await visit(`/o/default/deployments/${running.id}`, '#deployment-log >> text=starting 40');
+      await visit('/o/default/services', 'main tbody tr');
+      await visit(`/o/default/services/${name}`, 'main tbody tr');
+      await visit('/o/default/environments', 'main tbody tr');
+      await visit(`/o/default/environments/${name}-locked`, '#environment-lock');
+      await visit('/o/default/runners', 'main tbody tr, main p:has-text("No runner has been seen")');
+      await visit('/o/default/secrets', 'main tbody tr');
+      await visit(`/o/default/secrets/${name}`, 'th:has-text("Made by")');
+      await visit('/o/default/service-users', 'main tbody tr');
+      await visit('/o/default/webhooks', 'main tbody tr');
+      await visit(`/o/default/webhooks/${hook.body.id}`, 'h2:has-text("Deliveries") + div > :is(.table-scroll, p)');
+      await visit('/o/default/events', 'main tbody tr');
+      await visit('/o/no-such-org/services', '.problem');
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+    // A form refused, a secret's values revealed, a client secret shown once, a deleted secret to restore.
+    await page.goto(`${server.url}/console/#/o/default/services`);
+    await page.click('summary:has-text("New service")');
+    await page.fill('#create-service input[name=name]', 'Not A Name');
+    await page.click('#create-service button[type=submit]');
+    await page.waitForSelector('#main .problem');
+    await check('services, a refused form');
+    await page.goto(`${server.url}/console/#/o/default/secrets/${name}`);
+    await page.locator('th:has-text("Made by")').waitFor();
+    await page.click('#reveal');
+    await page.waitForSelector('#revealed');
+    await check('secret, revealed');
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    await page.fill('#create-service-user input[name=name]', `${name}-made`);
+    await page.click('#create-service-user button[type=submit]');
+    await page.waitForSelector('#shown-once');
+    await check('service users, a secret shown once');
+    assert.equal((await server.owner.http.delete(`/v1/orgs/default/secrets/${name}`)).status, 204);
+    await visit('/o/default/secrets?deleted=true', `main tr:has-text("${name}")`);
+    await running.complete();
+
+    // A viewer refused a page of admins.
+    const viewerPage = await signedIn(viewer, { bypassCSP: true });
+    await viewerPage.goto(`${server.url}/console/#/o/default/service-users`);
+    await viewerPage.waitForSelector('.problem:has-text("admin")');
+    for (const violation of await accessibilityViolations(viewerPage)) found.push(`a viewer refused: ${violation}`);
+
+    assert.deepEqual(found, []);
+  });
+
+  it('reported no script error, refused resource or policy violation on any page', () => {
+    // API refusals the page shows the user (a role too low, a form refused, a wrong secret) are expected.
+    assert.deepEqual(pageErrors.filter((e) => !/status of (400|401|403|404)/.test(e)), []);
+  });
+});
