@@ -1,6 +1,6 @@
 // The web console with a keyboard only and with a screen reader (WCAG 2.2 AA), in a real Chromium
 // (once, on SQLite: the page only speaks the API): axe-core over its pages in their states, at a
-// desktop's width and at 320 px.
+// desktop's width and at 320 px; where the focus goes; what status and log regions say.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
@@ -173,6 +173,81 @@ describe('console accessibility in a browser', { skip: browserSkip }, () => {
     for (const violation of await accessibilityViolations(viewerPage)) found.push(`a viewer refused: ${violation}`);
 
     assert.deepEqual(found, []);
+  });
+
+  /** What has the focus: its tag, and its id or name when it has one. */
+  const focused = (page: Page) => page.evaluate<string>('(() => { const f = document.activeElement; return [f.tagName, f.id || f.getAttribute("name") || f.getAttribute("aria-label") || ""].join(" "); })()');
+
+  it('takes the keyboard on from where it was: past the header, to a refused form\'s problem, back to the Reveal that showed values', async () => {
+    const name = `keyboard-${process.pid}`;
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { ALPHA: 'a' } }] })).status, 201);
+    assert.equal((await server.owner.http.patch(`/v1/orgs/default/secrets/${name}`, { set: { ALPHA: 'a2' } })).status, 200);
+    const page = await signedIn(server.bootstrap);
+    await page.goto(`${server.url}/console/#/o/default/services`);
+    await page.waitForSelector('h1:has-text("Services")');
+    // The skip link, first in the page, goes to the page's heading and leaves the address as it was.
+    await page.focus('#skip');
+    await page.keyboard.press('Enter');
+    assert.equal(await focused(page), 'H1 ');
+    assert.match(page.url(), /#\/o\/default\/services$/);
+
+    // A form the API refused: the focus on its problem, the field it names marked and described by it.
+    await page.click('summary:has-text("New service")');
+    await page.fill('#create-service input[name=name]', 'Not A Name');
+    await page.focus('#create-service button[type=submit]');
+    await page.keyboard.press('Enter');
+    const problem = page.locator('#main .problem');
+    await problem.waitFor();
+    const problemId = await problem.getAttribute('id');
+    assert.ok(problemId, 'the problem has an id to be referred to');
+    assert.equal(await focused(page), `DIV ${problemId}`);
+    const field = page.locator('#create-service input[name=name]');
+    assert.equal(await field.getAttribute('aria-invalid'), 'true');
+    assert.equal(await field.getAttribute('aria-describedby'), problemId);
+    // Accepted next time: no longer marked.
+    await page.fill('#create-service input[name=name]', name);
+    await page.focus('#create-service button[type=submit]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector(`h1:has-text("Service ${name}")`);
+
+    // Values revealed from a version's Reveal, and hidden: the focus goes back to that Reveal.
+    await page.goto(`${server.url}/console/#/o/default/secrets/${name}`);
+    const reveal = page.getByRole('button', { name: 'Reveal version 1', exact: true });
+    await reveal.focus();
+    await page.keyboard.press('Enter');
+    const revealed = page.getByRole('region', { name: 'Values of version 1' });
+    await revealed.waitFor();
+    assert.equal(await focused(page), 'DIV revealed');
+    await revealed.getByRole('button', { name: 'Hide' }).focus();
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#revealed', { state: 'detached' });
+    assert.equal(await focused(page), 'BUTTON Reveal version 1');
+  });
+
+  it('tells a screen reader what changes by itself and what an action did, and names what it shows without words on screen', async () => {
+    const running = await runningDeployment(`announced-${process.pid}`);
+    const page = await signedIn(server.bootstrap);
+    // Status regions in the page before they have anything to say, so that what they are given is read.
+    for (const region of ['#notice', '#announce']) {
+      assert.equal(await page.locator(region).getAttribute('role'), 'status', region);
+      assert.equal(await page.locator(region).evaluate((el) => (el as unknown as { hidden: boolean }).hidden), false, region);
+    }
+    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
+    await page.waitForSelector(`h1:has-text("Deployment ${running.id}")`);
+    await running.send(['ready']);
+    // The log, reached with Tab, is a log region named by its heading once its first lines are in.
+    const log = page.getByRole('log', { name: 'Log' });
+    await log.locator('text=ready').waitFor();
+    assert.equal(await log.getAttribute('tabindex'), '0');
+    await running.complete();
+    await page.waitForSelector(`#announce:has-text("The deployment of announced-${process.pid} into announced-${process.pid}: now succeeded.")`, { state: 'attached' });
+
+    // A column of buttons has a heading to read; a page that is not there has a level-one heading.
+    await page.goto(`${server.url}/console/#/o/default/service-users`);
+    await page.waitForSelector('main tbody tr');
+    assert.deepEqual(await page.locator('main thead th').allTextContents(), ['Service user', 'Role', 'Client secrets', 'Actions']);
+    await page.goto(`${server.url}/console/#/o/default/no-such-section`);
+    await page.waitForSelector('h1:has-text("No such page")');
   });
 
   it('reported no script error, refused resource or policy violation on any page', () => {
