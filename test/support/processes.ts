@@ -1,11 +1,35 @@
 // The real `slipway` program as child processes: one-shot CLI commands, and `serve` (or `runner`)
 // running in the background with its log lines collected.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Actor, TestServer } from './harness.js';
 
 /** The compiled CLI entry of this build (test/support → src/cli in the same output directory). */
 export const CLI_ENTRY = fileURLToPath(new URL('../../src/cli/run.js', import.meta.url));
+
+// A command started here that is still running once every test of the file has ended (a log
+// follower that a failed test left behind retries for a day) is killed then: it would otherwise
+// keep the file's process alive. Node 20 and 22 fail such a file at --test-timeout; Node 24 applies
+// that timeout to each test instead of to the file, and would wait for the command to end.
+const running = new Map<ChildProcess, { group: boolean }>();
+after(() => {
+  for (const [child, { group }] of running) {
+    process.stderr.write(`test support: killing a command left running: slipway ${child.spawnargs.slice(2).join(' ')}\n`);
+    try {
+      // One started as a process group's leader goes with its group.
+      process.kill(group ? -child.pid! : child.pid!, 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+});
+function track(child: ChildProcess, group = false): ChildProcess {
+  if (child.pid === undefined) return child; // not started: its 'error' says why
+  running.set(child, { group });
+  child.once('exit', () => running.delete(child));
+  return child;
+}
 
 /** The parent's environment without SLIPWAY_* settings (a developer's own must not leak in), plus `env`. */
 function childEnv(env: Record<string, string>): Record<string, string> {
@@ -30,7 +54,7 @@ export interface Interruption {
 /** `input`: what the command reads on its standard input (none: no standard input). */
 export function runCli(args: string[], env: Record<string, string>, input?: string, interrupt?: Interruption): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = track(spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] }));
     if (input !== undefined) child.stdin!.end(input);
     let stdout = '';
     let stderr = '';
@@ -99,7 +123,7 @@ export function spawnServe(args: string[], env: Record<string, string>, options:
 
 /** `slipway COMMAND …` in the background: `args[0]` is the command. */
 export function spawnSlipway(args: string[], env: Record<string, string>, options: SpawnOptions = {}): SlipwayProcess {
-  const child = spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: options.processGroup ?? false });
+  const child = track(spawn(process.execPath, [CLI_ENTRY, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: options.processGroup ?? false }), options.processGroup ?? false);
   const output: string[] = [];
   const waiters = new Set<() => void>();
   let exitedWith: { code: number | null; signal: NodeJS.Signals | null } | null = null;
