@@ -66,6 +66,12 @@ import { createServiceUsersService } from './modules/service-users/service-users
  */
 const STATEMENT_DEADLINE_MS = 15_000;
 const READY_WITHIN_MS = 5_000;
+/**
+ * At shutdown, once no request is in flight: how long a background statement (a delivery round, a
+ * lease sweep) may wait for PostgreSQL's answer before its connection is ended, so that a database
+ * gone silent does not hold the exit past SLIPWAY_SHUTDOWN_GRACE_SECONDS (1 s at the least).
+ */
+const BACKGROUND_STATEMENTS_AT_SHUTDOWN_MS = 500;
 
 /** The first housekeeping run after start, and the pause between runs (pruning, purging). */
 const HOUSEKEEPING_FIRST_MS = 30_000;
@@ -408,8 +414,13 @@ export async function createSlipway(config: Config, options: SlipwayOptions = {}
       clearInterval(prune);
       stopClockSync();
       stopSweeper();
-      await dispatcher.stop();
+      // No delivery starts from now on; those in flight end (their events are tried again later).
+      const deliveriesStopped = dispatcher.stop();
       await server.close();
+      // No request is left in flight: what background work still waits for (a delivery round, a
+      // lease sweep) is not waited for long on a database that went silent.
+      core.database.endStatementsWithin(BACKGROUND_STATEMENTS_AT_SHUTDOWN_MS);
+      await deliveriesStopped;
       await core.close();
     },
   };

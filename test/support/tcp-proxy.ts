@@ -10,6 +10,8 @@ export function createTcpProxy() {
   let listener: Server | undefined;
   let port = 0;
   let silent = false;
+  /** Chunks a client sent while the proxy was silent: statements left unanswered. */
+  let unanswered = 0;
   /** Connections frozen one by one (`freezeOpen`), while new ones pass. */
   const frozen = new Set<Socket>();
   return {
@@ -27,7 +29,10 @@ export function createTcpProxy() {
           s.on('error', () => { client.destroy(); upstream.destroy(); });
         }
         // While silent, bytes are dropped and nothing is closed: a network that went quiet.
-        client.on('data', (chunk: Buffer) => { if (!silent && !frozen.has(client)) upstream.write(chunk); });
+        client.on('data', (chunk: Buffer) => {
+          if (!silent && !frozen.has(client)) upstream.write(chunk);
+          else unanswered += 1;
+        });
         upstream.on('data', (chunk: Buffer) => { if (!silent && !frozen.has(client)) client.write(chunk); });
         // One side closing closes the other, as on a direct connection; a silent one passes nothing, its end neither.
         client.on('end', () => { if (!silent && !frozen.has(client)) upstream.end(); });
@@ -41,6 +46,10 @@ export function createTcpProxy() {
     /** Stops passing bytes either way, closing nothing (until `cut`). */
     silence(): void {
       silent = true;
+    },
+    /** How many times a client sent something that the proxy, silent or frozen, did not pass on. */
+    unanswered(): number {
+      return unanswered;
     },
     /** The same for the connections open now only: new ones pass (a connection whose peer froze). */
     freezeOpen(): void {

@@ -32,6 +32,13 @@ export interface Database {
    */
   setStatementDeadline(ms: number | null): void;
   /**
+   * PostgreSQL: the statements running now, too, end their connection when they get no answer
+   * within `ms` from now, and so does every later one (a server stopping, with no request left in
+   * flight: its background work is not to hold the shutdown for a database that went silent).
+   * SQLite: nothing to do.
+   */
+  endStatementsWithin(ms: number): void;
+  /**
    * SQLite: `listener` runs when a group commit fails, undoing transactions that had already
    * ended well and whose writes later ones of the group may have read (and cached). PostgreSQL
    * never shows a transaction another's uncommitted writes: it never calls it.
@@ -135,6 +142,7 @@ function openSqlite(file: string, onCheckpointError: ((message: string | null) =
     dialect: 'sqlite',
     file,
     setStatementDeadline: () => {},
+    endStatementsWithin: () => {},
     onWritesLost: (listener) => { lostListeners.push(listener); },
     writesElsewhere: () => dataVersion.get() as number,
     fileInPlace: () => {
@@ -193,7 +201,7 @@ function openPostgres(url: string, poolSize: number): Database {
   const pool = new pg.Pool({ connectionString: url, max: poolSize, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  const deadline: { ms: number | null } = { ms: null };
+  const deadline: StatementDeadline = { ms: null, running: new Set() };
   pool.on('connect', (client) => {
     // Nor one in use: pg-pool listens to idle clients only, and a client checked out between two
     // statements of a transaction when PostgreSQL restarts, or its backend is terminated, would
@@ -208,6 +216,10 @@ function openPostgres(url: string, poolSize: number): Database {
     dialect: 'postgres',
     file: null,
     setStatementDeadline: (ms) => { deadline.ms = ms; },
+    endStatementsWithin: (ms) => {
+      deadline.ms = deadline.ms === null ? ms : Math.min(deadline.ms, ms);
+      for (const client of deadline.running!) setTimeout(() => { if (deadline.running!.has(client)) endSilent(client, ms); }, ms).unref();
+    },
     onWritesLost: () => {},
     writesElsewhere: () => null,
     fileInPlace: () => true,
@@ -223,15 +235,30 @@ function openPostgres(url: string, poolSize: number): Database {
  * queryable, is dropped by the pool on release. pg's own query_timeout is no substitute: it
  * leaves the connection in use, where the late answer would be read as the next statement's.
  */
-export function watchStatements(client: pg.PoolClient | pg.Client, deadline: { ms: number | null }): void {
+export interface StatementDeadline {
+  ms: number | null;
+  /** The clients with a statement under way (that the deadline watches), for endStatementsWithin. */
+  running?: Set<pg.PoolClient | pg.Client>;
+}
+
+export function watchStatements(client: pg.PoolClient | pg.Client, deadline: StatementDeadline): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
     const result = query(...args);
     const ms = deadline.ms;
     if (ms === null || !(result instanceof Promise)) return result;
-    const timer = setTimeout(() => socketOf(client)?.destroy(new Error(`Connection terminated: PostgreSQL did not answer within ${ms} ms`)), ms);
-    return result.finally(() => clearTimeout(timer));
+    const timer = setTimeout(() => endSilent(client, ms), ms);
+    deadline.running?.add(client);
+    return result.finally(() => {
+      clearTimeout(timer);
+      deadline.running?.delete(client);
+    });
   };
+}
+
+/** Ends the connection of a client whose statement got no answer within `ms`: the statement fails as one whose database is out of reach. */
+function endSilent(client: pg.PoolClient | pg.Client, ms: number): void {
+  socketOf(client)?.destroy(new Error(`Connection terminated: PostgreSQL did not answer within ${ms} ms`));
 }
 
 /** A pg client's socket (pg keeps it private), to end a connection that went silent. */
