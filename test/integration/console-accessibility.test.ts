@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSkip as skipBrowserTests, launchChromium } from '../support/chromium.js';
+import { browserSkip as skipBrowserTests, launchChromium, openPage, signIn as signInAt } from '../support/chromium.js';
 import { newRunner } from '../support/deployments.js';
 import { startServer, type TestServer } from '../support/harness.js';
 
@@ -34,22 +34,9 @@ describe('console accessibility in a browser', { skip: browserSkip }, () => {
   });
 
   /** A page in a context of its own; `bypassCSP` for one axe-core is injected into. */
-  async function newPage(options: { bypassCSP?: boolean } = {}): Promise<Page> {
-    const context = await browser.newContext(options);
-    contexts.push(context);
-    const page = await context.newPage();
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (error) => pageErrors.push(String(error)));
-    page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
-    return page;
-  }
+  const newPage = (options: { bypassCSP?: boolean } = {}) => openPage(browser, contexts, pageErrors, options);
 
-  async function signIn(page: Page, creds: { clientId: string; clientSecret: string }): Promise<void> {
-    await page.goto(`${server.url}/`);
-    await page.fill('#signin-credentials input[name=clientId]', creds.clientId);
-    await page.fill('#signin-credentials input[name=clientSecret]', creds.clientSecret);
-    await page.click('#signin-credentials button[type=submit]');
-  }
+  const signIn = (page: Page, creds: { clientId: string; clientSecret: string }) => signInAt(page, server.url, creds);
 
   /** A new page signed in as `creds`, on its organization's deployments (where one organization lands). */
   async function signedIn(creds: { clientId: string; clientSecret: string }, options: { bypassCSP?: boolean } = {}): Promise<Page> {

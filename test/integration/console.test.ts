@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import { type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
-import { browserSkip as skipBrowserTests, launchChromium } from '../support/chromium.js';
+import { browserSkip as skipBrowserTests, launchChromium, openPage, signIn as signInAt } from '../support/chromium.js';
 import { newRunner } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
@@ -112,22 +112,9 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await server.close();
   });
 
-  async function newPage(): Promise<Page> {
-    const context = await browser.newContext();
-    contexts.push(context);
-    const page = await context.newPage();
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (error) => pageErrors.push(String(error)));
-    page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
-    return page;
-  }
+  const newPage = () => openPage(browser, contexts, pageErrors);
 
-  async function signIn(page: Page, creds: { clientId: string; clientSecret: string }): Promise<void> {
-    await page.goto(`${server.url}/`);
-    await page.fill('#signin-credentials input[name=clientId]', creds.clientId);
-    await page.fill('#signin-credentials input[name=clientSecret]', creds.clientSecret);
-    await page.click('#signin-credentials button[type=submit]');
-  }
+  const signIn = (page: Page, creds: { clientId: string; clientSecret: string }) => signInAt(page, server.url, creds);
 
   /** A new page signed in as `creds`, on its organization's deployments (where one organization lands). */
   async function signedIn(creds: { clientId: string; clientSecret: string }): Promise<Page> {

@@ -2,7 +2,7 @@
 // or the one SLIPWAY_TEST_CHROMIUM names. The console only speaks the API: its pages are driven
 // once, on SQLite.
 import fs from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { TEST_DB } from './harness.js';
 
 function findChromium(): string | null {
@@ -31,4 +31,27 @@ export function launchChromium(): Promise<Browser> {
     executablePath: CHROMIUM!,
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
+}
+
+/**
+ * A page in a context of its own (kept in `contexts`, for the test to close), failing after 15 s
+ * of waiting, whose script errors and console errors go into `pageErrors`. `bypassCSP`: for a
+ * script a test injects (axe-core).
+ */
+export async function openPage(browser: Browser, contexts: BrowserContext[], pageErrors: string[], options: { bypassCSP?: boolean } = {}): Promise<Page> {
+  const context = await browser.newContext(options);
+  contexts.push(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  page.on('pageerror', (error) => pageErrors.push(String(error)));
+  page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
+  return page;
+}
+
+/** Signs in on the console's sign-in page at `url` with a service user's credentials. */
+export async function signIn(page: Page, url: string, creds: { clientId: string; clientSecret: string }): Promise<void> {
+  await page.goto(`${url}/`);
+  await page.fill('#signin-credentials input[name=clientId]', creds.clientId);
+  await page.fill('#signin-credentials input[name=clientSecret]', creds.clientSecret);
+  await page.click('#signin-credentials button[type=submit]');
 }
