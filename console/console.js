@@ -19,6 +19,7 @@ const $main = document.getElementById('main');
 const $nav = document.getElementById('org-nav');
 const $who = document.getElementById('who');
 const $notice = document.getElementById('notice');
+const $dismiss = document.getElementById('notice-dismiss');
 const $announce = document.getElementById('announce');
 
 // ---------------------------------------------------------------------------------------------
@@ -123,13 +124,23 @@ const isTable = (el) => el.classList.contains('table-scroll');
 // #announce, out of sight: both are status regions that are always in the page, empty when they have
 // nothing to say, so that a screen reader reads what is put in them (a region shown at the same
 // time as its text is not read out by all of them).
+// A notice stays until it is dismissed or another page is drawn: no time limit to read it in.
 let noticeAt = 0;
 function notify(text) {
   noticeAt = Date.now();
   $notice.textContent = shown(text);
-  clearTimeout(notify.timer);
-  notify.timer = setTimeout(() => $notice.replaceChildren(), 4000);
+  $dismiss.hidden = false;
 }
+function clearNotice() {
+  $notice.replaceChildren();
+  $dismiss.hidden = true;
+}
+$dismiss.addEventListener('click', () => {
+  const hadFocus = document.activeElement === $dismiss;
+  clearNotice();
+  // The button is gone: the keyboard goes on from the page's heading, not from the top.
+  if (hadFocus) focusPage();
+});
 function announce(text) {
   $announce.textContent = shown(text);
 }
@@ -1500,7 +1511,7 @@ async function render() {
   renders += 1;
   if (session() === null) return signInView();
   // A notice stays for the page its action went to, not for the pages after it.
-  if (Date.now() - noticeAt > 1_000) $notice.replaceChildren();
+  if (Date.now() - noticeAt > 1_000) clearNotice();
   try {
     await readCaller();
     const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
@@ -1536,11 +1547,14 @@ async function render() {
 
 // The skip link goes to the page's heading (or, without one, the page itself): its `#main` is not
 // a view's address, and following it would draw the page "No such page".
-document.getElementById('skip').addEventListener('click', (event) => {
-  event.preventDefault();
+function focusPage() {
   const target = $main.querySelector('h1') ?? $main;
   if (!target.hasAttribute('tabindex')) target.setAttribute('tabindex', '-1');
   target.focus();
+}
+document.getElementById('skip').addEventListener('click', (event) => {
+  event.preventDefault();
+  focusPage();
 });
 
 window.addEventListener('hashchange', render);

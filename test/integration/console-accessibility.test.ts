@@ -237,6 +237,29 @@ describe('console accessibility in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('h1:has-text("No such page")');
   });
 
+  it('keeps what an action did in sight until it is dismissed, with no time to read it in, and gives the keyboard back to the page', async () => {
+    const name = `noticed-${process.pid}`;
+    assert.equal((await server.owner.http.post('/v1/orgs/default/secrets', { secrets: [{ name, values: { K: 'one' } }] })).status, 201);
+    assert.equal((await server.owner.http.patch(`/v1/orgs/default/secrets/${name}`, { set: { K: 'two' } })).status, 200);
+    const page = await signedIn(server.bootstrap, { bypassCSP: true });
+    // The page's clock, moved on by hand: a minute passes without a wait.
+    await page.clock.install();
+    await page.goto(`${server.url}/console/#/o/default/secrets/${name}`);
+    await page.getByRole('button', { name: 'Restore version 1', exact: true }).click();
+    await page.waitForSelector('#notice:has-text("Version 1 restored as version 3.")');
+    assert.deepEqual(await accessibilityViolations(page), []);
+    await page.clock.fastForward(60_000);
+    assert.equal(await page.locator('#notice').innerText(), 'Version 1 restored as version 3.');
+
+    const dismiss = page.getByRole('button', { name: 'Dismiss', exact: true });
+    await dismiss.focus();
+    await page.keyboard.press('Enter');
+    assert.equal(await page.locator('#notice').innerText(), '');
+    assert.equal(await dismiss.isHidden(), true);
+    assert.equal(await focused(page), `H1 `);
+    assert.match(await page.locator('h1').innerText(), new RegExp(name));
+  });
+
   it('reported no script error, refused resource or policy violation on any page', () => {
     // API refusals the page shows the user (a role too low, a form refused, a wrong secret) are expected.
     assert.deepEqual(pageErrors.filter((e) => !/status of (400|401|403|404)/.test(e)), []);
