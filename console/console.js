@@ -1509,9 +1509,9 @@ const knownOrgs = new Set();
 
 async function render() {
   renders += 1;
-  if (session() === null) return signInView();
-  // A notice stays for the page its action went to, not for the pages after it.
+  // A notice stays for the page its action went to, not for the pages after it (sign-in included).
   if (Date.now() - noticeAt > 1_000) clearNotice();
+  if (session() === null) return signInView();
   try {
     await readCaller();
     const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
