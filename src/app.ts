@@ -198,13 +198,14 @@ export async function openCore(config: Config, options: CoreOptions = {}) {
     const principals = createPrincipalDirectory({ db });
     const revocations = createRevocationList({ db });
     // A deleted organization's service users: forgotten by this node's caches at once (the others', within 5 s);
-    // its data keys too, unwrapped ones included.
+    // its data keys too, unwrapped ones included, and its claims' wake-up counter.
     const orgs = createOrgsService({
       db,
       runnersOnlineWithinSeconds: onlineWithinSeconds(config.runnerHostTimeoutSeconds),
       onDeleted: (orgId, { serviceUserIds, dataKeyIds }) => {
         for (const id of serviceUserIds) { principals.forget(id); tokens.forgetClient(id); }
         dataKeys.forgetOrganization(orgId, dataKeyIds);
+        signals.forget(orgId);
       },
     });
     const external = config.externalIssuer === null ? undefined : { issuer: config.externalIssuer, jwksUrl: config.externalJwksUrl, orgs };

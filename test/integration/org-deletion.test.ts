@@ -155,6 +155,19 @@ describe('deleting an organization', () => {
     assert.equal(after, 'gone');
   });
 
+  it('forgets the organization\'s claim wake-up counter on the node that deleted it', async () => {
+    const org = await server.createOrg();
+    const owner = await server.actor(org.id, 'owner');
+    const env = await createEnvironment(owner.http, org.id);
+    const svc = await createService(owner.http, org.id);
+    const queued = await deploy(owner.http, org.id, { service: svc.name, environment: env.name });
+    assert.equal((await owner.http.post(`/v1/orgs/${org.id}/deployments/${queued.id}/cancel`, {})).status, 200);
+    // Creating and cancelling woke this organization's claims: the node counts them.
+    assert.ok(server.core.signals.version(org.id) > 0);
+    assert.equal((await admin.http.delete(`/v1/orgs/${org.id}`)).status, 204);
+    assert.equal(server.core.signals.version(org.id), 0);
+  });
+
   it('a deletion racing writes into the organization leaves nothing of them, and answers each with a problem a client can act on', async () => {
     const statuses = new Map<number, number>();
     for (let round = 0; round < 12; round++) {

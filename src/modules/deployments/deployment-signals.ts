@@ -179,6 +179,17 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
       });
     },
 
+    /**
+     * Forgets a deleted organization: its waiting claims are woken (to find it gone) and its
+     * counter dropped, so that organizations created and deleted over a server's life leave
+     * nothing behind in memory. A claim that read the counter before stops waiting at once.
+     */
+    forget(orgId: string): void {
+      const set = waiters.get(orgId);
+      if (set) for (const wake of [...set]) wake();
+      versions.delete(orgId);
+    },
+
     get closed(): boolean {
       return closed;
     },
