@@ -109,6 +109,11 @@ const UNFINISHED_REQUEST_GRACE_MS = 1_000;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
 const OVERLOAD_SAMPLE_MS = 1_000;
+/** CPU time this process has used (every thread), in ms. */
+const cpuMs = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
 const OVERLOAD_RETRY_SECONDS = 2;
 /** Refusals for overload this far apart are two episodes, each said in the log. */
 const OVERLOAD_EPISODE_GAP_MS = 10_000;
@@ -319,6 +324,23 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
     let measuresLoadFrom = Infinity;
     let lastRefusal = -Infinity;
     app.addHook('onListen', (done) => { measuresLoadFrom = performance.now() + 2 * OVERLOAD_SAMPLE_MS; done(); });
+    // A stall is not load: a process stopped (SIGSTOP, a paused VM, swapped out) finds its event
+    // loop late by as long as it was stopped, with nothing queued to show for it. A second that
+    // lasted more than two, in which the process ran for less than half the time, measured a stall:
+    // as after the start, readings count again once one has been taken wholly after it, and the
+    // requests that waited (the runners' heartbeats) are taken meanwhile.
+    let sampledAt = performance.now();
+    let cpuAt = cpuMs();
+    const stalls = setInterval(() => {
+      const now = performance.now();
+      const cpu = cpuMs();
+      const wall = now - sampledAt;
+      if (wall > 2 * OVERLOAD_SAMPLE_MS && cpu - cpuAt < wall / 2) measuresLoadFrom = Math.max(measuresLoadFrom, now + 2 * OVERLOAD_SAMPLE_MS);
+      sampledAt = now;
+      cpuAt = cpu;
+    }, OVERLOAD_SAMPLE_MS);
+    stalls.unref();
+    app.addHook('onClose', (_app, done) => { clearInterval(stalls); done(); });
     await app.register(underPressure, {
       maxEventLoopDelay: deps.maxEventLoopDelayMs,
       sampleInterval: OVERLOAD_SAMPLE_MS,

@@ -324,6 +324,9 @@ describe('slipway serve (child process)', () => {
     proc.child.kill('SIGSTOP');
     await new Promise((resolve) => setTimeout(resolve, 4_000));
     proc.child.kill('SIGCONT');
+    // Time for the server's timers to run first: its load reading then covers the stop, which was
+    // no load (it was read as a lag of seconds, and the heartbeat refused with 503 as overloaded).
+    await new Promise((resolve) => setTimeout(resolve, 300));
     const after = await beat();
     assert.equal(after.status, 200, after.text);
     const now = (await api.get(`/v1/orgs/default/deployments/${made.body.id}`)).body;
