@@ -36,11 +36,12 @@ const NODE_TEST_ARGS = [
   '--test-concurrency=2',
   '--test-reporter=spec',
   '--test-reporter-destination=stdout',
-  // A guard against a file that hangs. Node 20 and 22 apply it to each file as a whole:
-  // console.test.js, the longest, takes 80 to 120 seconds on two cores busy with both suites, so it
-  // is given well over that. Node 24 applies it to each test instead; a command a file's tests left
-  // running, which would keep the file alive there, is killed once they end (test/support/processes.ts).
-  '--test-timeout=300000',
+  // A guard against a file that hangs. Node 20 and 22 apply it to each file as a whole: the longest
+  // (the console's in a browser, the server as a child process) take 60 to 130 seconds alone and
+  // up to twice that on two cores busy with both suites, so each is given well over that. Node 24
+  // applies it to each test instead; a command a file's tests left running, which would keep the
+  // file alive there, is killed once they end (test/support/processes.ts).
+  '--test-timeout=600000',
 ];
 
 // Every run also writes TAP to a file, whose closing counts add up to the one total line at the end,

@@ -3,11 +3,10 @@
 // desktop's width and at 320 px; where the focus goes; what status and log regions say.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { after, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSkip as skipBrowserTests, launchChromium, openPage, signIn as signInAt } from '../support/chromium.js';
-import { newRunner } from '../support/deployments.js';
-import { startServer, type TestServer } from '../support/harness.js';
+import { before, describe, it } from 'node:test';
+import type { Page } from 'playwright-core';
+import { browserSkip as skipBrowserTests, useConsoleInBrowser } from '../support/chromium.js';
+import type { TestServer } from '../support/harness.js';
 
 /** axe-core's script, from node_modules: injected into the pages it checks. */
 const AXE_SCRIPT = createRequire(import.meta.url).resolve('axe-core');
@@ -15,55 +14,10 @@ const AXE_SCRIPT = createRequire(import.meta.url).resolve('axe-core');
 const browserSkip = skipBrowserTests('console-accessibility.test');
 
 describe('console accessibility in a browser', { skip: browserSkip }, () => {
+  const web = useConsoleInBrowser();
+  const { pageErrors, newPage, signIn, signedIn, runningDeployment } = web;
   let server: TestServer;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
-  /** Errors the pages reported: a script error, a refused resource, a policy violation. */
-  const pageErrors: string[] = [];
-
-  before(async () => {
-    // Webhooks deliver to a receiver on this machine. A deployment a test holds in progress, sending
-    // no heartbeat, stays its runner's for the whole test, however slowly the machine goes.
-    server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true', SLIPWAY_RUNNER_LEASE_SECONDS: '600' } });
-    browser = await launchChromium();
-  });
-  after(async () => {
-    await browser?.close();
-    assert.deepEqual(server.undeclared, []);
-    await server.close();
-  });
-
-  /** A page in a context of its own; `bypassCSP` for one axe-core is injected into. */
-  const newPage = (options: { bypassCSP?: boolean } = {}) => openPage(browser, contexts, pageErrors, options);
-
-  const signIn = (page: Page, creds: { clientId: string; clientSecret: string }) => signInAt(page, server.url, creds);
-
-  /** A new page signed in as `creds`, on its organization's deployments (where one organization lands). */
-  async function signedIn(creds: { clientId: string; clientSecret: string }, options: { bypassCSP?: boolean } = {}): Promise<Page> {
-    const page = await newPage(options);
-    await signIn(page, creds);
-    await page.waitForSelector('h1:has-text("Deployments")');
-    return page;
-  }
-
-  /** A deployment a runner has claimed, in an environment and a service of its own, and how to send its log lines. */
-  async function runningDeployment(name: string) {
-    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name })).status, 201);
-    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name, spec: { command: ['node', 'server.js'] } })).status, 201);
-    const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: name, environment: name });
-    assert.equal(made.status, 201, made.text);
-    const runner = await newRunner(server, server.bootstrap.orgId);
-    const claim = await runner.take({ environments: [name], waitSeconds: 0 });
-    assert.equal(claim.deployment.id, made.body.id);
-    return {
-      id: claim.deployment.id,
-      send: async (lines: string[]) => {
-        const res = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: lines.map((line) => ({ line })) });
-        assert.equal(res.status, 200, res.text);
-      },
-      complete: async () => assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200),
-    };
-  }
+  before(() => { server = web.server; });
 
   /**
    * The accessibility rules of WCAG 2.0 to 2.2, A and AA, that axe-core checks, broken on the page

@@ -1,17 +1,15 @@
 // The web console: its files and their headers over HTTP (on both databases), and the console
 // itself driven in a real Chromium (once, on SQLite: the page only speaks the API) — signing in,
-// secrets, environments, services, deployments, service users, roles, and text from the API that
-// must never become markup.
+// secrets, service users, webhooks, roles, and text from the API that must never become markup.
+// Environments, services and deployments in the console: console-deployments.test.ts.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { sql } from 'kysely';
-import { type Browser, type BrowserContext, type Dialog, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { clientCredentialsGrant, freePort, startServer, tempDir, testDatabase, type TestServer } from '../support/harness.js';
-import { browserSkip as skipBrowserTests, launchChromium, openPage, signIn as signInAt } from '../support/chromium.js';
-import { newRunner } from '../support/deployments.js';
+import { browserSkip as skipBrowserTests, useConsoleInBrowser } from '../support/chromium.js';
 import { assertProblem } from '../support/problems.js';
 
 const browserSkip = skipBrowserTests('console.test');
@@ -94,35 +92,11 @@ describe('console files under a base URL with a path', () => {
 });
 
 describe('console in a browser', { skip: browserSkip }, () => {
+  const web = useConsoleInBrowser();
+  const { pageErrors, newPage, signIn, signedIn, onlyRefusedRequestsSince } = web;
   let server: TestServer;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
-  /** Errors the pages reported: a script error, a refused resource, a policy violation. */
-  const pageErrors: string[] = [];
+  before(() => { server = web.server; });
   const SENTINEL = `console-sentinel-${process.pid}-${Date.now()}`;
-
-  before(async () => {
-    // Webhooks deliver to a receiver on this machine.
-    server = await startServer({ env: { SLIPWAY_WEBHOOK_ALLOW_PRIVATE: 'true' } });
-    browser = await launchChromium();
-  });
-  after(async () => {
-    await browser?.close();
-    assert.deepEqual(server.undeclared, []);
-    await server.close();
-  });
-
-  const newPage = () => openPage(browser, contexts, pageErrors);
-
-  const signIn = (page: Page, creds: { clientId: string; clientSecret: string }) => signInAt(page, server.url, creds);
-
-  /** A new page signed in as `creds`, on its organization's deployments (where one organization lands). */
-  async function signedIn(creds: { clientId: string; clientSecret: string }): Promise<Page> {
-    const page = await newPage();
-    await signIn(page, creds);
-    await page.waitForSelector('h1:has-text("Deployments")');
-    return page;
-  }
 
   /** Everything the page keeps between loads. */
   const stored = (page: Page) => page.evaluate<string>('JSON.stringify([{ ...sessionStorage }, { ...localStorage }, document.cookie])');
@@ -226,114 +200,6 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.click('#set-key button[type=submit]');
     await page.waitForSelector('.problem:has-text("Precondition failed")');
     assert.equal((await server.owner.http.post('/v1/orgs/default/secrets/payments/reveal', {})).body.values.REGION, 'ap-south-1');
-  });
-
-  it('deploys a service into an environment and cancels it, and shows text from the API as text', async () => {
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/environments`);
-    await page.fill('#create-environment input[name=name]', 'staging');
-    await page.check('#create-environment input[name=protected]');
-    await page.click('#create-environment button[type=submit]');
-    await page.waitForSelector('td >> text=staging');
-    assert.equal((await server.owner.http.get('/v1/orgs/default/environments/staging')).body.protected, true);
-    await page.fill('#create-environment input[name=name]', 'scratch');
-    await page.click('#create-environment button[type=submit]');
-    await page.click('a:has-text("scratch")');
-    await page.waitForSelector('h1:has-text("Environment scratch")');
-    page.once('dialog', (dialog) => void dialog.accept());
-    await page.click('button:has-text("Delete environment")');
-    await page.waitForSelector('h1:has-text("Environments")');
-    assertProblem(await server.owner.http.get('/v1/orgs/default/environments/scratch'), 404);
-
-    await page.goto(`${server.url}/console/#/o/default/services`);
-    await page.click('text=New service');
-    await page.fill('#create-service input[name=name]', 'web');
-    const markup = '<img src=x id=injected onerror="document.title=\'owned\'">';
-    await page.fill('#create-service input[name=description]', markup);
-    await page.fill('#create-service textarea[name=spec]', JSON.stringify({ command: ['node', 'server.js'], port: 3000, secrets: [{ secret: 'payments', key: 'API_KEY' }] }));
-    await page.click('#create-service button[type=submit]');
-    await page.waitForSelector('h1:has-text("Service web")');
-    assert.equal(await page.locator('#injected').count(), 0, 'a description is text, not markup');
-    await page.waitForSelector(`text=${markup}`);
-
-    // An edit of the spec shown, after someone else changed the service: refused, not overwritten.
-    assert.equal((await server.owner.http.patch('/v1/orgs/default/services/web', { description: 'changed elsewhere' })).status, 200);
-    await page.click('summary:has-text("Edit")');
-    await page.fill('#edit-service input[name=description]', 'from the console');
-    await page.click('#edit-service button[type=submit]');
-    await page.waitForSelector('.problem:has-text("Precondition failed")');
-    assert.equal((await server.owner.http.get('/v1/orgs/default/services/web')).body.description, 'changed elsewhere');
-
-    await page.fill('#deploy input[name=revision]', 'v1.2.3');
-    await page.click('#deploy button[type=submit]');
-    await page.waitForSelector('h1:has-text("Deployment dep_")');
-    await page.waitForSelector('.badge.queued');
-    const id = page.url().split('/').pop()!;
-    const made = (await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body;
-    assert.deepEqual([made.state, made.revision, made.environment.name, made.service.name], ['queued', 'v1.2.3', 'staging', 'web']);
-    // Cancelling asks first: a dismissed question cancels nothing.
-    page.once('dialog', (dialog) => void dialog.dismiss());
-    await page.click('button:has-text("Cancel")');
-    assert.equal((await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body.state, 'queued');
-    page.once('dialog', (dialog) => { assert.match(dialog.message(), /^Cancel the deployment of web into staging\?/); void dialog.accept(); });
-    await page.click('button:has-text("Cancel")');
-    await page.waitForSelector('.badge.cancelled');
-    assert.equal((await server.owner.http.get(`/v1/orgs/default/deployments/${id}`)).body.state, 'cancelled');
-
-    // A runner takes the next one: the page follows its state and its log as they come.
-    await page.goto(`${server.url}/console/#/o/default/services/web`);
-    await page.click('#deploy button[type=submit]');
-    await page.waitForSelector('.badge.queued');
-    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'production', variables: { STAGE: 'production' } })).status, 201);
-    const runner = await newRunner(server, server.bootstrap.orgId);
-    const claim = await runner.take({ environments: ['staging'], waitSeconds: 0 });
-    assert.equal(claim.deployment.id, page.url().split('/').pop());
-    await page.waitForSelector('.badge.in_progress');
-    const logged = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: [{ line: 'listening on 3000' }, { stream: 'stderr', line: '<b>warning</b>' }] });
-    assert.equal(logged.status, 200, logged.text);
-    await page.waitForSelector('#deployment-log >> text=listening on 3000');
-    await page.waitForSelector('#deployment-log .stderr >> text=<b>warning</b>');
-    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
-    await page.waitForSelector('.badge.succeeded');
-    // What serves now is no rollback target.
-    assert.equal(await page.locator('button:has-text("Roll back to this")').count(), 0);
-
-    // What succeeded goes on to another environment, with that environment's configuration: offered
-    // on the page that watched it succeed.
-    // What it changes: the first of web in staging to succeed, so everything it has is new.
-    await page.waitForSelector('#deployment-changes >> text=everything is new');
-    await page.waitForSelector('#deployment-changes tr:has(code:has-text("command")):has-text("added")');
-    await page.click('summary:has-text("Promote to another environment")');
-    await page.selectOption('#promote select[name=environment]', { label: 'production' });
-    await page.click('#promote button[type=submit]');
-    await page.waitForSelector(`p:has-text("Promoted from ${claim.deployment.id}")`);
-    const promoted = (await server.owner.http.get(`/v1/orgs/default/deployments/${page.url().split('/').pop()}`)).body;
-    assert.deepEqual([promoted.promotedFrom, promoted.environment.name, promoted.spec.variables.STAGE], [claim.deployment.id, 'production', 'production']);
-
-    await page.goto(`${server.url}/console/#/o/default/deployments?state=cancelled`);
-    await page.waitForSelector(`a:has-text("${id}")`);
-    // A log removed past its retention says so where the log would be.
-    await sql`update deployments set logs_removed_at = ${'2026-01-02T03:04:05.000Z'} where id = ${id}`.execute(server.core.db);
-    await page.goto(`${server.url}/console/#/o/default/deployments/${id}`);
-    await page.waitForSelector('#deployment-log >> text=Its log was removed at 2026-01-02T03:04:05.000Z');
-    await page.goto(`${server.url}/console/#/o/default/events?type=deployment.state_changed`);
-    await page.waitForSelector('td >> text=deployment.state_changed');
-    // Newest first: the success just reported heads the log; oldest first, it does not.
-    const firstRow = async () => (await page.locator('#main tbody tr').first().textContent()) ?? '';
-    const succeeded = (row: string) => row.includes(claim.deployment.id) && row.includes('"to":"succeeded"');
-    assert.ok(succeeded(await firstRow()), await firstRow());
-    await page.selectOption('#event-filter select[name=order]', 'oldest');
-    await page.click('#event-filter button[type=submit]');
-    await page.waitForURL(/events\?type=deployment.state_changed&order=oldest$/);
-    // Polled from here: a predicate evaluated in the page would be a script its policy refuses.
-    for (let tries = 0; ; tries++) {
-      const row = await page.locator('#main tbody tr').first().textContent({ timeout: 15_000 }).catch(() => null);
-      if (typeof row === 'string' && !succeeded(row)) break;
-      assert.ok(tries < 150, `oldest first, the list still starts with the success: ${row}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.equal(await page.inputValue('#event-filter select[name=order]'), 'oldest');
-    assert.equal(await page.title(), 'Events · default · Slipway');
   });
 
   it('creates a service user whose secret, shown once, gets a token; a developer is told what it may not do', async () => {
@@ -485,16 +351,6 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.waitForSelector('.problem:has-text("No such page")');
   });
 
-  /**
-   * What pages reported since `reported` is the requests a test made fail, and nothing else; taken off
-   * the list once all `refused` of them are reported (the reports come after the refusals).
-   */
-  async function onlyRefusedRequestsSince(reported: number, refused = 1): Promise<void> {
-    for (let tries = 0; pageErrors.length - reported < refused && tries < 150; tries++) await new Promise((r) => setTimeout(r, 100));
-    const added = pageErrors.splice(reported);
-    assert.ok(added.length >= refused && added.every((e) => /net::ERR_FAILED/.test(e)), added.join('\n'));
-  }
-
   it('keeps every section and Sign out on screen, and a wide table inside the page, at a desktop\'s width and at a phone\'s', async () => {
     /** What of the header's links and buttons is not on screen: clipped, covered or past the viewport's edge. */
     const offScreen = (page: Page) => page.evaluate<string[]>(`[...document.querySelectorAll('header a, header button')].filter((el) => {
@@ -579,125 +435,6 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.deepEqual((await server.owner.http.get('/v1/orgs/default/secrets/guarded')).body.keys, ['ALPHA', 'BRAVO', 'CHARLIE']);
   });
 
-  /** A deployment a runner has claimed, in an environment and a service of its own, and how to send its log lines. */
-  async function runningDeployment(name: string, host?: string) {
-    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name })).status, 201);
-    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name, spec: { command: ['node', 'server.js'] } })).status, 201);
-    const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: name, environment: name });
-    assert.equal(made.status, 201, made.text);
-    const runner = await newRunner(server, server.bootstrap.orgId);
-    const claim = await runner.take({ environments: [name], waitSeconds: 0, ...(host === undefined ? {} : { host }) });
-    assert.equal(claim.deployment.id, made.body.id);
-    return {
-      id: claim.deployment.id,
-      runner,
-      send: async (lines: string[]) => {
-        const res = await runner.logs(claim.deployment.id, { leaseToken: claim.lease.token, lines: lines.map((line) => ({ line })) });
-        assert.equal(res.status, 200, res.text);
-      },
-      complete: async () => assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200),
-    };
-  }
-
-  it('follows a running deployment\'s log at its end, unless the reader scrolled up', async () => {
-    const running = await runningDeployment('tail');
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
-    // The deployments list shown before lists it running too: its own page is waited for.
-    await page.waitForSelector(`h1:has-text("Deployment ${running.id}")`);
-    await page.waitForSelector('.badge.in_progress');
-    const atEnd = () => page.evaluate<boolean>(`(() => { const log = document.getElementById('deployment-log'); return log.scrollTop + log.clientHeight >= log.scrollHeight - 2; })()`);
-
-    await running.send(Array.from({ length: 200 }, (_, i) => `warming up ${i + 1}`));
-    await page.waitForSelector('#deployment-log >> text=warming up 200');
-    assert.equal(await atEnd(), true, 'the newest line is in sight');
-    await running.send(['listening']);
-    await page.waitForSelector('#deployment-log >> text=listening');
-    assert.equal(await atEnd(), true, 'the newest line is in sight');
-
-    // Scrolled up to read: new lines do not take the reader away.
-    await page.evaluate(`document.getElementById('deployment-log').scrollTop = 0`);
-    await running.send(['one more']);
-    await page.waitForSelector('#deployment-log >> text=one more');
-    assert.equal(await page.evaluate<number>(`document.getElementById('deployment-log').scrollTop`), 0);
-    await running.complete();
-    await page.waitForSelector('.badge.succeeded');
-  });
-
-  it('starts a long log from its last 1,000 lines, saying how many earlier ones it leaves out', async () => {
-    const running = await runningDeployment('long-log');
-    for (let batch = 0; batch < 3; batch++) await running.send(Array.from({ length: 500 }, (_, i) => `line ${batch * 500 + i + 1}`));
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
-    await page.waitForSelector('#deployment-log >> text=line 1500');
-    await page.waitForSelector(`#deployment-log >> text=500 earlier lines are not shown here (slipway deployment logs ${running.id} prints them all)`);
-    assert.equal(await page.locator('#deployment-log span:text-is("line 500")').count(), 0);
-    assert.equal(await page.locator('#deployment-log span:text-is("line 501")').count(), 1);
-    // It follows on from there, showing lines as a terminal would: no escape sequences, a progress bar's last state.
-    await running.send(['line 1501', '\u001b[31mred\u001b[0m alert', 'progress 10%\rprogress 100%\r']);
-    await page.waitForSelector('#deployment-log >> text=line 1501');
-    assert.deepEqual(await page.locator('#deployment-log span').evaluateAll((spans) => spans.slice(-2).map((s) => s.textContent)), ['red alert\n', 'progress 100%\n']);
-    await running.complete();
-    await page.waitForSelector('.badge.succeeded');
-  });
-
-  it('shows the runners, online and carrying out, on their page and on their environment\'s', async () => {
-    const host = `rh_console_${process.pid}`;
-    const running = await runningDeployment('ran-by', host);
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/runners`);
-    const row = page.locator('tr', { hasText: host });
-    await row.waitFor();
-    assert.equal(await row.locator('.badge').textContent(), 'online');
-    assert.ok((await row.textContent())!.includes('ran-by'));
-    await row.locator(`a:has-text("${running.id}")`).click();
-    await page.waitForSelector(`h1:has-text("${running.id}")`);
-
-    await page.goto(`${server.url}/console/#/o/default/environments/ran-by`);
-    await page.locator('tr', { hasText: host }).waitFor();
-    assert.equal(await page.locator('h2:has-text("Runners")').count(), 1);
-    // An environment no runner takes says how to start one.
-    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'unserved' })).status, 201);
-    await page.goto(`${server.url}/console/#/o/default/environments/unserved`);
-    await page.waitForSelector('text=No runner takes unserved\'s deployments yet');
-
-    // A runner kept to environments says which on the service users page.
-    const kept = await server.owner.http.post('/v1/orgs/default/service-users', { name: 'kept-runner', role: 'runner', environments: ['ran-by', 'unserved'] });
-    assert.equal(kept.status, 201, kept.text);
-    await page.goto(`${server.url}/console/#/o/default/service-users`);
-    const user = page.locator('tr', { hasText: 'kept-runner' });
-    await user.waitFor();
-    assert.equal(await user.locator('.runner-environments').textContent(), 'Takes the deployments of ran-by, unserved');
-    await running.complete();
-  });
-
-  it('follows a running deployment\'s log on after a poll that failed, and says meanwhile that the server could not be reached', async () => {
-    const running = await runningDeployment('gap');
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
-    // The deployments list shown before lists it running too: its own page is waited for.
-    await page.waitForSelector(`h1:has-text("Deployment ${running.id}")`);
-    await page.waitForSelector('.badge.in_progress');
-    await running.send(['before the gap']);
-    await page.waitForSelector('#deployment-log >> text=before the gap');
-
-    // A poll that fails (the server restarting, the network) is shown, and the log is followed on.
-    let refused = 0;
-    const failing = (url: URL) => url.pathname.endsWith(`/deployments/${running.id}/logs`);
-    const reported = pageErrors.length;
-    await page.route(failing, (route) => { refused += 1; return route.abort(); });
-    await page.waitForSelector('#main .problem:has-text("could not be reached")');
-    await page.unroute(failing);
-    assert.ok(refused > 0);
-    // A poll tried again before the route was gone is refused too: each is reported, some after the first.
-    await onlyRefusedRequestsSince(reported, refused);
-    await running.send(['after the gap']);
-    await page.waitForSelector('#deployment-log >> text=after the gap');
-    await page.waitForSelector('#main .problem', { state: 'detached' });
-    await running.complete();
-    await page.waitForSelector('.badge.succeeded');
-  });
-
   it('goes on from the first row it loaded when Load more is pressed from the keyboard', async () => {
     // More events than a page holds: one a secret.
     const made = await server.owner.http.post('/v1/orgs/default/secrets', { secrets: Array.from({ length: 60 }, (_, i) => ({ name: `paged-${process.pid}-${i}`, values: { K: 'v' } })) });
@@ -766,22 +503,6 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await onlyRefusedRequestsSince(reported);
   });
 
-  it('shows how a serving deployment\'s process is doing and where it answers, as its runner reports it', async () => {
-    const host = 'rh_console-test-0001';
-    const running = await runningDeployment('served', host);
-    await running.complete();
-    const report = (process: Record<string, unknown>) => running.runner.actor.http.post(`/v1/orgs/${server.bootstrap.orgId}/runner/serving`,
-      { deployments: [running.id], host, processes: [{ deployment: running.id, ...process }] });
-    assert.equal((await report({ state: 'running', exits: 0, address: { hostname: 'build-01', port: 40021 } })).status, 200);
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/deployments/${running.id}`);
-    await page.waitForSelector('#deployment-process:has-text("running on build-01:40021")');
-    // A crash loop, as the next report says: the page that serves it shows it when it next looks.
-    const crashed = { code: 1, signal: null, at: new Date().toISOString() };
-    assert.equal((await report({ state: 'restarting', exits: 3, lastExit: crashed, address: { hostname: 'build-01', port: 40021 } })).status, 200);
-    await page.waitForSelector('#deployment-process:has-text("restarting on build-01:40021 · exited on its own 3 times, last with code 1")', { timeout: 30_000 });
-  });
-
   it('changes a service user\'s role when asked to, not at each role passed while the list is browsed with the keyboard', async () => {
     const made = await server.owner.http.post('/v1/orgs/default/service-users', { name: 'keyboard-user', role: 'developer' });
     assert.equal(made.status, 201, made.text);
@@ -827,97 +548,6 @@ describe('console in a browser', { skip: browserSkip }, () => {
     await page.click('text=Sign out');
     await page.waitForSelector('#signin-credentials');
     assert.equal(await page.title(), 'Sign in · Slipway');
-  });
-
-  it('shows an environment\'s configuration and saves a new one; a refused one keeps what was typed', async () => {
-    const api = server.owner.http;
-    assert.equal((await api.post('/v1/orgs/default/environments', { name: 'configured' })).status, 201);
-    assert.equal((await api.post('/v1/orgs/default/secrets', { secrets: [{ name: 'cfg-db', values: { URL: 'postgres://configured' } }] })).status, 201);
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/environments/configured`);
-    await page.waitForSelector('p:has-text("None: deployments here get their service")');
-    await page.click('summary:has-text("Edit")');
-    const wrong = JSON.stringify({ variables: { LOG_LEVEL: 'debug' }, secrets: [{ secret: 'no-such-secret' }] });
-    await page.fill('#environment-configuration textarea', wrong);
-    await page.click('#environment-configuration button[type=submit]');
-    await page.waitForSelector('.problem:has-text("no-such-secret")');
-    assert.equal(await page.inputValue('#environment-configuration textarea'), wrong, 'what was typed is kept');
-    await page.fill('#environment-configuration textarea', JSON.stringify({ variables: { LOG_LEVEL: 'debug' }, secrets: [{ secret: 'cfg-db', key: 'URL', as: 'DATABASE_URL' }] }));
-    await page.click('#environment-configuration button[type=submit]');
-    await page.waitForSelector('pre:has-text("DATABASE_URL")');
-    const env = (await api.get('/v1/orgs/default/environments/configured')).body;
-    assert.deepEqual([env.variables, env.secrets], [{ LOG_LEVEL: 'debug' }, [{ secret: 'cfg-db', key: 'URL', as: 'DATABASE_URL' }]]);
-    assert.equal((await page.content()).includes('postgres://configured'), false, 'a secret\'s value is never on the page');
-
-    // Changed elsewhere after the page was drawn: the page's save is refused, not written over it.
-    assert.equal((await api.patch('/v1/orgs/default/environments/configured', { variables: { LOG_LEVEL: 'warn' } })).status, 200);
-    await page.click('summary:has-text("Edit")');
-    await page.fill('#environment-configuration textarea', JSON.stringify({ variables: { LOG_LEVEL: 'trace' } }));
-    await page.click('#environment-configuration button[type=submit]');
-    await page.waitForSelector('.problem:has-text("Precondition failed")');
-    assert.deepEqual((await api.get('/v1/orgs/default/environments/configured')).body.variables, { LOG_LEVEL: 'warn' });
-  });
-
-  it('locks an environment with a reason, shows it locked, and unlocks it', async () => {
-    const api = server.owner.http;
-    assert.equal((await api.post('/v1/orgs/default/environments', { name: 'frozen' })).status, 201);
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/environments/frozen`);
-    await page.click('summary:has-text("Lock (a deploy freeze)")');
-    await page.fill('#lock-environment input[name=reason]', 'release <b>freeze</b>');
-    await page.click('#lock-environment button[type=submit]');
-    await page.waitForSelector('#environment-lock >> text=release <b>freeze</b>');
-    assert.equal((await api.get('/v1/orgs/default/environments/frozen')).body.lock.reason, 'release <b>freeze</b>');
-    await page.goto(`${server.url}/console/#/o/default/environments`);
-    await page.waitForSelector('tr:has-text("frozen") .badge.failed:has-text("locked")');
-    await page.goto(`${server.url}/console/#/o/default/environments/frozen`);
-    await page.click('#environment-lock button:has-text("Unlock")');
-    await page.waitForSelector('summary:has-text("Lock (a deploy freeze)")');
-    assert.equal((await api.get('/v1/orgs/default/environments/frozen')).body.lock, null);
-  });
-
-  it('names what stops, service and environment, when asked a second time to delete an environment in which something serves', async () => {
-    const running = await runningDeployment('doomed');
-    await running.complete();
-    const page = await signedIn(server.bootstrap);
-    await page.goto(`${server.url}/console/#/o/default/environments/doomed`);
-    await page.waitForSelector('h1:has-text("Environment doomed")');
-    const asked: string[] = [];
-    const answer = (dialog: Dialog) => { asked.push(dialog.message()); void (asked.length === 1 ? dialog.accept() : dialog.dismiss()); };
-    page.on('dialog', answer);
-    await page.click('button:has-text("Delete environment")');
-    for (let tries = 0; asked.length < 2 && tries < 150; tries++) await new Promise((r) => setTimeout(r, 100));
-    page.off('dialog', answer);
-    assert.equal(asked.length, 2, asked.join('\n'));
-    assert.match(asked[1]!, new RegExp(`the service doomed \\(${running.id}\\)`), asked[1]);
-    // Not deleted: the second question was answered no.
-    assert.equal((await server.owner.http.get('/v1/orgs/default/environments/doomed')).status, 200);
-  });
-
-  it('keeps the states in a list of deployments current while some are queued or running', async () => {
-    assert.equal((await server.owner.http.post('/v1/orgs/default/environments', { name: 'listed' })).status, 201);
-    assert.equal((await server.owner.http.post('/v1/orgs/default/services', { name: 'listed', spec: { command: ['node', 'server.js'] } })).status, 201);
-    const made = await server.owner.http.post('/v1/orgs/default/deployments', { service: 'listed', environment: 'listed' });
-    assert.equal(made.status, 201, made.text);
-    const page = await signedIn(server.bootstrap);
-    // The list shown on signing in, Deployments too, has the deployment queued as well: the filtered
-    // one is looked at once that one has been drawn over.
-    const unfiltered = await page.$('#main h1');
-    await page.goto(`${server.url}/console/#/o/default/deployments?service=listed`);
-    await unfiltered!.waitForElementState('hidden');
-    const row = page.locator(`tr:has-text("${made.body.id}")`);
-    await row.locator('.badge.queued').waitFor();
-    const runner = await newRunner(server, server.bootstrap.orgId);
-    const claim = await runner.take({ environments: ['listed'], waitSeconds: 0 });
-    assert.equal(claim.deployment.id, made.body.id);
-    await row.locator('.badge.in_progress').waitFor();
-    // The service's recent deployments too.
-    await page.goto(`${server.url}/console/#/o/default/services/listed`);
-    // Not the list just left, which shows it in progress too.
-    await page.waitForSelector('h1:has-text("Service listed")');
-    await row.locator('.badge.in_progress').waitFor();
-    assert.equal((await runner.complete(claim.deployment.id, claim.lease.token)).status, 200);
-    await row.locator('.badge.succeeded').waitFor();
   });
 
   it('asks before .env lines make a version of a secret without some of its keys, and keeps the lines when told no', async () => {
