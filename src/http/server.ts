@@ -28,6 +28,7 @@ import { createValidatorCompiler } from './validators.js';
 import { isWriteMethod, registerOpenApi, type OpenApiOptions } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
 import { endOfTurn } from './end-of-turn.js';
+import { loadReadings } from './load-readings.js';
 import { ANONYMOUS_ACTOR_ID } from '../platform/context.js';
 import { ORG_PARAM_MAX } from './schemas.js';
 
@@ -109,11 +110,6 @@ const UNFINISHED_REQUEST_GRACE_MS = 1_000;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The event-loop delay is sampled every second: a retry after two finds a fresh reading. */
 const OVERLOAD_SAMPLE_MS = 1_000;
-/** CPU time this process has used (every thread), in ms. */
-const cpuMs = (): number => {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1000;
-};
 const OVERLOAD_RETRY_SECONDS = 2;
 /** Refusals for overload this far apart are two episodes, each said in the log. */
 const OVERLOAD_EPISODE_GAP_MS = 10_000;
@@ -317,36 +313,21 @@ export async function buildServer(deps: ServerDeps, registerRoutes: (app: App) =
   // Overloaded (the event loop lags behind by more than the setting, on average over the last
   // second): refuse new requests with 503 and Retry-After rather than let every request queue
   // until its client times out. Liveness keeps answering; readiness says 503, so a load balancer
-  // sends traffic elsewhere until the node catches up.
+  // sends traffic elsewhere until the node catches up. Readings taken while the server starts, or
+  // right after it was stopped for a while, measure no load (load-readings.ts).
   if (deps.maxEventLoopDelayMs > 0) {
-    // The reading covers the last second: until one has been taken wholly after the server began
-    // to listen, it measures start-up (loading code, migrations), not load.
-    let measuresLoadFrom = Infinity;
+    const readings = loadReadings(OVERLOAD_SAMPLE_MS);
     let lastRefusal = -Infinity;
-    app.addHook('onListen', (done) => { measuresLoadFrom = performance.now() + 2 * OVERLOAD_SAMPLE_MS; done(); });
-    // A stall is not load: a process stopped (SIGSTOP, a paused VM, swapped out) finds its event
-    // loop late by as long as it was stopped, with nothing queued to show for it. A second that
-    // lasted more than two, in which the process ran for less than half the time, measured a stall:
-    // as after the start, readings count again once one has been taken wholly after it, and the
-    // requests that waited (the runners' heartbeats) are taken meanwhile.
-    let sampledAt = performance.now();
-    let cpuAt = cpuMs();
-    const stalls = setInterval(() => {
-      const now = performance.now();
-      const cpu = cpuMs();
-      const wall = now - sampledAt;
-      if (wall > 2 * OVERLOAD_SAMPLE_MS && cpu - cpuAt < wall / 2) measuresLoadFrom = Math.max(measuresLoadFrom, now + 2 * OVERLOAD_SAMPLE_MS);
-      sampledAt = now;
-      cpuAt = cpu;
-    }, OVERLOAD_SAMPLE_MS);
-    stalls.unref();
-    app.addHook('onClose', (_app, done) => { clearInterval(stalls); done(); });
+    app.addHook('onListen', (done) => { readings.listening(); done(); });
+    const sampling = setInterval(() => readings.sample(), OVERLOAD_SAMPLE_MS);
+    sampling.unref();
+    app.addHook('onClose', (_app, done) => { clearInterval(sampling); done(); });
     await app.register(underPressure, {
       maxEventLoopDelay: deps.maxEventLoopDelayMs,
       sampleInterval: OVERLOAD_SAMPLE_MS,
       pressureHandler: (_req, _reply, _type, value) => {
+        if (!readings.measureLoad()) return undefined;
         const now = performance.now();
-        if (now < measuresLoadFrom) return undefined;
         // A reading with no sample in it: the loop did not turn once in the whole second.
         const lag = value === undefined || !Number.isFinite(value) ? `more than ${OVERLOAD_SAMPLE_MS} ms` : `${Math.round(value)} ms`;
         // Said once as the refusals begin, not once per refusal: each is in the access log and the metrics.
