@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt, type JWTPayload } from 'jose';
 import { ROLES } from '../../src/modules/auth/roles.js';
 import { orgClaim } from '../../src/modules/auth/token.service.js';
+import { eventsSettled } from '../support/deployments.js';
 import { startServer, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import {
@@ -304,6 +305,7 @@ describe('DELETE /v1/token: the caller revokes the token it sends', () => {
     assertBearer401(await signOut(user.token), 'invalid_token', /revoked/);
     assert.equal((await orgs(other)).status, 200, 'another token of the same service user still works');
     // An event, with the service user as its actor and the request's id, naming the token by its id only.
+    await eventsSettled(server);
     const events = await server.owner.http.get(`/v1/orgs/${server.bootstrap.orgId}/events?type=service_user.token_revoked&subject=${user.id}`);
     assert.equal(events.status, 200, events.text);
     assert.equal(events.body.events.length, 1);

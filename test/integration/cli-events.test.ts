@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
-import { createEnvironment, createService, deploy, eventually, holding, lockWaiters } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventsSettled, eventually, holding, lockWaiters } from '../support/deployments.js';
 import { TEST_DB, type Actor } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 import { CLI_ENTRY, runCli, clientVariables, spawnSlipway } from '../support/processes.js';
@@ -29,6 +29,7 @@ describe('slipway events', () => {
   it('slipway events prints the last events, oldest first, and follows those committed from then on', async () => {
     const first = await createEnvironment(f.admin.http, f.orgId);
     const second = await createEnvironment(f.admin.http, f.orgId);
+    await eventsSettled(f.server);
     const last = await runCli(['events', '--type', 'environment.*', '--limit', '2'], credentials(f.admin));
     assert.equal(last.code, 0, last.stderr);
     const lines = last.stdout.trim().split('\n');
@@ -72,6 +73,7 @@ describe('slipway events', () => {
     const ids = (out: string) => out.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l).subject.id as string);
     const env = clientVariables(f.server.url, org, admin);
     // Oldest first, the newest 210 of them, read over two pages.
+    await eventsSettled(f.server);
     const many = await runCli(['events', '--type', 'environment.created', '--limit', '210', '--json'], env);
     assert.equal(many.code, 0, many.stderr);
     assert.deepEqual(ids(many.stdout), made.slice(-210));
@@ -136,6 +138,7 @@ describe('slipway events', () => {
     }
     const [a, b, c, d] = made.map((e) => e.id);
 
+    await eventsSettled(f.server);
     const theOther = await runCli(['events', '--actor', other.id, '--json'], env);
     assert.equal(theOther.code, 0, theOther.stderr);
     assert.deepEqual(subjects(theOther.stdout), [b]);

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { eventsSettled } from '../support/deployments.js';
 import { tempDir, type Actor } from '../support/harness.js';
 import { lossyProxy } from '../support/lossy-proxy.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
@@ -141,6 +142,7 @@ describe('slipway secret', () => {
     const answer = JSON.parse(await ok(f.admin, ['reveal', '--name', 'tricky', '--json']));
     assert.deepEqual(answer, { name: 'tricky', version: 1, values: tricky });
     // Audited as any reveal.
+    await eventsSettled(f.server);
     const events = (await f.owner.http.get(`/v1/orgs/${f.orgId}/events?type=secret.revealed&limit=200`)).body.events as Array<{ subject: { id: string } }>;
     assert.ok(events.length >= 3, 'each reveal wrote its event');
   });
@@ -251,6 +253,7 @@ describe('slipway secret', () => {
   });
 
   it('refuses a mistaken command line with exit 2 before anything is sent, quoting no value', async () => {
+    await eventsSettled(f.server);
     const before = (await f.owner.http.get(`/v1/orgs/${f.orgId}/events?limit=200`)).body.events.length;
     const broken = file('broken.env', `GOOD=1\nnot a line\nQUOTE="${sentinel}\nGOOD=2\n`);
     for (const [args, message, input] of [
@@ -275,6 +278,7 @@ describe('slipway secret', () => {
       assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
       assert.match(result.stderr, message);
     }
+    await eventsSettled(f.server);
     assert.equal((await f.owner.http.get(`/v1/orgs/${f.orgId}/events?limit=200`)).body.events.length, before, 'no request changed anything');
   });
 

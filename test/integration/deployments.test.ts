@@ -9,7 +9,7 @@ import { deploymentsRepo } from '../../src/modules/deployments/deployments.repo.
 import { TEST_DB, type Actor, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import {
-  createEnvironment, createService, deploy, eventsOf, holding, lockWaiters, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
+  createEnvironment, createService, deploy, eventsOf, eventsSettled, holding, lockWaiters, getDeployment, newRunner, ship, startDeployFixture, unique, type DeployFixture, type RunnerClient,
 } from '../support/deployments.js';
 
 describe('deployments', () => {
@@ -494,6 +494,7 @@ describe('deployments', () => {
     assert.match(String(refused.detail), new RegExp(`^Deployment ${shipped.deployment.id} cannot be rolled back to: .*${gone}@2, ${alsoGone}@1 .*Deploy the service again instead`));
     const listed = await dev.http.get(`/v1/orgs/${org}/deployments`);
     assert.deepEqual(listed.body.deployments.map((d: any) => d.id), [shipped.deployment.id]);
+    await eventsSettled(server);
     const created = await server.owner.http.get(`/v1/orgs/${org}/events?type=deployment.created`);
     assert.deepEqual(created.body.events.map((e: any) => e.subject.id), [shipped.deployment.id]);
 

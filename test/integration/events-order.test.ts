@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { cliContext } from '../../src/platform/context.js';
 import { appendEvents } from '../../src/modules/events/event-log.js';
+import { eventsSettled } from '../support/deployments.js';
 import { TEST_DB, type Actor, type HttpResult } from '../support/harness.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
 
@@ -87,6 +88,7 @@ describe('events in commit order', () => {
   it('puts events restored from another cluster back in order at start, and cursors keep their place', { skip: TEST_DB !== 'postgres' && 'PostgreSQL only' }, async () => {
     await change();
     await change();
+    await eventsSettled(fixture.server);
     const { events: before } = await tail(null);
     const middle = before[before.length - 2]!;
     // What a dump restored into another cluster looks like: transaction ids of that cluster, some
@@ -98,6 +100,7 @@ describe('events in commit order', () => {
 
     assert.ok(await fixture.server.core.events.renumberRestored() >= before.length);
     await change();
+    await eventsSettled(fixture.server);
     const { events: after } = await tail(null);
     assert.deepEqual(after.slice(0, before.length).map((e) => e.id), before.map((e) => e.id), 'the restored events come first, in order');
     assert.equal(after.length, before.length + 1);
@@ -109,6 +112,7 @@ describe('events in commit order', () => {
   it('pages from a cursor that names an event id (as cursors did before) and refuses an unknown one', async () => {
     await change();
     await change();
+    await eventsSettled(fixture.server);
     const { events: all } = await tail(null);
     assert.ok(all.length >= 2);
     const from = all[all.length - 2]!;

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import { nowIso } from '../../src/platform/clock.js';
 import { TEST_DB, type Actor, type HttpResult, type TestServer } from '../support/harness.js';
 import { eventsSettled } from '../support/deployments.js';
 import { startWithOrg, type OrgFixture } from '../support/org-fixture.js';
@@ -38,6 +39,7 @@ describe('events', () => {
   after(() => fixture.close());
 
   async function allEvents(org: string, by: Actor = admin, query = ''): Promise<EventT[]> {
+    await eventsSettled(server);
     const out: EventT[] = [];
     let cursor: string | null = null;
     do {
@@ -224,11 +226,13 @@ describe('events', () => {
 
   it('filters by actor and by time (what did this caller do, and when), and binds its cursors to them', async () => {
     const su = `/v1/orgs/${orgId}/service-users`;
-    const start = new Date().toISOString();
+    // Times by the server's own clock (on PostgreSQL, the database's: this machine's, offset).
+    const start = nowIso();
     const made = (await owner.http.post(su, { name: 'audited', role: 'viewer' })).body;
     issuedSecrets.push(made.clientSecret);
     await new Promise((resolve) => setTimeout(resolve, 20));
-    const middle = new Date().toISOString();
+    const middle = nowIso();
+    await new Promise((resolve) => setTimeout(resolve, 20));
     await admin.http.patch(`${su}/${made.id}`, { role: 'developer' });
     await owner.http.patch(`${su}/${made.id}`, { description: 'seen' });
     const all = await allEvents(orgId, admin, `&subject=${made.id}`);

@@ -247,7 +247,7 @@ describe('Idempotency-Key', () => {
 
   it('keeps the hold of a request whose client went away while it still runs, so that the client\'s retry waits', async () => {
     // The real hooks on an app of its own, over a key store with a 3 s lock timeout, and a route
-    // that runs until the test lets it finish; its client hangs up after 300 ms and retries after
+    // that runs until the test lets it finish; its client hangs up while it runs and retries after
     // the timeout.
     const service = createIdempotencyService({ db: server.core.db, sealKey: randomBytes(32), lockTimeoutMs: 3_000 });
     const app = Fastify();
@@ -267,7 +267,13 @@ describe('Idempotency-Key', () => {
     try {
       const key = randomUUID();
       const send = (signal?: AbortSignal) => fetch(`${url}/v1/slow`, { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}', ...(signal ? { signal } : {}) });
-      await assert.rejects(send(AbortSignal.timeout(300)));
+      // The client hangs up once its request runs (not after a fixed time, which a slow machine could
+      // spend before the request arrives, leaving the retry to run it).
+      const hangUp = new AbortController();
+      const first = send(hangUp.signal);
+      await eventually('the first attempt to run', async () => (runs === 1 ? true : undefined));
+      hangUp.abort();
+      await assert.rejects(first);
       await sleep(3_500);
       const retry = await send();
       assert.equal(retry.status, 409);

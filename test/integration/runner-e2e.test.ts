@@ -88,7 +88,7 @@ describe('slipway runner', () => {
 
   it('fails a deployment whose health check fails, with the reason, and the previous revision keeps answering', async () => {
     const env = await createEnvironment(admin.http, orgId);
-    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ healthCheck: { path: '/healthz', timeoutSeconds: 2 } }) });
+    const svc = await createService(developer.http, orgId, { spec: serviceSpec({ healthCheck: { path: '/healthz', timeoutSeconds: 8 } }) });
     const good = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'good' } });
     assert.equal((await settled(developer.http, orgId, good.id)).state, 'succeeded');
     const serving = await servedBy(developer.http, orgId, good.id);
@@ -96,7 +96,7 @@ describe('slipway runner', () => {
     const bad = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'bad', HEALTH: 'fail' } });
     const failed = await settled(developer.http, orgId, bad.id);
     assert.equal(failed.state, 'failed');
-    assert.match(failed.reason, /^The new process did not come up: health check GET \/healthz on port \d+ did not answer 2xx within 2 s \(last: HTTP 503\)\. What served before, if anything, keeps serving\.$/);
+    assert.match(failed.reason, /^The new process did not come up: health check GET \/healthz on port \d+ did not answer 2xx within 8 s \(last: HTTP 503\)\. What served before, if anything, keeps serving\.$/);
     const [badPid] = await startedPids(developer.http, orgId, bad.id);
     assert.ok(badPid !== undefined && badPid !== serving.pid);
     assert.equal(alive(badPid), false, 'the unhealthy process was stopped');
@@ -115,7 +115,7 @@ describe('slipway runner', () => {
     assert.ok((await deploymentLog(developer.http, orgId, good.id)).some((l) => l.stream === 'runner' && l.line.endsWith('; then it must keep running 3 s')));
     const serving = await servedBy(developer.http, orgId, good.id);
 
-    // Healthy at once, gone a second later: a crash loop in the making is no success.
+    // Gone a second after its first healthy answer: a crash loop in the making is no success.
     const flaky = await deploy(developer.http, orgId, { service: svc.id, environment: env.id, variables: { REVISION: 'flaky', EXIT_AFTER_MS: '1000' } });
     const failed = await settled(developer.http, orgId, flaky.id);
     assert.equal(failed.state, 'failed');

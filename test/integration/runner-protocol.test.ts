@@ -12,7 +12,7 @@ import { deploymentsRepo } from '../../src/modules/deployments/deployments.repo.
 import { LOG_LINE_MAX_CHARS } from '../../src/modules/runner/runner.protocol.js';
 import { freePort, httpClient, type Actor, type TestServer } from '../support/harness.js';
 import {
-  createEnvironment, createService, deploy, eventsOf, eventually, getDeployment, newRunner, runnerClient, startDeployFixture, unique, type DeployFixture,
+  createEnvironment, createService, deploy, eventsOf, eventsSettled, eventually, getDeployment, newRunner, runnerClient, startDeployFixture, unique, type DeployFixture,
   type RunnerClient,
 } from '../support/deployments.js';
 
@@ -423,6 +423,7 @@ describe('runner protocol', () => {
     assert.deepEqual(new Set(all), made);
     const inProgress = await dev.http.get(`/v1/orgs/${org}/deployments?state=in_progress&limit=200`);
     assert.equal(inProgress.body.deployments.length, 100);
+    await eventsSettled(server);
     const claims = await server.owner.http.get(`/v1/orgs/${org}/events?type=deployment.state_changed&limit=200`);
     assert.equal(claims.body.events.filter((e: any) => e.data.to === 'in_progress').length, 100);
   });
@@ -573,7 +574,9 @@ describe('runner leases', () => {
 // Hosting (protocol step 5): a runner that names itself reports what it runs; what its runner no
 // longer reports, or released, is adopted by one runner, with what to run, its state unchanged.
 describe('runner protocol: hosts and adoption', () => {
-  const HOST_TIMEOUT_SECONDS = 2;
+  // Short, for the waits past it; long enough that what a test does in one go (a report, then an
+  // adoption that must find nothing) fits well inside it on a loaded machine.
+  const HOST_TIMEOUT_SECONDS = 4;
   let f: DeployFixture;
   before(async () => {
     f = await startDeployFixture({ env: { SLIPWAY_RUNNER_HOST_TIMEOUT_SECONDS: String(HOST_TIMEOUT_SECONDS) } });

@@ -195,7 +195,9 @@ describe('slipway serve (child process)', () => {
       const url = new URL(database.url!);
       url.port = String(await proxy.open(url.hostname, Number(url.port)));
       const own = await freePort();
-      const hung = serve([], { SLIPWAY_PORT: String(own), SLIPWAY_DATABASE_URL: url.href, SLIPWAY_SHUTDOWN_GRACE_SECONDS: '2' });
+      // A grace period of its own well below the statement deadline (15 s), and well above the half
+      // second a shutdown gives background statements, on a machine that may be slow.
+      const hung = serve([], { SLIPWAY_PORT: String(own), SLIPWAY_DATABASE_URL: url.href, SLIPWAY_SHUTDOWN_GRACE_SECONDS: '5' });
       await hung.waitForLog(listening, 'that it listens');
       // Connections in the pool, as a node that has served has: more than the background work below holds.
       const token = await accessToken({ ...boot, tokenUrl: `http://127.0.0.1:${own}/oauth/v2/token` });

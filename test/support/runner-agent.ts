@@ -7,19 +7,20 @@ import { get as httpGet } from 'node:http';
 import path from 'node:path';
 import { after } from 'node:test';
 import { tempDir, type Actor, type HttpClient, type HttpResult, type TestServer } from './harness.js';
-import { eventually, getDeployment } from './deployments.js';
+import { eventsSettled, eventually, getDeployment } from './deployments.js';
 import { spawnSlipway, type SlipwayProcess } from './processes.js';
 
 /**
  * The deployed service: prints its pid, port and API_KEY (which the runner must mask in the log),
  * answers GET / with its variables and GET /healthz with 200 — or 503 while HEALTH is `fail` or
  * while the file HEALTH_GATE names does not exist yet. GET /exit makes it exit with code 3; with
- * EXIT_AFTER_MS it exits with code 4 that long after it started listening.
+ * EXIT_AFTER_MS it exits with code 4 that long after its first healthy answer.
  */
 export const SERVICE_SCRIPT = `
 const http = require('node:http');
 const fs = require('node:fs');
 console.log('serving pid=' + process.pid + ' port=' + process.env.PORT + ' key=' + process.env.API_KEY);
+let exiting = null;
 http.createServer((req, res) => {
   if (req.url === '/exit') {
     res.end(() => process.exit(3));
@@ -29,13 +30,12 @@ http.createServer((req, res) => {
     const gate = process.env.HEALTH_GATE;
     res.statusCode = process.env.HEALTH !== 'fail' && (!gate || fs.existsSync(gate)) ? 200 : 503;
     res.end();
+    if (res.statusCode === 200 && process.env.EXIT_AFTER_MS && !exiting) exiting = setTimeout(() => process.exit(4), Number(process.env.EXIT_AFTER_MS));
     return;
   }
   res.setHeader('content-type', 'application/json');
   res.end(JSON.stringify({ pid: process.pid, greeting: process.env.GREETING ?? null, apiKey: process.env.API_KEY ?? null, revision: process.env.REVISION ?? null }));
-}).listen(Number(process.env.PORT), '127.0.0.1', () => {
-  if (process.env.EXIT_AFTER_MS) setTimeout(() => process.exit(4), Number(process.env.EXIT_AFTER_MS));
-});
+}).listen(Number(process.env.PORT), '127.0.0.1');
 `;
 
 /** A service spec that runs SERVICE_SCRIPT with this node binary. */
@@ -181,6 +181,7 @@ export function alive(pid: number): boolean {
 
 /** Every event of a type in an organization, oldest first, across pages. */
 export async function allEvents(server: TestServer, orgId: string, type: string): Promise<any[]> {
+  await eventsSettled(server);
   const events = [];
   let cursor: string | null = null;
   do {

@@ -136,10 +136,11 @@ describe('launch', { timeout: 20_000 }, () => {
     const { sink, lines } = collector();
     await rejectsWithReason(
       launch(
-        { command: node(SERVER), env: { HEALTH_STATUS: '500' }, port, healthCheck: { path: '/healthz', timeoutSeconds: 1 } },
+        // Time for a child node to start and answer once, on a slow machine.
+        { command: node(SERVER), env: { HEALTH_STATUS: '500' }, port, healthCheck: { path: '/healthz', timeoutSeconds: 3 } },
         sink,
       ),
-      `health check GET /healthz on port ${port} did not answer 2xx within 1 s (last: HTTP 500)`,
+      `health check GET /healthz on port ${port} did not answer 2xx within 3 s (last: HTTP 500)`,
     );
     assertGone(pidFrom(lines.stdout));
   });
@@ -337,9 +338,10 @@ describe('stop', { timeout: 10_000 }, () => {
 });
 
 describe('a slow health check', { timeout: 30_000 }, () => {
-  test('gets one probe as long as the timeout leaves it: an endpoint that answers in 6 s passes a check of 8 s', async () => {
+  // Slower than 5 s, what one probe was once given, and well inside the check on a slow machine.
+  test('gets one probe as long as the timeout leaves it: an endpoint that answers in 6 s passes a check of 10 s', async () => {
     const script = `require('node:http').createServer((req, res) => setTimeout(() => res.end('ok'), 6000)).listen(Number(process.env.PORT), '127.0.0.1')`;
-    await start({ command: node(script), env: {}, port: await freePort(), healthCheck: { path: '/healthz', timeoutSeconds: 8 } }, () => {});
+    await start({ command: node(script), env: {}, port: await freePort(), healthCheck: { path: '/healthz', timeoutSeconds: 10 } }, () => {});
   });
 });
 
