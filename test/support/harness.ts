@@ -1,13 +1,14 @@
 // Boots the real Slipway on a real database (a temporary SQLite file, or a fresh database in the
 // throwaway PostgreSQL cluster when SLIPWAY_TEST_DB=postgres) listening on a real port, and gives
 // tests an HTTP client and factories. Every log line the server writes is kept for assertions.
+import { randomInt } from 'node:crypto';
 import fs from 'node:fs';
+import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { createSlipway, type Core, type Slipway } from '../../src/app.js';
 import { loadConfig, routePrefix, type Config } from '../../src/platform/config.js';
-import { freePort } from '../../src/runner-agent/local-process.js';
 import { createTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { cliContext } from '../../src/platform/context.js';
 import type { Role } from '../../src/modules/auth/roles.js';
@@ -29,7 +30,30 @@ interface PostgresScript {
 
 let dbCounter = 0;
 
-export { freePort };
+/** Ports this process has handed out, each once. */
+const handedOut = new Set<number>();
+
+/**
+ * A port for a test server to listen on a moment later, or again after a restart: free when it is
+ * picked, and below the range the system hands out for `listen(0)` and for outgoing connections
+ * (32768-60999 by default on Linux, where the database clients', the HTTP clients' and the runners'
+ * ports come from), so that only another test's pick, itself checked free, could take it meanwhile.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + randomInt(12_000);
+    if (handedOut.has(port)) continue;
+    const probe = createServer();
+    const free = await new Promise<boolean>((resolve) => {
+      probe.once('error', () => resolve(false));
+      probe.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (free) await new Promise<void>((resolve) => probe.close(() => resolve()));
+    if (!free) continue;
+    handedOut.add(port);
+    return port;
+  }
+}
 
 /** A database for one test server: its URL (null = SQLite in the data dir) and how to drop it. */
 export async function testDatabase(): Promise<{ url: string | null; drop: () => Promise<void> }> {
