@@ -163,9 +163,12 @@ describe('deleting an organization', () => {
     const queued = await deploy(owner.http, org.id, { service: svc.name, environment: env.name });
     assert.equal((await owner.http.post(`/v1/orgs/${org.id}/deployments/${queued.id}/cancel`, {})).status, 200);
     // Creating and cancelling woke this organization's claims: the node counts them.
-    assert.ok(server.core.signals.version(org.id) > 0);
+    assert.equal(server.core.signals.counts(org.id), true);
+    const seen = server.core.signals.version(org.id);
     assert.equal((await admin.http.delete(`/v1/orgs/${org.id}`)).status, 204);
-    assert.equal(server.core.signals.version(org.id), 0);
+    assert.equal(server.core.signals.counts(org.id), false);
+    // A claim that read the counter before does not wait once the organization is gone.
+    assert.notEqual(server.core.signals.version(org.id), seen);
   });
 
   it('a deletion racing writes into the organization leaves nothing of them, and answers each with a problem a client can act on', async () => {

@@ -21,6 +21,12 @@ const PING_EVERY_MS = 15_000;
 const PING_DEADLINE_MS = 5_000;
 /** How long a stopping server waits for PostgreSQL to acknowledge the end of the LISTEN connection. */
 const END_WITHIN_MS = 1_000;
+/**
+ * Counters kept before those of organizations no claim waits in are dropped. Every node counts
+ * every organization it hears of (its own deployments, the other nodes' notifications), and only the
+ * node that deletes one forgets it at once.
+ */
+const COUNTED_MAX = 10_000;
 
 /** Ends a client's connection: politely, and if the server does not answer soon, by closing the socket. */
 async function endConnection(client: pg.Client): Promise<void> {
@@ -49,7 +55,13 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
   const pollMs = deps.pollMs ?? (deps.dialect === 'postgres' ? 2000 : 250);
   const pingEveryMs = deps.pingEveryMs ?? PING_EVERY_MS;
   const pingDeadlineMs = deps.pingDeadlineMs ?? PING_DEADLINE_MS;
+  // An organization's counter takes the next of one sequence at each signal; one no longer counted
+  // reads as `floor`, the sequence where counters were last dropped. So a counter read before a
+  // signal never reads the same after it, dropped or not: a claim that read it does not wait
+  // through the signal.
   const versions = new Map<string, number>();
+  let sequence = 0;
+  let floor = 0;
   const waiters = new Map<string, Set<() => void>>();
   let closed = false;
   let listener: pg.Client | null = null;
@@ -58,11 +70,15 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
   let ping: NodeJS.Timeout | undefined;
 
   function version(orgId: string): number {
-    return versions.get(orgId) ?? 0;
+    return versions.get(orgId) ?? floor;
   }
 
   function bump(orgId: string): void {
-    versions.set(orgId, (versions.get(orgId) ?? 0) + 1);
+    versions.set(orgId, ++sequence);
+    if (versions.size > Math.max(COUNTED_MAX, 2 * waiters.size)) {
+      for (const counted of versions.keys()) if (!waiters.has(counted)) versions.delete(counted);
+      floor = sequence;
+    }
     const set = waiters.get(orgId);
     if (set) for (const wake of [...set]) wake();
   }
@@ -140,6 +156,11 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
     /** A counter per organization; a claim reads it before looking, and waits for it to move. */
     version,
 
+    /** Whether this process keeps a counter for `orgId`. */
+    counts(orgId: string): boolean {
+      return versions.has(orgId);
+    },
+
     /** How many claims of this process wait in `orgId` now. */
     waiting(orgId: string): number {
       return waiters.get(orgId)?.size ?? 0;
@@ -188,6 +209,8 @@ export function createDeploymentSignals(deps: DeploymentSignalsDeps) {
       const set = waiters.get(orgId);
       if (set) for (const wake of [...set]) wake();
       versions.delete(orgId);
+      // What it reads as from now on is no value it was read as before.
+      floor = ++sequence;
     },
 
     get closed(): boolean {
