@@ -1,11 +1,7 @@
 // Flag parsing shared by every command: the command's own flags plus every configuration flag
 // (`--data-dir`, `--database-url`, …), so the CLI reaches the same database as `serve`.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import type { TSchema } from '@sinclair/typebox';
-import { validationProblem, type AjvError } from '../http/error-handler.js';
-import { createValidatorCompiler } from '../http/validators.js';
 import { CONFIG_VARIABLES, flagName, loadConfig, type Config, type ConfigKey } from '../platform/config.js';
-import type { FieldError } from '../platform/errors.js';
 import { unknownVariables, unknownVariableWarning, type UnknownVariable } from '../platform/unknown-variables.js';
 
 export class UsageError extends Error {}
@@ -132,22 +128,6 @@ export function required(values: Parsed['values'], name: string): string {
   const value = values[name];
   if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
   return value;
-}
-
-const compileBody = createValidatorCompiler();
-
-/**
- * Checks what a command is about to create or change against the schema the API checks the same
- * request with, so that the CLI never writes what the API would refuse (a slug the API could not
- * address, say). A refusal names the flag, as the API names the field.
- */
-export function checkedInput<T>(schema: TSchema, input: T): T {
-  const validate = compileBody({ schema, httpPart: 'body', method: 'POST', url: '' }) as unknown as ((value: unknown) => boolean) & { errors?: AjvError[] | null };
-  if (validate(input)) return input;
-  const problem = validationProblem(validate.errors ?? [], 'body');
-  const fields = (problem.extras.errors as FieldError[] | undefined) ?? [];
-  const toFlag = (pointer: string) => `--${pointer.slice(1).split('/')[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
-  throw new UsageError(fields.length > 0 ? fields.map((f) => `${toFlag(f.pointer)} ${f.message}`).join('; ') : problem.detail);
 }
 
 /**

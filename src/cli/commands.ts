@@ -10,7 +10,8 @@ import { createLogger } from '../platform/logging.js';
 import { isRole, ROLES, type Role } from '../modules/auth/roles.js';
 import { CreateOrgBody, EXTERNAL_ID_PATTERN, type Organization } from '../modules/orgs/orgs.schemas.js';
 import { CreateServiceUserBody, UpdateServiceUserBody, type ServiceUser } from '../modules/service-users/service-users.schemas.js';
-import { checkedInput, environmentsGiven, parse, repeated, required, UsageError, type Parsed } from './args.js';
+import { environmentsGiven, parse, repeated, required, UsageError, type Parsed } from './args.js';
+import { checkedInput } from './checked-input.js';
 import { printFields, printJson, printTable } from './output.js';
 import { ORG_USAGE, SERVICE_USER_USAGE, wantsHelp } from './usage.js';
 

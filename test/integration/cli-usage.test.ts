@@ -210,6 +210,30 @@ describe('slipway CLI: usage, help and errors', () => {
     assert.deepEqual(JSON.parse((await runCli(['version', '--json'], {})).stdout), { version, node: process.versions.node });
   });
 
+  it('loads no database code and no request validator for what needs neither: help, the version, and the commands that call the API', { skip: NO_DATABASE }, async () => {
+    // Every module loaded, as the module loader sees it: a database driver, Slipway's database layer
+    // or the validator of what the server is sent, in a command that only talks HTTP, is start-up
+    // time each call pays for nothing.
+    const hooks = new URL('../support/module-log-hooks.js', import.meta.url).href;
+    // Encoded: NODE_OPTIONS splits at spaces.
+    const register = `data:text/javascript,${encodeURIComponent(`import { register } from 'node:module'; register(${JSON.stringify(hooks)});`)}`;
+    const dir = tempDir('slipway-cli-modules-');
+    try {
+      for (const args of [['--version'], ['serve', '--help'], ['secret', '--help'], ['runner', '--help'],
+        ['deployment', 'list', '--server', 'http://127.0.0.1:1', '--org', 'x'], ['events', '--server', 'http://127.0.0.1:1', '--org', 'x']]) {
+        const log = path.join(dir, `${args.join('_').replace(/[^a-z]/g, '')}.log`);
+        const result = await runCli(args, { NODE_OPTIONS: `--import=${register}`, SLIPWAY_TEST_MODULE_LOG: log, SLIPWAY_CLIENT_ID: 'x', SLIPWAY_CLIENT_SECRET: 'x' });
+        assert.ok(result.code !== null, `${args.join(' ')}: ${result.stderr}`);
+        const loaded = fs.readFileSync(log, 'utf8').split('\n');
+        assert.ok(loaded.some((url) => url.endsWith('/src/cli/main.js')), `${args.join(' ')}: the log holds what it loaded`);
+        const needless = loaded.filter((url) => /\/node_modules\/(kysely|pg|better-sqlite3|ajv)\/|\/src\/platform\/db\/database\.js$/.test(url));
+        assert.deepEqual(needless, [], args.join(' '));
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a data directory that cannot be made (a link to nowhere, as an unmounted volume) with exit 2 naming it', { skip: NO_DATABASE }, async () => {
     const dir = tempDir('slipway-dangling-');
     fs.symlinkSync(path.join(dir, 'not-mounted'), path.join(dir, 'volume'));

@@ -2,7 +2,8 @@
 // superseded, one in progress per service and environment, and every illegal transition.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { compareAndSet, DEPLOYMENT_STATES, allowedFrom, canTransition, type DeploymentState } from '../../src/modules/deployments/deployment-state.js';
+import { compareAndSet } from '../../src/modules/deployments/deployment-state.js';
+import { DEPLOYMENT_STATES, allowedFrom, canTransition, type DeploymentState } from '../../src/modules/deployments/deployment-states.js';
 import { SYSTEM_CONTEXT } from '../../src/platform/context.js';
 import { CompiledQuery, sql } from 'kysely';
 import { deploymentsRepo } from '../../src/modules/deployments/deployments.repo.js';

@@ -9,7 +9,7 @@ import type { Db } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { difference, RUN_FIELDS, runFieldChanges } from '../services/service-spec.js';
 import type { DeploymentSpecT, PinnedSecretReferenceT } from '../services/services.schemas.js';
-import type { DeploymentState } from './deployment-state.js';
+import type { DeploymentState } from './deployment-states.js';
 import { DeploymentParams, DeploymentStateSchema } from './deployments.schemas.js';
 import { loadDeployment, type Snapshot } from './deployments.service.js';
 import type { DeploymentRow } from './deployments.repo.js';

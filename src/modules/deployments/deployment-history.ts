@@ -6,7 +6,7 @@ import type { RequestContext } from '../../platform/context.js';
 import { isForeignKeyViolation, type Db, type Dialect, type Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
-import { UNFINISHED_STATES } from './deployment-state.js';
+import { UNFINISHED_STATES } from './deployment-states.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
 import { nowIso } from '../../platform/clock.js';
 

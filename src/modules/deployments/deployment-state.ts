@@ -1,68 +1,15 @@
-// The deployment state machine: the one table of allowed transitions, and the one function that
-// moves a deployment along it. Every state change in Slipway goes through `compareAndSet` (an
+// The deployment state machine: the one function that moves a deployment along the graph of
+// deployment-states.ts. Every state change in Slipway goes through `compareAndSet` (an
 // `UPDATE … WHERE id = ? AND state = ?` that changes nothing when someone else got there first)
 // or `moveDeployment` on top of it, and each appends its `deployment.state_changed` event in the
 // same transaction.
-//
-//   queued ──claim──▶ in_progress ──▶ succeeded ──(a newer one succeeds)──▶ superseded
-//      │                 │    ╰──────▶ failed
-//      ╰──cancel──▶ cancelled ◀──cancel──╯
-//   in_progress ──lease expired──▶ queued (attempt+1, up to a limit, then failed)
-//
-// A runner that gives its lease back (it is stopping) ends the attempt as an expiry would, at once.
 import type { RequestContext } from '../../platform/context.js';
 import type { Executor } from '../../platform/db/database.js';
-import { errors } from '../../platform/errors.js';
 import { appendEvents } from '../events/event-log.js';
 import { deploymentsRepo, type DeploymentPatch, type DeploymentRow } from './deployments.repo.js';
+import { errors } from '../../platform/errors.js';
 import { nowIso } from '../../platform/clock.js';
-
-export const DEPLOYMENT_STATES = ['queued', 'in_progress', 'succeeded', 'failed', 'cancelled', 'superseded'] as const;
-export type DeploymentState = (typeof DEPLOYMENT_STATES)[number];
-
-/** Every edge of the graph, with what causes it. */
-export const TRANSITIONS: Readonly<Record<DeploymentState, Readonly<Partial<Record<DeploymentState, string>>>>> = {
-  queued: { in_progress: 'a runner claims it', cancelled: 'cancel' },
-  in_progress: {
-    succeeded: 'the runner completes it',
-    failed: 'the runner fails it, or its last allowed lease expires or is given back',
-    cancelled: 'cancel',
-    queued: 'its lease expires, or its runner gives it back, with attempts left (attempt + 1)',
-  },
-  succeeded: { superseded: 'a newer deployment of the same service and environment succeeds' },
-  failed: {},
-  cancelled: {},
-  superseded: {},
-};
-
-/** States that hold an environment or service in use: deleting either is refused while one exists. */
-export const UNFINISHED_STATES: readonly DeploymentState[] = ['queued', 'in_progress'];
-
-/** The states that end a deployment's run (`superseded` comes later, from `succeeded`). */
-export const FINISHED_STATES: readonly DeploymentState[] = ['succeeded', 'failed', 'cancelled'];
-
-export function allowedFrom(state: DeploymentState): DeploymentState[] {
-  return Object.keys(TRANSITIONS[state]) as DeploymentState[];
-}
-
-export function canTransition(from: DeploymentState, to: DeploymentState): boolean {
-  return to in TRANSITIONS[from];
-}
-
-export function isDeploymentState(value: string): value is DeploymentState {
-  return (DEPLOYMENT_STATES as readonly string[]).includes(value);
-}
-
-/**
- * The 409 for a move the graph does not have, listing the moves it does have from `from`; a cancel
- * of what serves says how to stop it serving (someone on call who reaches for cancel wants that).
- */
-export function transitionConflict(id: string, from: DeploymentState, to: DeploymentState) {
-  const hint = from === 'succeeded' && to === 'cancelled'
-    ? 'It serves now: to replace it, roll back (POST …/rollback on the deployment it replaced, or slipway deployment rollback --service S --environment E) or deploy another; to stop the service, DELETE …/services/{svc}?force=true.'
-    : undefined;
-  return errors.invalidTransition(id, from, to, allowedFrom(from), hint);
-}
+import { canTransition, transitionConflict, type DeploymentState } from './deployment-states.js';
 
 export interface CompareAndSet {
   orgId: string;

@@ -3,7 +3,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { NullableCursor, optionalBody, OrgIdParam, PageQuery, SequenceNumber, Timestamp } from '../../http/schemas.js';
 import type { Limits } from '../../platform/config.js';
 import { DeploymentSpec, SPEC_LIMITS, variablesSchema } from '../services/services.schemas.js';
-import { DEPLOYMENT_STATES } from './deployment-state.js';
+import { DEPLOYMENT_STATES } from './deployment-states.js';
 
 export const DeploymentStateSchema = Type.Union(DEPLOYMENT_STATES.map((s) => Type.Literal(s)), {
   description: 'queued → in_progress → succeeded | failed; queued or in_progress → cancelled; succeeded → superseded when a newer one succeeds; in_progress → queued when its lease expires, or its runner gives it back, with attempts left.',

@@ -15,7 +15,8 @@ import { pinnedVersions, pinToCurrentVersions, type SecretStore, type SecretVers
 import { SPEC_LIMITS, type DeploymentSpecT, type PinnedSecretReferenceT, type ServiceSpec } from '../services/services.schemas.js';
 import { loadService } from '../services/services.service.js';
 import type { DeploymentSignals } from './deployment-signals.js';
-import { moveDeployment, type DeploymentState } from './deployment-state.js';
+import { moveDeployment } from './deployment-state.js';
+import type { DeploymentState } from './deployment-states.js';
 import { deploymentsRepo, type DeploymentRow } from './deployments.repo.js';
 import { LOG_PAGE_DEFAULT, type CreateDeploymentInput, type Deployment, type DeploymentProcessT, type LogLineT, type LogStreamT, type ProcessExitT } from './deployments.schemas.js';
 import { nowIso, nowDate } from '../../platform/clock.js';

@@ -5,7 +5,7 @@
 // organization's data lives in; a table added with an org_id must be added here (a test checks).
 import type { Executor } from '../../platform/db/database.js';
 import { errors } from '../../platform/errors.js';
-import { UNFINISHED_STATES } from '../deployments/deployment-state.js';
+import { UNFINISHED_STATES } from '../deployments/deployment-states.js';
 import { runnersRepo } from '../runner/runners.repo.js';
 
 /** Rows removed, by what they were. */

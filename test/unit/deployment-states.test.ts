@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import {
   allowedFrom, canTransition, DEPLOYMENT_STATES, FINISHED_STATES, isDeploymentState, TRANSITIONS, transitionConflict, UNFINISHED_STATES,
   type DeploymentState,
-} from '../../src/modules/deployments/deployment-state.js';
+} from '../../src/modules/deployments/deployment-states.js';
 
 // queued ──claim──▶ in_progress ──▶ succeeded ──(a newer one succeeds)──▶ superseded
 //    │                 │    ╰──────▶ failed
