@@ -15,6 +15,7 @@ import type { Role } from '../../src/modules/auth/roles.js';
 import type { Organization } from '../../src/modules/orgs/orgs.schemas.js';
 import { cliContext } from '../../src/platform/context.js';
 import { isAppError } from '../../src/platform/errors.js';
+import { eventsSettled } from '../support/deployments.js';
 import { startServer, type HttpResult, type TestServer } from '../support/harness.js';
 import { assertProblem } from '../support/problems.js';
 import { cliJson, runCli } from '../support/processes.js';
@@ -137,6 +138,7 @@ describe('external issuer (ZITADEL) tokens', () => {
     assert.equal(server.core.verifier.known(token)?.orgId, orgA.id);
 
     const admin = await api(claims(ZORG_A, ['admin']));
+    await eventsSettled(server);
     const events = await admin.get(`/v1/orgs/${orgA.slug}/events?type=secret.*`);
     assert.equal(events.status, 200, events.text);
     assert.deepEqual(events.body.events.map((e: { actor: string }) => e.actor), [`28${ZORG_A.slice(2)}`]);

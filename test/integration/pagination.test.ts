@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Actor } from '../support/harness.js';
-import { createEnvironment, createService, deploy, ship, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
+import { createEnvironment, createService, deploy, eventsSettled, ship, startDeployFixture, unique, type DeployFixture } from '../support/deployments.js';
 import { assertProblem } from '../support/problems.js';
 
 describe('cursors bound to their listing', () => {
@@ -85,6 +85,7 @@ describe('cursors bound to their listing', () => {
     const base = `/v1/orgs/${orgId}/events`;
     const svc = await createService(f.developer.http, orgId);
     assert.equal((await f.developer.http.patch(`/v1/orgs/${orgId}/services/${svc.id}`, { description: 'changed' })).status, 200);
+    await eventsSettled(f.server);
 
     const byType = await cursorOf(`${base}?type=secret.*`);
     await accepted(`${base}?type=secret.*`, byType);

@@ -137,7 +137,8 @@ describe('runners kept to environments', () => {
     assert.ok(!answer.text.includes('production-sentinel'));
     // Naming production while it waits: refused once it looks again.
     assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`, { environments: [staging.name, production.name] })).status, 200);
-    const named = runner.claim({ environments: [staging.name], waitSeconds: 3 });
+    // Waiting long enough for the change below to land however slowly: the deployment's signal wakes it.
+    const named = runner.claim({ environments: [staging.name], waitSeconds: 10 });
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal((await f.admin.http.patch(`/v1/orgs/${f.orgId}/service-users/${runner.user.id}`, { environments: [production.name] })).status, 200);
     await deploy(f.developer.http, f.orgId, { service: service.id, environment: staging.id });

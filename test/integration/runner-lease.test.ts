@@ -171,7 +171,9 @@ describe('slipway runner and its lease', () => {
 // starts it expires no lease, so that a runner still at work gets its retried heartbeat in first.
 // (Through the protocol, with a lease long enough for a start and a few calls.)
 describe('runner leases across a server restart', () => {
-  const LEASE_SECONDS = 4;
+  // The first lease after the restart holds a token request, a claim, a sweep and a heartbeat: on a
+  // slow machine, well inside it.
+  const LEASE_SECONDS = 8;
   let f: DeployFixture;
 
   before(async () => {

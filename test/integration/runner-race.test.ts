@@ -31,7 +31,7 @@ describe('slipway runners racing', () => {
     const finished = await eventually('all 100 deployments to finish', async () => {
       const res = await developer.http.get(`/v1/orgs/${orgId}/deployments?state=succeeded&state=superseded&state=failed&limit=200`);
       return res.body.deployments.length === 100 ? res.body.deployments : undefined;
-    }, 100_000);
+    }, 240_000);
 
     const changes = await allEvents(server, orgId, 'deployment.state_changed');
     const claims = changes.filter((e) => e.data.to === 'in_progress');

@@ -1,6 +1,7 @@
 // POST /v1/orgs/{orgId}/secrets, exactly as the spec and the design fix it.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { eventsSettled } from '../support/deployments.js';
 import { startServer, type TestServer } from '../support/harness.js';
 
 describe('bulk create secrets', () => {
@@ -61,6 +62,7 @@ describe('bulk create secrets', () => {
         assert.deepEqual(revealed.body.values, secrets[i]!.values);
       }
       const { id } = await server.core.db.selectFrom('secrets').select('id').where('name', '=', secrets[1]!.name).executeTakeFirstOrThrow();
+      await eventsSettled(server);
       const events = await http.get(`/v1/orgs/default/events?type=secret.created&subject=${id}`);
       assert.deepEqual(events.body.events.map((e: any) => [e.subject.id, e.data.name, e.data.keys, e.requestId]), [[id, secrets[1]!.name, Object.keys(secrets[1]!.values).sort(), res.headers.get('x-request-id')]]);
     }

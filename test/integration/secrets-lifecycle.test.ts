@@ -2,9 +2,8 @@
 // versions, reveal, restore a version, delete, undelete, permanent delete, list and paginate.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { eventsSettled } from '../support/deployments.js';
 import { startServer, type Actor, type TestServer } from '../support/harness.js';
-import { eventually } from '../support/deployments.js';
+import { eventsSettled, eventually } from '../support/deployments.js';
 
 const base = '/v1/orgs/default/secrets';
 /** A secret's ETag as the README documents it: its version and its creation time in milliseconds, base 36. */
@@ -347,6 +346,7 @@ describe('secrets lifecycle', () => {
     assert.equal((await admin.http.delete(`${base}/gone?permanent=true`)).status, 204);
     assert.equal((await dev.http.get(`${base}?prefix=gone&deleted=true`)).body.secrets.length, 0);
 
+    await eventsSettled(server);
     const events = await admin.http.get(`/v1/orgs/default/events?type=secret.*&limit=200`);
     const types = events.body.events.filter((e: any) => e.data.name === 'gone').map((e: any) => e.type);
     assert.deepEqual(types, ['secret.created', 'secret.updated', 'secret.destroyed', 'secret.created', 'secret.deleted', 'secret.destroyed']);
@@ -403,6 +403,7 @@ describe('secrets retention', () => {
     assert.equal(await server.core.secrets.purgeExpired(), 0);
     const rows = await server.core.db.selectFrom('secrets').select('name').where('name', 'in', ['short', 'shorter']).execute();
     assert.deepEqual(rows.map((r) => r.name), ['short']);
+    await eventsSettled(server);
     const events = await http.get(`/v1/orgs/default/events?type=secret.purged`);
     assert.deepEqual(events.body.events.map((e: any) => [e.data.name, e.actor]).sort(), [['short', 'system'], ['shorter', 'system']]);
     const others = await otherOwner.http.get(`/v1/orgs/${other.id}/events?type=secret.purged`);

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CompiledQuery } from 'kysely';
 import { bumpManyStatement } from '../../src/modules/secrets/secrets.repo.js';
+import { eventsSettled } from '../support/deployments.js';
 import { startServer, TEST_DB, type TestServer } from '../support/harness.js';
 
 const base = '/v1/orgs/default/secrets';
@@ -35,6 +36,7 @@ describe('bulk upsert secrets', () => {
     const revealed = await http.post(`${base}/change/reveal`, {});
     assert.deepEqual(revealed.body.values, { A: '2', B: 'b' });
 
+    await eventsSettled(server);
     const events = await http.get('/v1/orgs/default/events?type=secret.*&limit=200');
     const mine = events.body.events.filter((e: any) => ['new-one', 'keep', 'change'].includes(e.data.name) && e.requestId === res.headers.get('x-request-id'));
     assert.deepEqual(mine.map((e: any) => [e.type, e.data.name]).sort(), [['secret.created', 'new-one'], ['secret.updated', 'change']]);

@@ -243,7 +243,11 @@ describe('webhooks', () => {
       assert.equal(new Set(ids.slice(0, 4)).size, 1, 'every attempt at one event carries its id');
       const stamps = receiver.received.slice(0, 4).map((r) => Number(r.headers['webhook-timestamp']));
       assert.ok(stamps[3]! - stamps[0]! >= 3, `paused 1, 2, 4 s between attempts: ${stamps.join(', ')}`);
-      const deliveries = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`)).body.deliveries.reverse();
+      // Recorded once its answer is back, which comes after the receiver had the request.
+      const deliveries = (await waitFor('the five deliveries recorded', async () => {
+        const res = await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}/deliveries`);
+        return res.body.deliveries.length >= 5 ? res.body.deliveries : undefined;
+      })).reverse();
       assert.deepEqual(deliveries.map((d: any) => [d.attempt, d.status]), [[1, 500], [2, 500], [3, 500], [4, 204], [1, 204]]);
       assert.equal(deliveries[0].error, 'answered 500');
       const done = (await admin.http.get(`/v1/orgs/${orgId}/webhooks/${hook.id}`)).body;
