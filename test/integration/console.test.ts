@@ -108,8 +108,10 @@ describe('console in a browser', { skip: browserSkip }, () => {
     assert.match(headers['content-security-policy'] ?? '', /frame-ancestors 'none'/);
     assert.doesNotMatch(headers['content-security-policy'] ?? '', /upgrade-insecure-requests|validator\.swagger\.io/);
     assert.deepEqual([headers['x-frame-options'], headers['x-content-type-options'], headers['referrer-policy']], ['DENY', 'nosniff', 'no-referrer']);
-    // Swagger UI ran and drew the operations (a policy that refused its scripts draws nothing).
-    await page.waitForSelector('.opblock-summary-path:has-text("/v1/orgs/{orgId}/secrets")');
+    // Swagger UI ran and drew the operations (a policy that refused its scripts draws nothing). The
+    // first page of a new browser, and a heavy one (a megabyte of script, the whole API described):
+    // on a machine busy with both suites and another browser, longer than a page's usual 15 s.
+    await page.waitForSelector('.opblock-summary-path:has-text("/v1/orgs/{orgId}/secrets")', { timeout: 60_000 });
   });
 
   it('refuses a wrong secret with the token endpoint\'s reason, then signs in and keeps only a token', async () => {
