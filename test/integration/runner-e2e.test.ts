@@ -238,7 +238,9 @@ describe('slipway runner killed', () => {
 
     doomed.proc.child.kill('SIGKILL');
     await doomed.proc.exited;
-    await eventually('both processes to be gone', async () => (alive(up.pid) || alive(starting!) ? undefined : true));
+    // The watchdog stops them as a runner stops what it runs (a grace period, then SIGKILL): on a
+    // machine busy with both suites, past the usual 30 s of a wait.
+    await eventually('both processes to be gone', async () => (alive(up.pid) || alive(starting!) ? undefined : true), 90_000);
     // A connection that reached the listener as it closed is reset; after that, refused.
     await eventually('its port to refuse connections', async () => ((await ask(up.port) as { error?: string }).error === 'ECONNREFUSED' ? true : undefined));
   });
